@@ -60,7 +60,15 @@ kiln_require(KILN_AARCH64_CXX g++-aarch64-linux-gnu)
 find_program(KILN_QEMU_AARCH64 qemu-aarch64)
 kiln_require(KILN_QEMU_AARCH64 qemu-user)
 
-find_package(dnnl QUIET)
-if(NOT dnnl_FOUND)
+# oneDNN is only the benchmarks' peer. Debian's dnnl-config.cmake drags in OpenCL, so
+# locate the header and library directly.
+find_path(KILN_DNNL_INCLUDE oneapi/dnnl/dnnl.hpp)
+find_library(KILN_DNNL_LIB dnnl)
+if(KILN_DNNL_INCLUDE AND KILN_DNNL_LIB)
+  add_library(kiln_dnnl INTERFACE)
+  target_include_directories(kiln_dnnl INTERFACE ${KILN_DNNL_INCLUDE})
+  target_link_libraries(kiln_dnnl INTERFACE ${KILN_DNNL_LIB})
+  set(KILN_HAVE_DNNL TRUE)
+else()
   message(STATUS "oneDNN (libdnnl-dev) not found: kernel benchmarks will be skipped")
 endif()

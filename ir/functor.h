@@ -1,0 +1,99 @@
+// The traversal bases: one functor (dispatch on node kind) per IR family, and the
+// default recursive visitor and copy-on-write mutator built on them. Every pass,
+// printer and analysis derives from these; no pass writes its own kind switch.
+#pragma once
+
+#include <functional>
+#include <unordered_map>
+
+#include "ir/stmt.h"
+
+namespace kiln::ir {
+
+template <typename R>
+class ExprFunctor {
+ public:
+  virtual ~ExprFunctor() = default;
+  R visit_expr(const Expr &e) {
+    switch (e.kind()) {
+#define KILN_DISPATCH(N) \
+  case ExprKind::k##N: return visit(static_cast<const N##Node *>(e.get()), e);
+      KILN_EXPR_NODES(KILN_DISPATCH)
+#undef KILN_DISPATCH
+    }
+    throw IRError("unknown expression kind");
+  }
+
+ protected:
+#define KILN_DECLARE(N) virtual R visit(const N##Node *op, const Expr &self) = 0;
+  KILN_EXPR_NODES(KILN_DECLARE)
+#undef KILN_DECLARE
+};
+
+template <typename R>
+class StmtFunctor {
+ public:
+  virtual ~StmtFunctor() = default;
+  R visit_stmt(const Stmt &s) {
+    switch (s.kind()) {
+#define KILN_DISPATCH(N) \
+  case StmtKind::k##N: return visit(static_cast<const N##Node *>(s.get()), s);
+      KILN_STMT_NODES(KILN_DISPATCH)
+#undef KILN_DISPATCH
+    }
+    throw IRError("unknown statement kind");
+  }
+
+ protected:
+#define KILN_DECLARE(N) virtual R visit(const N##Node *op, const Stmt &self) = 0;
+  KILN_STMT_NODES(KILN_DECLARE)
+#undef KILN_DECLARE
+};
+
+/// Visits every node; overrides call the base to keep recursing.
+class IRVisitor : public ExprFunctor<void>, public StmtFunctor<void> {
+ public:
+  using ExprFunctor<void>::visit_expr;
+  using StmtFunctor<void>::visit_stmt;
+
+ protected:
+#define KILN_DECLARE(N) void visit(const N##Node *op, const Expr &self) override;
+  KILN_EXPR_NODES(KILN_DECLARE)
+#undef KILN_DECLARE
+#define KILN_DECLARE(N) void visit(const N##Node *op, const Stmt &self) override;
+  KILN_STMT_NODES(KILN_DECLARE)
+#undef KILN_DECLARE
+};
+
+/// Rebuilds a node only when a child changed, so untouched subtrees stay shared.
+class IRMutator : public ExprFunctor<Expr>, public StmtFunctor<Stmt> {
+ public:
+  Expr mutate(const Expr &e) { return e.defined() ? visit_expr(e) : e; }
+  Stmt mutate(const Stmt &s) { return s.defined() ? visit_stmt(s) : s; }
+
+ protected:
+  /// Hook for passes that replace buffers (cache_read/cache_write); applied to loads,
+  /// stores and block allocations.
+  virtual Buffer mutate_buffer(const Buffer &b) { return b; }
+
+#define KILN_DECLARE(N) Expr visit(const N##Node *op, const Expr &self) override;
+  KILN_EXPR_NODES(KILN_DECLARE)
+#undef KILN_DECLARE
+#define KILN_DECLARE(N) Stmt visit(const N##Node *op, const Stmt &self) override;
+  KILN_STMT_NODES(KILN_DECLARE)
+#undef KILN_DECLARE
+};
+
+/// Calls `fn` on every expression node (pre-order); for_each_expr also looks inside statements.
+void for_each_subexpr(const Expr &e, const std::function<void(const Expr &)> &fn);
+void for_each_expr(const Stmt &s, const std::function<void(const Expr &)> &fn);
+/// Calls `fn` on every statement node (pre-order).
+void for_each_stmt(const Stmt &s, const std::function<void(const Stmt &)> &fn);
+
+/// Replaces variables by expressions.
+using VarMap = std::unordered_map<const VarNode *, Expr>;
+Expr substitute(const Expr &e, const VarMap &map);
+Stmt substitute(const Stmt &s, const VarMap &map);
+bool uses_var(const Expr &e, const VarNode *v);
+
+}  // namespace kiln::ir

@@ -1,0 +1,282 @@
+#include "ir/interpreter.h"
+
+#include <cmath>
+#include <limits>
+#include <sstream>
+#include <unordered_map>
+
+#include "ir/functor.h"
+
+namespace kiln::ir {
+namespace {
+
+// Integers travel as int64, floats as double rounded to their dtype after every
+// operation, so float32 programs see float32 rounding as compiled code does.
+struct Scalar {
+  int64_t i = 0;
+  double f = 0;
+};
+
+double round_to(DType t, double v) {
+  if (t == DType::kFloat32) return static_cast<float>(v);
+  if (t == DType::kFloat16) return half_to_float(float_to_half(static_cast<float>(v)));
+  return v;
+}
+
+int64_t wrap_to(DType t, int64_t v) {
+  switch (t) {
+    case DType::kInt8: return static_cast<int8_t>(v);
+    case DType::kInt32: return static_cast<int32_t>(v);
+    case DType::kBool: return v != 0;
+    default: return v;
+  }
+}
+
+int64_t floordiv_i(int64_t a, int64_t b) {
+  int64_t q = a / b;
+  if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
+  return q;
+}
+
+class Interpreter : public ExprFunctor<Scalar>, public StmtFunctor<void> {
+ public:
+  std::unordered_map<const VarNode *, int64_t> env;
+  std::unordered_map<const BufferNode *, HostTensor *> buffers;
+  std::vector<const BlockNode *> block_stack;
+
+  Scalar eval(const Expr &e) { return visit_expr(e); }
+  bool eval_bool(const Expr &e) { return eval(e).i != 0; }
+
+ protected:
+  static Scalar I(int64_t v) { return Scalar{v, 0}; }
+  static Scalar F(double v) { return Scalar{0, v}; }
+
+  [[noreturn]] void fail(const std::string &what) {
+    std::ostringstream os;
+    os << what;
+    if (!block_stack.empty()) os << " in block '" << block_stack.back()->name << "'";
+    throw IRError(os.str());
+  }
+
+  int64_t flat_index(const Buffer &b, const std::vector<Expr> &indices) {
+    int64_t flat = 0;
+    for (size_t d = 0; d < indices.size(); ++d) {
+      int64_t v = eval(indices[d]).i;
+      if (v < 0 || v >= b->shape[d]) {
+        std::ostringstream os;
+        os << "out-of-bounds access " << b->name << "[";
+        for (size_t k = 0; k < indices.size(); ++k) os << (k ? ", " : "") << eval(indices[k]).i;
+        os << "] (shape [";
+        for (size_t k = 0; k < b->shape.size(); ++k) os << (k ? ", " : "") << b->shape[k];
+        os << "])";
+        fail(os.str());
+      }
+      flat = flat * b->shape[d] + v;
+    }
+    return flat;
+  }
+
+  HostTensor *storage(const Buffer &b) {
+    auto it = buffers.find(b.get());
+    if (it == buffers.end()) fail("buffer '" + b->name + "' is used outside the scope that allocates it");
+    return it->second;
+  }
+
+  Scalar visit(const IntImmNode *op, const Expr &) override { return I(op->value); }
+  Scalar visit(const FloatImmNode *op, const Expr &) override { return F(op->value); }
+  Scalar visit(const VarNode *op, const Expr &) override {
+    auto it = env.find(op);
+    if (it == env.end()) fail("variable '" + op->name + "' is used outside its loop or block");
+    return I(it->second);
+  }
+
+  template <typename IntOp, typename FloatOp>
+  Scalar arith(const Expr &a, const Expr &b, DType t, IntOp iop, FloatOp fop) {
+    Scalar x = eval(a), y = eval(b);
+    if (is_float(t)) return F(round_to(t, fop(x.f, y.f)));
+    return I(wrap_to(t, iop(x.i, y.i)));
+  }
+  template <typename IntOp, typename FloatOp>
+  Scalar compare(const Expr &a, const Expr &b, IntOp iop, FloatOp fop) {
+    Scalar x = eval(a), y = eval(b);
+    return I(is_float(a.dtype()) ? fop(x.f, y.f) : iop(x.i, y.i));
+  }
+
+  Scalar visit(const AddNode *op, const Expr &) override {
+    return arith(op->a, op->b, op->dtype, [](int64_t x, int64_t y) { return x + y; },
+                 [](double x, double y) { return x + y; });
+  }
+  Scalar visit(const SubNode *op, const Expr &) override {
+    return arith(op->a, op->b, op->dtype, [](int64_t x, int64_t y) { return x - y; },
+                 [](double x, double y) { return x - y; });
+  }
+  Scalar visit(const MulNode *op, const Expr &) override {
+    return arith(op->a, op->b, op->dtype, [](int64_t x, int64_t y) { return x * y; },
+                 [](double x, double y) { return x * y; });
+  }
+  Scalar visit(const DivNode *op, const Expr &) override {
+    return arith(op->a, op->b, op->dtype, [](int64_t x, int64_t y) { return y ? x / y : 0; },
+                 [](double x, double y) { return x / y; });
+  }
+  Scalar visit(const FloorDivNode *op, const Expr &) override {
+    Scalar x = eval(op->a), y = eval(op->b);
+    if (y.i == 0) fail("division by zero");
+    return I(wrap_to(op->dtype, floordiv_i(x.i, y.i)));
+  }
+  Scalar visit(const FloorModNode *op, const Expr &) override {
+    Scalar x = eval(op->a), y = eval(op->b);
+    if (y.i == 0) fail("modulo by zero");
+    return I(wrap_to(op->dtype, x.i - floordiv_i(x.i, y.i) * y.i));
+  }
+  Scalar visit(const MinNode *op, const Expr &) override {
+    return arith(op->a, op->b, op->dtype, [](int64_t x, int64_t y) { return std::min(x, y); },
+                 [](double x, double y) { return std::isnan(x) || std::isnan(y) ? NAN : std::min(x, y); });
+  }
+  Scalar visit(const MaxNode *op, const Expr &) override {
+    return arith(op->a, op->b, op->dtype, [](int64_t x, int64_t y) { return std::max(x, y); },
+                 [](double x, double y) { return std::isnan(x) || std::isnan(y) ? NAN : std::max(x, y); });
+  }
+  Scalar visit(const EQNode *op, const Expr &) override {
+    return compare(op->a, op->b, std::equal_to<int64_t>(), std::equal_to<double>());
+  }
+  Scalar visit(const NENode *op, const Expr &) override {
+    return compare(op->a, op->b, std::not_equal_to<int64_t>(), std::not_equal_to<double>());
+  }
+  Scalar visit(const LTNode *op, const Expr &) override {
+    return compare(op->a, op->b, std::less<int64_t>(), std::less<double>());
+  }
+  Scalar visit(const LENode *op, const Expr &) override {
+    return compare(op->a, op->b, std::less_equal<int64_t>(), std::less_equal<double>());
+  }
+  Scalar visit(const GTNode *op, const Expr &) override {
+    return compare(op->a, op->b, std::greater<int64_t>(), std::greater<double>());
+  }
+  Scalar visit(const GENode *op, const Expr &) override {
+    return compare(op->a, op->b, std::greater_equal<int64_t>(), std::greater_equal<double>());
+  }
+  Scalar visit(const AndNode *op, const Expr &) override { return I(eval_bool(op->a) && eval_bool(op->b)); }
+  Scalar visit(const OrNode *op, const Expr &) override { return I(eval_bool(op->a) || eval_bool(op->b)); }
+  Scalar visit(const NotNode *op, const Expr &) override { return I(!eval_bool(op->a)); }
+  Scalar visit(const SelectNode *op, const Expr &) override {
+    // Only the chosen side is evaluated: padding selects guard out-of-bounds loads.
+    return eval_bool(op->cond) ? eval(op->true_value) : eval(op->false_value);
+  }
+  Scalar visit(const CastNode *op, const Expr &) override {
+    Scalar v = eval(op->value);
+    bool from_float = is_float(op->value.dtype());
+    if (is_float(op->dtype)) return F(round_to(op->dtype, from_float ? v.f : static_cast<double>(v.i)));
+    if (op->dtype == DType::kBool) return I(from_float ? v.f != 0 : v.i != 0);
+    return I(wrap_to(op->dtype, from_float ? static_cast<int64_t>(std::trunc(v.f)) : v.i));
+  }
+  Scalar visit(const CallNode *op, const Expr &) override {
+    Scalar a = eval(op->args[0]);
+    double x = a.f, r = 0;
+    switch (op->op) {
+      case Intrinsic::kExp: r = std::exp(x); break;
+      case Intrinsic::kLog: r = std::log(x); break;
+      case Intrinsic::kTanh: r = std::tanh(x); break;
+      case Intrinsic::kErf: r = std::erf(x); break;
+      case Intrinsic::kSqrt: r = std::sqrt(x); break;
+      case Intrinsic::kRsqrt: r = 1.0 / std::sqrt(x); break;
+      case Intrinsic::kPow: r = std::pow(x, eval(op->args[1]).f); break;
+      case Intrinsic::kAbs:
+        if (!is_float(op->dtype)) return I(std::llabs(a.i));
+        r = std::fabs(x);
+        break;
+      case Intrinsic::kSigmoid: r = 1.0 / (1.0 + std::exp(-x)); break;
+      case Intrinsic::kFloor: r = std::floor(x); break;
+      case Intrinsic::kCeil: r = std::ceil(x); break;
+    }
+    return F(round_to(op->dtype, r));
+  }
+  Scalar visit(const LoadNode *op, const Expr &) override {
+    HostTensor *t = storage(op->buffer);
+    double v = t->get(flat_index(op->buffer, op->indices));
+    return is_float(op->dtype) ? F(v) : I(static_cast<int64_t>(v));
+  }
+  Scalar visit(const ReduceNode *, const Expr &) override {
+    fail("a tensor-level reduction reached the interpreter; lower the compute first");
+  }
+
+  void visit(const ForNode *op, const Stmt &) override {
+    const VarNode *v = op->loop_var.get();
+    for (int64_t i = 0; i < op->extent; ++i) {
+      env[v] = i;
+      visit_stmt(op->body);
+    }
+    env.erase(v);
+  }
+  void visit(const SeqNode *op, const Stmt &) override {
+    for (const Stmt &s : op->stmts) visit_stmt(s);
+  }
+  void visit(const BlockNode *op, const Stmt &) override {
+    block_stack.push_back(op);
+    if (eval_bool(op->predicate)) {
+      bool first_reduce_step = true;
+      std::vector<int64_t> values;
+      for (size_t k = 0; k < op->iter_vars.size(); ++k) values.push_back(eval(op->iter_values[k]).i);
+      for (size_t k = 0; k < op->iter_vars.size(); ++k) {
+        const IterVar &iv = op->iter_vars[k];
+        if (values[k] < 0 || values[k] >= iv.extent)
+          fail("iterator '" + iv.var.name() + "' bound to " + std::to_string(values[k]) + ", outside [0, " +
+               std::to_string(iv.extent) + ")");
+        env[iv.var.get()] = values[k];
+        if (iv.kind == IterKind::kReduce && values[k] != 0) first_reduce_step = false;
+      }
+      std::vector<HostTensor> owned;
+      owned.reserve(op->alloc_buffers.size());
+      for (const Buffer &b : op->alloc_buffers) {
+        owned.emplace_back(b->dtype, b->shape);
+        // Poison fresh storage so a schedule that reads what it never wrote is caught.
+        owned.back().fill(is_float(b->dtype) ? std::numeric_limits<double>::quiet_NaN() : -123456789.0);
+        buffers[b.get()] = &owned.back();
+      }
+      if (op->init.defined() && first_reduce_step) visit_stmt(op->init);
+      visit_stmt(op->body);
+      for (const Buffer &b : op->alloc_buffers) buffers.erase(b.get());
+      for (const IterVar &iv : op->iter_vars) env.erase(iv.var.get());
+    }
+    block_stack.pop_back();
+  }
+  void visit(const StoreNode *op, const Stmt &) override {
+    HostTensor *t = storage(op->buffer);
+    int64_t idx = flat_index(op->buffer, op->indices);
+    Scalar v = eval(op->value);
+    t->set(idx, is_float(op->buffer->dtype) ? v.f : static_cast<double>(v.i));
+  }
+  void visit(const IfThenElseNode *op, const Stmt &) override {
+    if (eval_bool(op->cond)) {
+      visit_stmt(op->then_case);
+    } else if (op->else_case.defined()) {
+      visit_stmt(op->else_case);
+    }
+  }
+};
+
+}  // namespace
+
+void interpret(const PrimFunc &func, const std::vector<HostTensor *> &args) {
+  if (args.size() != func.params.size())
+    throw IRError("function '" + func.name + "' takes " + std::to_string(func.params.size()) + " tensors, got " +
+                  std::to_string(args.size()));
+  Interpreter interp;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const Buffer &p = func.params[i];
+    if (args[i]->dtype() != p->dtype || args[i]->shape() != p->shape)
+      throw IRError("argument " + std::to_string(i) + " does not match parameter '" + p->name + "' (" +
+                    dtype_name(p->dtype) + ")");
+    interp.buffers[p.get()] = args[i];
+  }
+  interp.visit_stmt(func.body);
+}
+
+std::vector<HostTensor> interpret(const PrimFunc &func, const std::vector<HostTensor> &inputs) {
+  std::vector<HostTensor> all(inputs.begin(), inputs.end());
+  for (size_t i = inputs.size(); i < func.params.size(); ++i) all.push_back(HostTensor::like(func.params[i]));
+  std::vector<HostTensor *> ptrs;
+  for (HostTensor &t : all) ptrs.push_back(&t);
+  interpret(func, ptrs);
+  return std::vector<HostTensor>(all.begin() + static_cast<long>(inputs.size()), all.end());
+}
+
+}  // namespace kiln::ir

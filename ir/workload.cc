@@ -1,0 +1,139 @@
+#include "ir/workload.h"
+
+#include <sstream>
+#include <stdexcept>
+
+#include "ir/ops/registry.h"
+#include "ir/sha256.h"
+
+namespace kiln::ir {
+
+using nlohmann::json;
+
+Workload Workload::single(const std::string &op, std::vector<TensorType> inputs, json attrs) {
+  Workload w;
+  OpCall call{op, std::move(attrs), {}};
+  for (size_t i = 0; i < inputs.size(); ++i) call.args.push_back("in" + std::to_string(i));
+  w.inputs = std::move(inputs);
+  w.ops.push_back(std::move(call));
+  w.outputs = {"op0"};
+  return w;
+}
+
+static json complete(const OpCall &call) {
+  const ops::OpDef *def = ops::find_op(call.op);
+  if (!def) throw std::invalid_argument("unknown operator '" + call.op + "'; `kiln ops` lists the operators");
+  return ops::complete_attrs(*def, call.attrs);
+}
+
+json Workload::to_json() const {
+  json j;
+  j["kiln_workload"] = kFormatVersion;
+  j["inputs"] = json::array();
+  for (const TensorType &t : inputs) j["inputs"].push_back({{"shape", t.shape}, {"dtype", dtype_name(t.dtype)}});
+  j["ops"] = json::array();
+  for (const OpCall &c : ops) j["ops"].push_back({{"op", c.op}, {"attrs", complete(c)}, {"args", c.args}});
+  j["outputs"] = outputs;
+  return j;
+}
+
+std::string Workload::canonical_string() const { return to_json().dump(); }
+
+std::string Workload::key_hash() const { return sha256_hex(canonical_string()); }
+
+std::string Workload::summary() const {
+  std::ostringstream os;
+  for (size_t i = 0; i < ops.size(); ++i) os << (i ? "+" : "") << ops[i].op;
+  if (!inputs.empty()) {
+    os << " ";
+    for (size_t d = 0; d < inputs[0].shape.size(); ++d) os << (d ? "x" : "") << inputs[0].shape[d];
+  }
+  return os.str();
+}
+
+Workload Workload::from_json(const json &j) {
+  try {
+    if (!j.is_object()) throw std::invalid_argument("a workload is a JSON object");
+    int version = j.value("kiln_workload", kFormatVersion);
+    if (version != kFormatVersion)
+      throw std::invalid_argument("workload format version " + std::to_string(version) +
+                                  " is not supported; this Kiln reads version " + std::to_string(kFormatVersion));
+    Workload w;
+    for (const json &t : j.at("inputs")) {
+      TensorType tt{t.at("shape").get<std::vector<int64_t>>(), parse_dtype(t.value("dtype", "float32"))};
+      w.inputs.push_back(std::move(tt));
+    }
+    for (const json &c : j.at("ops")) {
+      OpCall call{c.at("op").get<std::string>(), c.value("attrs", json::object()),
+                  c.at("args").get<std::vector<std::string>>()};
+      w.ops.push_back(std::move(call));
+    }
+    w.outputs = j.at("outputs").get<std::vector<std::string>>();
+    w.build_dag();  // validates references, arity, shapes and attributes
+    return w;
+  } catch (const json::exception &e) {
+    throw std::invalid_argument(std::string("malformed workload JSON: ") + e.what());
+  }
+}
+
+te::ComputeDAG Workload::build_dag() const {
+  std::vector<te::Tensor> input_tensors;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    for (int64_t d : inputs[i].shape) {
+      if (d <= 0) throw std::invalid_argument("input in" + std::to_string(i) + " has a non-positive dimension");
+    }
+    input_tensors.push_back(te::placeholder(inputs[i].shape, inputs[i].dtype, "in" + std::to_string(i)));
+  }
+  std::vector<te::Tensor> results;
+  auto resolve = [&](const std::string &ref, size_t op_index) -> te::Tensor {
+    auto index_of = [&](const std::string &prefix) -> long {
+      if (ref.rfind(prefix, 0) != 0 || ref.size() == prefix.size()) return -1;
+      for (size_t i = prefix.size(); i < ref.size(); ++i)
+        if (!isdigit(static_cast<unsigned char>(ref[i]))) return -1;
+      return std::stol(ref.substr(prefix.size()));
+    };
+    if (long i = index_of("in"); i >= 0 && static_cast<size_t>(i) < input_tensors.size()) return input_tensors[i];
+    if (long i = index_of("op"); i >= 0 && static_cast<size_t>(i) < op_index) return results[i];
+    throw std::invalid_argument("op" + std::to_string(op_index) + " refers to '" + ref +
+                                "', which is neither an input (in0..) nor an earlier op result (op0..)");
+  };
+  for (size_t k = 0; k < ops.size(); ++k) {
+    const OpCall &call = ops[k];
+    const ops::OpDef *def = ops::find_op(call.op);
+    if (!def) throw std::invalid_argument("unknown operator '" + call.op + "'; `kiln ops` lists the operators");
+    int n = static_cast<int>(call.args.size());
+    if (n < def->min_inputs || (def->max_inputs >= 0 && n > def->max_inputs))
+      throw std::invalid_argument(call.op + " takes " + std::to_string(def->min_inputs) +
+                                  (def->max_inputs == def->min_inputs ? "" : " or more") + " inputs, got " +
+                                  std::to_string(n));
+    std::vector<te::Tensor> args;
+    for (const std::string &ref : call.args) args.push_back(resolve(ref, k));
+    results.push_back(def->build(args, ops::complete_attrs(*def, call.attrs)));
+  }
+  std::vector<te::Tensor> outs;
+  for (const std::string &ref : outputs) outs.push_back(resolve(ref, ops.size()));
+  if (outs.empty()) throw std::invalid_argument("a workload needs at least one output");
+  return te::make_dag(std::move(input_tensors), std::move(outs));
+}
+
+std::vector<int64_t> parse_shape(const std::string &text) {
+  std::vector<int64_t> shape;
+  std::stringstream ss(text);
+  std::string part;
+  while (std::getline(ss, part, 'x')) {
+    size_t used = 0;
+    long long v = 0;
+    try {
+      v = std::stoll(part, &used);
+    } catch (const std::exception &) {
+      used = 0;
+    }
+    if (used != part.size() || part.empty() || v <= 0)
+      throw std::invalid_argument("bad shape '" + text + "'; expected positive integers joined by 'x', e.g. 1x64x56x56");
+    shape.push_back(v);
+  }
+  if (shape.empty()) throw std::invalid_argument("empty shape; expected e.g. 1x64x56x56");
+  return shape;
+}
+
+}  // namespace kiln::ir
