@@ -1,0 +1,205 @@
+/// \file
+/// Target string parsing and the hardware facts derived from it.
+
+#include "ir/target.h"
+
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <charconv>
+#include <map>
+#include <stdexcept>
+#include <thread>
+#include <vector>
+
+namespace kiln {
+
+static constexpr int kCudaDefaultMaxThreadsPerBlock = 1024;
+static constexpr int64_t kCudaDefaultSharedMemoryBytes = 48 * 1024;
+
+std::string host_triple() {
+#if defined(__x86_64__)
+  return "x86_64-linux-gnu";
+#elif defined(__aarch64__)
+  return "aarch64-linux-gnu";
+#else
+  return "unknown-linux-gnu";
+#endif
+}
+
+// The first component of a triple is the architecture ("x86_64-linux-gnu").
+static std::string triple_arch(const std::string &triple) {
+  return triple.substr(0, triple.find('-'));
+}
+
+// CPUs (LLVM -mcpu names) whose vector registers are 512 bits wide.
+static bool has_avx512(const std::string &mcpu) {
+  static constexpr std::array<std::string_view, 17> kAvx512Cpus = {
+      "skylake-avx512", "cascadelake",  "cooperlake",  "cannonlake",  "icelake-client",
+      "icelake-server", "tigerlake",    "rocketlake",  "sapphirerapids", "emeraldrapids",
+      "graniterapids",  "znver4",       "znver5",      "knl",         "knm",
+      "x86-64-v4",      "alderlake-avx512"};
+  if (mcpu == "native") {
+#if defined(__x86_64__)
+    return __builtin_cpu_supports("avx512f");
+#else
+    return false;
+#endif
+  }
+  return std::find(kAvx512Cpus.begin(), kAvx512Cpus.end(), mcpu) != kAvx512Cpus.end();
+}
+
+static int parse_positive_int(std::string_view flag, std::string_view value, std::string_view text) {
+  int64_t parsed = 0;
+  auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), parsed);
+  if (ec != std::errc() || end != value.data() + value.size() || parsed <= 0 || parsed > (1LL << 31) - 1)
+    throw std::invalid_argument("flag '-" + std::string(flag) + "' in target '" + std::string(text) +
+                                "' needs a positive integer, got '" + std::string(value) + "'");
+  return static_cast<int>(parsed);
+}
+
+// Splits "-name=value" tokens into a map, rejecting anything else and repeats.
+static std::map<std::string, std::string> parse_flags(const std::vector<std::string_view> &tokens,
+                                                      std::string_view text) {
+  std::map<std::string, std::string> flags;
+  for (std::string_view token : tokens) {
+    size_t eq = token.find('=');
+    if (token.size() < 2 || token[0] != '-' || eq == std::string_view::npos || eq == 1 || eq + 1 == token.size())
+      throw std::invalid_argument("bad flag '" + std::string(token) + "' in target '" + std::string(text) +
+                                  "'; flags look like -name=value");
+    std::string name(token.substr(1, eq - 1));
+    if (!flags.emplace(name, std::string(token.substr(eq + 1))).second)
+      throw std::invalid_argument("flag '-" + name + "' is given twice in target '" + std::string(text) + "'");
+  }
+  return flags;
+}
+
+static std::vector<std::string_view> split_whitespace(std::string_view text) {
+  std::vector<std::string_view> tokens;
+  size_t i = 0;
+  while (i < text.size()) {
+    while (i < text.size() && std::isspace(static_cast<unsigned char>(text[i])))
+      ++i;
+    size_t start = i;
+    while (i < text.size() && !std::isspace(static_cast<unsigned char>(text[i])))
+      ++i;
+    if (i > start)
+      tokens.push_back(text.substr(start, i - start));
+  }
+  return tokens;
+}
+
+static void reject_unknown_flags(const std::map<std::string, std::string> &flags,
+                                 std::initializer_list<std::string_view> known, std::string_view kind,
+                                 std::string_view text) {
+  for (const auto &[name, value] : flags) {
+    if (std::find(known.begin(), known.end(), name) != known.end())
+      continue;
+    std::string expected;
+    for (std::string_view k : known)
+      expected += (expected.empty() ? "-" : ", -") + std::string(k);
+    throw std::invalid_argument("bad flag '-" + name + "' in target '" + std::string(text) + "'; " +
+                                std::string(kind) + " accepts " + expected);
+  }
+}
+
+static Target parse_llvm(const std::map<std::string, std::string> &flags, std::string_view text) {
+  reject_unknown_flags(flags, {"mtriple", "mcpu", "num-cores"}, "llvm", text);
+  Target t;
+  t.kind = "llvm";
+  auto get = [&](const char *name) -> const std::string * {
+    auto it = flags.find(name);
+    return it == flags.end() ? nullptr : &it->second;
+  };
+  t.mtriple = get("mtriple") ? *get("mtriple") : host_triple();
+  bool host = t.mtriple == host_triple();
+  t.mcpu = get("mcpu") ? *get("mcpu") : (host ? "native" : "generic");
+  if (t.mcpu == "native" && !host)
+    throw std::invalid_argument("target '" + std::string(text) + "' asks for -mcpu=native on '" + t.mtriple +
+                                "', which is not this host (" + host_triple() + "); name the CPU");
+  if (get("num-cores"))
+    t.num_cores = parse_positive_int("num-cores", *get("num-cores"), text);
+  else if (host && t.mcpu == "native")
+    t.num_cores = std::max(1u, std::thread::hardware_concurrency());
+  else
+    t.num_cores = 1;
+
+  if (t.is_aarch64())
+    t.vector_width_bits = 128; // NEON; SVE widths vary per chip and are not modelled yet
+  else if (t.is_x86() && has_avx512(t.mcpu))
+    t.vector_width_bits = 512;
+  else
+    t.vector_width_bits = 256;
+  return t;
+}
+
+static Target parse_cuda(const std::map<std::string, std::string> &flags, std::string_view text) {
+  reject_unknown_flags(flags, {"arch", "max-threads-per-block", "max-shared-memory-per-block"}, "cuda", text);
+  Target t;
+  t.kind = "cuda";
+  auto arch = flags.find("arch");
+  if (arch == flags.end())
+    throw std::invalid_argument("cuda target '" + std::string(text) + "' needs -arch=sm_XY, e.g. -arch=sm_90");
+  const std::string &a = arch->second;
+  bool well_formed = a.size() > 3 && a.compare(0, 3, "sm_") == 0 &&
+                     std::all_of(a.begin() + 3, a.end(), [](char c) { return std::isalnum((unsigned char)c); });
+  if (!well_formed)
+    throw std::invalid_argument("bad -arch '" + a + "' in target '" + std::string(text) + "'; expected sm_XY");
+  t.arch = a;
+  auto threads = flags.find("max-threads-per-block");
+  t.max_threads_per_block = threads == flags.end()
+                                ? kCudaDefaultMaxThreadsPerBlock
+                                : parse_positive_int("max-threads-per-block", threads->second, text);
+  auto shared = flags.find("max-shared-memory-per-block");
+  t.max_shared_memory_bytes = shared == flags.end()
+                                  ? kCudaDefaultSharedMemoryBytes
+                                  : parse_positive_int("max-shared-memory-per-block", shared->second, text);
+  t.vector_width_bits = 128; // widest global load a thread issues (float4)
+  return t;
+}
+
+Target Target::parse(std::string_view text) {
+  std::vector<std::string_view> tokens = split_whitespace(text);
+  if (tokens.empty())
+    throw std::invalid_argument("empty target string; expected e.g. 'llvm -mcpu=native' or 'cuda -arch=sm_90'");
+  std::string_view kind = tokens.front();
+  tokens.erase(tokens.begin());
+  std::map<std::string, std::string> flags = parse_flags(tokens, text);
+  if (kind == "llvm")
+    return parse_llvm(flags, text);
+  if (kind == "cuda")
+    return parse_cuda(flags, text);
+  throw std::invalid_argument("unknown target kind '" + std::string(kind) + "'; expected llvm or cuda");
+}
+
+std::string Target::str() const {
+  std::string out = kind;
+  if (is_llvm())
+    return out + " -mcpu=" + mcpu + " -mtriple=" + mtriple + " -num-cores=" + std::to_string(num_cores);
+  out += " -arch=" + arch;
+  if (max_shared_memory_bytes != kCudaDefaultSharedMemoryBytes)
+    out += " -max-shared-memory-per-block=" + std::to_string(max_shared_memory_bytes);
+  if (max_threads_per_block != kCudaDefaultMaxThreadsPerBlock)
+    out += " -max-threads-per-block=" + std::to_string(max_threads_per_block);
+  return out;
+}
+
+std::string Target::device_kind() const {
+  if (is_cuda())
+    return "cuda";
+  return "cpu-" + triple_arch(mtriple);
+}
+
+std::string Target::device_model() const { return is_cuda() ? arch : mcpu; }
+
+bool Target::is_x86() const {
+  std::string a = triple_arch(mtriple);
+  return is_llvm() && (a == "x86_64" || a == "i686" || a == "i386");
+}
+
+bool Target::is_aarch64() const {
+  std::string a = triple_arch(mtriple);
+  return is_llvm() && (a == "aarch64" || a == "arm64");
+}
+
+} // namespace kiln

@@ -1,0 +1,96 @@
+/// \file
+/// Target parsing: accepted forms, derived facts, canonical strings, errors.
+
+#include "ir/target.h"
+
+#include <gtest/gtest.h>
+
+#include <stdexcept>
+#include <string>
+#include <thread>
+
+namespace kiln {
+namespace {
+
+std::string parse_error(std::string_view text) {
+  try {
+    Target::parse(text);
+  } catch (const std::invalid_argument &e) {
+    return e.what();
+  }
+  return "<no error>";
+}
+
+TEST(Target, ParsesX86WithAllFlags) {
+  Target t = Target::parse("llvm -mtriple=x86_64-linux-gnu -mcpu=sapphirerapids -num-cores=2");
+  EXPECT_EQ(t.kind, "llvm");
+  EXPECT_EQ(t.mtriple, "x86_64-linux-gnu");
+  EXPECT_EQ(t.mcpu, "sapphirerapids");
+  EXPECT_EQ(t.num_cores, 2);
+  EXPECT_EQ(t.vector_width_bits, 512);
+  EXPECT_TRUE(t.is_x86());
+  EXPECT_FALSE(t.is_aarch64());
+  EXPECT_EQ(t.device_kind(), "cpu-x86_64");
+  EXPECT_EQ(t.device_model(), "sapphirerapids");
+  EXPECT_EQ(t.max_threads_per_block, 0);
+}
+
+TEST(Target, VectorWidthFollowsCpu) {
+  EXPECT_EQ(Target::parse("llvm -mtriple=x86_64-linux-gnu -mcpu=skylake").vector_width_bits, 256);
+  EXPECT_EQ(Target::parse("llvm -mtriple=x86_64-linux-gnu -mcpu=znver4").vector_width_bits, 512);
+  EXPECT_EQ(Target::parse("llvm -mtriple=aarch64-linux-gnu -mcpu=cortex-a78").vector_width_bits, 128);
+}
+
+TEST(Target, CrossCpuDefaultsToOneCoreAndGenericCpu) {
+  Target t = Target::parse("llvm -mtriple=aarch64-linux-gnu");
+  EXPECT_TRUE(t.is_aarch64());
+  EXPECT_EQ(t.mcpu, "generic");
+  EXPECT_EQ(t.num_cores, 1);
+  EXPECT_EQ(t.device_kind(), "cpu-aarch64");
+}
+
+TEST(Target, NativeHostUsesHardwareConcurrency) {
+  Target t = Target::parse("llvm");
+  EXPECT_EQ(t.mtriple, host_triple());
+  EXPECT_EQ(t.mcpu, "native");
+  EXPECT_EQ(t.num_cores, static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+}
+
+TEST(Target, ParsesCudaWithDefaults) {
+  Target t = Target::parse("cuda -arch=sm_90");
+  EXPECT_TRUE(t.is_cuda());
+  EXPECT_EQ(t.arch, "sm_90");
+  EXPECT_EQ(t.max_threads_per_block, 1024);
+  EXPECT_EQ(t.max_shared_memory_bytes, 49152);
+  EXPECT_EQ(t.device_kind(), "cuda");
+  EXPECT_EQ(t.device_model(), "sm_90");
+  EXPECT_FALSE(t.is_x86());
+  EXPECT_EQ(t.str(), "cuda -arch=sm_90");
+}
+
+TEST(Target, CanonicalStringSortsFlagsAndIsStable) {
+  Target a = Target::parse("llvm  -num-cores=4 -mcpu=cortex-a78   -mtriple=aarch64-linux-gnu");
+  Target b = Target::parse("llvm -mtriple=aarch64-linux-gnu -mcpu=cortex-a78 -num-cores=4");
+  EXPECT_EQ(a.str(), "llvm -mcpu=cortex-a78 -mtriple=aarch64-linux-gnu -num-cores=4");
+  EXPECT_EQ(a.str(), b.str());
+  EXPECT_EQ(Target::parse(a.str()), a);
+  Target c = Target::parse("cuda -max-threads-per-block=512 -arch=sm_80 -max-shared-memory-per-block=101376");
+  EXPECT_EQ(c.str(), "cuda -arch=sm_80 -max-shared-memory-per-block=101376 -max-threads-per-block=512");
+  EXPECT_EQ(Target::parse(c.str()), c);
+}
+
+TEST(Target, ErrorsNameTheProblem) {
+  EXPECT_EQ(parse_error("foo -mcpu=x"), "unknown target kind 'foo'; expected llvm or cuda");
+  EXPECT_NE(parse_error("llvm -x").find("bad flag '-x' in target 'llvm -x'"), std::string::npos);
+  EXPECT_NE(parse_error("llvm -arch=sm_90").find("bad flag '-arch'"), std::string::npos);
+  EXPECT_NE(parse_error("llvm -mcpu=a -mcpu=b").find("given twice"), std::string::npos);
+  EXPECT_NE(parse_error("llvm -num-cores=zero").find("positive integer"), std::string::npos);
+  EXPECT_NE(parse_error("llvm -num-cores=0").find("positive integer"), std::string::npos);
+  EXPECT_NE(parse_error("cuda").find("needs -arch"), std::string::npos);
+  EXPECT_NE(parse_error("cuda -arch=90").find("expected sm_XY"), std::string::npos);
+  EXPECT_NE(parse_error("").find("empty target"), std::string::npos);
+  EXPECT_NE(parse_error("llvm -mtriple=riscv64-linux-gnu -mcpu=native").find("not this host"), std::string::npos);
+}
+
+} // namespace
+} // namespace kiln
