@@ -1,0 +1,77 @@
+// Element-wise binary operators with numpy (ONNX multidirectional) broadcasting.
+#include <algorithm>
+#include <string>
+
+#include "ir/ops/op_util.h"
+
+namespace kiln::ops::detail {
+namespace {
+
+std::vector<int64_t> broadcast_shape(std::string_view op, const std::vector<int64_t> &a,
+                                     const std::vector<int64_t> &b) {
+  const size_t rank = std::max(a.size(), b.size());
+  std::vector<int64_t> out(rank);
+  for (size_t i = 0; i < rank; ++i) {
+    // Align from the right; missing leading axes act as extent 1.
+    int64_t da = i < rank - a.size() ? 1 : a[i - (rank - a.size())];
+    int64_t db = i < rank - b.size() ? 1 : b[i - (rank - b.size())];
+    if (da != db && da != 1 && db != 1)
+      fail(op, "shapes " + shape_str(a) + " and " + shape_str(b) + " do not broadcast (axis " + std::to_string(i) +
+                   " of the result: " + std::to_string(da) + " vs " + std::to_string(db) + ")");
+    out[i] = std::max(da, db);
+  }
+  return out;
+}
+
+// Indices into `t` for an output position: trailing axes align, broadcast axes read 0.
+std::vector<Expr> broadcast_indices(const te::Tensor &t, const std::vector<Var> &out) {
+  const size_t lead = out.size() - t.ndim();
+  std::vector<Expr> idx;
+  for (size_t d = 0; d < t.ndim(); ++d) {
+    idx.push_back(t.shape()[d] == 1 ? Expr(0) : Expr(out[lead + d]));
+  }
+  return idx;
+}
+
+enum class Domain { kFloat, kNumeric };
+
+OpDef binary(const std::string &name, const std::string &doc, Domain domain,
+             std::function<Expr(const Expr &, const Expr &)> fn) {
+  std::string summary = doc + " Inputs: A, B of the same dtype" +
+                        (domain == Domain::kFloat ? " (float)" : " (float or integer)") +
+                        " whose shapes broadcast like numpy. Output: the broadcast shape. Stage: " + name + ".";
+  auto build = [name, domain, fn](const std::vector<te::Tensor> &in, const json &) {
+    const te::Tensor &a = in[0], &b = in[1];
+    require_same_dtype(name, a, b);
+    if (a.dtype() == DType::kBool) fail(name, "boolean inputs are not supported");
+    if (domain == Domain::kFloat) require_float(name, a, "A");
+    std::vector<int64_t> shape = broadcast_shape(name, a.shape(), b.shape());
+    return te::compute(
+        shape, [&](const std::vector<Var> &v) { return fn(a(broadcast_indices(a, v)), b(broadcast_indices(b, v))); },
+        name);
+  };
+  return OpDef{name, summary, 2, 2, json::object(), build};
+}
+
+}  // namespace
+
+std::vector<OpDef> binary_ops() {
+  std::vector<OpDef> ops;
+  ops.push_back(binary("add", "A + B (ONNX Add).", Domain::kNumeric, [](const Expr &a, const Expr &b) { return a + b; }));
+  ops.push_back(binary("sub", "A - B (ONNX Sub).", Domain::kNumeric, [](const Expr &a, const Expr &b) { return a - b; }));
+  ops.push_back(binary("mul", "A * B (ONNX Mul).", Domain::kNumeric, [](const Expr &a, const Expr &b) { return a * b; }));
+  // Integer ONNX Div truncates toward zero, unlike floordiv; it is left out rather than
+  // approximated.
+  ops.push_back(binary("div", "A / B (ONNX Div, floating point only).", Domain::kFloat,
+                       [](const Expr &a, const Expr &b) { return a / b; }));
+  ops.push_back(binary("maximum", "max(A, B) (ONNX Max with two inputs).", Domain::kNumeric,
+                       [](const Expr &a, const Expr &b) { return ir::make_max(a, b); }));
+  ops.push_back(binary("minimum", "min(A, B) (ONNX Min with two inputs).", Domain::kNumeric,
+                       [](const Expr &a, const Expr &b) { return ir::make_min(a, b); }));
+  ops.push_back(binary("pow", "A ^ B (ONNX Pow); NaN for a negative base with a non-integer exponent.",
+                       Domain::kFloat,
+                       [](const Expr &a, const Expr &b) { return ir::make_call(ir::Intrinsic::kPow, {a, b}); }));
+  return ops;
+}
+
+}  // namespace kiln::ops::detail

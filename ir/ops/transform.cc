@@ -1,0 +1,198 @@
+// Layout transforms: injective stages whose outputs read their input through index
+// arithmetic (permutations, floordiv/floormod of a flat offset, piecewise selects).
+#include <string>
+
+#include "ir/ops/op_util.h"
+
+namespace kiln::ops::detail {
+namespace {
+
+void reject_bool(std::string_view op, const te::Tensor &t) {
+  if (t.dtype() == DType::kBool) fail(op, "boolean inputs are not supported");
+}
+
+te::Tensor transpose(const std::vector<te::Tensor> &in, const json &attrs) {
+  const char *op = "transpose";
+  const te::Tensor &x = in[0];
+  reject_bool(op, x);
+  const size_t rank = x.ndim();
+  std::vector<int64_t> perm = attr_ints(attrs, "perm");
+  if (perm.empty()) {  // ONNX default: reverse the axes
+    for (size_t d = rank; d-- > 0;) perm.push_back(static_cast<int64_t>(d));
+  }
+  if (perm.size() != rank)
+    fail(op, "perm " + shape_str(perm) + " has " + std::to_string(perm.size()) + " entries for a rank-" +
+                 std::to_string(rank) + " input");
+  std::vector<bool> seen(rank, false);
+  for (int64_t &p : perm) {
+    p = normalize_axis(op, p, static_cast<int64_t>(rank), "perm entry");
+    if (seen[p]) fail(op, "perm " + shape_str(attr_ints(attrs, "perm")) + " is not a permutation");
+    seen[p] = true;
+  }
+  std::vector<int64_t> shape;
+  for (int64_t p : perm) shape.push_back(x.shape()[p]);
+  return te::compute(
+      shape,
+      [&](const std::vector<Var> &v) {
+        // Output axis d is input axis perm[d].
+        std::vector<Expr> idx(rank);
+        for (size_t d = 0; d < rank; ++d) idx[perm[d]] = v[d];
+        return x(idx);
+      },
+      "transpose");
+}
+
+// Reads `x` in row-major order at the flat offset of the output position `v`.
+Expr read_flat(const te::Tensor &x, const std::vector<int64_t> &out_shape, const std::vector<Var> &v) {
+  Expr flat;
+  int64_t stride = 1;
+  for (size_t d = out_shape.size(); d-- > 0;) {
+    if (out_shape[d] != 1) {
+      Expr term = scaled(v[d], stride);
+      flat = flat.defined() ? term + flat : term;
+    }
+    stride *= out_shape[d];
+  }
+  if (!flat.defined()) flat = Expr(0);
+  std::vector<Expr> idx(x.ndim());
+  stride = 1;
+  for (size_t d = x.ndim(); d-- > 0;) {
+    const int64_t extent = x.shape()[d];
+    if (extent == 1) {
+      idx[d] = Expr(0);
+    } else {
+      Expr q = stride == 1 ? flat : ir::make_floordiv(flat, Expr(stride));
+      // The outermost non-trivial axis needs no modulo: the offset is in range.
+      idx[d] = stride * extent == num_elements(x.shape()) ? q : ir::make_floormod(q, Expr(extent));
+    }
+    stride *= extent;
+  }
+  return x(idx);
+}
+
+te::Tensor reshape_to(std::string_view op, const te::Tensor &x, const std::vector<int64_t> &shape,
+                      const std::string &name) {
+  reject_bool(op, x);
+  return te::compute(shape, [&](const std::vector<Var> &v) { return read_flat(x, shape, v); }, name);
+}
+
+te::Tensor reshape(const std::vector<te::Tensor> &in, const json &attrs) {
+  const char *op = "reshape";
+  const te::Tensor &x = in[0];
+  std::vector<int64_t> spec = attr_ints(attrs, "shape");
+  if (spec.empty()) fail(op, "attribute 'shape' is required, e.g. {\"shape\": [0, -1]}");
+  std::vector<int64_t> shape;
+  int64_t known = 1;
+  int inferred = -1;
+  for (size_t d = 0; d < spec.size(); ++d) {
+    int64_t s = spec[d];
+    if (s == 0) {  // ONNX (allowzero=0): copy the input's extent
+      if (d >= x.ndim())
+        fail(op, "shape " + shape_str(spec) + " copies axis " + std::to_string(d) + " (0), but the input " +
+                     shape_str(x.shape()) + " has only " + std::to_string(x.ndim()) + " axes");
+      s = x.shape()[d];
+    } else if (s == -1) {
+      if (inferred >= 0) fail(op, "shape " + shape_str(spec) + " has more than one -1");
+      inferred = static_cast<int>(d);
+      shape.push_back(1);
+      continue;
+    } else if (s < -1) {
+      fail(op, "shape " + shape_str(spec) + " has a negative extent other than -1");
+    }
+    known *= s;
+    shape.push_back(s);
+  }
+  const int64_t total = num_elements(x.shape());
+  if (inferred >= 0) {
+    if (total % known != 0)
+      fail(op, "cannot infer the -1 in " + shape_str(spec) + ": " + std::to_string(total) +
+                   " elements are not divisible by " + std::to_string(known));
+    shape[inferred] = total / known;
+  }
+  if (num_elements(shape) != total)
+    fail(op, "cannot reshape " + shape_str(x.shape()) + " (" + std::to_string(total) + " elements) into " +
+                 shape_str(shape) + " (" + std::to_string(num_elements(shape)) + " elements)");
+  return reshape_to(op, x, shape, "reshape");
+}
+
+te::Tensor flatten(const std::vector<te::Tensor> &in, const json &attrs) {
+  const char *op = "flatten";
+  const te::Tensor &x = in[0];
+  const int64_t rank = static_cast<int64_t>(x.ndim());
+  int64_t axis = attr_int(attrs, "axis");
+  // Unlike most axes, flatten's may equal the rank (everything goes to the outer extent).
+  if (axis < -rank || axis > rank)
+    fail(op, "axis " + std::to_string(axis) + " is out of range for a rank-" + std::to_string(rank) +
+                 " input; expected [" + std::to_string(-rank) + ", " + std::to_string(rank) + "]");
+  if (axis < 0) axis += rank;
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < rank; ++d) (d < axis ? outer : inner) *= x.shape()[d];
+  return reshape_to(op, x, {outer, inner}, "flatten");
+}
+
+te::Tensor concat(const std::vector<te::Tensor> &in, const json &attrs) {
+  const char *op = "concat";
+  const te::Tensor &first = in[0];
+  const size_t rank = first.ndim();
+  const auto axis = static_cast<size_t>(normalize_axis(op, attr_int(attrs, "axis"), static_cast<int64_t>(rank)));
+  std::vector<int64_t> starts;  // offset of each input along the axis
+  int64_t total = 0;
+  for (size_t i = 0; i < in.size(); ++i) {
+    reject_bool(op, in[i]);
+    if (in[i].dtype() != first.dtype())
+      fail(op, "input " + std::to_string(i) + " has dtype " + ir::dtype_name(in[i].dtype()) + " but input 0 has " +
+                   ir::dtype_name(first.dtype()));
+    bool compatible = in[i].ndim() == rank;
+    for (size_t d = 0; compatible && d < rank; ++d) compatible = d == axis || in[i].shape()[d] == first.shape()[d];
+    if (!compatible)
+      fail(op, "input " + std::to_string(i) + " has shape " + shape_str(in[i].shape()) + ", which does not match " +
+                   shape_str(first.shape()) + " outside axis " + std::to_string(axis));
+    starts.push_back(total);
+    total += in[i].shape()[axis];
+  }
+  std::vector<int64_t> shape = first.shape();
+  shape[axis] = total;
+  return te::compute(
+      shape,
+      [&](const std::vector<Var> &v) {
+        // Piecewise: the last input is the fallback, earlier ones are chosen by range
+        // checks from the back. Only the chosen load is evaluated, so the others' out-of
+        // -range indices are never read.
+        auto load = [&](size_t i) {
+          std::vector<Expr> idx = to_exprs(v);
+          idx[axis] = offset(v[axis], -starts[i]);
+          return in[i](idx);
+        };
+        Expr value = load(in.size() - 1);
+        for (size_t i = in.size() - 1; i-- > 0;) value = ir::make_select(v[axis] < Expr(starts[i + 1]), load(i), value);
+        return value;
+      },
+      "concat");
+}
+
+}  // namespace
+
+std::vector<OpDef> transform_ops() {
+  std::vector<OpDef> ops;
+  ops.push_back(OpDef{"transpose",
+                      "Permutes axes (ONNX Transpose). Input: x of any rank and non-boolean dtype. Attribute: perm "
+                      "(output axis d is input axis perm[d]; empty = reverse). Stage: transpose.",
+                      1, 1, json{{"perm", json::array()}}, transpose});
+  ops.push_back(OpDef{"reshape",
+                      "Same elements in row-major order, new shape (ONNX Reshape, allowzero=0). Input: x. "
+                      "Attribute: shape (required; 0 copies the input extent at that position, one -1 is "
+                      "inferred). Stage: reshape (floordiv/floormod of the flat offset).",
+                      1, 1, json{{"shape", json::array()}}, reshape});
+  ops.push_back(OpDef{"flatten",
+                      "Reshapes to 2-d [prod(shape[:axis]), prod(shape[axis:])] (ONNX Flatten). Input: x. "
+                      "Attribute: axis (1; in [-rank, rank]). Stage: flatten.",
+                      1, 1, json{{"axis", 1}}, flatten});
+  ops.push_back(OpDef{"concat",
+                      "Joins one or more inputs along an axis (ONNX Concat). Inputs: same dtype and rank, equal "
+                      "extents except along axis. Attribute: axis (0; negatives count from the end). Stage: "
+                      "concat (nested selects on the axis index).",
+                      1, -1, json{{"axis", 0}}, concat});
+  return ops;
+}
+
+}  // namespace kiln::ops::detail
