@@ -1,0 +1,228 @@
+/// \file
+/// Opening a database, committing records and looking up the best ones.
+
+#include "database/database.h"
+
+#include "database/database_impl.h"
+#include "database/schema.h"
+#include "ir/target.h"
+
+#include <nlohmann/json.hpp>
+#include <sqlite3.h>
+
+#include <unordered_map>
+
+namespace kiln::db {
+
+Database::Database(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Database::~Database() = default;
+Database::Database(Database &&) noexcept = default;
+Database &Database::operator=(Database &&) noexcept = default;
+
+int Database::schema_version() const { return impl_->version; }
+const std::string &Database::path() const { return impl_->path; }
+
+Database Database::open(const std::filesystem::path &file, OpenMode mode) {
+  std::string path = file.string();
+  std::error_code ec;
+  if (mode != OpenMode::create && !std::filesystem::exists(file, ec))
+    throw DbError("database " + path + " does not exist; create it by opening in create mode");
+
+  int flags = SQLITE_OPEN_NOMUTEX; // one connection per thread, see the class comment
+  flags |= mode == OpenMode::read_only ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE;
+  if (mode == OpenMode::create)
+    flags |= SQLITE_OPEN_CREATE;
+  auto impl = std::make_unique<Impl>(path, sqlite::Connection(path, flags));
+  sqlite::Connection &conn = impl->conn;
+  sqlite3_busy_timeout(conn.get(), kBusyTimeoutMs);
+
+  // The version is checked before anything is written, so that a file we do
+  // not understand (corrupt, foreign, newer) is left exactly as it was.
+  int version = with_lock_retry(path, [&] { return read_schema_version(conn, path); });
+  if (mode == OpenMode::read_only) {
+    if (version == 0)
+      throw DbError("database " + path + " is empty; nothing to read");
+    if (version < kSchemaVersion)
+      throw DbError("database " + path + " has schema version " + std::to_string(version) +
+                    ", older than this Kiln's " + std::to_string(kSchemaVersion) +
+                    "; open it read-write once to upgrade it");
+  } else {
+    // WAL lets readers proceed while one writer commits. synchronous=NORMAL
+    // keeps every committed transaction across a process crash; only a power
+    // loss may drop the last few, and never corrupts the file.
+    with_lock_retry(path, [&] { conn.exec("PRAGMA journal_mode = WAL"); });
+    conn.exec("PRAGMA synchronous = NORMAL");
+    if (version < kSchemaVersion) {
+      impl->write_transaction([&] {
+        // Re-read under the write lock: another process may have migrated.
+        int current = read_schema_version(conn, path);
+        if (current < kSchemaVersion)
+          migrate(conn, current);
+      });
+    }
+    version = kSchemaVersion;
+  }
+  conn.exec("PRAGMA foreign_keys = ON");
+  impl->version = version;
+  return Database(std::move(impl));
+}
+
+CommitResult Database::Impl::insert_all(const std::vector<PreparedRecord> &records) {
+  sqlite::Statement &add_workload = statement(
+      insert_workload, "INSERT INTO workloads (key_hash, canonical_json, op_summary, shapes) VALUES (?1, ?2, ?3, ?4) "
+                       "ON CONFLICT (key_hash) DO NOTHING");
+  sqlite::Statement &find_workload = statement(select_workload_id, "SELECT id FROM workloads WHERE key_hash = ?1");
+  sqlite::Statement &add_record = statement(
+      insert_record,
+      "INSERT INTO records (workload_id, target, device_kind, device_model, trace_json, trace_hash, latencies_json, "
+      "mean_latency, error_kind, error_message, metadata_json, kiln_version, created_at_ms) "
+      "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13) "
+      "ON CONFLICT (workload_id, target, trace_hash) DO NOTHING");
+
+  CommitResult result;
+  std::unordered_map<std::string, int64_t> workload_ids;
+  for (const PreparedRecord &p : records) {
+    auto cached = workload_ids.find(p.workload.key_hash);
+    int64_t workload_id = 0;
+    if (cached != workload_ids.end()) {
+      workload_id = cached->second;
+    } else {
+      {
+        sqlite::ResetOnExit guard(add_workload);
+        add_workload.bind(1, p.workload.key_hash).bind(2, p.workload.canonical_json);
+        add_workload.bind(3, p.workload.op_summary).bind(4, p.workload.shapes);
+        add_workload.step();
+      }
+      sqlite::ResetOnExit guard(find_workload);
+      find_workload.bind(1, p.workload.key_hash);
+      if (!find_workload.step())
+        throw DbError("workload " + p.workload.key_hash + " vanished while committing");
+      workload_id = find_workload.column_int(0);
+      workload_ids.emplace(p.workload.key_hash, workload_id);
+    }
+
+    sqlite::ResetOnExit guard(add_record);
+    add_record.bind(1, workload_id).bind(2, p.target).bind(3, p.device_kind).bind(4, p.device_model);
+    add_record.bind(5, p.trace_json).bind(6, p.trace_hash);
+    if (p.ok) {
+      add_record.bind(7, p.latencies_json).bind(8, p.mean_latency).bind_null(9).bind_null(10);
+    } else {
+      add_record.bind_null(7).bind_null(8).bind(9, p.error_kind).bind(10, p.error_message);
+    }
+    add_record.bind(11, p.metadata_json).bind(12, p.kiln_version).bind(13, p.created_at_ms);
+    add_record.step();
+    if (conn.changes() == 1)
+      ++result.inserted;
+    else
+      ++result.duplicates;
+  }
+  return result;
+}
+
+CommitResult Database::commit(const std::vector<Record> &records) {
+  // Validate everything before taking the write lock: a bad record fails the
+  // batch without making other writers wait.
+  std::vector<PreparedRecord> prepared;
+  prepared.reserve(records.size());
+  for (size_t i = 0; i < records.size(); ++i) {
+    try {
+      prepared.push_back(prepare_record(records[i]));
+    } catch (const DbError &e) {
+      throw DbError("record " + std::to_string(i) + " of " + std::to_string(records.size()) +
+                    " not committed (nothing was): " + e.what());
+    }
+  }
+  CommitResult result;
+  impl_->write_transaction([&] { result = impl_->insert_all(prepared); });
+  return result;
+}
+
+Record read_record(const sqlite::Statement &row) {
+  Record r;
+  r.id = row.column_int(0);
+  r.workload = Workload{row.column_text(1), row.column_text(2), row.column_text(3), row.column_text(4)};
+  r.target = row.column_text(5);
+  r.trace_json = row.column_text(6);
+  if (!row.is_null(7)) {
+    r.outcome = nlohmann::json::parse(row.column_text(7)).get<std::vector<double>>();
+  } else {
+    std::string kind = row.column_text(8);
+    std::optional<ErrorKind> parsed = error_kind_from_string(kind);
+    if (!parsed)
+      throw DbError("record " + std::to_string(r.id) + " has unknown error kind '" + kind + "'");
+    r.outcome = MeasureError{*parsed, row.column_text(9)};
+  }
+  r.metadata_json = row.column_text(10);
+  r.kiln_version = row.column_text(11);
+  r.created_at_ms = row.column_int(12);
+  return r;
+}
+
+static void read_rows(sqlite::Statement &s, size_t limit, std::vector<Record> &out) {
+  while (out.size() < limit && s.step())
+    out.push_back(read_record(s));
+}
+
+std::vector<Record> Database::top_k(std::string_view workload_hash, std::string_view target_text, size_t k,
+                                    TargetMatch match) {
+  Target target;
+  try {
+    target = Target::parse(target_text);
+  } catch (const std::invalid_argument &e) {
+    throw DbError(std::string("bad target: ") + e.what());
+  }
+  std::string canonical = target.str();
+  std::vector<Record> out;
+  if (k == 0)
+    return out;
+  int64_t limit = static_cast<int64_t>(std::min<size_t>(k, INT64_MAX));
+  return with_lock_retry(impl_->path, [&] {
+    out.clear();
+    // Served by index records_best_by_target: one seek, rows already in order.
+    sqlite::Statement &exact = impl_->statement(
+        impl_->lookup_exact, "SELECT " + std::string(kRecordColumns) +
+                                 " FROM records r JOIN workloads w ON w.id = r.workload_id "
+                                 "WHERE w.key_hash = ?1 AND r.target = ?2 AND r.mean_latency IS NOT NULL "
+                                 "ORDER BY r.mean_latency, r.id LIMIT ?3");
+    {
+      sqlite::ResetOnExit guard(exact);
+      exact.bind(1, workload_hash).bind(2, canonical).bind(3, limit);
+      read_rows(exact, k, out);
+    }
+    if (out.size() == k || match == TargetMatch::exact_only)
+      return out;
+    // Fallback tiers: same model first, then the rest of the device kind.
+    sqlite::Statement &same_kind = impl_->statement(
+        impl_->lookup_same_kind, "SELECT " + std::string(kRecordColumns) +
+                                     " FROM records r JOIN workloads w ON w.id = r.workload_id "
+                                     "WHERE w.key_hash = ?1 AND r.device_kind = ?2 AND r.target <> ?3 "
+                                     "AND r.mean_latency IS NOT NULL "
+                                     "ORDER BY r.device_model = ?4 DESC, r.mean_latency, r.id LIMIT ?5");
+    sqlite::ResetOnExit guard(same_kind);
+    same_kind.bind(1, workload_hash).bind(2, target.device_kind()).bind(3, canonical);
+    same_kind.bind(4, target.device_model()).bind(5, limit - static_cast<int64_t>(out.size()));
+    read_rows(same_kind, k, out);
+    return out;
+  });
+}
+
+std::optional<Record> Database::best(std::string_view workload_hash, std::string_view target, TargetMatch match) {
+  std::vector<Record> one = top_k(workload_hash, target, 1, match);
+  if (one.empty())
+    return std::nullopt;
+  return std::move(one.front());
+}
+
+std::vector<Record> Database::records_of(std::string_view workload_hash) {
+  return with_lock_retry(impl_->path, [&] {
+    sqlite::Statement s(impl_->conn.get(), "SELECT " + std::string(kRecordColumns) +
+                                               " FROM records r JOIN workloads w ON w.id = r.workload_id "
+                                               "WHERE w.key_hash = ?1 ORDER BY r.id");
+    s.bind(1, workload_hash);
+    std::vector<Record> out;
+    read_rows(s, SIZE_MAX, out);
+    return out;
+  });
+}
+
+} // namespace kiln::db

@@ -1,0 +1,114 @@
+/// \file
+/// The tuning database: an SQLite file of workloads and measurement records,
+/// written by tuning jobs (several at once) and read by compilers looking up
+/// the best schedule for a workload on a target.
+
+#pragma once
+
+#include "database/error.h"
+#include "database/record.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <iosfwd>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace kiln::db {
+
+enum class OpenMode {
+  read_only,  ///< the file must exist and be at the current schema version
+  read_write, ///< the file must exist; an older schema is migrated
+  create,     ///< like read_write, creating an empty database if missing
+};
+
+/// Which records a lookup may return when the exact target has none.
+enum class TargetMatch {
+  /// Only records measured on the identical (canonical) target string.
+  exact_only,
+  /// Exact target first; then the same device model with other flags (e.g.
+  /// another -num-cores); then other models of the same device kind (e.g. a
+  /// skylake record for a cascadelake lookup, sm_80 for sm_90). A schedule
+  /// from a sibling device is a far better start than none, but its latency
+  /// was measured elsewhere: check Record::target to see what was returned.
+  allow_same_device_kind,
+};
+
+struct CommitResult {
+  size_t inserted = 0;
+  size_t duplicates = 0; ///< already stored (same workload, target and trace); ignored
+};
+
+struct TargetStats {
+  std::string target;
+  int64_t records = 0;
+  int64_t successful = 0;
+};
+
+struct Stats {
+  int schema_version = 0;
+  int64_t workloads = 0;
+  int64_t records = 0;
+  int64_t successful = 0;
+  int64_t errors = 0;
+  std::vector<std::pair<std::string, int64_t>> errors_by_kind; ///< sorted by kind
+  std::vector<TargetStats> targets;                           ///< sorted by target
+};
+
+/// An open database file. Not thread-safe: open one per thread (or process);
+/// SQLite's WAL mode lets any number of them read and write concurrently.
+/// Every method throws DbError on failure.
+class Database {
+public:
+  static Database open(const std::filesystem::path &path, OpenMode mode);
+  ~Database();
+  Database(Database &&) noexcept;
+  Database &operator=(Database &&) noexcept;
+
+  /// Stores `records` in one transaction: all or none. A record already
+  /// stored under the same (workload, target, trace) is counted as a
+  /// duplicate and not stored again: a record is a fact about a program on a
+  /// device, and re-measuring it adds no new program to the search.
+  CommitResult commit(const std::vector<Record> &records);
+
+  /// The fastest successful record (lowest mean latency; ties: oldest).
+  /// Error records are never returned. `target` may be in any flag order.
+  std::optional<Record> best(std::string_view workload_hash, std::string_view target,
+                             TargetMatch match = TargetMatch::allow_same_device_kind);
+  /// Up to k successful records, fastest first, exact target first, then the
+  /// fallback tiers of `match` in order.
+  std::vector<Record> top_k(std::string_view workload_hash, std::string_view target, size_t k,
+                            TargetMatch match = TargetMatch::allow_same_device_kind);
+  /// Every record of a workload, errors included, oldest first.
+  std::vector<Record> records_of(std::string_view workload_hash);
+
+  Stats stats();
+
+  /// Writes every record as one JSON line, oldest first. Returns the count.
+  size_t export_jsonl(std::ostream &out);
+  /// Reads JSON lines (blank lines are skipped) and commits them in one
+  /// transaction. Any malformed line aborts the import before anything is
+  /// written, with an error naming its line number.
+  CommitResult import_jsonl(std::istream &in);
+
+  /// Keeps the `keep_per_target` fastest successful records of every
+  /// (workload, target) and deletes the rest, error records included, and
+  /// workloads left without records. Returns the number of records deleted.
+  /// For shipping a compact database; a tuning job's own file keeps its
+  /// errors, which stop the search from measuring failing programs again.
+  size_t prune(size_t keep_per_target);
+
+  int schema_version() const;
+  const std::string &path() const;
+
+private:
+  struct Impl;
+  explicit Database(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+} // namespace kiln::db

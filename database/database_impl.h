@@ -1,0 +1,91 @@
+/// \file
+/// Database's private state and the helpers its member files share:
+/// lock-retry, transactions, lazily prepared statements, row reading.
+
+#pragma once
+
+#include "database/database.h"
+#include "database/prepared_record.h"
+#include "database/sqlite.h"
+
+#include <chrono>
+#include <optional>
+#include <thread>
+#include <utility>
+
+namespace kiln::db {
+
+/// How long a writer waits for another writer before giving up. SQLite's own
+/// busy handler waits kBusyTimeoutMs per attempt; whole transactions are
+/// retried until kLockDeadline because some lock conflicts (a snapshot that
+/// became stale) are reported at once, without calling the busy handler.
+inline constexpr int kBusyTimeoutMs = 5000;
+inline constexpr std::chrono::seconds kLockDeadline{60};
+
+/// Runs `body` and retries it while it fails with a lock conflict.
+template <class F> auto with_lock_retry(const std::string &path, F &&body) -> decltype(body()) {
+  auto deadline = std::chrono::steady_clock::now() + kLockDeadline;
+  for (int attempt = 0;; ++attempt) {
+    try {
+      return body();
+    } catch (const sqlite::BusyError &e) {
+      if (std::chrono::steady_clock::now() > deadline)
+        throw DbError("database " + path + " stayed locked by another process for " +
+                      std::to_string(kLockDeadline.count()) + " s (" + e.what() +
+                      "); check for a stuck writer, or a file on a network filesystem, where locking does not work");
+      std::this_thread::sleep_for(std::chrono::milliseconds(1 << std::min(attempt, 6)));
+    }
+  }
+}
+
+struct Database::Impl {
+  std::string path;
+  sqlite::Connection conn;
+  int version = 0;
+  std::optional<sqlite::Statement> insert_workload;
+  std::optional<sqlite::Statement> select_workload_id;
+  std::optional<sqlite::Statement> insert_record;
+  std::optional<sqlite::Statement> lookup_exact;
+  std::optional<sqlite::Statement> lookup_same_kind;
+
+  Impl(std::string p, sqlite::Connection c) : path(std::move(p)), conn(std::move(c)) {}
+
+  sqlite::Statement &statement(std::optional<sqlite::Statement> &slot, std::string_view sql) {
+    if (!slot)
+      slot.emplace(conn.get(), sql);
+    return *slot;
+  }
+
+  /// Runs `body` in a BEGIN IMMEDIATE transaction (the write lock is taken up
+  /// front, so two writers never deadlock upgrading read locks), retrying the
+  /// whole transaction on lock conflicts. `body` must be safe to rerun.
+  template <class F> void write_transaction(F &&body) {
+    with_lock_retry(path, [&] {
+      conn.exec("BEGIN IMMEDIATE");
+      try {
+        body();
+        conn.exec("COMMIT");
+      } catch (...) {
+        try {
+          conn.exec("ROLLBACK");
+        } catch (const DbError &) {
+          // Already rolled back by SQLite (e.g. after an I/O error).
+        }
+        throw;
+      }
+    });
+  }
+
+  /// Inserts prepared records; the caller holds a write transaction.
+  CommitResult insert_all(const std::vector<PreparedRecord> &records);
+};
+
+/// The columns read_record expects, in order; tables aliased r and w.
+inline constexpr std::string_view kRecordColumns =
+    "r.id, w.key_hash, w.canonical_json, w.op_summary, w.shapes, r.target, r.trace_json, r.latencies_json, "
+    "r.error_kind, r.error_message, r.metadata_json, r.kiln_version, r.created_at_ms";
+
+/// Builds a Record from the current row of a statement selecting kRecordColumns.
+Record read_record(const sqlite::Statement &row);
+
+} // namespace kiln::db

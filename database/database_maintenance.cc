@@ -1,0 +1,57 @@
+/// \file
+/// Statistics and pruning.
+
+#include "database/database.h"
+
+#include "database/database_impl.h"
+
+namespace kiln::db {
+
+Stats Database::stats() {
+  return with_lock_retry(impl_->path, [&] {
+    sqlite::Connection &conn = impl_->conn;
+    // One read transaction so the counts agree with each other.
+    conn.exec("BEGIN");
+    Stats s;
+    try {
+      s.schema_version = impl_->version;
+      s.workloads = conn.query_int("SELECT count(*) FROM workloads");
+      s.records = conn.query_int("SELECT count(*) FROM records");
+      s.successful = conn.query_int("SELECT count(*) FROM records WHERE mean_latency IS NOT NULL");
+      s.errors = s.records - s.successful;
+      sqlite::Statement kinds(conn.get(), "SELECT error_kind, count(*) FROM records WHERE error_kind IS NOT NULL "
+                                          "GROUP BY error_kind ORDER BY error_kind");
+      while (kinds.step())
+        s.errors_by_kind.emplace_back(kinds.column_text(0), kinds.column_int(1));
+      sqlite::Statement targets(conn.get(), "SELECT target, count(*), count(mean_latency) FROM records "
+                                            "GROUP BY target ORDER BY target");
+      while (targets.step())
+        s.targets.push_back({targets.column_text(0), targets.column_int(1), targets.column_int(2)});
+    } catch (...) {
+      conn.exec("ROLLBACK");
+      throw;
+    }
+    conn.exec("COMMIT");
+    return s;
+  });
+}
+
+size_t Database::prune(size_t keep_per_target) {
+  int64_t deleted = 0;
+  impl_->write_transaction([&] {
+    sqlite::Statement del(impl_->conn.get(),
+                          "DELETE FROM records WHERE mean_latency IS NULL OR id IN ("
+                          "  SELECT id FROM ("
+                          "    SELECT id, ROW_NUMBER() OVER ("
+                          "      PARTITION BY workload_id, target ORDER BY mean_latency, id) AS rank"
+                          "    FROM records WHERE mean_latency IS NOT NULL)"
+                          "  WHERE rank > ?1)");
+    del.bind(1, static_cast<int64_t>(keep_per_target));
+    del.step();
+    deleted = impl_->conn.changes();
+    impl_->conn.exec("DELETE FROM workloads WHERE id NOT IN (SELECT workload_id FROM records)");
+  });
+  return static_cast<size_t>(deleted);
+}
+
+} // namespace kiln::db

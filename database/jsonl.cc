@@ -1,0 +1,104 @@
+/// \file
+/// Record <-> JSON line.
+
+#include "database/jsonl.h"
+
+#include "database/error.h"
+
+#include <nlohmann/json.hpp>
+
+namespace kiln::db {
+
+using nlohmann::json;
+
+std::string record_to_jsonl(const Record &record) {
+  json line;
+  line["format"] = kJsonlFormat;
+  // The canonical workload JSON travels as a string: its hash is over its
+  // exact bytes, which re-serializing an embedded object could change.
+  line["workload"] = {{"key_hash", record.workload.key_hash},
+                      {"canonical_json", record.workload.canonical_json},
+                      {"op_summary", record.workload.op_summary},
+                      {"shapes", record.workload.shapes}};
+  line["target"] = record.target;
+  line["trace"] = json::parse(record.trace_json);
+  if (record.ok())
+    line["latencies_s"] = record.latencies();
+  else
+    line["error"] = {{"kind", to_string(record.error().kind)}, {"message", record.error().message}};
+  line["metadata"] = json::parse(record.metadata_json.empty() ? "{}" : record.metadata_json);
+  line["kiln_version"] = record.kiln_version;
+  line["created_at_ms"] = record.created_at_ms;
+  return line.dump();
+}
+
+static const json &field(const json &object, const char *name, json::value_t type, const char *type_name) {
+  auto it = object.find(name);
+  if (it == object.end())
+    throw DbError(std::string("missing field \"") + name + "\"");
+  bool matches = it->type() == type ||
+                 (type == json::value_t::number_integer && it->type() == json::value_t::number_unsigned);
+  if (!matches)
+    throw DbError(std::string("field \"") + name + "\" must be " + type_name + ", got " + it->type_name());
+  return *it;
+}
+
+static std::string string_field(const json &object, const char *name) {
+  return field(object, name, json::value_t::string, "a string").get<std::string>();
+}
+
+Record record_from_jsonl(std::string_view line) {
+  json j;
+  try {
+    j = json::parse(line);
+  } catch (const json::parse_error &e) {
+    throw DbError(std::string("not valid JSON: ") + e.what());
+  }
+  if (!j.is_object())
+    throw DbError(std::string("a record line must be a JSON object, got ") + j.type_name());
+  std::string format = string_field(j, "format");
+  if (format != kJsonlFormat)
+    throw DbError("unknown format \"" + format + "\"; this Kiln reads \"" + std::string(kJsonlFormat) + "\"");
+
+  Record r;
+  const json &w = field(j, "workload", json::value_t::object, "an object");
+  r.workload.key_hash = string_field(w, "key_hash");
+  r.workload.canonical_json = string_field(w, "canonical_json");
+  r.workload.op_summary = w.contains("op_summary") ? string_field(w, "op_summary") : "";
+  r.workload.shapes = w.contains("shapes") ? string_field(w, "shapes") : "";
+  r.target = string_field(j, "target");
+  if (!j.contains("trace"))
+    throw DbError("missing field \"trace\"");
+  r.trace_json = j["trace"].dump();
+
+  bool has_latencies = j.contains("latencies_s");
+  if (has_latencies == j.contains("error"))
+    throw DbError("a record needs exactly one of \"latencies_s\" and \"error\"");
+  if (has_latencies) {
+    const json &l = field(j, "latencies_s", json::value_t::array, "an array of seconds");
+    std::vector<double> latencies;
+    for (const json &v : l) {
+      if (!v.is_number())
+        throw DbError("field \"latencies_s\" must hold numbers, got " + std::string(v.type_name()));
+      latencies.push_back(v.get<double>());
+    }
+    r.outcome = std::move(latencies);
+  } else {
+    const json &e = field(j, "error", json::value_t::object, "an object");
+    std::string kind = string_field(e, "kind");
+    std::optional<ErrorKind> parsed = error_kind_from_string(kind);
+    if (!parsed)
+      throw DbError("unknown error kind \"" + kind +
+                    "\"; expected build_error, build_timeout, load_error, runtime_error, run_timeout or "
+                    "wrong_result");
+    r.outcome = MeasureError{*parsed, string_field(e, "message")};
+  }
+  r.metadata_json = j.contains("metadata") ? field(j, "metadata", json::value_t::object, "an object").dump() : "{}";
+  r.kiln_version = j.contains("kiln_version") ? string_field(j, "kiln_version") : "";
+  r.created_at_ms =
+      j.contains("created_at_ms") ? field(j, "created_at_ms", json::value_t::number_integer, "an integer").get<int64_t>()
+                                  : 0;
+  return r;
+}
+
+} // namespace kiln::db
