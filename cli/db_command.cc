@@ -1,0 +1,251 @@
+/// \file
+/// `kiln db` subcommands: flag parsing and printing only; the work is in
+/// kiln::db::Database.
+
+#include "cli/db_command.h"
+
+#include "database/database.h"
+#include "database/prepared_record.h"
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <fstream>
+#include <functional>
+#include <iostream>
+#include <memory>
+#include <string>
+
+namespace kiln::cli {
+
+namespace {
+
+/// Exit code of a lookup that found nothing; distinct from errors so scripts
+/// can tell "not tuned yet" from "broken".
+constexpr int kExitNotFound = 2;
+
+struct Streams {
+  std::ostream &out;
+  std::ostream &err;
+};
+
+struct LookupOptions {
+  std::string db;
+  std::string workload;
+  std::string target;
+  size_t k = 10;
+  bool exact = false;
+  bool json = false;
+};
+
+} // namespace
+
+// Runs a subcommand body; a DbError becomes a message and exit code 1.
+static void run_reporting_errors(const char *name, Streams io, const std::function<void()> &body) {
+  try {
+    body();
+  } catch (const kiln::db::DbError &e) {
+    io.err << "kiln db " << name << ": error: " << e.what() << '\n';
+    throw CLI::RuntimeError(1);
+  }
+}
+
+// Accepts a key hash or the canonical workload JSON, like the C API.
+static std::string workload_hash_from_argument(const std::string &workload) {
+  size_t first = workload.find_first_not_of(" \t\r\n");
+  if (first != std::string::npos && workload[first] == '{')
+    return kiln::db::workload_hash_of(workload);
+  return workload;
+}
+
+static nlohmann::json record_json(const kiln::db::Record &r, const std::string &requested_target) {
+  nlohmann::json j = {{"id", r.id},
+                      {"workload_hash", r.workload.key_hash},
+                      {"target", r.target},
+                      {"exact_target", r.target == kiln::db::canonical_target(requested_target)},
+                      {"mean_latency_s", r.mean_latency()},
+                      {"latencies_s", r.latencies()},
+                      {"trace", nlohmann::json::parse(r.trace_json)},
+                      {"kiln_version", r.kiln_version},
+                      {"created_at_ms", r.created_at_ms}};
+  return j;
+}
+
+static std::string microseconds(double seconds) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.3f us", seconds * 1e6);
+  return text;
+}
+
+static CLI::App *add_lookup_flags(CLI::App *cmd, LookupOptions &o) {
+  cmd->add_option("--db", o.db, "database file")->required();
+  cmd->add_option("--workload", o.workload, "workload key hash, or the canonical workload JSON")->required();
+  cmd->add_option("--target", o.target, "target string, e.g. 'llvm -mcpu=skylake -num-cores=4'")->required();
+  cmd->add_flag("--exact", o.exact, "only the exact target; no fallback to the same device kind");
+  cmd->add_flag("--json", o.json, "print JSON");
+  return cmd;
+}
+
+static void add_best(CLI::App &db, Streams io) {
+  auto o = std::make_shared<LookupOptions>();
+  CLI::App *cmd = add_lookup_flags(db.add_subcommand("best", "print the fastest record of a workload on a target"), *o);
+  cmd->callback([o, io] {
+    run_reporting_errors("best", io, [&] {
+      auto database = kiln::db::Database::open(o->db, kiln::db::OpenMode::read_only);
+      auto match = o->exact ? kiln::db::TargetMatch::exact_only : kiln::db::TargetMatch::allow_same_device_kind;
+      std::optional<kiln::db::Record> best = database.best(workload_hash_from_argument(o->workload), o->target, match);
+      if (!best) {
+        io.err << "kiln db best: no successful record for this workload on '" << o->target << "'\n";
+        throw CLI::RuntimeError(kExitNotFound);
+      }
+      nlohmann::json j = record_json(*best, o->target);
+      if (o->json) {
+        io.out << j.dump() << '\n';
+        return;
+      }
+      io.out << "target:       " << best->target << (j["exact_target"].get<bool>() ? "" : "  (fallback: same device kind)")
+             << "\nmean latency: " << microseconds(best->mean_latency()) << " over " << best->latencies().size()
+             << " repeats\nrecord:       " << best->id << "\ntrace:        " << best->trace_json << '\n';
+    });
+  });
+}
+
+static void add_top(CLI::App &db, Streams io) {
+  auto o = std::make_shared<LookupOptions>();
+  CLI::App *cmd = add_lookup_flags(db.add_subcommand("top", "print the k fastest records of a workload"), *o);
+  cmd->add_option("-k", o->k, "how many records")->check(CLI::PositiveNumber);
+  cmd->callback([o, io] {
+    run_reporting_errors("top", io, [&] {
+      auto database = kiln::db::Database::open(o->db, kiln::db::OpenMode::read_only);
+      auto match = o->exact ? kiln::db::TargetMatch::exact_only : kiln::db::TargetMatch::allow_same_device_kind;
+      std::vector<kiln::db::Record> top = database.top_k(workload_hash_from_argument(o->workload), o->target, o->k, match);
+      if (top.empty()) {
+        io.err << "kiln db top: no successful record for this workload on '" << o->target << "'\n";
+        throw CLI::RuntimeError(kExitNotFound);
+      }
+      if (o->json) {
+        nlohmann::json list = nlohmann::json::array();
+        for (const kiln::db::Record &r : top)
+          list.push_back(record_json(r, o->target));
+        io.out << list.dump() << '\n';
+        return;
+      }
+      for (size_t i = 0; i < top.size(); ++i)
+        io.out << i + 1 << "  " << microseconds(top[i].mean_latency()) << "  record " << top[i].id << "  "
+               << top[i].target << '\n';
+    });
+  });
+}
+
+static void add_stats(CLI::App &db, Streams io) {
+  auto path = std::make_shared<std::string>();
+  auto json = std::make_shared<bool>(false);
+  CLI::App *cmd = db.add_subcommand("stats", "count workloads and records per target and error kind");
+  cmd->add_option("--db", *path, "database file")->required();
+  cmd->add_flag("--json", *json, "print JSON");
+  cmd->callback([path, json, io] {
+    run_reporting_errors("stats", io, [&] {
+      kiln::db::Stats s = kiln::db::Database::open(*path, kiln::db::OpenMode::read_only).stats();
+      if (*json) {
+        nlohmann::json j = {{"schema_version", s.schema_version}, {"workloads", s.workloads},
+                            {"records", s.records},               {"successful", s.successful},
+                            {"errors", s.errors},                 {"errors_by_kind", nlohmann::json::object()},
+                            {"targets", nlohmann::json::array()}};
+        for (const auto &[kind, count] : s.errors_by_kind)
+          j["errors_by_kind"][kind] = count;
+        for (const kiln::db::TargetStats &t : s.targets)
+          j["targets"].push_back({{"target", t.target}, {"records", t.records}, {"successful", t.successful}});
+        io.out << j.dump() << '\n';
+        return;
+      }
+      io.out << "schema version: " << s.schema_version << "\nworkloads:      " << s.workloads
+             << "\nrecords:        " << s.records << " (" << s.successful << " successful, " << s.errors
+             << " errors)\n";
+      for (const auto &[kind, count] : s.errors_by_kind)
+        io.out << "  " << kind << ": " << count << '\n';
+      for (const kiln::db::TargetStats &t : s.targets)
+        io.out << "target " << t.target << ": " << t.records << " records, " << t.successful << " successful\n";
+    });
+  });
+}
+
+static void add_export(CLI::App &db, Streams io) {
+  auto path = std::make_shared<std::string>();
+  auto output = std::make_shared<std::string>("-");
+  CLI::App *cmd = db.add_subcommand("export", "write every record as JSON Lines");
+  cmd->add_option("--db", *path, "database file")->required();
+  cmd->add_option("-o,--output", *output, "output file; - for stdout (default)");
+  cmd->callback([path, output, io] {
+    run_reporting_errors("export", io, [&] {
+      auto database = kiln::db::Database::open(*path, kiln::db::OpenMode::read_only);
+      if (*output == "-") {
+        database.export_jsonl(io.out);
+        return;
+      }
+      std::ofstream file(*output, std::ios::binary | std::ios::trunc);
+      if (!file)
+        throw kiln::db::DbError("cannot write " + *output);
+      size_t n = database.export_jsonl(file);
+      io.err << "exported " << n << " records to " << *output << '\n';
+    });
+  });
+}
+
+static void add_import(CLI::App &db, Streams io) {
+  auto path = std::make_shared<std::string>();
+  auto input = std::make_shared<std::string>();
+  auto create = std::make_shared<bool>(false);
+  CLI::App *cmd = db.add_subcommand("import", "add records from JSON Lines (all or nothing)");
+  cmd->add_option("--db", *path, "database file")->required();
+  cmd->add_flag("--create", *create, "create the database if it does not exist");
+  cmd->add_option("input", *input, "JSON Lines file; - for stdin")->required();
+  cmd->callback([path, input, create, io] {
+    run_reporting_errors("import", io, [&] {
+      auto database =
+          kiln::db::Database::open(*path, *create ? kiln::db::OpenMode::create : kiln::db::OpenMode::read_write);
+      kiln::db::CommitResult result;
+      if (*input == "-") {
+        result = database.import_jsonl(std::cin);
+      } else {
+        std::ifstream file(*input, std::ios::binary);
+        if (!file)
+          throw kiln::db::DbError("cannot read " + *input);
+        result = database.import_jsonl(file);
+      }
+      io.out << "imported " << result.inserted << " records (" << result.duplicates
+             << " already present, skipped)\n";
+    });
+  });
+}
+
+static void add_prune(CLI::App &db, Streams io) {
+  auto path = std::make_shared<std::string>();
+  auto keep = std::make_shared<size_t>(0);
+  CLI::App *cmd = db.add_subcommand(
+      "prune", "keep the N fastest records per workload and target; delete the rest and all error records");
+  cmd->add_option("--db", *path, "database file")->required();
+  cmd->add_option("--keep", *keep, "records to keep per workload and target")->required()->check(CLI::PositiveNumber);
+  cmd->callback([path, keep, io] {
+    run_reporting_errors("prune", io, [&] {
+      size_t deleted = kiln::db::Database::open(*path, kiln::db::OpenMode::read_write).prune(*keep);
+      io.out << "deleted " << deleted << " records\n";
+    });
+  });
+}
+
+void add_db_commands(CLI::App &app, std::ostream &out, std::ostream &err) {
+  CLI::App *db = app.add_subcommand("db", "query and maintain tuning databases");
+  db->require_subcommand(1);
+  Streams io{out, err};
+  add_best(*db, io);
+  add_top(*db, io);
+  add_stats(*db, io);
+  add_export(*db, io);
+  add_import(*db, io);
+  add_prune(*db, io);
+}
+
+void add_db_commands(CLI::App &app) { add_db_commands(app, std::cout, std::cerr); }
+
+} // namespace kiln::cli
