@@ -1,0 +1,149 @@
+/// \file
+/// Files and inputs the database must refuse with a clear message, leaving
+/// the file exactly as it was.
+
+#include "test_util.h"
+
+#include <gtest/gtest.h>
+
+#include <sstream>
+
+namespace kiln::db {
+namespace {
+
+using namespace kiln::db::testing;
+
+std::string open_error(const std::filesystem::path &path, OpenMode mode) {
+  return db_error_of([&] { Database::open(path, mode); });
+}
+
+TEST(BadInput, MissingFileNeedsCreateMode) {
+  TempDir dir;
+  EXPECT_NE(open_error(dir / "none.kdb", OpenMode::read_only).find("does not exist"), std::string::npos);
+  EXPECT_NE(open_error(dir / "none.kdb", OpenMode::read_write).find("create mode"), std::string::npos);
+  EXPECT_FALSE(std::filesystem::exists(dir / "none.kdb"));
+}
+
+TEST(BadInput, CorruptFileIsRefusedAndUnchanged) {
+  TempDir dir;
+  std::filesystem::path path = dir / "junk.kdb";
+  std::string junk(8192, '\0');
+  for (size_t i = 0; i < junk.size(); ++i)
+    junk[i] = static_cast<char>((i * 131 + 7) % 251);
+  std::ofstream(path, std::ios::binary) << junk;
+  for (OpenMode mode : {OpenMode::read_only, OpenMode::read_write, OpenMode::create}) {
+    std::string error = open_error(path, mode);
+    EXPECT_NE(error.find("file " + path.string() + " is not a Kiln database or is corrupt: "), std::string::npos)
+        << error;
+  }
+  EXPECT_EQ(read_bytes(path), junk);
+}
+
+TEST(BadInput, DamagedKilnFileIsReportedAsCorrupt) {
+  TempDir dir;
+  std::filesystem::path path = dir / "damaged.kdb";
+  {
+    auto db = Database::open(path, OpenMode::create);
+    std::vector<Record> many;
+    for (int i = 0; i < 300; ++i)
+      many.push_back(ok_record(i, kSkylake, "{\"i\":" + std::to_string(i) + "}", {1e-3}));
+    db.commit(many);
+  }
+  // Overwrite every page after the first (the schema survives, the tables do not).
+  std::string bytes = read_bytes(path);
+  ASSERT_GT(bytes.size(), 8192u);
+  for (size_t i = 4096; i < bytes.size(); ++i)
+    bytes[i] = static_cast<char>(0xA5);
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
+  std::string error = db_error_of([&] {
+    auto db = Database::open(path, OpenMode::read_only);
+    db.stats();
+  });
+  EXPECT_NE(error.find("file " + path.string() + " is not a Kiln database or is corrupt: "), std::string::npos)
+      << error;
+  EXPECT_NE(error.find("malformed"), std::string::npos) << error;
+}
+
+TEST(BadInput, ForeignSqliteFileIsNotAKilnDatabase) {
+  TempDir dir;
+  std::filesystem::path path = dir / "other.sqlite";
+  sqlite_exec(path, "CREATE TABLE customers (name TEXT);");
+  std::string before = read_bytes(path);
+  std::string error = open_error(path, OpenMode::read_write);
+  EXPECT_NE(error.find("is not a Kiln database or is corrupt: it is an SQLite file without Kiln's schema_version"),
+            std::string::npos)
+      << error;
+  EXPECT_EQ(read_bytes(path), before);
+}
+
+TEST(BadInput, NewerSchemaVersionAsksForUpgradeAndLeavesFileAlone) {
+  TempDir dir;
+  std::filesystem::path path = dir / "future.kdb";
+  { Database::open(path, OpenMode::create); }
+  sqlite_exec(path, "UPDATE schema_version SET version = 7; PRAGMA wal_checkpoint(TRUNCATE);");
+  std::string before = read_bytes(path);
+  for (OpenMode mode : {OpenMode::read_only, OpenMode::read_write}) {
+    EXPECT_EQ(open_error(path, mode),
+              "database " + path.string() + " has schema version 7 but this Kiln understands up to 2; upgrade Kiln");
+  }
+  EXPECT_EQ(read_bytes(path), before);
+}
+
+TEST(BadInput, MalformedJsonlImportNamesTheLineAndWritesNothing) {
+  TempDir dir;
+  std::filesystem::path path = dir / "t.kdb";
+  std::string good_lines;
+  {
+    auto db = Database::open(path, OpenMode::create);
+    db.commit({ok_record(1, kSkylake, R"({"a":1})", {1e-3})});
+    // Three valid lines from another database to import.
+    auto other = Database::open(dir / "other.kdb", OpenMode::create);
+    other.commit({ok_record(2, kSkylake, R"({"b":1})", {1e-3}), ok_record(2, kSkylake, R"({"b":2})", {2e-3}),
+                  error_record(3, kSkylake, R"({"c":1})", ErrorKind::build_timeout, "60 s")});
+    std::ostringstream out;
+    other.export_jsonl(out);
+    good_lines = out.str();
+  }
+  std::string before = read_bytes(path);
+
+  struct Case {
+    std::string bad_line;
+    std::string expected;
+  };
+  std::vector<Case> cases = {
+      {"{not json", "import line 3: not valid JSON"},
+      {R"({"format":"kiln-record-9"})", "import line 3: unknown format \"kiln-record-9\""},
+      {R"({"format":"kiln-record-1","target":"llvm"})", "import line 3: missing field \"workload\""},
+      {R"({"format":"kiln-record-1","workload":{"key_hash":"x","canonical_json":"{}"},"target":"llvm","trace":{},)"
+       R"("latencies_s":[1e-3],"error":{"kind":"build_error","message":""}})",
+       "import line 3: a record needs exactly one of \"latencies_s\" and \"error\""},
+      {R"({"format":"kiln-record-1","workload":{"key_hash":"x","canonical_json":"{}"},"target":"llvm","trace":{},)"
+       R"("latencies_s":[1e-3]})",
+       "import line 3: workload key hash x is not the sha256 of its canonical JSON"},
+      {R"({"format":"kiln-record-1","workload":{"key_hash":"","canonical_json":"{}"},"target":"tpu","trace":{},)"
+       R"("latencies_s":[1e-3]})",
+       "import line 3: bad target: unknown target kind 'tpu'"},
+      {R"({"format":"kiln-record-1","workload":{"key_hash":"","canonical_json":"{}"},"target":"llvm","trace":{},)"
+       R"("error":{"kind":"oops","message":""}})",
+       "import line 3: unknown error kind \"oops\""},
+      {R"({"format":"kiln-record-1","workload":{"key_hash":"","canonical_json":"{}"},"target":"llvm","trace":{},)"
+       R"("latencies_s":["fast"]})",
+       "import line 3: field \"latencies_s\" must hold numbers"},
+  };
+  size_t first_newline = good_lines.find('\n');
+  for (const Case &c : cases) {
+    // Two good lines, the bad one, then the rest: the good ones must not land.
+    std::string input = good_lines.substr(0, first_newline + 1) + "\n" + c.bad_line + "\n" +
+                        good_lines.substr(first_newline + 1);
+    std::istringstream in(input);
+    auto db = Database::open(path, OpenMode::read_write);
+    std::string error = db_error_of([&] { db.import_jsonl(in); });
+    EXPECT_EQ(error.rfind(c.expected, 0), 0u) << error;
+    EXPECT_NE(error.find("nothing was imported"), std::string::npos) << error;
+    EXPECT_EQ(db.stats().records, 1);
+  }
+  EXPECT_EQ(read_bytes(path), before);
+}
+
+} // namespace
+} // namespace kiln::db

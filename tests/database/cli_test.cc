@@ -1,0 +1,130 @@
+/// \file
+/// `kiln db` subcommands, run in-process on real files: output and exit codes.
+
+#include "cli/db_command.h"
+#include "test_util.h"
+
+#include <CLI/CLI.hpp>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <sstream>
+
+namespace kiln::db {
+namespace {
+
+using namespace kiln::db::testing;
+
+struct CliResult {
+  int exit_code = 0;
+  std::string out;
+  std::string err;
+};
+
+CliResult run_kiln(std::vector<std::string> args) {
+  std::ostringstream out, err;
+  CLI::App app{"kiln"};
+  app.require_subcommand(1);
+  kiln::cli::add_db_commands(app, out, err);
+  // CLI11 takes the arguments in reverse order.
+  std::vector<std::string> reversed(args.rbegin(), args.rend());
+  int code = 0;
+  try {
+    app.parse(reversed);
+  } catch (const CLI::ParseError &e) {
+    code = app.exit(e, out, err);
+  }
+  return {code, out.str(), err.str()};
+}
+
+class Cli : public ::testing::Test {
+protected:
+  void SetUp() override {
+    auto db = Database::open(path, OpenMode::create);
+    db.commit({ok_record(1, kSkylake, R"({"t":"fast"})", {1e-3}), ok_record(1, kSkylake, R"({"t":"slow"})", {2e-3}),
+               error_record(1, kSkylake, R"({"t":"bad"})", ErrorKind::build_error, "no")});
+  }
+  TempDir dir;
+  std::string path = (dir / "t.kdb").string();
+  std::string w1 = workload(1).key_hash;
+};
+
+TEST_F(Cli, BestPrintsJson) {
+  CliResult r = run_kiln({"db", "best", "--db", path, "--workload", w1, "--target", kSkylake, "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["trace"], nlohmann::json::parse(R"({"t":"fast"})"));
+  EXPECT_EQ(j["mean_latency_s"], 1e-3);
+  EXPECT_EQ(j["exact_target"], true);
+}
+
+TEST_F(Cli, BestAcceptsCanonicalJsonAndPrintsText) {
+  CliResult r = run_kiln({"db", "best", "--db", path, "--workload", workload_json(1), "--target", kSkylake});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("mean latency: 1000.000 us over 1 repeats"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(R"(trace:        {"t":"fast"})"), std::string::npos) << r.out;
+}
+
+TEST_F(Cli, BestNotFoundExitsWithTwo) {
+  CliResult r = run_kiln({"db", "best", "--db", path, "--workload", w1, "--target", "cuda -arch=sm_90"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("no successful record"), std::string::npos);
+  CliResult exact = run_kiln({"db", "best", "--db", path, "--workload", w1, "--target",
+                              "llvm -mtriple=x86_64-linux-gnu -mcpu=znver4", "--exact"});
+  EXPECT_EQ(exact.exit_code, 2);
+}
+
+TEST_F(Cli, TopListsFastestFirst) {
+  CliResult r = run_kiln({"db", "top", "--db", path, "--workload", w1, "--target", kSkylake, "-k", "5", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  nlohmann::json j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j.size(), 2u);
+  EXPECT_EQ(j[0]["trace"]["t"], "fast");
+  EXPECT_EQ(j[1]["trace"]["t"], "slow");
+}
+
+TEST_F(Cli, StatsJson) {
+  CliResult r = run_kiln({"db", "stats", "--db", path, "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["records"], 3);
+  EXPECT_EQ(j["errors_by_kind"]["build_error"], 1);
+  EXPECT_EQ(j["targets"][0]["target"], kSkylake);
+}
+
+TEST_F(Cli, ExportImportPrune) {
+  std::string jsonl = (dir / "out.jsonl").string();
+  ASSERT_EQ(run_kiln({"db", "export", "--db", path, "-o", jsonl}).exit_code, 0);
+  std::string copy = (dir / "copy.kdb").string();
+  CliResult no_create = run_kiln({"db", "import", "--db", copy, jsonl});
+  EXPECT_EQ(no_create.exit_code, 1);
+  EXPECT_NE(no_create.err.find("kiln db import: error: database " + copy + " does not exist"), std::string::npos)
+      << no_create.err;
+  CliResult imported = run_kiln({"db", "import", "--db", copy, "--create", jsonl});
+  ASSERT_EQ(imported.exit_code, 0) << imported.err;
+  EXPECT_EQ(imported.out, "imported 3 records (0 already present, skipped)\n");
+  CliResult pruned = run_kiln({"db", "prune", "--db", copy, "--keep", "1"});
+  ASSERT_EQ(pruned.exit_code, 0) << pruned.err;
+  EXPECT_EQ(pruned.out, "deleted 2 records\n");
+}
+
+TEST_F(Cli, BadInputFailsWithMessage) {
+  std::string junk = (dir / "junk.jsonl").string();
+  std::ofstream(junk) << "{}\n";
+  CliResult r = run_kiln({"db", "import", "--db", path, junk});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("import line 1: missing field \"format\""), std::string::npos) << r.err;
+
+  CliResult bad_target = run_kiln({"db", "best", "--db", path, "--workload", w1, "--target", "llvm -q"});
+  EXPECT_EQ(bad_target.exit_code, 1);
+  EXPECT_NE(bad_target.err.find("bad flag '-q'"), std::string::npos) << bad_target.err;
+
+  CliResult missing_flag = run_kiln({"db", "best", "--db", path});
+  EXPECT_NE(missing_flag.exit_code, 0);
+  CliResult zero_keep = run_kiln({"db", "prune", "--db", path, "--keep", "0"});
+  EXPECT_NE(zero_keep.exit_code, 0);
+  EXPECT_EQ(Database::open(path, OpenMode::read_only).stats().records, 3);
+}
+
+} // namespace
+} // namespace kiln::db

@@ -1,0 +1,119 @@
+/// \file
+/// best / top_k: ordering, error records never returned, target fallback.
+
+#include "test_util.h"
+
+#include <gtest/gtest.h>
+
+namespace kiln::db {
+namespace {
+
+using namespace kiln::db::testing;
+
+class Lookup : public ::testing::Test {
+protected:
+  void SetUp() override {
+    db.emplace(Database::open(dir / "t.kdb", OpenMode::create));
+    db->commit({
+        ok_record(1, kSkylake, R"({"t":"slow"})", {3e-3, 3e-3}),
+        ok_record(1, kSkylake, R"({"t":"fast"})", {1e-3, 1.2e-3}),
+        ok_record(1, kSkylake, R"({"t":"medium"})", {2e-3}),
+        // Errors never count, however they compare.
+        error_record(1, kSkylake, R"({"t":"crash"})", ErrorKind::runtime_error, "SIGSEGV"),
+        error_record(1, kSkylake, R"({"t":"wrong"})", ErrorKind::wrong_result, "mismatch"),
+        // Same model, other core count; another x86 model; another device kind.
+        ok_record(1, kSkylake8, R"({"t":"skylake8"})", {5e-3}),
+        ok_record(1, kCascadelake, R"({"t":"cascade"})", {0.5e-3}),
+        ok_record(1, kCortexA78, R"({"t":"arm"})", {0.1e-3}),
+        // Workload 2 has only an error.
+        error_record(2, kSkylake, R"({"t":"x"})", ErrorKind::build_error, "llc failed"),
+    });
+  }
+  TempDir dir;
+  std::optional<Database> db;
+  std::string w1 = workload(1).key_hash;
+  std::string w2 = workload(2).key_hash;
+};
+
+TEST_F(Lookup, BestIsTheLowestMeanLatencyOnTheExactTarget) {
+  std::optional<Record> best = db->best(w1, kSkylake);
+  ASSERT_TRUE(best);
+  EXPECT_EQ(best->trace_json, R"({"t":"fast"})");
+  EXPECT_EQ(best->target, kSkylake);
+  EXPECT_DOUBLE_EQ(best->mean_latency(), 1.1e-3);
+}
+
+TEST_F(Lookup, TargetFlagOrderDoesNotMatter) {
+  auto best = db->best(w1, "llvm -num-cores=4 -mtriple=x86_64-linux-gnu  -mcpu=skylake", TargetMatch::exact_only);
+  ASSERT_TRUE(best);
+  EXPECT_EQ(best->trace_json, R"({"t":"fast"})");
+}
+
+TEST_F(Lookup, TopKIsOrderedAndSkipsErrors) {
+  std::vector<Record> top = db->top_k(w1, kSkylake, 10, TargetMatch::exact_only);
+  ASSERT_EQ(top.size(), 3u);
+  EXPECT_EQ(top[0].trace_json, R"({"t":"fast"})");
+  EXPECT_EQ(top[1].trace_json, R"({"t":"medium"})");
+  EXPECT_EQ(top[2].trace_json, R"({"t":"slow"})");
+  EXPECT_EQ(db->top_k(w1, kSkylake, 2, TargetMatch::exact_only).size(), 2u);
+  EXPECT_TRUE(db->top_k(w1, kSkylake, 0).empty());
+}
+
+TEST_F(Lookup, ErrorOnlyWorkloadHasNoBest) {
+  EXPECT_FALSE(db->best(w2, kSkylake));
+  EXPECT_TRUE(db->top_k(w2, kSkylake, 5).empty());
+  EXPECT_EQ(db->records_of(w2).size(), 1u); // but the error is stored
+  EXPECT_FALSE(db->best(workload(99).key_hash, kSkylake));
+}
+
+TEST_F(Lookup, FallbackPrefersSameModelThenSameDeviceKind) {
+  // An unseen core count of skylake: the fastest skylake record wins over the
+  // even faster cascadelake one, because it is the same model.
+  const char *skylake16 = "llvm -mtriple=x86_64-linux-gnu -mcpu=skylake -num-cores=16";
+  auto same_model = db->best(w1, skylake16);
+  ASSERT_TRUE(same_model);
+  EXPECT_EQ(same_model->trace_json, R"({"t":"fast"})");
+
+  // An unseen x86 model: the fastest x86 record, never the aarch64 one.
+  const char *icelake = "llvm -mtriple=x86_64-linux-gnu -mcpu=icelake-server -num-cores=4";
+  auto same_kind = db->best(w1, icelake);
+  ASSERT_TRUE(same_kind);
+  EXPECT_EQ(same_kind->trace_json, R"({"t":"cascade"})");
+
+  std::vector<Record> top = db->top_k(w1, skylake16, 10);
+  ASSERT_EQ(top.size(), 5u); // skylake by latency (4 cores, then 8), then cascadelake; no arm
+  EXPECT_EQ(top[0].trace_json, R"({"t":"fast"})");
+  EXPECT_EQ(top[3].trace_json, R"({"t":"skylake8"})");
+  EXPECT_EQ(top[4].trace_json, R"({"t":"cascade"})");
+}
+
+TEST_F(Lookup, ExactTargetIsPreferredOverFasterFallbacks) {
+  std::vector<Record> top = db->top_k(w1, kSkylake, 5);
+  ASSERT_EQ(top.size(), 5u);
+  EXPECT_EQ(top[0].target, kSkylake);
+  EXPECT_EQ(top[2].target, kSkylake);
+  EXPECT_EQ(top[3].trace_json, R"({"t":"skylake8"})");
+  EXPECT_EQ(top[4].trace_json, R"({"t":"cascade"})");
+}
+
+TEST_F(Lookup, FallbackCanBeTurnedOff) {
+  const char *icelake = "llvm -mtriple=x86_64-linux-gnu -mcpu=icelake-server -num-cores=4";
+  EXPECT_FALSE(db->best(w1, icelake, TargetMatch::exact_only));
+  EXPECT_TRUE(db->top_k(w1, icelake, 3, TargetMatch::exact_only).empty());
+  EXPECT_FALSE(db->best(w1, "cuda -arch=sm_90")); // no cuda record at all
+}
+
+TEST_F(Lookup, CudaFallsBackAcrossArchitectures) {
+  db->commit({ok_record(1, "cuda -arch=sm_80", R"({"t":"gpu"})", {1e-5})});
+  auto best = db->best(w1, "cuda -arch=sm_90");
+  ASSERT_TRUE(best);
+  EXPECT_EQ(best->trace_json, R"({"t":"gpu"})");
+  EXPECT_FALSE(db->best(w1, "cuda -arch=sm_90", TargetMatch::exact_only));
+}
+
+TEST_F(Lookup, BadLookupTargetIsAnError) {
+  EXPECT_NE(db_error_of([&] { db->best(w1, "llvm -mcpu"); }).find("bad flag '-mcpu'"), std::string::npos);
+}
+
+} // namespace
+} // namespace kiln::db
