@@ -80,8 +80,9 @@ te::Tensor max_pool2d(const std::vector<te::Tensor> &in, const json &attrs) {
 Expr valid_taps(const Expr &o, int64_t stride, int64_t pad, int64_t dilation, int64_t kernel, int64_t size) {
   Expr start = scaled(o, stride) - Expr(pad);  // input position of tap 0
   // first = ceil(-start / d) clamped to >= 0; last = floor((size - 1 - start) / d) clamped to <= kernel-1.
-  Expr first = ir::make_max(ir::make_floordiv(Expr(dilation - 1) - start, Expr(dilation)), Expr(0));
-  Expr last = ir::make_min(ir::make_floordiv(Expr(size - 1) - start, Expr(dilation)), Expr(kernel - 1));
+  auto div = [&](const Expr &e) { return dilation == 1 ? e : ir::make_floordiv(e, Expr(dilation)); };
+  Expr first = ir::make_max(div(Expr(dilation - 1) - start), Expr(0));
+  Expr last = ir::make_min(div(Expr(size - 1) - start), Expr(kernel - 1));
   return ir::make_max(last - first + Expr(1), Expr(1));
 }
 
