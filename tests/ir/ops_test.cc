@@ -516,6 +516,45 @@ TEST(OpsRegistry, ExamplesAreSmallAndUniquelyNamed) {
   EXPECT_GE(names.size(), 40u);
 }
 
+// Multiply-adds (or element visits) of a DAG: every stage's output size times its
+// reduction extent. Examples must stay cheap for the interpreter-driven property tests.
+int64_t work_of(const te::ComputeDAG &dag) {
+  int64_t total = 0;
+  for (const te::Tensor &stage : dag.stages) {
+    int64_t work = count(stage.shape());
+    if (const auto *red = stage->body.as<ir::ReduceNode>())
+      for (const ir::IterVar &axis : red->axes) work *= axis.extent;
+    total += work;
+  }
+  return total;
+}
+
+TEST(OpsRegistry, ExamplesStayWithinTheWorkBudget) {
+  for (const ops::NamedWorkload &e : ops::small_example_workloads())
+    EXPECT_LE(work_of(e.workload.build_dag()), 20000) << e.name;
+}
+
+std::vector<std::string> stage_names(const std::string &example) {
+  for (const ops::NamedWorkload &e : ops::small_example_workloads()) {
+    if (e.name != example) continue;
+    std::vector<std::string> names;
+    for (const te::Tensor &t : e.workload.build_dag().stages) names.push_back(t.name());
+    return names;
+  }
+  ADD_FAILURE() << "no example " << example;
+  return {};
+}
+
+TEST(OpsRegistry, StagesHaveReadableNames) {
+  using Names = std::vector<std::string>;
+  EXPECT_EQ(stage_names("conv2d_bias_relu_nchw"), (Names{"pad", "conv2d", "bias_add", "relu"}));
+  EXPECT_EQ(stage_names("conv2d_nchw_1x1_bias"), (Names{"conv2d", "bias_add"}));  // no padding, no pad stage
+  EXPECT_EQ(stage_names("dense_bias_gelu"), (Names{"dense", "bias_add", "gelu"}));
+  EXPECT_EQ(stage_names("softmax"), (Names{"softmax_max", "softmax_expsum", "softmax_norm"}));
+  EXPECT_EQ(stage_names("layer_norm"), (Names{"layer_norm_sum", "layer_norm_var_sum", "layer_norm"}));
+  EXPECT_EQ(stage_names("avg_pool2d_s2_p1"), (Names{"pad", "avg_pool2d_sum", "avg_pool2d"}));
+}
+
 TEST(OpsRegistry, ExamplesIncludeIntegerTensors) {
   int integer = 0;
   for (const ops::NamedWorkload &e : ops::small_example_workloads())
