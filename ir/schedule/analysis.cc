@@ -1,0 +1,291 @@
+#include "ir/schedule/analysis.h"
+
+#include <functional>
+#include <unordered_set>
+
+#include "ir/functor.h"
+
+namespace kiln::ir::sched {
+
+std::vector<Stmt> path_to(const Stmt &root, const StmtNode *target) {
+  std::vector<Stmt> path;
+  std::function<bool(const Stmt &)> walk = [&](const Stmt &s) -> bool {
+    if (!s.defined()) return false;
+    path.push_back(s);
+    if (s.get() == target) return true;
+    bool found = false;
+    if (const auto *f = s.as<ForNode>()) {
+      found = walk(f->body);
+    } else if (const auto *seq = s.as<SeqNode>()) {
+      for (const Stmt &c : seq->stmts)
+        if ((found = walk(c))) break;
+    } else if (const auto *b = s.as<BlockNode>()) {
+      found = walk(b->body);
+    } else if (const auto *i = s.as<IfThenElseNode>()) {
+      found = walk(i->then_case) || walk(i->else_case);
+    }
+    if (!found) path.pop_back();
+    return found;
+  };
+  walk(root);
+  return path;
+}
+
+Stmt find_block(const PrimFunc &f, const std::string &name, const std::string &primitive) {
+  Stmt found;
+  for_each_stmt(f.body, [&](const Stmt &s) {
+    if (const auto *b = s.as<BlockNode>(); b && b->name == name && !s.same_as(f.body)) found = s;
+  });
+  if (!found.defined()) {
+    std::string names;
+    for (const BlockNode *b : all_blocks(f)) names += (names.empty() ? "" : ", ") + b->name;
+    throw ScheduleError(primitive, "no block named '" + name + "'; blocks are: " + names);
+  }
+  return found;
+}
+
+Stmt find_loop(const PrimFunc &f, const VarNode *loop_var) {
+  Stmt found;
+  for_each_stmt(f.body, [&](const Stmt &s) {
+    if (const auto *l = s.as<ForNode>(); l && l->loop_var.get() == loop_var) found = s;
+  });
+  return found;
+}
+
+std::vector<Stmt> loops_above(const PrimFunc &f, const StmtNode *block) {
+  std::vector<Stmt> loops;
+  for (const Stmt &s : path_to(f.body, block))
+    if (s.as<ForNode>()) loops.push_back(s);
+  return loops;
+}
+
+std::vector<const BlockNode *> blocks_under(const Stmt &s) {
+  std::vector<const BlockNode *> blocks;
+  for_each_stmt(s, [&](const Stmt &x) {
+    if (const auto *b = x.as<BlockNode>(); b && !x.same_as(s)) blocks.push_back(b);
+  });
+  return blocks;
+}
+
+std::vector<const BlockNode *> all_blocks(const PrimFunc &f) { return blocks_under(f.body); }
+
+int program_position(const PrimFunc &f, const BlockNode *block) {
+  std::vector<const BlockNode *> blocks = all_blocks(f);
+  for (size_t i = 0; i < blocks.size(); ++i)
+    if (blocks[i] == block) return static_cast<int>(i);
+  return -1;
+}
+
+namespace {
+class Replacer : public IRMutator {
+ public:
+  Replacer(const StmtNode *target, Stmt replacement) : target_(target), replacement_(std::move(replacement)) {}
+  Stmt run(const Stmt &s) { return s.get() == target_ ? replacement_ : mutate(s); }
+
+ protected:
+  Stmt visit(const ForNode *op, const Stmt &self) override {
+    if (op->body.get() == target_) {
+      if (!replacement_.defined()) throw IRError("removing the only statement of loop '" + op->loop_var.name() + "'");
+      return kiln::ir::with_body(op, replacement_);
+    }
+    return IRMutator::visit(op, self);
+  }
+  Stmt visit(const SeqNode *op, const Stmt &self) override {
+    std::vector<Stmt> out;
+    bool changed = false;
+    for (const Stmt &s : op->stmts) {
+      if (s.get() == target_) {
+        changed = true;
+        if (replacement_.defined()) out.push_back(replacement_);
+        continue;
+      }
+      Stmt m = mutate(s);
+      changed = changed || !m.same_as(s);
+      out.push_back(m);
+    }
+    return changed ? make_seq(std::move(out)) : self;
+  }
+  Stmt visit(const BlockNode *op, const Stmt &self) override {
+    if (op->body.get() == target_) {
+      return make_block(op->name, op->iter_vars, op->iter_values, op->predicate, op->init,
+                        replacement_.defined() ? replacement_ : make_seq({}), op->alloc_buffers, op->annotations);
+    }
+    return IRMutator::visit(op, self);
+  }
+
+ private:
+  const StmtNode *target_;
+  Stmt replacement_;
+};
+}  // namespace
+
+Stmt replace_stmt(const Stmt &root, const StmtNode *target, const Stmt &replacement) {
+  return Replacer(target, replacement).run(root);
+}
+
+PrimFunc with_body(const PrimFunc &f, Stmt body) {
+  PrimFunc g = f;
+  g.body = std::move(body);
+  return g;
+}
+
+static PrimFunc with_root_allocs(const PrimFunc &f, std::vector<Buffer> allocs) {
+  const BlockNode *r = f.root();
+  return with_body(f, make_block(r->name, r->iter_vars, r->iter_values, r->predicate, r->init, r->body,
+                                 std::move(allocs), r->annotations));
+}
+
+PrimFunc add_root_alloc(const PrimFunc &f, const Buffer &b) {
+  std::vector<Buffer> allocs = f.root()->alloc_buffers;
+  allocs.push_back(b);
+  return with_root_allocs(f, std::move(allocs));
+}
+
+PrimFunc remove_root_alloc(const PrimFunc &f, const Buffer &b) {
+  std::vector<Buffer> allocs;
+  for (const Buffer &x : f.root()->alloc_buffers)
+    if (x != b) allocs.push_back(x);
+  return with_root_allocs(f, std::move(allocs));
+}
+
+Stmt exclusive_subtree(const PrimFunc &f, const StmtNode *block) {
+  std::vector<Stmt> path = path_to(f.body, block);
+  // path: root block, ..., block. Climb while the parent is a loop whose body is the child.
+  size_t i = path.size() - 1;
+  while (i >= 2) {
+    const auto *parent = path[i - 1].as<ForNode>();
+    if (!parent || parent->body.get() != path[i].get()) break;
+    --i;
+  }
+  return path[i];
+}
+
+Stmt root_level_stmt(const PrimFunc &f, const StmtNode *node) {
+  std::vector<Stmt> path = path_to(f.body, node);
+  // path[0] is the root block; path[1] is its body (a Seq or the only nest).
+  if (path.size() < 2) return Stmt();
+  if (path[1].as<SeqNode>()) return path.size() > 2 ? path[2] : Stmt();
+  return path[1];
+}
+
+namespace {
+class AccessCollector : public IRVisitor {
+ public:
+  std::vector<Access> reads, writes;
+
+ protected:
+  void visit(const LoadNode *op, const Expr &self) override {
+    reads.push_back(Access{op->buffer, op->indices});
+    IRVisitor::visit(op, self);
+  }
+  void visit(const StoreNode *op, const Stmt &self) override {
+    writes.push_back(Access{op->buffer, op->indices});
+    IRVisitor::visit(op, self);
+  }
+  void visit(const BlockNode *op, const Stmt &self) override {
+    // Only the block's own init and body; iterator bindings are not accesses.
+    if (op->init.defined()) visit_stmt(op->init);
+    visit_stmt(op->body);
+  }
+};
+
+AccessCollector collect(const BlockNode *block) {
+  AccessCollector c;
+  if (block->init.defined()) c.visit_stmt(block->init);
+  c.visit_stmt(block->body);
+  return c;
+}
+}  // namespace
+
+std::vector<Access> block_reads(const BlockNode *block) { return collect(block).reads; }
+std::vector<Access> block_writes(const BlockNode *block) { return collect(block).writes; }
+
+std::vector<Buffer> distinct_buffers(const std::vector<Access> &accesses) {
+  std::vector<Buffer> out;
+  for (const Access &a : accesses) {
+    bool seen = false;
+    for (const Buffer &b : out) seen = seen || b == a.buffer;
+    if (!seen) out.push_back(a.buffer);
+  }
+  return out;
+}
+
+bool reads_buffer(const BlockNode *block, const BufferNode *b) {
+  for (const Access &a : block_reads(block))
+    if (a.buffer.get() == b) return true;
+  return false;
+}
+
+bool writes_buffer(const BlockNode *block, const BufferNode *b) {
+  for (const Access &a : block_writes(block))
+    if (a.buffer.get() == b) return true;
+  return false;
+}
+
+bool is_param(const PrimFunc &f, const BufferNode *b) {
+  for (const Buffer &p : f.params)
+    if (p.get() == b) return true;
+  return false;
+}
+
+namespace {
+class FuncSimplifier : public IRMutator {
+ protected:
+  Stmt visit(const ForNode *op, const Stmt &self) override {
+    analyzer_.bind(op->loop_var, op->extent);
+    Stmt r = IRMutator::visit(op, self);
+    analyzer_.unbind(op->loop_var);
+    return r;
+  }
+  Stmt visit(const BlockNode *op, const Stmt &self) override {
+    std::vector<Expr> values;
+    bool changed = false;
+    for (const Expr &v : op->iter_values) {
+      values.push_back(analyzer_.simplify(v));
+      changed = changed || !values.back().same_as(v);
+    }
+    Expr pred = analyzer_.simplify(op->predicate);
+    for (const IterVar &iv : op->iter_vars) analyzer_.bind(iv.var, iv.extent);
+    Stmt init = mutate(op->init), body = mutate(op->body);
+    for (const IterVar &iv : op->iter_vars) analyzer_.unbind(iv.var);
+    if (!changed && pred.same_as(op->predicate) && init.same_as(op->init) && body.same_as(op->body)) return self;
+    return make_block(op->name, op->iter_vars, std::move(values), std::move(pred), std::move(init), std::move(body),
+                      op->alloc_buffers, op->annotations);
+  }
+  Stmt visit(const StoreNode *op, const Stmt &self) override {
+    std::vector<Expr> idx;
+    for (const Expr &i : op->indices) idx.push_back(analyzer_.simplify(i));
+    return make_store(op->buffer, std::move(idx), analyzer_.simplify(op->value));
+  }
+  Stmt visit(const IfThenElseNode *op, const Stmt &self) override {
+    return make_if(analyzer_.simplify(op->cond), mutate(op->then_case), mutate(op->else_case));
+  }
+
+ private:
+  Analyzer analyzer_;
+};
+}  // namespace
+
+PrimFunc simplify_func(const PrimFunc &f) {
+  FuncSimplifier s;
+  return with_body(f, s.mutate(f.body));
+}
+
+std::string fresh_block_name(const PrimFunc &f, const std::string &base) {
+  std::unordered_set<std::string> names{"root"};
+  for (const BlockNode *b : all_blocks(f)) names.insert(b->name);
+  std::string name = base;
+  for (int i = 1; names.count(name); ++i) name = base + "_" + std::to_string(i);
+  return name;
+}
+
+std::string fresh_buffer_name(const PrimFunc &f, const std::string &base) {
+  std::unordered_set<std::string> names;
+  for (const Buffer &b : f.params) names.insert(b->name);
+  for (const Buffer &b : f.root()->alloc_buffers) names.insert(b->name);
+  std::string name = base;
+  for (int i = 1; names.count(name); ++i) name = base + "_" + std::to_string(i);
+  return name;
+}
+
+}  // namespace kiln::ir::sched

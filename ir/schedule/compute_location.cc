@@ -1,0 +1,482 @@
+// compute_at, reverse_compute_at, compute_inline, reverse_compute_inline.
+#include <algorithm>
+#include <unordered_set>
+
+#include "ir/functor.h"
+#include "ir/schedule/primitives.h"
+
+namespace kiln::ir::sched {
+namespace {
+
+struct Region {
+  std::vector<Expr> min;
+  std::vector<int64_t> extent;
+};
+
+const BlockNode *as_block(const Stmt &s) { return s.as<BlockNode>(); }
+
+// The single buffer a block writes; moving blocks that write several is not supported.
+Buffer single_write(const std::string &primitive, const BlockNode *b) {
+  std::vector<Buffer> bufs = distinct_buffers(block_writes(b));
+  if (bufs.size() != 1)
+    throw ScheduleError(primitive, "block '" + b->name + "' writes " + std::to_string(bufs.size()) +
+                                       " buffers; only single-output blocks can be moved");
+  return bufs[0];
+}
+
+// Index d of the write is exactly iterator var_of_dim[d] (a spatial iterator).
+std::vector<int> trivial_write_dims(const std::string &primitive, const BlockNode *b, const Buffer &buf) {
+  std::vector<int> iter_of_dim;
+  for (const Access &w : block_writes(b)) {
+    std::vector<int> dims;
+    for (const Expr &idx : w.indices) {
+      int found = -1;
+      for (size_t k = 0; k < b->iter_vars.size(); ++k)
+        if (idx.get() == b->iter_vars[k].var.get() && b->iter_vars[k].kind == IterKind::kSpatial)
+          found = static_cast<int>(k);
+      if (found < 0)
+        throw ScheduleError(primitive, "block '" + b->name + "' writes " + buf->name + " at index '" +
+                                           to_string(idx) + "', not at one of its spatial iterators");
+      dims.push_back(found);
+    }
+    if (!iter_of_dim.empty() && iter_of_dim != dims)
+      throw ScheduleError(primitive, "block '" + b->name + "' writes " + buf->name + " at different positions");
+    iter_of_dim = dims;
+  }
+  return iter_of_dim;
+}
+
+// Binds every loop on the path to `node` in the analyzer; returns the loops strictly
+// inside `loop` (the relaxed ones).
+std::unordered_set<const VarNode *> bind_path(const PrimFunc &f, const StmtNode *node, const ForNode *loop,
+                                              Analyzer *analyzer) {
+  std::unordered_set<const VarNode *> inner;
+  bool below = false;
+  for (const Stmt &s : path_to(f.body, node)) {
+    const auto *l = s.as<ForNode>();
+    if (!l) continue;
+    analyzer->bind(l->loop_var, l->extent);
+    if (below) inner.insert(l->loop_var.get());
+    if (l == loop) below = true;
+  }
+  return inner;
+}
+
+// Covers [min_expr, max_expr] with a constant extent, clipped to the buffer dimension.
+void cover(const std::string &primitive, const Analyzer &analyzer, Expr lo, Expr hi, int64_t dim, Expr *min_out,
+           int64_t *extent_out) {
+  Expr extent = analyzer.simplify(make_add(make_sub(hi, lo), make_int(1)));
+  int64_t e = 0;
+  if (!as_const_int(extent, &e)) {
+    Interval r = analyzer.bounds(extent);
+    if (r.max >= Interval::kInf) throw ScheduleError(primitive, "cannot bound the region " + to_string(lo) + " .. " + to_string(hi));
+    e = r.max;
+  }
+  if (e >= dim) {
+    *min_out = make_int(0);
+    *extent_out = dim;
+    return;
+  }
+  *min_out = lo;
+  *extent_out = std::max<int64_t>(e, 1);
+}
+
+// Builds the loop nest that runs `b` over the given region of its spatial iterators
+// (region dims map to iterators through iter_of_dim) and its full reduction domain.
+Stmt regenerate_nest(const BlockNode *b, const std::vector<int> &iter_of_dim, const Region &region,
+                     const Analyzer &outer) {
+  std::vector<Var> loop_vars(b->iter_vars.size());
+  std::vector<int64_t> extents(b->iter_vars.size());
+  std::vector<Expr> values(b->iter_vars.size());
+  Analyzer analyzer = outer;
+  Expr pred = make_int(1, DType::kBool);
+  std::vector<int> order;
+  for (size_t k = 0; k < b->iter_vars.size(); ++k) {
+    const IterVar &iv = b->iter_vars[k];
+    std::string name = iv.var.name();
+    if (name.size() > 1 && name[0] == 'v') name = name.substr(1);
+    loop_vars[k] = Var(name);
+    extents[k] = iv.extent;
+    values[k] = loop_vars[k];
+  }
+  for (size_t d = 0; d < iter_of_dim.size(); ++d) {
+    int k = iter_of_dim[d];
+    extents[k] = region.extent[d];
+    values[k] = make_add(region.min[d], loop_vars[k]);
+  }
+  for (size_t k = 0; k < b->iter_vars.size(); ++k) analyzer.bind(loop_vars[k], extents[k]);
+  for (size_t k = 0; k < b->iter_vars.size(); ++k) {
+    Expr in_range = make_and(make_cmp(ExprKind::kGE, values[k], make_int(0)),
+                             make_cmp(ExprKind::kLT, values[k], make_int(b->iter_vars[k].extent)));
+    in_range = analyzer.simplify(in_range);
+    if (!is_const_int(in_range, 1)) pred = make_and(pred, in_range);
+  }
+  // Spatial loops outside, reduction loops inside, each in iterator order.
+  for (size_t k = 0; k < b->iter_vars.size(); ++k)
+    if (b->iter_vars[k].kind == IterKind::kSpatial) order.push_back(static_cast<int>(k));
+  for (size_t k = 0; k < b->iter_vars.size(); ++k)
+    if (b->iter_vars[k].kind == IterKind::kReduce) order.push_back(static_cast<int>(k));
+  Stmt s = make_block(b->name, b->iter_vars, values, pred, b->init, b->body, b->alloc_buffers, b->annotations);
+  for (size_t i = order.size(); i-- > 0;) s = make_for(loop_vars[order[i]], extents[order[i]], ForKind::kSerial, s);
+  return s;
+}
+
+// Inserts `nest` at the front (or back) of `loop`'s body and removes `moved` from its old
+// place, in one rewrite.
+PrimFunc move_into_loop(const PrimFunc &f, const Stmt &moved, const Stmt &loop_stmt, const Stmt &nest, bool at_front) {
+  const auto *loop = loop_stmt.as<ForNode>();
+  Stmt body = at_front ? make_seq({nest, loop->body}) : make_seq({loop->body, nest});
+  Stmt new_loop = kiln::ir::with_body(loop, body);
+  Stmt root = replace_stmt(f.body, loop_stmt.get(), new_loop);
+  root = replace_stmt(root, moved.get(), Stmt());
+  return simplify_func(with_body(f, root));
+}
+
+bool is_ancestor(const PrimFunc &f, const StmtNode *ancestor, const StmtNode *node) {
+  for (const Stmt &s : path_to(f.body, node))
+    if (s.get() == ancestor) return true;
+  return false;
+}
+
+}  // namespace
+
+PrimFunc compute_at(const PrimFunc &f, const std::string &block, const Var &loop_var) {
+  const std::string P = "compute_at";
+  Stmt block_stmt = find_block(f, block, P);
+  const BlockNode *b = as_block(block_stmt);
+  Stmt loop_stmt = find_loop(f, loop_var.get());
+  if (!loop_stmt.defined()) throw ScheduleError(P, "loop '" + loop_var.name() + "' no longer exists");
+  const auto *loop = loop_stmt.as<ForNode>();
+  if (is_ancestor(f, loop, b))
+    throw ScheduleError(P, "block '" + block + "' is already inside " + describe_loop(loop));
+  Buffer out = single_write(P, b);
+  std::vector<int> iter_of_dim = trivial_write_dims(P, b, out);
+  for (const BlockNode *other : all_blocks(f)) {
+    if (other != b && writes_buffer(other, out.get()))
+      throw ScheduleError(P, "buffer '" + out->name + "' is written by blocks '" + block + "' and '" + other->name +
+                                 "'; only a sole producer can be moved");
+  }
+  int pos = program_position(f, b);
+  std::vector<const BlockNode *> under = blocks_under(loop_stmt);
+  if (under.empty() || program_position(f, under.front()) < pos)
+    throw ScheduleError(P, describe_loop(loop) + " comes before block '" + block +
+                               "'; a producer can only move into a later loop that consumes it");
+  std::unordered_set<const BlockNode *> under_set(under.begin(), under.end());
+  std::vector<const BlockNode *> consumers;
+  std::vector<Buffer> inputs = distinct_buffers(block_reads(b));
+  int loop_end = program_position(f, under.back());
+  for (const BlockNode *other : all_blocks(f)) {
+    if (other == b) continue;
+    if (reads_buffer(other, out.get())) {
+      if (!under_set.count(other))
+        throw ScheduleError(P, "block '" + other->name + "' reads '" + out->name + "' but is not under " +
+                                   describe_loop(loop) + ", so the loop does not cover every consumer's region");
+      consumers.push_back(other);
+    }
+    int p = program_position(f, other);
+    if (p > pos && p <= loop_end) {
+      for (const Buffer &in : inputs)
+        if (writes_buffer(other, in.get()))
+          throw ScheduleError(P, "block '" + other->name + "' writes '" + in->name + "', which block '" + block +
+                                     "' reads, between the block and its new position");
+    }
+  }
+  if (consumers.empty())
+    throw ScheduleError(P, "no block under " + describe_loop(loop) + " reads '" + out->name + "'");
+
+  // The region of `out` the consumers under the loop read, per iteration of the loop.
+  Analyzer outer;
+  for (const Stmt &s : path_to(f.body, loop)) {
+    if (const auto *l = s.as<ForNode>()) outer.bind(l->loop_var, l->extent);
+  }
+  size_t ndim = out->shape.size();
+  std::vector<Expr> lo(ndim), hi(ndim);
+  for (const BlockNode *c : consumers) {
+    Analyzer analyzer;
+    std::unordered_set<const VarNode *> relaxed = bind_path(f, c, loop, &analyzer);
+    VarMap bindings;
+    for (size_t k = 0; k < c->iter_vars.size(); ++k) {
+      bindings[c->iter_vars[k].var.get()] = c->iter_values[k];
+      // Iterators bound to inner loops only are relaxed with them; give them ranges too.
+    }
+    for (const Access &a : block_reads(c)) {
+      if (a.buffer != out) continue;
+      for (size_t d = 0; d < ndim; ++d) {
+        Expr idx = substitute(a.indices[d], bindings);
+        Expr mn, mx;
+        try {
+          mn = analyzer.symbolic_min(idx, relaxed);
+          mx = analyzer.symbolic_max(idx, relaxed);
+        } catch (const IRError &e) {
+          throw ScheduleError(P, std::string("cannot bound the region of '") + out->name + "' read by block '" +
+                                     c->name + "': " + e.what());
+        }
+        lo[d] = lo[d].defined() ? outer.simplify(make_min(lo[d], mn)) : mn;
+        hi[d] = hi[d].defined() ? outer.simplify(make_max(hi[d], mx)) : mx;
+      }
+    }
+  }
+  Region region;
+  for (size_t d = 0; d < ndim; ++d) {
+    Expr mn;
+    int64_t ext;
+    cover(P, outer, lo[d], hi[d], out->shape[d], &mn, &ext);
+    region.min.push_back(mn);
+    region.extent.push_back(ext);
+  }
+  Stmt nest = regenerate_nest(b, iter_of_dim, region, outer);
+  return move_into_loop(f, exclusive_subtree(f, b), loop_stmt, nest, /*at_front=*/true);
+}
+
+PrimFunc reverse_compute_at(const PrimFunc &f, const std::string &block, const Var &loop_var) {
+  const std::string P = "reverse_compute_at";
+  Stmt block_stmt = find_block(f, block, P);
+  const BlockNode *c = as_block(block_stmt);
+  Stmt loop_stmt = find_loop(f, loop_var.get());
+  if (!loop_stmt.defined()) throw ScheduleError(P, "loop '" + loop_var.name() + "' no longer exists");
+  const auto *loop = loop_stmt.as<ForNode>();
+  if (is_ancestor(f, loop, c))
+    throw ScheduleError(P, "block '" + block + "' is already inside " + describe_loop(loop));
+  Buffer out = single_write(P, c);
+  std::vector<const BlockNode *> under = blocks_under(loop_stmt);
+  int pos = program_position(f, c);
+  if (under.empty() || program_position(f, under.back()) > pos)
+    throw ScheduleError(P, describe_loop(loop) + " comes after block '" + block +
+                               "'; a consumer can only move into an earlier loop that produces its input");
+  // Exactly one buffer the block reads must be produced under the loop.
+  std::vector<Buffer> inputs = distinct_buffers(block_reads(c));
+  Buffer produced;
+  std::vector<const BlockNode *> producers;
+  for (const Buffer &in : inputs) {
+    if (in == out) continue;
+    std::vector<const BlockNode *> writers;
+    for (const BlockNode *u : under)
+      if (writes_buffer(u, in.get())) writers.push_back(u);
+    if (writers.empty()) continue;
+    if (produced)
+      throw ScheduleError(P, "block '" + block + "' reads both '" + produced->name + "' and '" + in->name +
+                                 "' produced under " + describe_loop(loop) + "; only one produced input is supported");
+    produced = in;
+    producers = writers;
+  }
+  if (!produced)
+    throw ScheduleError(P, "no block under " + describe_loop(loop) + " produces a buffer that block '" + block +
+                               "' reads");
+  int loop_end = program_position(f, under.back());
+  for (const BlockNode *other : all_blocks(f)) {
+    int p = program_position(f, other);
+    if (p <= loop_end || p >= pos) continue;
+    for (const Buffer &in : inputs)
+      if (writes_buffer(other, in.get()))
+        throw ScheduleError(P, "block '" + other->name + "' writes '" + in->name + "', which block '" + block +
+                                   "' reads, between the loop and the block");
+    if (reads_buffer(other, out.get()) || writes_buffer(other, out.get()))
+      throw ScheduleError(P, "block '" + other->name + "' accesses '" + out->name + "' between the loop and block '" +
+                                 block + "'");
+  }
+  // The block must read the produced buffer at its own spatial iterators.
+  std::vector<int> iter_of_dim;
+  for (const Access &a : block_reads(c)) {
+    if (a.buffer != produced) continue;
+    std::vector<int> dims;
+    for (const Expr &idx : a.indices) {
+      int found = -1;
+      for (size_t k = 0; k < c->iter_vars.size(); ++k)
+        if (idx.get() == c->iter_vars[k].var.get()) found = static_cast<int>(k);
+      if (found < 0 || c->iter_vars[found].kind != IterKind::kSpatial)
+        throw ScheduleError(P, "block '" + block + "' reads '" + produced->name + "' at index '" + to_string(idx) +
+                                   "', which is not one of its spatial iterators");
+      if (std::count(dims.begin(), dims.end(), found))
+        throw ScheduleError(P, "block '" + block + "' uses iterator '" + c->iter_vars[found].var.name() +
+                                   "' for two dimensions of '" + produced->name + "'");
+      dims.push_back(found);
+    }
+    if (!iter_of_dim.empty() && dims != iter_of_dim)
+      throw ScheduleError(P, "block '" + block + "' reads '" + produced->name + "' at several positions");
+    iter_of_dim = dims;
+  }
+
+  Analyzer outer;
+  for (const Stmt &s : path_to(f.body, loop)) {
+    if (const auto *l = s.as<ForNode>()) outer.bind(l->loop_var, l->extent);
+  }
+  size_t ndim = produced->shape.size();
+  std::vector<Expr> lo(ndim), hi(ndim);
+  for (const BlockNode *p : producers) {
+    Analyzer analyzer;
+    std::unordered_set<const VarNode *> relaxed = bind_path(f, p, loop, &analyzer);
+    VarMap bindings;
+    for (size_t k = 0; k < p->iter_vars.size(); ++k) bindings[p->iter_vars[k].var.get()] = p->iter_values[k];
+    for (const Access &a : block_writes(p)) {
+      if (a.buffer != produced) continue;
+      for (size_t d = 0; d < ndim; ++d) {
+        Expr idx = substitute(a.indices[d], bindings);
+        Expr mn, mx;
+        try {
+          mn = analyzer.symbolic_min(idx, relaxed);
+          mx = analyzer.symbolic_max(idx, relaxed);
+        } catch (const IRError &e) {
+          throw ScheduleError(P, std::string("cannot bound the region of '") + produced->name +
+                                     "' written by block '" + p->name + "': " + e.what());
+        }
+        lo[d] = lo[d].defined() ? outer.simplify(make_min(lo[d], mn)) : mn;
+        hi[d] = hi[d].defined() ? outer.simplify(make_max(hi[d], mx)) : mx;
+      }
+    }
+  }
+  Region region;
+  for (size_t d = 0; d < ndim; ++d) {
+    Expr mn;
+    int64_t ext;
+    cover(P, outer, lo[d], hi[d], c->iter_vars[iter_of_dim[d]].extent, &mn, &ext);
+    region.min.push_back(mn);
+    region.extent.push_back(ext);
+  }
+  Stmt nest = regenerate_nest(c, iter_of_dim, region, outer);
+  return move_into_loop(f, exclusive_subtree(f, c), loop_stmt, nest, /*at_front=*/false);
+}
+
+namespace {
+// Replaces loads of `buffer` by `value` with the producer's iterators substituted.
+class InlineLoads : public IRMutator {
+ public:
+  InlineLoads(const Buffer &buffer, std::vector<const VarNode *> iters, Expr value)
+      : buffer_(buffer), iters_(std::move(iters)), value_(std::move(value)) {}
+
+ protected:
+  Expr visit(const LoadNode *op, const Expr &self) override {
+    if (op->buffer != buffer_) return IRMutator::visit(op, self);
+    VarMap map;
+    for (size_t d = 0; d < iters_.size(); ++d) map[iters_[d]] = mutate(op->indices[d]);
+    return substitute(value_, map);
+  }
+
+ private:
+  Buffer buffer_;
+  std::vector<const VarNode *> iters_;
+  Expr value_;
+};
+
+// The single store of a spatial block: B[iters...] = value.
+const StoreNode *single_spatial_store(const std::string &primitive, const BlockNode *b) {
+  if (b->init.defined())
+    throw ScheduleError(primitive, "block '" + b->name + "' is a reduction; only element-wise blocks can be inlined");
+  for (const IterVar &iv : b->iter_vars)
+    if (iv.kind == IterKind::kReduce)
+      throw ScheduleError(primitive, "block '" + b->name + "' has reduction iterator '" + iv.var.name() +
+                                         "'; only element-wise blocks can be inlined");
+  const auto *store = b->body.as<StoreNode>();
+  if (!store) throw ScheduleError(primitive, "block '" + b->name + "' is not a single store");
+  return store;
+}
+}  // namespace
+
+PrimFunc compute_inline(const PrimFunc &f, const std::string &block) {
+  const std::string P = "compute_inline";
+  Stmt block_stmt = find_block(f, block, P);
+  const BlockNode *b = as_block(block_stmt);
+  const StoreNode *store = single_spatial_store(P, b);
+  if (is_param(f, store->buffer.get()))
+    throw ScheduleError(P, "block '" + block + "' writes the function output '" + store->buffer->name +
+                               "'; outputs cannot be inlined");
+  std::vector<const VarNode *> iters;
+  for (const Expr &idx : store->indices) {
+    const auto *v = idx.as<VarNode>();
+    bool is_iter = false;
+    for (const IterVar &iv : b->iter_vars) is_iter = is_iter || iv.var.get() == v;
+    if (!v || !is_iter || std::count(iters.begin(), iters.end(), v))
+      throw ScheduleError(P, "block '" + block + "' stores to " + store->buffer->name +
+                                 " at an index that is not a distinct iterator; it cannot be inlined");
+    iters.push_back(v);
+  }
+  if (iters.size() != b->iter_vars.size())
+    throw ScheduleError(P, "block '" + block + "' has iterators that do not index its output");
+  if (reads_buffer(b, store->buffer.get()))
+    throw ScheduleError(P, "block '" + block + "' reads its own output");
+  for (const BlockNode *other : all_blocks(f))
+    if (other != b && writes_buffer(other, store->buffer.get()))
+      throw ScheduleError(P, "buffer '" + store->buffer->name + "' has another writer, block '" + other->name + "'");
+  InlineLoads inliner(store->buffer, iters, store->value);
+  Stmt root = replace_stmt(f.body, exclusive_subtree(f, b).get(), Stmt());
+  root = inliner.mutate(root);
+  return simplify_func(remove_root_alloc(with_body(f, root), store->buffer));
+}
+
+PrimFunc reverse_compute_inline(const PrimFunc &f, const std::string &block) {
+  const std::string P = "reverse_compute_inline";
+  Stmt block_stmt = find_block(f, block, P);
+  const BlockNode *c = as_block(block_stmt);
+  const StoreNode *cstore = single_spatial_store(P, c);
+  // The consumer reads exactly one intermediate produced by exactly one other block.
+  std::vector<Buffer> inputs = distinct_buffers(block_reads(c));
+  const BlockNode *producer = nullptr;
+  Buffer produced;
+  for (const Buffer &in : inputs) {
+    if (is_param(f, in.get())) continue;
+    for (const BlockNode *other : all_blocks(f)) {
+      if (other == c || !writes_buffer(other, in.get())) continue;
+      if (producer)
+        throw ScheduleError(P, "block '" + block + "' reads several intermediates; it must have a single producer");
+      producer = other;
+      produced = in;
+    }
+  }
+  if (!producer) throw ScheduleError(P, "block '" + block + "' has no producer block to inline into");
+  const StoreNode *pstore = single_spatial_store(P, producer);
+  if (program_position(f, producer) > program_position(f, c))
+    throw ScheduleError(P, "the producer of block '" + block + "' comes after it");
+  for (const BlockNode *other : all_blocks(f))
+    if (other != c && other != producer && reads_buffer(other, produced.get()))
+      throw ScheduleError(P, "buffer '" + produced->name + "' is also read by block '" + other->name +
+                                 "'; block '" + block + "' must be its only consumer");
+  // Every read of the produced buffer is at the consumer's iterators, one per dimension.
+  std::vector<int> iter_of_dim;
+  for (const Access &a : block_reads(c)) {
+    if (a.buffer != produced) continue;
+    std::vector<int> dims;
+    for (const Expr &idx : a.indices) {
+      int found = -1;
+      for (size_t k = 0; k < c->iter_vars.size(); ++k)
+        if (idx.get() == c->iter_vars[k].var.get()) found = static_cast<int>(k);
+      if (found < 0 || std::count(dims.begin(), dims.end(), found))
+        throw ScheduleError(P, "block '" + block + "' reads '" + produced->name + "' at '" + to_string(idx) +
+                                   "', not at a distinct iterator");
+      dims.push_back(found);
+    }
+    if (!iter_of_dim.empty() && dims != iter_of_dim)
+      throw ScheduleError(P, "block '" + block + "' reads '" + produced->name + "' at several positions");
+    iter_of_dim = dims;
+  }
+  if (iter_of_dim.size() != c->iter_vars.size())
+    throw ScheduleError(P, "block '" + block + "' has iterators that do not index '" + produced->name + "'");
+  // Consumer iterator k becomes the producer's store index for the dimension it reads.
+  VarMap to_producer;
+  for (size_t d = 0; d < iter_of_dim.size(); ++d)
+    to_producer[c->iter_vars[iter_of_dim[d]].var.get()] = pstore->indices[d];
+  class ReplaceProduced : public IRMutator {
+   public:
+    ReplaceProduced(const Buffer &b, Expr v) : b_(b), v_(std::move(v)) {}
+
+   protected:
+    Expr visit(const LoadNode *op, const Expr &self) override {
+      return op->buffer == b_ ? v_ : IRMutator::visit(op, self);
+    }
+
+   private:
+    Buffer b_;
+    Expr v_;
+  } replace(produced, pstore->value);
+  Expr value = replace.mutate(substitute(cstore->value, to_producer));
+  std::vector<Expr> indices;
+  for (const Expr &i : cstore->indices) indices.push_back(substitute(i, to_producer));
+  Stmt new_producer = make_block(producer->name, producer->iter_vars, producer->iter_values, producer->predicate,
+                                 Stmt(), make_store(cstore->buffer, indices, value), producer->alloc_buffers,
+                                 producer->annotations);
+  const StmtNode *producer_node = path_to(f.body, producer).back().get();
+  Stmt root = replace_stmt(f.body, producer_node, new_producer);
+  PrimFunc g = with_body(f, root);
+  root = replace_stmt(g.body, exclusive_subtree(g, find_block(g, block, P).get()).get(), Stmt());
+  return simplify_func(remove_root_alloc(with_body(g, root), produced));
+}
+
+}  // namespace kiln::ir::sched

@@ -1,0 +1,106 @@
+// Schedule: a program plus the primitives that transform it. Every successful primitive
+// records one instruction in the trace; a failing one throws ScheduleError and leaves
+// program and trace unchanged. Random variables (RVs) name blocks, loops and sampled
+// integers so traces can be replayed on a fresh program.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <random>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "ir/schedule/analysis.h"
+#include "ir/schedule/trace.h"
+
+namespace kiln::ir {
+
+struct BlockRV {
+  std::string name;
+};
+struct LoopRV {
+  std::string name;
+};
+struct ExprRV {
+  std::string name;
+};
+
+/// A split factor: a literal, an inferred factor (-1) or a sampled integer.
+using Factor = std::variant<int64_t, ExprRV>;
+
+class Schedule {
+ public:
+  explicit Schedule(PrimFunc func, uint64_t seed = 0);
+
+  const PrimFunc &func() const { return func_; }
+  const Trace &trace() const { return trace_; }
+
+  // ---- lookups -------------------------------------------------------------------------
+  BlockRV get_block(const std::string &name);
+  std::vector<LoopRV> get_loops(const BlockRV &block);
+  /// Current names for messages and tests.
+  std::string block_name(const BlockRV &block) const;
+  const ForNode *loop(const LoopRV &loop) const;
+  int64_t value(const ExprRV &v) const;
+  /// The names of all blocks other than the root, in program order.
+  std::vector<std::string> block_names() const;
+
+  // ---- loop transformations -----------------------------------------------------------
+  std::vector<LoopRV> split(const LoopRV &loop, const std::vector<Factor> &factors);
+  LoopRV fuse(const std::vector<LoopRV> &loops);
+  void reorder(const std::vector<LoopRV> &order);
+  void parallel(const LoopRV &loop);
+  void vectorize(const LoopRV &loop);
+  void unroll(const LoopRV &loop);
+  void bind(const LoopRV &loop, const std::string &thread);
+  void annotate(const LoopRV &loop, const std::string &key, int64_t value);
+  void annotate(const BlockRV &block, const std::string &key, int64_t value);
+
+  // ---- compute location ---------------------------------------------------------------
+  /// A root LoopRV (from sample_compute_location) makes these no-ops.
+  void compute_at(const BlockRV &block, const LoopRV &loop);
+  void reverse_compute_at(const BlockRV &block, const LoopRV &loop);
+  void compute_inline(const BlockRV &block);
+  void reverse_compute_inline(const BlockRV &block);
+
+  // ---- caching and reductions ---------------------------------------------------------
+  BlockRV cache_read(const BlockRV &block, int read_index, const std::string &scope);
+  BlockRV cache_write(const BlockRV &block, int write_index, const std::string &scope);
+  BlockRV rfactor(const LoopRV &loop, int factor_axis);
+
+  // ---- sampling (decisions live in the trace) -----------------------------------------
+  /// n factors whose product is the loop's extent, innermost <= max_innermost_factor
+  /// (0 = no cap).
+  std::vector<ExprRV> sample_perfect_tile(const LoopRV &loop, int n, int64_t max_innermost_factor,
+                                          std::optional<std::vector<int64_t>> decision = std::nullopt);
+  ExprRV sample_categorical(const std::vector<int64_t> &candidates, const std::vector<double> &probs,
+                            std::optional<int64_t> decision = std::nullopt);
+  /// A loop of the block's sole consumer where compute_at is legal, or the root.
+  LoopRV sample_compute_location(const BlockRV &block, std::optional<int64_t> decision = std::nullopt);
+
+  /// Replays `trace` on `func`; `overrides` replace decisions by instruction index.
+  static Schedule replay(const PrimFunc &func, const Trace &trace,
+                         const std::map<size_t, nlohmann::json> &overrides = {}, uint64_t seed = 0);
+
+ private:
+  struct RootLoop {};
+  using Value = std::variant<std::string /*block*/, Var /*loop*/, int64_t /*sampled*/, RootLoop>;
+
+  std::string new_rv(char prefix, Value v);
+  const Var &loop_var(const std::string &primitive, const LoopRV &rv) const;
+  bool is_root(const LoopRV &rv) const;
+  const std::string &block_of(const std::string &primitive, const BlockRV &rv) const;
+  void record(std::string kind, nlohmann::json inputs, nlohmann::json attrs, std::vector<std::string> outputs,
+              std::optional<nlohmann::json> decision = std::nullopt);
+  std::vector<int64_t> candidate_locations_check(const std::string &block, std::vector<Var> *loops) const;
+
+  PrimFunc func_;
+  Trace trace_;
+  std::map<std::string, Value> rvs_;
+  int next_rv_ = 0;
+  std::mt19937_64 rng_;
+};
+
+}  // namespace kiln::ir

@@ -1,0 +1,62 @@
+#include "ir/schedule/trace.h"
+
+#include <stdexcept>
+
+namespace kiln::ir {
+
+using nlohmann::json;
+
+json Trace::to_json() const {
+  json insts = json::array();
+  for (const Instruction &i : instructions) insts.push_back(json::array({i.kind, i.inputs, i.attrs, i.outputs}));
+  json decs = json::array();
+  for (const auto &[index, d] : decisions) decs.push_back(json::array({index, d}));
+  return json{{"kiln_trace", kFormatVersion}, {"instructions", insts}, {"decisions", decs}};
+}
+
+Trace Trace::from_json(const json &j) {
+  if (!j.is_object() || !j.contains("instructions"))
+    throw std::invalid_argument("a trace is a JSON object with an \"instructions\" array");
+  int version = j.value("kiln_trace", 0);
+  if (version != kFormatVersion)
+    throw std::invalid_argument("trace format version " + std::to_string(version) +
+                                " is not supported; this Kiln reads version " + std::to_string(kFormatVersion));
+  Trace t;
+  size_t n = 0;
+  for (const json &row : j.at("instructions")) {
+    if (!row.is_array() || row.size() != 4 || !row[0].is_string() || !row[1].is_array() || !row[2].is_object() ||
+        !row[3].is_array())
+      throw std::invalid_argument("trace instruction " + std::to_string(n) +
+                                  " is not [kind, inputs, attrs, outputs]: " + row.dump());
+    Instruction inst;
+    inst.kind = row[0].get<std::string>();
+    inst.inputs = row[1];
+    inst.attrs = row[2];
+    for (const json &o : row[3]) {
+      if (!o.is_string()) throw std::invalid_argument("trace instruction " + std::to_string(n) + " has a non-string output");
+      inst.outputs.push_back(o.get<std::string>());
+    }
+    t.instructions.push_back(std::move(inst));
+    ++n;
+  }
+  if (j.contains("decisions")) {
+    for (const json &d : j.at("decisions")) {
+      if (!d.is_array() || d.size() != 2 || !d[0].is_number_unsigned())
+        throw std::invalid_argument("trace decision is not [index, value]: " + d.dump());
+      size_t index = d[0].get<size_t>();
+      if (index >= t.instructions.size())
+        throw std::invalid_argument("trace decision refers to instruction " + std::to_string(index) +
+                                    ", but there are only " + std::to_string(t.instructions.size()));
+      t.decisions[index] = d[1];
+    }
+  }
+  return t;
+}
+
+Trace Trace::with_decision(size_t instruction, json decision) const {
+  Trace t = *this;
+  t.decisions[instruction] = std::move(decision);
+  return t;
+}
+
+}  // namespace kiln::ir
