@@ -149,4 +149,6 @@ std::vector<NamedWorkload> small_example_workloads() {
   return out;
 }
 
+void PrintTo(const NamedWorkload &w, std::ostream *os) { *os << w.name; }
+
 }  // namespace kiln::ops

@@ -5,6 +5,7 @@
 // dilation, groups, broadcasting, and integer dtypes.
 #pragma once
 
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,10 @@ struct NamedWorkload {
   std::string name;  // unique, e.g. "conv2d_nchw_s2_p1"
   ir::Workload workload;
 };
+
+/// Prints the example's name (GoogleTest finds it by argument-dependent lookup and uses
+/// it to name parameterized cases instead of dumping bytes).
+void PrintTo(const NamedWorkload &w, std::ostream *os);
 
 /// The examples in a fixed order (tests and reports refer to them by name).
 std::vector<NamedWorkload> small_example_workloads();

@@ -295,6 +295,14 @@ PrimFunc reverse_compute_at(const PrimFunc &f, const std::string &block, const V
       throw ScheduleError(P, "block '" + block + "' reads '" + produced->name + "' at several positions");
     iter_of_dim = dims;
   }
+  // Covering the produced region must cover the block's whole domain over time.
+  for (size_t d = 0; d < iter_of_dim.size(); ++d) {
+    if (c->iter_vars[iter_of_dim[d]].extent != produced->shape[d])
+      throw ScheduleError(P, "block '" + block + "' iterates over " +
+                                 std::to_string(c->iter_vars[iter_of_dim[d]].extent) + " positions of dimension " +
+                                 std::to_string(d) + " of '" + produced->name + "', which has " +
+                                 std::to_string(produced->shape[d]) + "; the consumer must cover its input exactly");
+  }
 
   Analyzer outer;
   for (const Stmt &s : path_to(f.body, loop)) {
@@ -449,6 +457,13 @@ PrimFunc reverse_compute_inline(const PrimFunc &f, const std::string &block) {
   }
   if (iter_of_dim.size() != c->iter_vars.size())
     throw ScheduleError(P, "block '" + block + "' has iterators that do not index '" + produced->name + "'");
+  for (size_t d = 0; d < iter_of_dim.size(); ++d) {
+    if (c->iter_vars[iter_of_dim[d]].extent != produced->shape[d])
+      throw ScheduleError(P, "block '" + block + "' iterates over " + std::to_string(c->iter_vars[iter_of_dim[d]].extent) +
+                                 " positions of dimension " + std::to_string(d) + " of '" + produced->name +
+                                 "', which has " + std::to_string(produced->shape[d]) +
+                                 "; the consumer must cover its input exactly");
+  }
   // Consumer iterator k becomes the producer's store index for the dimension it reads.
   VarMap to_producer;
   for (size_t d = 0; d < iter_of_dim.size(); ++d)

@@ -162,6 +162,21 @@ PrimFunc reorder(const PrimFunc &f, const std::vector<Var> &order) {
                                                          "above and below it cannot be exchanged");
     chain.push_back(l);
   }
+  // A loop driving both spatial and reduction iterators (from fusing the two kinds) fixes
+  // the order in which each output element is first visited; moving it (or the loops
+  // split from it) could run updates before the reduction's init.
+  for (const Var &v : order) {
+    for (const BlockNode *b : blocks_under(find_loop(f, v.get()))) {
+      bool spatial = false, reduce = false;
+      for (size_t k = 0; k < b->iter_vars.size(); ++k) {
+        if (!uses_var(b->iter_values[k], v.get())) continue;
+        (b->iter_vars[k].kind == IterKind::kReduce ? reduce : spatial) = true;
+      }
+      if (spatial && reduce)
+        throw ScheduleError("reorder", "loop '" + v.name() + "' drives both spatial and reduction iterators of block '" +
+                                           b->name + "'; such a loop cannot be reordered");
+    }
+  }
   std::vector<const ForNode *> new_chain = chain;
   size_t next = 0;
   for (size_t i = 0; i < chain.size(); ++i) {

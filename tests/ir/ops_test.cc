@@ -20,11 +20,6 @@
 #include "ir/ops/examples.h"
 #include "ir/ops/registry.h"
 
-namespace kiln::ops {
-// Names parameterised tests' failures by the example instead of dumping its bytes.
-void PrintTo(const NamedWorkload &w, std::ostream *os) { *os << w.name; }
-}  // namespace kiln::ops
-
 namespace kiln {
 namespace {
 
