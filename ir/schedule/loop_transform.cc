@@ -151,15 +151,25 @@ PrimFunc reorder(const PrimFunc &f, const std::vector<Var> &order) {
       ++found;
     }
   }
+  auto listed = [&] {
+    std::string names;
+    for (const Var &v : order) names += (names.empty() ? "'" : ", '") + v.name() + "'";
+    return names;
+  };
   if (found != order.size())
-    throw ScheduleError("reorder", "the loops are not nested in one another (they belong to different loop nests)");
+    throw ScheduleError("reorder", "loops " + listed() +
+                                       " are not nested in one another (they belong to different loop nests)");
   std::vector<const ForNode *> chain;
   for (size_t i = first; i <= last; ++i) {
     const auto *l = deepest_path[i].as<ForNode>();
-    if (!l) throw ScheduleError("reorder", "a block or sequence separates the loops being reordered");
-    if (i < last && l->body.get() != deepest_path[i + 1].get())
-      throw ScheduleError("reorder", describe_loop(l) + " has other statements besides the next loop, so the loops "
-                                                         "above and below it cannot be exchanged");
+    if (!l) {
+      // The path starts at a listed loop, so a loop holds this block or sequence.
+      const ForNode *holder = deepest_path[i - 1].as<ForNode>();
+      throw ScheduleError("reorder", (holder ? describe_loop(holder) : std::string("a loop")) + " holds " +
+                                         (deepest_path[i].as<BlockNode>() ? "a block" : "other statements") +
+                                         " besides the next loop, so loops " + listed() +
+                                         " cannot be exchanged across it");
+    }
     chain.push_back(l);
   }
   // A loop driving both spatial and reduction iterators (from fusing the two kinds) fixes
@@ -197,7 +207,7 @@ PrimFunc set_loop_kind(const PrimFunc &f, const Var &loop, ForKind kind, const s
   Stmt stmt;
   const ForNode *l = require_loop(f, loop, primitive, &stmt);
   if (kind == ForKind::kThreadBinding && !kThreadTags.count(thread_tag))
-    throw ScheduleError(primitive, "unknown thread '" + thread_tag +
+    throw ScheduleError(primitive, "cannot bind " + describe_loop(l) + " to unknown thread '" + thread_tag +
                                        "'; expected blockIdx.{x,y,z}, threadIdx.{x,y,z} or vthread.{x,y,z}");
   if (kind == ForKind::kParallel || kind == ForKind::kVectorized || kind == ForKind::kThreadBinding) {
     // Iterations must be independent: the loop may not drive a reduction iterator.
