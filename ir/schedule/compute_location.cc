@@ -430,6 +430,9 @@ PrimFunc reverse_compute_inline(const PrimFunc &f, const std::string &block) {
     }
   }
   if (!producer) throw ScheduleError(P, "block '" + block + "' has no producer block to inline into");
+  if (producer->init.defined())
+    throw ScheduleError(P, "block '" + block + "' reads '" + produced->name + "' from block '" + producer->name +
+                               "', a reduction; a consumer can only be inlined into an element-wise producer");
   const StoreNode *pstore = single_spatial_store(P, producer);
   if (program_position(f, producer) > program_position(f, c))
     throw ScheduleError(P, "the producer of block '" + block + "' comes after it");
