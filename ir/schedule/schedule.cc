@@ -185,10 +185,20 @@ void Schedule::reverse_compute_inline(const BlockRV &block) {
   record("reverse_compute_inline", json::array({block.name}), json::object(), {});
 }
 
+// The storage scope of a cache stage; the message names the block being staged.
+static MemoryScope cache_scope(const std::string &primitive, const std::string &block, const std::string &scope) {
+  try {
+    return sched::parse_scope(primitive, scope);
+  } catch (const ScheduleError &) {
+    throw ScheduleError(primitive, "cannot stage block '" + block + "' through unknown storage scope '" + scope +
+                                       "'; expected global, shared or local");
+  }
+}
+
 BlockRV Schedule::cache_read(const BlockRV &block, int read_index, const std::string &scope) {
   std::string cache;
-  func_ = sched::cache_read(func_, block_of("cache_read", block), read_index, sched::parse_scope("cache_read", scope),
-                            &cache);
+  const std::string &name = block_of("cache_read", block);
+  func_ = sched::cache_read(func_, name, read_index, cache_scope("cache_read", name, scope), &cache);
   BlockRV rv{new_rv('b', cache)};
   record("cache_read", json::array({block.name}), json{{"read_index", read_index}, {"scope", scope}}, {rv.name});
   return rv;
@@ -196,8 +206,8 @@ BlockRV Schedule::cache_read(const BlockRV &block, int read_index, const std::st
 
 BlockRV Schedule::cache_write(const BlockRV &block, int write_index, const std::string &scope) {
   std::string cache;
-  func_ = sched::cache_write(func_, block_of("cache_write", block), write_index,
-                             sched::parse_scope("cache_write", scope), &cache);
+  const std::string &name = block_of("cache_write", block);
+  func_ = sched::cache_write(func_, name, write_index, cache_scope("cache_write", name, scope), &cache);
   BlockRV rv{new_rv('b', cache)};
   record("cache_write", json::array({block.name}), json{{"write_index", write_index}, {"scope", scope}}, {rv.name});
   return rv;
@@ -245,7 +255,7 @@ std::vector<ExprRV> Schedule::sample_perfect_tile(const LoopRV &loop, int n, int
     if (static_cast<int>(factors.size()) != n || product != extent ||
         (max_innermost_factor > 0 && factors.back() > max_innermost_factor))
       throw ScheduleError(P, "decision " + json(factors).dump() + " is not a " + std::to_string(n) +
-                                 "-level perfect tiling of extent " + std::to_string(extent) +
+                                 "-level perfect tiling of " + sched::describe_loop(s.as<ForNode>()) +
                                  (max_innermost_factor > 0
                                       ? " with innermost factor <= " + std::to_string(max_innermost_factor)
                                       : ""));
