@@ -28,34 +28,55 @@ struct ThreadPool::Job {
   kiln_task_fn fn = nullptr;
   void *closure = nullptr;
   int64_t num_tasks = 0;
+  int64_t num_threads = 1; // caller + helpers offered the job
 
   // Claimed by every thread of the job; its own cache line, away from the read-mostly
   // fields above.
   alignas(64) std::atomic<int64_t> next_task{0};
-  std::atomic<bool> failed{false};
+  // Tasks above the lowest failed one are skipped; those below still run, so the
+  // result does not depend on which thread got there first.
+  std::atomic<int64_t> lowest_failed_task{INT64_MAX};
 
   alignas(64) std::atomic<uint32_t> helpers_running{0}; // the caller waits for 0
   std::atomic<uint32_t> caller_sleepers{0};
 
   std::mutex failure_mutex; // failures are rare; a lock keeps task and code together
-  int64_t failed_task = INT64_MAX;
   int32_t failure_code = 0;
 
   void record_failure(int64_t task, int32_t code) {
     std::lock_guard<std::mutex> lock(failure_mutex);
-    if (task < failed_task) {
-      failed_task = task;
+    if (task < lowest_failed_task.load(std::memory_order_relaxed)) {
+      lowest_failed_task.store(task, std::memory_order_relaxed);
       failure_code = code;
     }
-    failed.store(true, std::memory_order_relaxed);
   }
 
-  // Claims and runs tasks until none are left or one has failed.
+  // Guided self-scheduling: a claim takes 1/(2·threads) of the tasks still unclaimed,
+  // at least one. Large chunks while much is left keep the shared index from
+  // bouncing between cores once per tiny task; chunks shrink to single tasks near the
+  // end, so uneven tasks still balance.
+  bool claim(int64_t &begin, int64_t &end) {
+    int64_t next = next_task.load(std::memory_order_relaxed);
+    for (;;) {
+      const int64_t limit = std::min(num_tasks, lowest_failed_task.load(std::memory_order_relaxed));
+      if (next >= limit) return false;
+      const int64_t chunk = std::max<int64_t>(1, (limit - next) / (2 * num_threads));
+      if (next_task.compare_exchange_weak(next, next + chunk, std::memory_order_relaxed)) {
+        begin = next;
+        end = next + chunk;
+        return true;
+      }
+    }
+  }
+
+  // Claims and runs tasks until none are left (or only ones above a failure).
   void run_claimed_tasks() {
-    while (!failed.load(std::memory_order_relaxed)) {
-      int64_t task = next_task.fetch_add(1, std::memory_order_relaxed);
-      if (task >= num_tasks) return;
-      if (int32_t code = fn(task, num_tasks, closure); code != 0) record_failure(task, code);
+    int64_t begin = 0, end = 0;
+    while (claim(begin, end)) {
+      for (int64_t task = begin; task < end; ++task) {
+        if (task > lowest_failed_task.load(std::memory_order_relaxed)) return;
+        if (int32_t code = fn(task, num_tasks, closure); code != 0) record_failure(task, code);
+      }
     }
   }
 };
@@ -117,9 +138,9 @@ int32_t ThreadPool::parallel_for(int64_t num_tasks, kiln_task_fn fn, void *closu
   job.fn = fn;
   job.closure = closure;
   job.num_tasks = num_tasks;
+  job.num_threads = helpers + 1;
   job.next_task.store(1, std::memory_order_relaxed); // task 0 is the caller's
-  job.failed.store(false, std::memory_order_relaxed);
-  job.failed_task = INT64_MAX;
+  job.lowest_failed_task.store(INT64_MAX, std::memory_order_relaxed);
   job.failure_code = 0;
   job.helpers_running.store(helpers, std::memory_order_relaxed);
   for (uint32_t i = 0; i < helpers; ++i) {

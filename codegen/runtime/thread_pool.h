@@ -3,7 +3,8 @@
 ///
 /// One call = one *job*: tasks [0, n) of fn. The calling thread runs task 0 and then
 /// claims further tasks from a shared atomic index together with min(workers, n-1)
-/// helper workers, so uneven tasks balance themselves (dynamic claiming). A worker
+/// helper workers, so uneven tasks balance themselves (dynamic claiming, in chunks
+/// that shrink as the job nears its end). A worker
 /// learns of a job when its private signal word changes, and the caller learns of the
 /// end when the count of helpers still running reaches 0. Both sides wait by spinning
 /// briefly and then sleeping on a futex (spin_then_park.h). When the caller runs out
@@ -11,10 +12,9 @@
 /// waits for a worker that is still asleep or descheduled.
 ///
 /// Guarantees:
-/// - Every task index runs exactly once, unless a task fails: then tasks not yet
-///   claimed are skipped and the result is that of the lowest-numbered failing task.
-///   Claims are in index order, so every task below a failing one has run: the
-///   result does not depend on timing.
+/// - Every task index runs exactly once, unless a task fails: then tasks above the
+///   lowest-numbered failing one may be skipped, every task below it still runs, and
+///   the result is that task's: it does not depend on timing.
 /// - A call made from inside a task (on any thread) runs its tasks serially in that
 ///   thread: generated code may nest parallel loops, and the pool is already busy.
 /// - Calls from different external threads are serialized by a mutex: one job at a
