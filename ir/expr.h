@@ -6,6 +6,10 @@
 //   index arithmetic is positive by construction. Div is true division and only exists
 //   for floating-point operands.
 // - Float arithmetic follows IEEE single precision; codegen may contract a*b+c to FMA.
+// - Float min(a, b) is (a < b ? a : b) and max(a, b) is (a > b ? a : b): with a NaN
+//   operand the result is b, which is what one SIMD min/max instruction computes.
+// - Select evaluates only the chosen operand, so its other operand may hold a load that
+//   would be out of bounds (padding, concatenation).
 // - Comparisons and logical operators produce kBool.
 // - Reduce appears only in tensor compute definitions (te.h), never in loop programs.
 #pragma once

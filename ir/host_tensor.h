@@ -3,12 +3,28 @@
 
 #include <cstdint>
 #include <cstring>
+#include <new>
 #include <random>
 #include <vector>
 
 #include "ir/expr.h"
 
 namespace kiln::ir {
+
+/// 64-byte aligned storage: the artifact ABI promises kernels aligned buffers.
+template <typename T>
+struct AlignedAllocator {
+  using value_type = T;
+  AlignedAllocator() = default;
+  template <typename U>
+  AlignedAllocator(const AlignedAllocator<U> &) {}  // NOLINT(google-explicit-constructor)
+  T *allocate(size_t n) { return static_cast<T *>(::operator new(n * sizeof(T), std::align_val_t(64))); }
+  void deallocate(T *p, size_t) { ::operator delete(p, std::align_val_t(64)); }
+  template <typename U>
+  bool operator==(const AlignedAllocator<U> &) const {
+    return true;
+  }
+};
 
 /// Row-major storage of one buffer's elements in their real dtype.
 class HostTensor {
@@ -36,7 +52,7 @@ class HostTensor {
   DType dtype_ = DType::kFloat32;
   std::vector<int64_t> shape_;
   int64_t size_ = 0;
-  std::vector<uint8_t> bytes_;
+  std::vector<uint8_t, AlignedAllocator<uint8_t>> bytes_;
 };
 
 /// ‖a − b‖₂ / max(‖b‖₂, tiny); used with tolerance 1e-5 for float32 checks.

@@ -130,11 +130,11 @@ class Interpreter : public ExprFunctor<Scalar>, public StmtFunctor<void> {
   }
   Scalar visit(const MinNode *op, const Expr &) override {
     return arith(op->a, op->b, op->dtype, [](int64_t x, int64_t y) { return std::min(x, y); },
-                 [](double x, double y) { return std::isnan(x) || std::isnan(y) ? NAN : std::min(x, y); });
+                 [](double x, double y) { return x < y ? x : y; });
   }
   Scalar visit(const MaxNode *op, const Expr &) override {
     return arith(op->a, op->b, op->dtype, [](int64_t x, int64_t y) { return std::max(x, y); },
-                 [](double x, double y) { return std::isnan(x) || std::isnan(y) ? NAN : std::max(x, y); });
+                 [](double x, double y) { return x > y ? x : y; });
   }
   Scalar visit(const EQNode *op, const Expr &) override {
     return compare(op->a, op->b, std::equal_to<int64_t>(), std::equal_to<double>());

@@ -11,7 +11,9 @@
 #include <random>
 #include <sstream>
 
+#include "tests/common/random_schedule.h"
 #include "ir/interpreter.h"
+#include "ir/lower_passes.h"
 #include "ir/ops/examples.h"
 #include "ir/schedule/schedule.h"
 #include "ir/structural.h"
@@ -23,94 +25,6 @@ namespace {
 int sequences_per_workload() {
   const char *env = std::getenv("KILN_PROPERTY_SEQUENCES");
   return env ? std::atoi(env) : 200;
-}
-
-template <typename T>
-const T &pick(std::mt19937_64 &rng, const std::vector<T> &v) {
-  return v[std::uniform_int_distribution<size_t>(0, v.size() - 1)(rng)];
-}
-
-// Tries one random primitive with random arguments; returns its name. Illegal choices
-// throw ScheduleError, which must leave the schedule untouched.
-std::string random_step(Schedule &sch, std::mt19937_64 &rng) {
-  std::vector<std::string> blocks = sch.block_names();
-  BlockRV block = sch.get_block(pick(rng, blocks));
-  std::vector<LoopRV> loops = sch.get_loops(block);
-  auto any_loop = [&]() -> LoopRV {
-    if (loops.empty()) throw ScheduleError("test", "block has no loops");
-    return pick(rng, loops);
-  };
-  int choice = static_cast<int>(rng() % 17);
-  switch (choice) {
-    case 0: {  // split with literal factors, possibly non-divisible
-      LoopRV l = any_loop();
-      int64_t extent = sch.loop(l)->extent;
-      int64_t f = std::uniform_int_distribution<int64_t>(1, std::max<int64_t>(1, extent))(rng);
-      if (rng() % 3 == 0) {
-        sch.split(l, {Factor(int64_t{-1}), Factor(f), Factor(int64_t{2})});
-      } else {
-        sch.split(l, {Factor(int64_t{-1}), Factor(f)});
-      }
-      return "split";
-    }
-    case 1: {  // split by a sampled perfect tile
-      LoopRV l = any_loop();
-      int n = 2 + static_cast<int>(rng() % 3);
-      std::vector<ExprRV> tiles = sch.sample_perfect_tile(l, n, rng() % 2 ? 4 : 0);
-      std::vector<Factor> factors(tiles.begin(), tiles.end());
-      sch.split(l, factors);
-      return "sample_perfect_tile+split";
-    }
-    case 2: {  // fuse a loop with the next one
-      if (loops.size() < 2) return "none";
-      size_t i = std::uniform_int_distribution<size_t>(0, loops.size() - 2)(rng);
-      sch.fuse({loops[i], loops[i + 1]});
-      return "fuse";
-    }
-    case 3: {  // reorder a random subset
-      if (loops.size() < 2) return "none";
-      std::vector<LoopRV> subset;
-      for (const LoopRV &l : loops)
-        if (rng() % 2) subset.push_back(l);
-      if (subset.size() < 2) subset = loops;
-      std::shuffle(subset.begin(), subset.end(), rng);
-      sch.reorder(subset);
-      return "reorder";
-    }
-    case 4: sch.parallel(any_loop()); return "parallel";
-    case 5: sch.vectorize(any_loop()); return "vectorize";
-    case 6: sch.unroll(any_loop()); return "unroll";
-    case 7: sch.bind(any_loop(), rng() % 2 ? "threadIdx.x" : "blockIdx.x"); return "bind";
-    case 8: {
-      BlockRV other = sch.get_block(pick(rng, blocks));
-      std::vector<LoopRV> other_loops = sch.get_loops(other);
-      if (other_loops.empty()) return "none";
-      sch.compute_at(block, pick(rng, other_loops));
-      return "compute_at";
-    }
-    case 9: {
-      BlockRV other = sch.get_block(pick(rng, blocks));
-      std::vector<LoopRV> other_loops = sch.get_loops(other);
-      if (other_loops.empty()) return "none";
-      sch.reverse_compute_at(block, pick(rng, other_loops));
-      return "reverse_compute_at";
-    }
-    case 10: sch.compute_inline(block); return "compute_inline";
-    case 11: sch.reverse_compute_inline(block); return "reverse_compute_inline";
-    case 12: sch.cache_read(block, static_cast<int>(rng() % 3), rng() % 2 ? "local" : "shared"); return "cache_read";
-    case 13: sch.cache_write(block, 0, "local"); return "cache_write";
-    case 14: sch.rfactor(any_loop(), static_cast<int>(rng() % 2)); return "rfactor";
-    case 15: {
-      LoopRV at = sch.sample_compute_location(block);
-      sch.compute_at(block, at);
-      return "sample_compute_location+compute_at";
-    }
-    default: {
-      ExprRV depth = sch.sample_categorical({0, 16, 64}, {0.3, 0.4, 0.3});
-      sch.annotate(any_loop(), "pragma_auto_unroll_max_step", sch.value(depth));
-      return "annotate";
-    }
-  }
 }
 
 // How often each primitive was applied successfully / rejected, over the whole run.
@@ -137,7 +51,7 @@ void check_case(const ops::NamedWorkload &w, uint64_t seed) {
     PrimFunc before = sch.func();
     size_t trace_len = sch.trace().instructions.size();
     try {
-      std::string name = random_step(sch, rng);
+      std::string name = test_support::random_step(sch, rng);
       applied.push_back(name);
       primitive_counts()[name].first++;
     } catch (const ScheduleError &e) {
@@ -168,6 +82,14 @@ void check_case(const ops::NamedWorkload &w, uint64_t seed) {
     } else {
       ASSERT_TRUE(exactly_equal(got[o], want[o])) << "integer output " << o << " differs" << context.str();
     }
+  }
+
+  // Lowering passes keep the result too.
+  std::vector<HostTensor> lowered = interpret(decompose_reductions(sch.func()), inputs);
+  for (size_t o = 0; o < got.size(); ++o) {
+    bool same = is_float(got[o].dtype()) ? relative_l2_error(lowered[o], got[o]) == 0.0 : exactly_equal(lowered[o], got[o]);
+    ASSERT_TRUE(same) << "decompose_reductions changed output " << o << context.str()
+                                                   << "\nlowered:\n" << to_string(decompose_reductions(sch.func()));
   }
 
   // Trace JSON round-trip is exact, and replay rebuilds a structurally equal program.

@@ -1,0 +1,149 @@
+#include "cli/ir_commands.h"
+
+#include <CLI/CLI.hpp>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <random>
+
+#include "cli/workload_args.h"
+#include "ir/interpreter.h"
+#include "ir/ops/registry.h"
+#include "ir/schedule/schedule.h"
+#include "ir/te.h"
+
+namespace kiln::cli {
+
+static void add_ops(CLI::App &app) {
+  auto *cmd = app.add_subcommand("ops", "List the operator library with inputs and attributes");
+  auto verbose = std::make_shared<bool>(false);
+  cmd->add_flag("-v,--verbose", *verbose, "print each operator's full description and default attributes");
+  cmd->callback([verbose] {
+    for (const ops::OpDef &op : ops::all_ops()) {
+      std::string inputs = std::to_string(op.min_inputs);
+      if (op.max_inputs < 0) {
+        inputs += "+";
+      } else if (op.max_inputs != op.min_inputs) {
+        inputs += "-" + std::to_string(op.max_inputs);
+      }
+      if (*verbose) {
+        std::cout << op.name << " (" << inputs << " inputs)\n  " << op.summary << "\n  defaults: " << op.default_attrs.dump()
+                  << "\n\n";
+      } else {
+        std::string first = op.summary.substr(0, op.summary.find('.'));
+        std::cout << op.name << std::string(op.name.size() < 20 ? 20 - op.name.size() : 1, ' ') << inputs
+                  << (inputs.size() < 4 ? std::string(4 - inputs.size(), ' ') : " ") << first << "\n";
+      }
+    }
+  });
+}
+
+static ir::PrimFunc lower_or_fail(const WorkloadArgs &args, ir::Workload *out = nullptr) {
+  try {
+    ir::Workload w = args.build();
+    if (out) *out = w;
+    return te::lower(w.build_dag(), w.ops.size() == 1 ? w.ops[0].op : "fused");
+  } catch (const std::exception &e) {
+    fail(e.what());
+  }
+}
+
+static void add_show(CLI::App &app) {
+  auto *cmd = app.add_subcommand("show", "Print a task's loop program (unscheduled, or after a trace)");
+  auto args = std::make_shared<WorkloadArgs>();
+  args->add_to(*cmd);
+  auto trace_file = std::make_shared<std::string>();
+  auto key = std::make_shared<bool>(false);
+  cmd->add_option("--trace", *trace_file, "apply this trace JSON file before printing");
+  cmd->add_flag("--key", *key, "also print the workload key (canonical JSON and SHA-256)");
+  cmd->callback([args, trace_file, key] {
+    ir::Workload w;
+    ir::PrimFunc f = lower_or_fail(*args, &w);
+    if (*key) std::cout << "workload: " << w.canonical_string() << "\nkey: " << w.key_hash() << "\n\n";
+    if (!trace_file->empty()) {
+      std::ifstream in(*trace_file);
+      if (!in) fail("cannot read trace file '" + *trace_file + "'");
+      try {
+        ir::Trace t = ir::Trace::from_json(nlohmann::json::parse(in));
+        f = ir::Schedule::replay(f, t).func();
+      } catch (const std::exception &e) {
+        fail("trace '" + *trace_file + "' does not apply: " + e.what());
+      }
+    }
+    std::cout << ir::to_string(f);
+  });
+}
+
+// A fixed multi-level tiling of the last block (the kind of schedule the search
+// generates), checked against the unscheduled program by the interpreter.
+static void add_demo(CLI::App &app) {
+  auto *cmd = app.add_subcommand("demo", "Schedule an operator with a sampled tiling and check it against the reference");
+  auto args = std::make_shared<WorkloadArgs>();
+  args->add_to(*cmd);
+  auto seed = std::make_shared<uint64_t>(1);
+  cmd->add_option("--seed", *seed, "seed for the sampled tile sizes")->capture_default_str();
+  cmd->callback([args, seed] {
+    if (args->op.empty() && args->workload_file.empty()) {
+      args->op = "dense";
+      args->shapes = {"64x96", "48x96", "48"};
+    }
+    ir::PrimFunc f = lower_or_fail(*args);
+    ir::Schedule sch(f, *seed);
+    std::vector<std::string> blocks = sch.block_names();
+    // Inline element-wise producers where legal, then tile the main block.
+    for (const std::string &b : blocks) {
+      try {
+        sch.compute_inline(sch.get_block(b));
+      } catch (const ir::ScheduleError &) {
+      }
+    }
+    std::string main_block;
+    for (const std::string &b : sch.block_names()) {
+      ir::Stmt s = ir::sched::find_block(sch.func(), b, "demo");
+      for (const ir::IterVar &iv : s.as<ir::BlockNode>()->iter_vars)
+        if (iv.kind == ir::IterKind::kReduce) main_block = b;
+    }
+    if (main_block.empty()) main_block = sch.block_names().back();
+    ir::BlockRV block = sch.get_block(main_block);
+    std::vector<ir::LoopRV> loops = sch.get_loops(block);
+    std::vector<ir::LoopRV> outer, inner;
+    for (const ir::LoopRV &l : loops) {
+      std::vector<ir::ExprRV> t = sch.sample_perfect_tile(l, 2, 8);
+      std::vector<ir::LoopRV> parts = sch.split(l, {t[0], t[1]});
+      outer.push_back(parts[0]);
+      inner.push_back(parts[1]);
+    }
+    std::vector<ir::LoopRV> order = outer;
+    order.insert(order.end(), inner.begin(), inner.end());
+    sch.reorder(order);
+    try {
+      sch.parallel(outer[0]);
+    } catch (const ir::ScheduleError &) {
+    }
+    try {
+      sch.vectorize(inner.back());
+    } catch (const ir::ScheduleError &) {
+      sch.unroll(inner.back());
+    }
+    std::mt19937_64 rng(*seed);
+    std::vector<ir::HostTensor> inputs;
+    for (size_t i = 0; i + 1 < f.params.size(); ++i) {
+      inputs.push_back(ir::HostTensor::like(f.params[i]));
+      inputs.back().fill_random(rng);
+    }
+    std::vector<ir::HostTensor> want = ir::interpret(f, inputs), got = ir::interpret(sch.func(), inputs);
+    double err = ir::relative_l2_error(got[0], want[0]);
+    std::cout << ir::to_string(sch.func()) << "\ntrace: " << sch.trace().to_json().dump() << "\n\n"
+              << "check against the unscheduled program: relative L2 error " << err
+              << (err <= 1e-5 ? " (ok)\n" : " (MISMATCH)\n");
+    if (err > 1e-5) throw CLI::RuntimeError(1);
+  });
+}
+
+void add_ir_commands(CLI::App &app) {
+  add_ops(app);
+  add_show(app);
+  add_demo(app);
+}
+
+}  // namespace kiln::cli

@@ -1,0 +1,53 @@
+#include "cli/workload_args.h"
+
+#include <CLI/CLI.hpp>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+namespace kiln::cli {
+
+void WorkloadArgs::add_to(CLI::App &cmd) {
+  cmd.add_option("--op", op, "operator name (see `kiln ops`)");
+  cmd.add_option("--shape", shapes, "input shape, e.g. 1x64x56x56; repeat once per input in order")->take_all();
+  cmd.add_option("--dtype", dtype, "element type of every input")->capture_default_str();
+  cmd.add_option("--attrs", attrs, "operator attributes as a JSON object, e.g. '{\"strides\":[2,2]}'")
+      ->capture_default_str();
+  cmd.add_option("--workload", workload_file, "a workload JSON file (the documented key format) instead of --op");
+}
+
+ir::Workload WorkloadArgs::build() const {
+  if (!workload_file.empty()) {
+    if (!op.empty()) throw std::invalid_argument("give either --op or --workload, not both");
+    std::ifstream in(workload_file);
+    if (!in) throw std::invalid_argument("cannot read workload file '" + workload_file + "'");
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(in);
+    } catch (const nlohmann::json::exception &e) {
+      throw std::invalid_argument("workload file '" + workload_file + "' is not valid JSON: " + e.what());
+    }
+    return ir::Workload::from_json(j);
+  }
+  if (op.empty()) throw std::invalid_argument("missing --op NAME (or --workload FILE); `kiln ops` lists operators");
+  if (shapes.empty()) throw std::invalid_argument("missing --shape: give one --shape per input of '" + op + "'");
+  std::vector<ir::TensorType> inputs;
+  ir::DType t = ir::parse_dtype(dtype);
+  for (const std::string &s : shapes) inputs.push_back(ir::TensorType{ir::parse_shape(s), t});
+  nlohmann::json a;
+  try {
+    a = nlohmann::json::parse(attrs);
+  } catch (const nlohmann::json::exception &e) {
+    throw std::invalid_argument("--attrs is not valid JSON: " + std::string(e.what()));
+  }
+  ir::Workload w = ir::Workload::single(op, std::move(inputs), a);
+  w.build_dag();  // validates shapes and attributes now, with the operator's message
+  return w;
+}
+
+void fail(const std::string &message) {
+  std::cerr << "kiln: error: " << message << "\n";
+  throw CLI::RuntimeError(1);
+}
+
+}  // namespace kiln::cli

@@ -1,0 +1,33 @@
+// Flags shared by the commands that take a task: --op/--shape/--dtype/--attrs or
+// --workload FILE.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "ir/workload.h"
+
+namespace CLI {
+class App;
+}
+
+namespace kiln::cli {
+
+struct WorkloadArgs {
+  std::string op;
+  std::vector<std::string> shapes;
+  std::string dtype = "float32";
+  std::string attrs = "{}";
+  std::string workload_file;
+
+  /// Registers the flags on a subcommand.
+  void add_to(CLI::App &cmd);
+  /// Builds and validates the workload; throws std::invalid_argument with a message
+  /// that says what to fix.
+  ir::Workload build() const;
+};
+
+/// Prints `message` as "kiln: error: ..." and exits the command with code 1.
+[[noreturn]] void fail(const std::string &message);
+
+}  // namespace kiln::cli

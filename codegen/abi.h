@@ -1,0 +1,56 @@
+/* The C ABI between generated kernels, the runtime and whoever loads them.
+ *
+ * An artifact is a shared library (ELF .so for x86-64 or AArch64) that exports:
+ *
+ *   int32_t kiln_entry(void **args);
+ *       Runs the kernel. args[i] is the data pointer of parameter i (inputs first, then
+ *       outputs, in the order of kiln_artifact_info's "params"); every buffer is dense,
+ *       row-major and at least 64-byte aligned. Returns 0 on success.
+ *
+ *   const char kiln_artifact_info[];
+ *       NUL-terminated JSON: {"kiln_abi": 1, "name": ..., "target": ...,
+ *       "params": [{"name": ..., "dtype": "float32", "shape": [..]}, ...]}.
+ *
+ * Generated code calls only the runtime functions below (and libm); they are resolved
+ * when the artifact is loaded into a process linked with libkiln_runtime, so a runner
+ * needs no compiler and artifacts need no other libraries.
+ */
+#ifndef KILN_CODEGEN_ABI_H_
+#define KILN_CODEGEN_ABI_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define KILN_ABI_VERSION 1
+#define KILN_ENTRY_SYMBOL "kiln_entry"
+#define KILN_INFO_SYMBOL "kiln_artifact_info"
+
+typedef int32_t (*kiln_entry_fn)(void **args);
+
+/* One chunk of a parallel loop: runs iterations for task `task_id` of `num_tasks`;
+ * returns 0 on success. */
+typedef int32_t (*kiln_task_fn)(int64_t task_id, int64_t num_tasks, void *closure);
+
+/* Runs fn(t, n, closure) for t in [0, n) on the runtime's persistent thread pool (the
+ * caller runs task 0); returns the first non-zero result or 0. n <= 0 means "one task
+ * per worker thread". Nested calls run serially in the calling thread. */
+int32_t kiln_rt_parallel_for(int64_t num_tasks, kiln_task_fn fn, void *closure);
+
+/* Number of threads parallel loops use (including the caller). */
+int32_t kiln_rt_num_threads(void);
+/* Sets the thread count (>= 1); takes effect for the next parallel_for. */
+void kiln_rt_set_num_threads(int32_t n);
+
+/* Scratch memory for buffers too large for the stack, 64-byte aligned. */
+void *kiln_rt_alloc_workspace(size_t bytes);
+void kiln_rt_free_workspace(void *ptr);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* KILN_CODEGEN_ABI_H_ */

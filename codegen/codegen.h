@@ -1,0 +1,47 @@
+// Code generation: lowers a scheduled loop program to machine code through LLVM and
+// emits an artifact (a shared library with the ABI of abi.h).
+#pragma once
+
+#include <memory>
+#include <stdexcept>
+#include <string>
+
+#include "ir/stmt.h"
+#include "ir/target.h"
+
+namespace kiln::codegen {
+
+/// A program Kiln cannot compile for the target (e.g. a thread-bound loop for a CPU).
+struct CodegenError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+struct BuildStats {
+  double lower_seconds = 0;     // TIR -> LLVM IR
+  double optimize_seconds = 0;  // LLVM optimization pipeline
+  double emit_seconds = 0;      // machine code emission
+  double link_seconds = 0;      // object -> shared library
+};
+
+/// Owns one LLVM context and target machine per target; not thread-safe: a builder pool
+/// keeps one per worker thread.
+class Compiler {
+ public:
+  Compiler();
+  ~Compiler();
+  Compiler(const Compiler &) = delete;
+  Compiler &operator=(const Compiler &) = delete;
+
+  /// Compiles `func` into a shared library at `output_path`; throws CodegenError.
+  BuildStats build_artifact(const ir::PrimFunc &func, const Target &target, const std::string &output_path);
+  /// The LLVM IR text (after optimization) for inspection and tests.
+  std::string emit_llvm_ir(const ir::PrimFunc &func, const Target &target);
+  /// Target assembly text.
+  std::string emit_assembly(const ir::PrimFunc &func, const Target &target);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace kiln::codegen

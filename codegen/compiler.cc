@@ -1,0 +1,193 @@
+// Compiler: target machines, the optimization pipeline, object emission and linking.
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <llvm/Analysis/CGSCCPassManager.h>
+#include <llvm/Analysis/LoopAnalysisManager.h>
+#include <llvm/IR/LLVMContext.h>
+#include <llvm/IR/LegacyPassManager.h>
+#include <llvm/IR/Module.h>
+#include <llvm/MC/TargetRegistry.h>
+#include <llvm/Passes/PassBuilder.h>
+#include <llvm/Support/TargetSelect.h>
+#include <llvm/Support/raw_ostream.h>
+#include <llvm/Target/TargetMachine.h>
+#include <llvm/Target/TargetOptions.h>
+#include <llvm/TargetParser/Host.h>
+
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <mutex>
+
+#include "codegen/codegen.h"
+#include "codegen/lower_llvm.h"
+
+extern char **environ;
+
+namespace kiln::codegen {
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+void initialize_llvm_once() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    llvm::InitializeAllTargetInfos();
+    llvm::InitializeAllTargets();
+    llvm::InitializeAllTargetMCs();
+    llvm::InitializeAllAsmPrinters();
+  });
+}
+
+std::string normalize_triple(const std::string &t) {
+  // Debian spells triples x86_64-linux-gnu; LLVM wants the vendor too.
+  if (t == "x86_64-linux-gnu") return "x86_64-pc-linux-gnu";
+  if (t == "aarch64-linux-gnu") return "aarch64-unknown-linux-gnu";
+  return t;
+}
+
+std::unique_ptr<llvm::TargetMachine> make_target_machine(const Target &target) {
+  if (!target.is_llvm())
+    throw CodegenError("target '" + target.str() + "' is not an llvm target; CPU code generation needs `llvm ...`");
+  initialize_llvm_once();
+  std::string triple = normalize_triple(target.mtriple.empty() ? llvm::sys::getDefaultTargetTriple() : target.mtriple);
+  std::string error;
+  const llvm::Target *t = llvm::TargetRegistry::lookupTarget(triple, error);
+  if (!t) throw CodegenError("LLVM cannot generate code for triple '" + triple + "': " + error);
+  std::string cpu = target.mcpu.empty() ? "generic" : target.mcpu;
+  std::string features;
+  if (cpu == "native") {
+    cpu = llvm::sys::getHostCPUName().str();
+    llvm::StringMap<bool> host;
+    if (llvm::sys::getHostCPUFeatures(host)) {
+      for (const auto &f : host) features += (features.empty() ? "" : ",") + std::string(f.second ? "+" : "-") + f.first().str();
+    }
+  }
+  llvm::TargetOptions options;
+  options.AllowFPOpFusion = llvm::FPOpFusion::Fast;  // a*b+c may become one FMA
+  auto *tm = t->createTargetMachine(triple, cpu, features, options, llvm::Reloc::PIC_, std::nullopt,
+                                    llvm::CodeGenOpt::Aggressive);
+  if (!tm) throw CodegenError("LLVM has no target machine for cpu '" + cpu + "' on '" + triple + "'");
+  return std::unique_ptr<llvm::TargetMachine>(tm);
+}
+
+void optimize(llvm::Module &mod, llvm::TargetMachine &tm) {
+  llvm::LoopAnalysisManager lam;
+  llvm::FunctionAnalysisManager fam;
+  llvm::CGSCCAnalysisManager cgam;
+  llvm::ModuleAnalysisManager mam;
+  llvm::PipelineTuningOptions pto;
+  pto.LoopVectorization = true;
+  pto.SLPVectorization = true;
+  llvm::PassBuilder pb(&tm, pto);
+  pb.registerModuleAnalyses(mam);
+  pb.registerCGSCCAnalyses(cgam);
+  pb.registerFunctionAnalyses(fam);
+  pb.registerLoopAnalyses(lam);
+  pb.crossRegisterProxies(lam, fam, cgam, mam);
+  llvm::ModulePassManager mpm = pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O3);
+  mpm.run(mod, mam);
+}
+
+std::string emit(llvm::Module &mod, llvm::TargetMachine &tm, llvm::CodeGenFileType type) {
+  llvm::SmallVector<char, 0> buffer;
+  llvm::raw_svector_ostream os(buffer);
+  llvm::legacy::PassManager pm;
+  if (tm.addPassesToEmitFile(pm, os, nullptr, type))
+    throw CodegenError("LLVM cannot emit this file type for " + tm.getTargetTriple().str());
+  pm.run(mod);
+  return std::string(buffer.data(), buffer.size());
+}
+
+// Links an object into a shared library with lld (a cross linker: the same binary links
+// x86-64 and AArch64 artifacts).
+void link_shared(const std::string &object_path, const std::string &output_path) {
+  std::vector<std::string> argv_s = {KILN_LLD_PATH, "-shared", "--no-undefined-version", "-o", output_path, object_path};
+  std::vector<char *> argv;
+  for (std::string &a : argv_s) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  std::string log = output_path + ".link.log";
+  posix_spawn_file_actions_addopen(&actions, 2, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  pid_t pid;
+  int rc = posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (rc != 0) throw CodegenError(std::string("cannot run the linker ") + KILN_LLD_PATH + ": " + std::strerror(rc));
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    std::ifstream in(log);
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    throw CodegenError("linking " + output_path + " failed: " + text);
+  }
+  std::remove(log.c_str());
+}
+
+}  // namespace
+
+struct Compiler::Impl {
+  llvm::LLVMContext ctx;
+  std::map<std::string, std::unique_ptr<llvm::TargetMachine>> machines;
+
+  llvm::TargetMachine &machine(const Target &target) {
+    std::string key = target.str();
+    auto it = machines.find(key);
+    if (it == machines.end()) it = machines.emplace(key, make_target_machine(target)).first;
+    return *it->second;
+  }
+};
+
+Compiler::Compiler() : impl_(std::make_unique<Impl>()) {}
+Compiler::~Compiler() = default;
+
+BuildStats Compiler::build_artifact(const ir::PrimFunc &func, const Target &target, const std::string &output_path) {
+  BuildStats stats;
+  llvm::TargetMachine &tm = impl_->machine(target);
+  auto t0 = std::chrono::steady_clock::now();
+  std::unique_ptr<llvm::Module> mod = lower_to_llvm(func, target, impl_->ctx, tm);
+  stats.lower_seconds = seconds_since(t0);
+  t0 = std::chrono::steady_clock::now();
+  optimize(*mod, tm);
+  stats.optimize_seconds = seconds_since(t0);
+  t0 = std::chrono::steady_clock::now();
+  std::string object = emit(*mod, tm, llvm::CGFT_ObjectFile);
+  stats.emit_seconds = seconds_since(t0);
+  t0 = std::chrono::steady_clock::now();
+  std::string object_path = output_path + ".o";
+  {
+    std::ofstream out(object_path, std::ios::binary);
+    out.write(object.data(), static_cast<std::streamsize>(object.size()));
+    if (!out) throw CodegenError("cannot write " + object_path);
+  }
+  link_shared(object_path, output_path);
+  std::remove(object_path.c_str());
+  stats.link_seconds = seconds_since(t0);
+  return stats;
+}
+
+std::string Compiler::emit_llvm_ir(const ir::PrimFunc &func, const Target &target) {
+  llvm::TargetMachine &tm = impl_->machine(target);
+  std::unique_ptr<llvm::Module> mod = lower_to_llvm(func, target, impl_->ctx, tm);
+  optimize(*mod, tm);
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  mod->print(os, nullptr);
+  return os.str();
+}
+
+std::string Compiler::emit_assembly(const ir::PrimFunc &func, const Target &target) {
+  llvm::TargetMachine &tm = impl_->machine(target);
+  std::unique_ptr<llvm::Module> mod = lower_to_llvm(func, target, impl_->ctx, tm);
+  optimize(*mod, tm);
+  return emit(*mod, tm, llvm::CGFT_AssemblyFile);
+}
+
+}  // namespace kiln::codegen
