@@ -15,9 +15,15 @@ json Trace::to_json() const {
 }
 
 Trace Trace::from_json(const json &j) {
-  if (!j.is_object() || !j.contains("instructions"))
+  if (!j.is_object() || !j.contains("instructions") || !j.at("instructions").is_array())
     throw std::invalid_argument("a trace is a JSON object with an \"instructions\" array");
-  int version = j.value("kiln_trace", 0);
+  if (!j.contains("kiln_trace"))
+    throw std::invalid_argument("a trace needs its format version \"kiln_trace\"; this Kiln reads version " +
+                                std::to_string(kFormatVersion));
+  if (!j.at("kiln_trace").is_number_integer())
+    throw std::invalid_argument("trace format version \"kiln_trace\" must be an integer, got " +
+                                j.at("kiln_trace").dump());
+  int64_t version = j.at("kiln_trace").get<int64_t>();
   if (version != kFormatVersion)
     throw std::invalid_argument("trace format version " + std::to_string(version) +
                                 " is not supported; this Kiln reads version " + std::to_string(kFormatVersion));
@@ -40,8 +46,12 @@ Trace Trace::from_json(const json &j) {
     ++n;
   }
   if (j.contains("decisions")) {
+    if (!j.at("decisions").is_array())
+      throw std::invalid_argument("trace \"decisions\" must be an array of [index, value] pairs, got " +
+                                  j.at("decisions").dump());
     for (const json &d : j.at("decisions")) {
-      if (!d.is_array() || d.size() != 2 || !d[0].is_number_unsigned())
+      // Parsed text gives unsigned indices, JSON built in C++ signed ones; both are fine.
+      if (!d.is_array() || d.size() != 2 || !d[0].is_number_integer() || d[0].get<int64_t>() < 0)
         throw std::invalid_argument("trace decision is not [index, value]: " + d.dump());
       size_t index = d[0].get<size_t>();
       if (index >= t.instructions.size())
