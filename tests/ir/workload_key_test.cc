@@ -116,6 +116,26 @@ TEST(WorkloadKey, GoldenFile) {
         << name;
 }
 
+TEST(WorkloadKey, DocumentationShowsTheGoldenKeys) {
+  std::string doc = read_file(KILN_SOURCE_DIR "/docs/workload-key.md");
+  ASSERT_FALSE(doc.empty());
+  for (const Workload &w : {conv2d_bias_relu(), dense()}) {
+    EXPECT_NE(doc.find(w.canonical_string()), std::string::npos) << w.canonical_string();
+    EXPECT_NE(doc.find(w.key_hash()), std::string::npos) << w.key_hash();
+  }
+  // The loosely written example of the page parses to the golden key.
+  const char *loose = R"({"inputs": [{"shape": [1, 3, 8, 8]}, {"shape": [4, 3, 3, 3]}, {"shape": [4]}],
+    "ops": [{"op": "conv2d", "attrs": {"strides": [1, 1], "pads": [1, 1, 1, 1]}, "args": ["in0", "in1", "in2"]},
+            {"op": "relu", "args": ["op0"]}],
+    "outputs": ["op1"]})";
+  auto squeeze = [](std::string text) {
+    std::erase_if(text, [](char c) { return c == ' ' || c == '\n'; });
+    return text;
+  };
+  EXPECT_NE(squeeze(doc).find(squeeze(loose)), std::string::npos) << "the example in docs/workload-key.md changed";
+  EXPECT_EQ(Workload::from_json(json::parse(loose)).key_hash(), conv2d_bias_relu().key_hash());
+}
+
 // ---- stability -----------------------------------------------------------------------------
 
 TEST(WorkloadKey, SameWorkloadBuiltTwiceHasTheSameKey) {
