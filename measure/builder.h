@@ -1,0 +1,40 @@
+// The builder interface: turns scheduled programs into artifacts (codegen/abi.h).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "ir/stmt.h"
+#include "ir/target.h"
+#include "measure/error_kind.h"
+
+namespace kiln::measure {
+
+struct BuildInput {
+  ir::PrimFunc func;
+  Target target;
+  /// Names the artifact file (<work_dir>/<name>.so); characters other than letters,
+  /// digits, '-', '_' and '.' become '_'. Empty: "candidate".
+  std::string name;
+};
+
+struct BuildResult {
+  /// The finished artifact; empty on error.
+  std::string artifact_path;
+  /// Wall time of the build as the pool saw it (process start to exit), not counting
+  /// time spent waiting for the measurement lock.
+  double build_seconds = 0;
+  ErrorKind error = ErrorKind::none;  // none, build_error or build_timeout
+  std::string message;
+
+  bool ok() const { return error == ErrorKind::none; }
+};
+
+class Builder {
+ public:
+  virtual ~Builder() = default;
+  /// One result per input, in order. Never throws for a bad candidate.
+  virtual std::vector<BuildResult> build(const std::vector<BuildInput> &batch) = 0;
+};
+
+}  // namespace kiln::measure

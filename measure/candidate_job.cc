@@ -1,0 +1,157 @@
+#include "measure/candidate_job.h"
+
+#include <dlfcn.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <stdexcept>
+
+#include <nlohmann/json.hpp>
+
+#include "measure/subprocess.h"
+#include "measure/tensor_data.h"
+#include "measure/timing.h"
+
+namespace kiln::measure::detail {
+
+int64_t ReferenceOutputs::total_bytes() const {
+  int64_t total = 0;
+  for (const std::string &b : buffers) total += static_cast<int64_t>(b.size());
+  return total;
+}
+
+// Input streams: the correctness check and the reference share stream 0, so they see
+// the same inputs; timing gets fresh data from stream 1.
+static constexpr uint64_t kCheckStream = 0;
+static constexpr uint64_t kTimingStream = 1;
+
+static int64_t current_address_space_bytes() {
+  long pages = 0;
+  if (FILE *f = std::fopen("/proc/self/statm", "r")) {
+    if (std::fscanf(f, "%ld", &pages) != 1) pages = 0;
+    std::fclose(f);
+  }
+  return static_cast<int64_t>(pages) * sysconf(_SC_PAGESIZE);
+}
+
+static void apply_limits(const ChildLimits &limits) {
+  // A crashing candidate must not spend seconds writing a core file.
+  rlimit no_core{0, 0};
+  setrlimit(RLIMIT_CORE, &no_core);
+  if (limits.memory_limit_bytes > 0) {
+    // RLIMIT_AS, not RLIMIT_DATA: it also caps mmap'd allocations, which is how large
+    // workspaces are allocated. Relative to what is mapped now (the runner's own code
+    // and the cached reference) so the limit means the same in every process.
+    rlim_t cap = static_cast<rlim_t>(current_address_space_bytes() + limits.memory_limit_bytes);
+    rlimit as{cap, cap};
+    setrlimit(RLIMIT_AS, &as);
+  }
+  if (limits.num_threads > 0) {
+    // Looked up rather than linked so this file does not depend on the runtime's
+    // presence; the runner makes sure libkiln_runtime is loaded globally.
+    using SetThreads = void (*)(int32_t);
+    if (auto set = reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "kiln_rt_set_num_threads"))) {
+      set(limits.num_threads);
+    }
+  }
+}
+
+static void send_json(int socket, const nlohmann::json &j) { write_frame(socket, j.dump()); }
+static void send_phase(int socket, const char *phase) { send_json(socket, {{"phase", phase}}); }
+
+static void send_result(int socket, ErrorKind error, const std::string &message,
+                        const TimingOutcome *timing = nullptr) {
+  nlohmann::json result = {{"error", to_string(error)}, {"message", message}};
+  if (timing != nullptr) {
+    result["repeat_seconds"] = timing->repeat_seconds;
+    result["number"] = timing->number;
+    result["calibration_calls"] = timing->calibration_calls;
+  }
+  send_json(socket, {{"result", std::move(result)}});
+}
+
+void reference_job(int socket, const std::string &path, uint64_t seed, const ChildLimits &limits) {
+  apply_limits(limits);
+  send_phase(socket, "loading");
+  LoadedArtifact artifact;
+  try {
+    artifact = load_artifact(path);
+  } catch (const std::exception &e) {
+    send_result(socket, ErrorKind::load_error, e.what());
+    return;
+  }
+  send_phase(socket, "running");
+  std::vector<AlignedBuffer> buffers = make_random_buffers(artifact.params, seed, kCheckStream);
+  std::vector<void *> args = entry_args(buffers);
+  if (int32_t code = artifact.entry(args.data()); code != 0) {
+    send_result(socket, ErrorKind::runtime_error, "kiln_entry returned error code " + std::to_string(code));
+    return;
+  }
+  send_json(socket, {{"reference", params_to_json(artifact.params)}});
+  for (const AlignedBuffer &b : buffers) {
+    write_frame(socket, std::string_view(static_cast<const char *>(b.data()), b.size()));
+  }
+}
+
+static std::string signature_mismatch(const std::vector<ParamSpec> &got, const std::vector<ParamSpec> &want) {
+  if (got.size() != want.size()) {
+    return "the artifact has " + std::to_string(got.size()) + " params, the reference " +
+           std::to_string(want.size());
+  }
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (got[i] == want[i]) continue;
+    return param_label(got, i) + " is " + got[i].type_string() + " but the reference's is " +
+           want[i].type_string();
+  }
+  return "";
+}
+
+void candidate_job(int socket, const RunInput &input, const ReferenceOutputs *reference, const ChildLimits &limits) {
+  apply_limits(limits);
+  send_phase(socket, "loading");
+  LoadedArtifact artifact;
+  try {
+    artifact = load_artifact(input.artifact_path);
+  } catch (const std::exception &e) {
+    send_result(socket, ErrorKind::load_error, e.what());
+    return;
+  }
+
+  if (reference != nullptr) {
+    if (std::string why = signature_mismatch(artifact.params, reference->params); !why.empty()) {
+      send_result(socket, ErrorKind::load_error, "signature differs from the reference: " + why);
+      return;
+    }
+    send_phase(socket, "checking");
+    std::vector<AlignedBuffer> buffers = make_random_buffers(artifact.params, input.input_seed, kCheckStream);
+    std::vector<void *> args = entry_args(buffers);
+    if (int32_t code = artifact.entry(args.data()); code != 0) {
+      send_result(socket, ErrorKind::runtime_error,
+                  "kiln_entry returned error code " + std::to_string(code) + " on its first call");
+      return;
+    }
+    // Every parameter is compared, inputs too: a kernel that scribbles on its inputs is
+    // wrong even if its outputs happen to match.
+    for (size_t i = 0; i < buffers.size(); ++i) {
+      auto why = compare_buffer(artifact.params[i], buffers[i].data(), reference->buffers[i], input.tolerance);
+      if (!why) continue;
+      send_result(socket, ErrorKind::wrong_result,
+                  param_label(artifact.params, i) + " differs from the reference: " + *why);
+      return;
+    }
+  }
+
+  send_phase(socket, "timing");
+  std::vector<AlignedBuffer> buffers = make_random_buffers(artifact.params, input.input_seed, kTimingStream);
+  std::vector<void *> args = entry_args(buffers);
+  TimingOutcome timing = time_kernel(artifact.entry, args.data(), input.timing);
+  if (timing.failed_code != 0) {
+    send_result(socket, ErrorKind::runtime_error,
+                "kiln_entry returned error code " + std::to_string(timing.failed_code) + " while being timed");
+    return;
+  }
+  send_result(socket, ErrorKind::none, "", &timing);
+}
+
+}  // namespace kiln::measure::detail

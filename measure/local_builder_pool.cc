@@ -1,0 +1,201 @@
+#include "measure/local_builder_pool.h"
+
+#include <cstdio>
+#include <map>
+#include <stdexcept>
+#include <system_error>
+
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include "measure/subprocess.h"
+
+namespace kiln::measure {
+
+struct LocalBuilderPool::Batch {
+  const std::vector<BuildInput> *inputs = nullptr;
+  std::vector<std::filesystem::path> paths;
+  std::vector<BuildResult> results;
+  size_t next = 0;
+  size_t done = 0;
+};
+
+LocalBuilderPool::LocalBuilderPool(int num_workers, std::filesystem::path work_dir, double build_timeout_seconds)
+    : LocalBuilderPool(LocalBuilderOptions{.num_workers = num_workers,
+                                           .work_dir = std::move(work_dir),
+                                           .build_timeout_seconds = build_timeout_seconds}) {}
+
+LocalBuilderPool::LocalBuilderPool(LocalBuilderOptions options)
+    : options_(std::move(options)), lock_(options_.lock_path) {
+  if (options_.num_workers < 1) throw std::invalid_argument("a builder pool needs at least one worker");
+  if (options_.work_dir.empty()) throw std::invalid_argument("a builder pool needs a work directory");
+  std::filesystem::create_directories(options_.work_dir);
+  // All compilers are made here, before any worker runs: a worker forks for each build,
+  // and no other thread should be inside LLVM's initialization at that moment.
+  for (int i = 0; i < options_.num_workers; ++i) compilers_.push_back(std::make_unique<codegen::Compiler>());
+  for (int i = 0; i < options_.num_workers; ++i) {
+    workers_.emplace_back([this, i] { worker_loop(*compilers_[static_cast<size_t>(i)]); });
+  }
+}
+
+LocalBuilderPool::~LocalBuilderPool() {
+  {
+    std::lock_guard<std::mutex> guard(mutex_);
+    stopping_ = true;
+  }
+  work_ready_.notify_all();
+  for (std::thread &worker : workers_) worker.join();
+}
+
+static std::string sanitize_name(const std::string &name) {
+  if (name.empty()) return "candidate";
+  std::string safe = name;
+  for (char &c : safe) {
+    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+              c == '_' || c == '.';
+    if (!ok) c = '_';
+  }
+  if (safe[0] == '.') safe[0] = '_';  // no hidden files, no ".."
+  return safe;
+}
+
+// Same-named inputs of one batch get "-1", "-2", ... so they never overwrite each other.
+static std::vector<std::filesystem::path> artifact_paths(const std::vector<BuildInput> &batch,
+                                                         const std::filesystem::path &dir) {
+  std::map<std::string, int> seen;
+  std::vector<std::filesystem::path> paths;
+  for (const BuildInput &input : batch) {
+    std::string name = sanitize_name(input.name);
+    int count = seen[name]++;
+    if (count > 0) name += "-" + std::to_string(count);
+    paths.push_back(dir / (name + ".so"));
+  }
+  return paths;
+}
+
+std::vector<BuildResult> LocalBuilderPool::build(const std::vector<BuildInput> &batch) {
+  std::lock_guard<std::mutex> one_batch(batch_mutex_);
+  Batch work;
+  work.inputs = &batch;
+  work.paths = artifact_paths(batch, options_.work_dir);
+  work.results.resize(batch.size());
+  if (batch.empty()) return {};
+  std::unique_lock<std::mutex> lock(mutex_);
+  current_ = &work;
+  work_ready_.notify_all();
+  work_done_.wait(lock, [&] { return work.done == batch.size(); });
+  current_ = nullptr;
+  return std::move(work.results);
+}
+
+void LocalBuilderPool::worker_loop(codegen::Compiler &compiler) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  for (;;) {
+    work_ready_.wait(lock, [&] { return stopping_ || (current_ && current_->next < current_->inputs->size()); });
+    if (stopping_) return;
+    Batch &work = *current_;
+    size_t index = work.next++;
+    lock.unlock();
+    BuildResult result = build_one(compiler, (*work.inputs)[index], work.paths[index]);
+    lock.lock();
+    work.results[index] = std::move(result);
+    if (++work.done == work.inputs->size()) work_done_.notify_all();
+  }
+}
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// The child's report: {"ok": true} or {"error": "build_error", "message": ...}.
+nlohmann::json build_and_report(codegen::Compiler &compiler, const BuildInput &input, const std::string &path) {
+  try {
+    compiler.build_artifact(input.func, input.target, path);
+    return {{"ok", true}};
+  } catch (const codegen::CodegenError &e) {
+    return {{"ok", false}, {"message", std::string("codegen rejected the program: ") + e.what()}};
+  } catch (const std::exception &e) {
+    return {{"ok", false}, {"message", std::string("the compiler failed: ") + e.what()}};
+  }
+}
+
+void remove_quietly(const std::filesystem::path &path) {
+  std::error_code ignored;
+  std::filesystem::remove(path, ignored);
+}
+
+}  // namespace
+
+// Builds write to a temporary name and are renamed into place only when complete, so
+// an artifact_path always names a whole library, never one a killed build left half
+// written.
+BuildResult LocalBuilderPool::build_one(codegen::Compiler &compiler, const BuildInput &input,
+                                        const std::filesystem::path &path) {
+  std::string name = input.name.empty() ? path.filename().string() : input.name;
+  std::filesystem::path temp = path;
+  temp += ".tmp" + std::to_string(getpid()) + "-" + std::to_string(reinterpret_cast<uintptr_t>(&compiler));
+  BuildResult result;
+  MeasurementLock::Guard shared = lock_.shared();
+
+  nlohmann::json report;
+  if (options_.isolate_builds) {
+    detail::ChildRun run = detail::run_in_child(
+        [&](int socket) { detail::write_frame(socket, build_and_report(compiler, input, temp.string()).dump()); },
+        options_.build_timeout_seconds);
+    result.build_seconds = run.exit.seconds;
+    if (run.exit.timed_out) {
+      remove_quietly(temp);
+      result.error = ErrorKind::build_timeout;
+      result.message = "building '" + name + "' took longer than the " +
+                       detail::format_seconds(options_.build_timeout_seconds) + " build timeout and was killed";
+      return result;
+    }
+    if (!run.frames.empty()) report = nlohmann::json::parse(run.frames.back(), nullptr, false);
+    if (!report.is_object()) {
+      remove_quietly(temp);
+      result.error = ErrorKind::build_error;
+      result.message = "the compiler " +
+                       (run.exit.signal ? "crashed with " + detail::signal_name(run.exit.signal)
+                                        : "exited with code " + std::to_string(run.exit.exit_code)) +
+                       " after " + detail::format_seconds(run.exit.seconds) + " while building '" + name + "'";
+      return result;
+    }
+  } else {
+    Clock::time_point start = Clock::now();
+    report = build_and_report(compiler, input, temp.string());
+    result.build_seconds = seconds_since(start);
+    if (report.value("ok", false) && result.build_seconds > options_.build_timeout_seconds) {
+      remove_quietly(temp);
+      result.error = ErrorKind::build_timeout;
+      result.message = "building '" + name + "' took " + detail::format_seconds(result.build_seconds) +
+                       ", longer than the " + detail::format_seconds(options_.build_timeout_seconds) +
+                       " build timeout";
+      return result;
+    }
+  }
+
+  if (!report.value("ok", false)) {
+    remove_quietly(temp);
+    result.error = ErrorKind::build_error;
+    result.message = "building '" + name + "': " + report.value("message", std::string("unknown error"));
+    return result;
+  }
+  std::error_code error;
+  std::filesystem::rename(temp, path, error);
+  if (error) {
+    remove_quietly(temp);
+    result.error = ErrorKind::build_error;
+    result.message = "building '" + name + "': the compiler reported success but " + path.string() +
+                     " could not be put in place: " + error.message();
+    return result;
+  }
+  result.artifact_path = path.string();
+  return result;
+}
+
+}  // namespace kiln::measure

@@ -1,0 +1,63 @@
+// Builds candidates on this machine with a fixed set of worker threads, each owning one
+// codegen::Compiler (it is not thread-safe). See measure/README.md, "Builder pool".
+#pragma once
+
+#include <condition_variable>
+#include <filesystem>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "codegen/codegen.h"
+#include "measure/builder.h"
+#include "measure/measurement_lock.h"
+
+namespace kiln::measure {
+
+struct LocalBuilderOptions {
+  int num_workers = 2;
+  /// Artifacts go to <work_dir>/<name>.so; created if missing.
+  std::filesystem::path work_dir;
+  double build_timeout_seconds = 30;
+  /// true: every build runs in a forked child that is killed at the timeout (and whose
+  /// crash cannot take the tuner down). false: builds run in the worker thread, a slow
+  /// build is only classified build_timeout after it finished (for debugging a build
+  /// under gdb, or where fork is unavailable).
+  bool isolate_builds = true;
+  /// Held shared while a build runs, so builds never overlap a timing run.
+  std::filesystem::path lock_path = default_measurement_lock_path();
+};
+
+class LocalBuilderPool : public Builder {
+ public:
+  LocalBuilderPool(int num_workers, std::filesystem::path work_dir, double build_timeout_seconds);
+  explicit LocalBuilderPool(LocalBuilderOptions options);
+  ~LocalBuilderPool() override;
+  LocalBuilderPool(const LocalBuilderPool &) = delete;
+  LocalBuilderPool &operator=(const LocalBuilderPool &) = delete;
+
+  /// Thread-safe; concurrent batches are built one after the other.
+  std::vector<BuildResult> build(const std::vector<BuildInput> &batch) override;
+
+  const LocalBuilderOptions &options() const { return options_; }
+
+ private:
+  struct Batch;
+  void worker_loop(codegen::Compiler &compiler);
+  BuildResult build_one(codegen::Compiler &compiler, const BuildInput &input, const std::filesystem::path &path);
+
+  LocalBuilderOptions options_;
+  MeasurementLock lock_;
+  std::vector<std::unique_ptr<codegen::Compiler>> compilers_;
+  std::vector<std::thread> workers_;
+
+  std::mutex batch_mutex_;  // one batch at a time
+  std::mutex mutex_;        // guards the fields below
+  std::condition_variable work_ready_;
+  std::condition_variable work_done_;
+  Batch *current_ = nullptr;
+  bool stopping_ = false;
+};
+
+}  // namespace kiln::measure

@@ -1,0 +1,123 @@
+#include "measure/local_runner.h"
+
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <stdexcept>
+
+#include "measure/runner_server.h"
+#include "measure/subprocess.h"
+#include "measure/wire_format.h"
+
+namespace kiln::measure {
+
+std::string default_runtime_library_path() {
+#ifdef KILN_RUNTIME_LIBRARY_PATH
+  return KILN_RUNTIME_LIBRARY_PATH;
+#else
+  return "";
+#endif
+}
+
+LocalRunner::LocalRunner(LocalRunnerOptions options) : options_(std::move(options)), lock_(options_.lock_path) {
+  start_server();
+}
+
+LocalRunner::~LocalRunner() { stop_server(); }
+
+void LocalRunner::start_server() {
+  int sockets[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sockets) != 0) {
+    throw std::runtime_error(std::string("cannot start the runner: socketpair failed: ") + std::strerror(errno));
+  }
+  detail::ServerOptions server_options;
+  server_options.run_timeout_seconds = options_.run_timeout_seconds;
+  server_options.memory_limit_bytes = options_.memory_limit_bytes;
+  server_options.num_threads = options_.num_threads;
+  server_options.reference_cache_bytes = options_.reference_cache_bytes;
+  server_options.runtime_library = options_.runtime_library;
+  pid_t pid = fork();
+  if (pid < 0) {
+    int error = errno;
+    close(sockets[0]);
+    close(sockets[1]);
+    throw std::runtime_error(std::string("cannot start the runner: fork failed: ") + std::strerror(error));
+  }
+  if (pid == 0) {
+    close(sockets[0]);
+    int fd = detail::keep_only_fd(sockets[1]);
+    try {
+      detail::serve(fd, server_options);
+    } catch (...) {
+      _exit(1);
+    }
+    // _exit: the tuner's static destructors and atexit handlers are not ours to run.
+    _exit(0);
+  }
+  close(sockets[1]);
+  server_pid_ = pid;
+  server_socket_ = sockets[0];
+}
+
+void LocalRunner::stop_server() {
+  if (server_pid_ < 0) return;
+  close(server_socket_);  // the server exits when it reads end-of-file
+  server_socket_ = -1;
+  int status;
+  // A server stuck in a candidate run notices only after that run's timeout: don't wait.
+  if (waitpid(server_pid_, &status, WNOHANG) == 0) {
+    kill(server_pid_, SIGKILL);
+    while (waitpid(server_pid_, &status, 0) < 0 && errno == EINTR) {
+    }
+  }
+  server_pid_ = -1;
+}
+
+std::vector<RunResult> LocalRunner::run(const std::vector<RunInput> &batch) {
+  std::vector<RunResult> results;
+  results.reserve(batch.size());
+  for (const RunInput &input : batch) results.push_back(run_one(input));
+  return results;
+}
+
+RunResult LocalRunner::run_one(const RunInput &input) {
+  std::lock_guard<std::mutex> serialize(mutex_);
+  MeasurementLock::Guard alone = lock_.exclusive();
+  return run_locked(input);
+}
+
+RunResult LocalRunner::run_locked(const RunInput &input) {
+  if (server_pid_ < 0) start_server();
+  RunResult failure;
+  failure.error = ErrorKind::runtime_error;
+  if (!detail::write_frame(server_socket_, detail::to_json(input).dump())) {
+    // The server is gone (killed from outside?): start a new one and retry once.
+    stop_server();
+    start_server();
+    if (!detail::write_frame(server_socket_, detail::to_json(input).dump())) {
+      failure.message = "the runner's server process is not accepting requests";
+      return failure;
+    }
+  }
+  // The server enforces the timeouts; this deadline only guards against the server
+  // itself hanging: reference + candidate runs plus slack.
+  auto deadline = detail::Clock::now() + std::chrono::duration_cast<detail::Clock::duration>(
+                                             std::chrono::duration<double>(2 * options_.run_timeout_seconds + 30));
+  std::string reply;
+  detail::ReadStatus status = detail::read_frame(server_socket_, reply, deadline);
+  if (status != detail::ReadStatus::ok) {
+    stop_server();
+    failure.message = status == detail::ReadStatus::timeout
+                          ? "the runner's server process stopped responding and was restarted"
+                          : "the runner's server process died while running " + input.artifact_path +
+                                " and was restarted";
+    return failure;
+  }
+  return detail::run_result_from_json(nlohmann::json::parse(reply));
+}
+
+}  // namespace kiln::measure

@@ -1,0 +1,64 @@
+// Runs candidates on this machine, each in its own throw-away process forked by a
+// long-lived server process (see measure/README.md, "Runner design").
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "measure/measurement_lock.h"
+#include "measure/runner.h"
+
+namespace kiln::measure {
+
+/// Where libkiln_runtime was built, or empty when this build has none.
+std::string default_runtime_library_path();
+
+struct LocalRunnerOptions {
+  /// Per run of the reference and per candidate: loading + checking + timing.
+  double run_timeout_seconds = 10;
+  /// Address space a candidate may allocate beyond what its process maps at start.
+  int64_t memory_limit_bytes = int64_t{4} << 30;
+  /// Threads kernels use (kiln_rt_set_num_threads); 0 keeps the runtime's default.
+  int num_threads = 0;
+  /// Held exclusively while a candidate runs; empty: no coordination with builds.
+  std::filesystem::path lock_path = default_measurement_lock_path();
+  /// Reference outputs kept in the server, oldest evicted first.
+  int64_t reference_cache_bytes = int64_t{1} << 30;
+  /// Loaded into the server when the process does not already provide kiln_rt_*.
+  std::string runtime_library = default_runtime_library_path();
+};
+
+/// Thread-safe: concurrent run() calls are served one at a time (timing runs alone).
+class LocalRunner : public Runner {
+ public:
+  /// Forks the server now. Create the runner early, before the process starts threads
+  /// of its own where possible: a fork copies only the calling thread, and a lock that
+  /// another thread held at that moment stays locked in the server forever.
+  explicit LocalRunner(LocalRunnerOptions options = {});
+  ~LocalRunner() override;
+  LocalRunner(const LocalRunner &) = delete;
+  LocalRunner &operator=(const LocalRunner &) = delete;
+
+  std::vector<RunResult> run(const std::vector<RunInput> &batch) override;
+  RunResult run_one(const RunInput &input);
+
+  const LocalRunnerOptions &options() const { return options_; }
+
+ private:
+  void start_server();
+  void stop_server();
+  RunResult run_locked(const RunInput &input);
+
+  LocalRunnerOptions options_;
+  MeasurementLock lock_;
+  std::mutex mutex_;
+  pid_t server_pid_ = -1;
+  int server_socket_ = -1;
+};
+
+}  // namespace kiln::measure

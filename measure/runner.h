@@ -1,0 +1,58 @@
+// The runner interface: loads built artifacts, checks them against a reference and
+// times them. See measure/README.md for the protocol and the isolation policy.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "measure/error_kind.h"
+#include "measure/timing_options.h"
+
+namespace kiln::measure {
+
+/// When a floating-point output counts as equal to the reference's: the L2 norm of the
+/// difference must be at most rtol * ||reference|| + atol, and NaN/Inf must appear at
+/// the same places with the same value. Integer and bool outputs must match exactly.
+struct Tolerance {
+  double rtol = 1e-4;
+  /// Lets an all-zero reference pass against rounding noise; tiny on purpose.
+  double atol = 1e-6;
+};
+
+struct RunInput {
+  std::string artifact_path;
+  /// The naive build of the same program. Empty: skip the correctness check (timing
+  /// only, e.g. for benchmarks of an already-verified artifact).
+  std::string reference_artifact_path;
+  TimingOptions timing;
+  /// Seeds the random inputs; the reference's outputs are cached per (reference, seed).
+  uint64_t input_seed = 0;
+  Tolerance tolerance;
+};
+
+struct RunResult {
+  /// One entry per repeat: that repeat's mean time per call, in seconds.
+  std::vector<double> repeat_seconds;
+  /// Calls per repeat after growing towards min_repeat_ms.
+  int64_t number = 0;
+  /// Calls spent finding `number` (untimed, not stored).
+  int64_t calibration_calls = 0;
+  /// Wall time of the whole run (loading, checking, timing), for progress reports.
+  double run_seconds = 0;
+  ErrorKind error = ErrorKind::none;
+  std::string message;
+
+  bool ok() const { return error == ErrorKind::none; }
+};
+
+/// Measures batches of candidates. Implementations must turn every failure of a
+/// candidate into a RunResult error and keep going.
+class Runner {
+ public:
+  virtual ~Runner() = default;
+  /// One result per input, in order.
+  virtual std::vector<RunResult> run(const std::vector<RunInput> &batch) = 0;
+};
+
+}  // namespace kiln::measure

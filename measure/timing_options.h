@@ -1,0 +1,24 @@
+// The timing protocol's knobs (measure/README.md, "Timing protocol", explains each step).
+#pragma once
+
+#include <cstdint>
+
+namespace kiln::measure {
+
+struct TimingOptions {
+  /// Calls per repeat to start from; raised until one repeat lasts min_repeat_ms.
+  int64_t number = 1;
+  /// Repeats stored; each gives one mean per-call time. Several short repeats beat one
+  /// long one on this noisy host: the spread shows drift, the min/median discount it.
+  int repeat = 5;
+  /// A repeat shorter than this is dominated by clock and call overhead; `number` grows
+  /// until a repeat lasts this long. 0 disables the growth (and its calibration calls).
+  double min_repeat_ms = 20;
+  /// Upper bound for the grown `number`, so an empty kernel cannot loop for ages.
+  int64_t max_number = 1'000'000;
+  /// Writes a buffer larger than the last-level cache before every timed pass, so each
+  /// repeat starts cold (closer to a kernel inside a model) instead of cache-hot.
+  bool flush_cache = false;
+};
+
+}  // namespace kiln::measure
