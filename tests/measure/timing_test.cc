@@ -1,0 +1,115 @@
+// The timing protocol, observed through a fixture that counts its calls in a file.
+#include <cstdlib>
+#include <fstream>
+
+#include <gtest/gtest.h>
+
+#include "measure/local_runner.h"
+#include "test_util.h"
+
+namespace kiln::measure {
+namespace {
+
+using testing::fixture;
+using testing::TempDir;
+using testing::test_runner_options;
+
+int64_t read_count(const std::filesystem::path &path) {
+  std::ifstream in(path);
+  int64_t count = -1;
+  in >> count;
+  return count;
+}
+
+// The environment is read by the candidate process, forked from the runner's server,
+// which is forked when the runner is created: set it before.
+class CountingFixture : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    counter_ = dir_.path() / "calls";
+    setenv("KILN_TEST_CALL_COUNTER", counter_.c_str(), 1);
+    unsetenv("KILN_TEST_CALL_SLEEP_US");
+  }
+  void TearDown() override {
+    unsetenv("KILN_TEST_CALL_COUNTER");
+    unsetenv("KILN_TEST_CALL_SLEEP_US");
+  }
+  RunInput input() const {
+    RunInput in;
+    in.artifact_path = fixture("counting");
+    in.reference_artifact_path = fixture("reference_add");
+    in.input_seed = 7;
+    return in;
+  }
+  TempDir dir_;
+  std::filesystem::path counter_;
+};
+
+TEST_F(CountingFixture, EveryRepeatIsStoredAndOnlyTimedCallsAreTimed) {
+  LocalRunner runner(test_runner_options(dir_));
+  RunInput in = input();
+  in.timing.number = 3;
+  in.timing.repeat = 4;
+  in.timing.min_repeat_ms = 0;
+  RunResult result = runner.run_one(in);
+  ASSERT_TRUE(result.ok()) << result.message;
+  EXPECT_EQ(result.number, 3);
+  EXPECT_EQ(result.calibration_calls, 0);
+  ASSERT_EQ(result.repeat_seconds.size(), 4u);
+  // One correctness check, one warm-up, then repeat * number timed calls.
+  EXPECT_EQ(read_count(counter_), 2 + 4 * 3);
+  // The check and the warm-up sleep 300 ms each; the timed calls do not. A repeat that
+  // included either would average at least 100 ms per call.
+  for (double t : result.repeat_seconds) {
+    EXPECT_GT(t, 0);
+    EXPECT_LT(t, 0.1) << "a slow untimed call leaked into a timed repeat";
+  }
+}
+
+TEST_F(CountingFixture, NumberGrowsUntilARepeatLastsMinRepeatMs) {
+  setenv("KILN_TEST_CALL_SLEEP_US", "1000", 1);
+  LocalRunner runner(test_runner_options(dir_));
+  RunInput in = input();
+  in.timing.number = 1;
+  in.timing.repeat = 3;
+  in.timing.min_repeat_ms = 20;
+  RunResult result = runner.run_one(in);
+  ASSERT_TRUE(result.ok()) << result.message;
+  // Each call sleeps at least 1 ms, so 20 ms need more than one call, yet no more than
+  // 20 (plus the 10% aim past the target, doubling at most from below).
+  EXPECT_GT(result.number, 1);
+  EXPECT_LE(result.number, 40);
+  EXPECT_GE(result.calibration_calls, 1);
+  ASSERT_EQ(result.repeat_seconds.size(), 3u);
+  EXPECT_EQ(read_count(counter_), 2 + result.calibration_calls + 3 * result.number);
+  for (double t : result.repeat_seconds) EXPECT_GE(t, 0.001);  // the sleep alone
+}
+
+TEST_F(CountingFixture, MaxNumberCapsTheGrowth) {
+  LocalRunner runner(test_runner_options(dir_));
+  RunInput in = input();
+  in.timing.number = 1;
+  in.timing.repeat = 2;
+  in.timing.min_repeat_ms = 60'000;  // unreachable within max_number calls of a 1 us kernel
+  in.timing.max_number = 8;
+  RunResult result = runner.run_one(in);
+  ASSERT_TRUE(result.ok()) << result.message;
+  EXPECT_EQ(result.number, 8);
+  EXPECT_EQ(read_count(counter_), 2 + result.calibration_calls + 2 * 8);
+}
+
+TEST_F(CountingFixture, CacheFlushBetweenRepeatsKeepsTheProtocol) {
+  LocalRunner runner(test_runner_options(dir_));
+  RunInput in = input();
+  in.timing.number = 2;
+  in.timing.repeat = 3;
+  in.timing.min_repeat_ms = 0;
+  in.timing.flush_cache = true;
+  RunResult result = runner.run_one(in);
+  ASSERT_TRUE(result.ok()) << result.message;
+  EXPECT_EQ(result.repeat_seconds.size(), 3u);
+  EXPECT_EQ(read_count(counter_), 2 + 3 * 2);
+}
+
+}  // namespace
+}  // namespace kiln::measure
