@@ -59,8 +59,6 @@ class CodeGen : public ExprFunctor<llvm::Value *>, public StmtFunctor<void> {
     fn_ = impl;
     b_.SetInsertPoint(llvm::BasicBlock::Create(ctx_, "entry", impl));
     visit_stmt(func.body);
-    for (auto it = workspaces_.rbegin(); it != workspaces_.rend(); ++it)
-      b_.CreateCall(runtime_fn("kiln_rt_free_workspace", b_.getVoidTy(), {ptr}), {*it});
     b_.CreateRet(b_.getInt32(0));
 
     // kiln_entry(void **args) unpacks the argument array.
@@ -491,7 +489,9 @@ class CodeGen : public ExprFunctor<llvm::Value *>, public StmtFunctor<void> {
   }
 
   void visit(const BlockNode *op, const Stmt &) override {
-    // Allocations of this block (the root's intermediates).
+    // Allocations of this block: small ones on the stack of the enclosing function (one
+    // per task inside parallel loops), large ones in the workspace until the block ends.
+    std::vector<llvm::Value *> workspaces;
     for (const Buffer &buf : op->alloc_buffers) {
       int64_t bytes = buf->num_elements() * dtype_bytes(buf->dtype);
       if (bytes <= kMaxStackBytes && buf->scope != MemoryScope::kGlobal) {
@@ -500,7 +500,7 @@ class CodeGen : public ExprFunctor<llvm::Value *>, public StmtFunctor<void> {
         llvm::Value *p = b_.CreateCall(runtime_fn("kiln_rt_alloc_workspace", b_.getPtrTy(), {b_.getInt64Ty()}),
                                        {b_.getInt64(static_cast<uint64_t>(bytes))});
         buffers_[buf.get()] = p;
-        workspaces_.push_back(p);
+        workspaces.push_back(p);
       }
     }
     // In a vector loop the bindings are substituted into the body, so each access's
@@ -550,6 +550,8 @@ class CodeGen : public ExprFunctor<llvm::Value *>, public StmtFunctor<void> {
       b_.CreateBr(end_bb);
       b_.SetInsertPoint(end_bb);
     }
+    for (auto it = workspaces.rbegin(); it != workspaces.rend(); ++it)
+      b_.CreateCall(runtime_fn("kiln_rt_free_workspace", b_.getVoidTy(), {b_.getPtrTy()}), {*it});
     if (lanes_ == 1) {
       for (const IterVar &iv : op->iter_vars) {
         vars_.erase(iv.var.get());
@@ -734,7 +736,6 @@ class CodeGen : public ExprFunctor<llvm::Value *>, public StmtFunctor<void> {
   llvm::Function *fn_ = nullptr;
   std::unordered_map<const VarNode *, llvm::Value *> vars_;
   std::unordered_map<const BufferNode *, llvm::Value *> buffers_;
-  std::vector<llvm::Value *> workspaces_;
   std::vector<llvm::Value *> masks_;
   Analyzer analyzer_;
   int lanes_ = 1;
@@ -750,7 +751,7 @@ std::unique_ptr<llvm::Module> lower_to_llvm(const PrimFunc &func, const Target &
   mod->setTargetTriple(tm.getTargetTriple().str());
   mod->setDataLayout(tm.createDataLayout());
   CodeGen cg(ctx, *mod, target);
-  cg.emit_function(decompose_reductions(func));
+  cg.emit_function(lower_for_codegen(func));
   std::string err;
   llvm::raw_string_ostream os(err);
   if (llvm::verifyModule(*mod, &os)) throw CodegenError("generated LLVM IR is invalid (a Kiln bug): " + os.str());

@@ -3,6 +3,7 @@
 #include <unordered_set>
 
 #include "ir/functor.h"
+#include "ir/schedule/analysis.h"
 #include "ir/simplify.h"
 
 namespace kiln::ir {
@@ -114,5 +115,142 @@ PrimFunc decompose_reductions(const PrimFunc &f) {
   g.body = d.mutate(f.body);
   return g;
 }
+
+namespace {
+
+// Rewrites accesses of one buffer to a compacted copy: index d becomes index - min[d].
+class Rebase : public IRMutator {
+ public:
+  Rebase(const Buffer &from, const Buffer &to, const std::vector<Expr> &min) : from_(from), to_(to), min_(min) {}
+
+ protected:
+  std::vector<Expr> shift(const std::vector<Expr> &indices) {
+    std::vector<Expr> out;
+    for (size_t d = 0; d < indices.size(); ++d) out.push_back(make_sub(mutate(indices[d]), min_[d]));
+    return out;
+  }
+  Expr visit(const LoadNode *op, const Expr &self) override {
+    if (op->buffer != from_) return IRMutator::visit(op, self);
+    return make_load(to_, shift(op->indices));
+  }
+  Stmt visit(const StoreNode *op, const Stmt &self) override {
+    if (op->buffer != from_) return IRMutator::visit(op, self);
+    return make_store(to_, shift(op->indices), mutate(op->value));
+  }
+
+ private:
+  Buffer from_, to_;
+  const std::vector<Expr> &min_;
+};
+
+// The deepest loop enclosing every given block; nullptr when only the root does.
+const ForNode *common_loop(const PrimFunc &f, const std::vector<const BlockNode *> &blocks) {
+  std::vector<Stmt> common;
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    std::vector<Stmt> loops = sched::loops_above(f, blocks[i]);
+    if (i == 0) {
+      common = loops;
+      continue;
+    }
+    size_t n = 0;
+    while (n < common.size() && n < loops.size() && common[n].same_as(loops[n])) ++n;
+    common.resize(n);
+  }
+  return common.empty() ? nullptr : common.back().as<ForNode>();
+}
+
+// True when a loop at or above `loop` drives a reduction iterator of a block writing
+// `buffer`: partial results must then outlive one iteration of `loop`.
+bool reduction_spans_loop(const PrimFunc &f, const Buffer &buffer, const std::vector<const BlockNode *> &blocks,
+                          const ForNode *loop) {
+  std::vector<Stmt> outer = sched::path_to(f.body, loop);
+  for (const BlockNode *b : blocks) {
+    if (!sched::writes_buffer(b, buffer.get())) continue;
+    for (size_t k = 0; k < b->iter_vars.size(); ++k) {
+      if (b->iter_vars[k].kind != IterKind::kReduce) continue;
+      for (const Stmt &s : outer)
+        if (const auto *l = s.as<ForNode>(); l && uses_var(b->iter_values[k], l->loop_var.get())) return true;
+    }
+  }
+  return false;
+}
+
+// Compaction gives each iteration of `loop` a fresh buffer, which is only correct when
+// every element read in an iteration was written earlier in that same iteration. We
+// accept the forms compute_at and cache nests produce: writers without predicates whose
+// index in each dimension is region start + one loop below `loop` covering the region,
+// and reads inside the written region.
+bool self_contained(const PrimFunc &f, const Buffer &buffer, const std::vector<const BlockNode *> &blocks,
+                    const ForNode *loop, const sched::Region &region) {
+  Analyzer outer;
+  for (const Stmt &s : sched::path_to(f.body, loop))
+    if (const auto *l = s.as<ForNode>()) outer.bind(l->loop_var, l->extent);
+  for (const BlockNode *b : blocks) {
+    if (!sched::writes_buffer(b, buffer.get())) continue;
+    if (!is_const_int(b->predicate, 1)) return false;
+    std::unordered_map<const VarNode *, int64_t> inner;  // loops below `loop` on b's path
+    bool below = false;
+    for (const Stmt &s : sched::path_to(f.body, b)) {
+      const auto *l = s.as<ForNode>();
+      if (!l) continue;
+      if (below) inner[l->loop_var.get()] = l->extent;
+      if (l == loop) below = true;
+    }
+    VarMap bindings;
+    for (size_t k = 0; k < b->iter_vars.size(); ++k) bindings[b->iter_vars[k].var.get()] = b->iter_values[k];
+    for (const sched::Access &a : sched::block_writes(b)) {
+      if (a.buffer != buffer) continue;
+      std::unordered_set<const VarNode *> used;
+      for (size_t d = 0; d < a.indices.size(); ++d) {
+        Expr offset = outer.simplify(make_sub(substitute(a.indices[d], bindings), region.min[d]));
+        const auto *v = offset.as<VarNode>();
+        if (!v || !inner.count(v) || inner[v] < region.extent[d] || !used.insert(v).second) return false;
+      }
+    }
+  }
+  // Reads stay inside the region, which the writers cover.
+  sched::Region read;
+  try {
+    read = sched::region_under_loop(f, buffer, blocks, loop, /*reads=*/true, /*writes=*/false, "compact_buffers");
+  } catch (const ScheduleError &) {
+    return false;
+  }
+  for (size_t d = 0; d < region.min.size(); ++d) {
+    if (!outer.can_prove(make_cmp(ExprKind::kGE, read.min[d], region.min[d])) ||
+        !outer.can_prove(make_cmp(ExprKind::kLE, make_add(read.min[d], make_int(read.extent[d])),
+                                  make_add(region.min[d], make_int(region.extent[d])))))
+      return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+PrimFunc compact_buffers(const PrimFunc &f) {
+  PrimFunc g = f;
+  for (const Buffer &buf : f.root()->alloc_buffers) {
+    std::vector<const BlockNode *> users;
+    for (const BlockNode *b : sched::all_blocks(g))
+      if (sched::reads_buffer(b, buf.get()) || sched::writes_buffer(b, buf.get())) users.push_back(b);
+    if (users.empty()) continue;
+    const ForNode *loop = common_loop(g, users);
+    if (!loop || reduction_spans_loop(g, buf, users, loop)) continue;
+    sched::Region region;
+    try {
+      region = sched::region_under_loop(g, buf, users, loop, /*reads=*/true, /*writes=*/true, "compact_buffers");
+    } catch (const ScheduleError &) {
+      continue;  // an access we cannot bound: keep the full buffer
+    }
+    if (region.extent == buf->shape || !self_contained(g, buf, users, loop, region)) continue;
+    Buffer compact = make_buffer(buf->name, buf->dtype, region.extent, buf->scope);
+    Rebase rebase(buf, compact, region.min);
+    Stmt alloc = make_block(buf->name + "_alloc", {}, {}, Expr(), Stmt(), rebase.mutate(loop->body), {compact});
+    Stmt new_loop = with_body(loop, alloc);
+    g = sched::remove_root_alloc(sched::with_body(g, sched::replace_stmt(g.body, sched::find_loop(g, loop->loop_var.get()).get(), new_loop)), buf);
+  }
+  return sched::simplify_func(g);
+}
+
+PrimFunc lower_for_codegen(const PrimFunc &f) { return compact_buffers(decompose_reductions(f)); }
 
 }  // namespace kiln::ir

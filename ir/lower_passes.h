@@ -12,4 +12,14 @@ namespace kiln::ir {
 /// the hot loop. Blocks whose loops mix spatial and reduction iterators keep their init.
 PrimFunc decompose_reductions(const PrimFunc &f);
 
+/// Shrinks each intermediate buffer to the region it is accessed in during one iteration
+/// of the innermost loop enclosing all its accesses, and allocates it there (in an
+/// allocation block wrapping the loop body). A packed cache_read of a tile then has
+/// the tile's own dense layout, and per-thread copies when that loop is parallel.
+/// Buffers written by a reduction whose loops reach that far keep their full size.
+PrimFunc compact_buffers(const PrimFunc &f);
+
+/// The passes code generation runs, in order.
+PrimFunc lower_for_codegen(const PrimFunc &f);
+
 }  // namespace kiln::ir

@@ -228,6 +228,74 @@ bool is_param(const PrimFunc &f, const BufferNode *b) {
   return false;
 }
 
+Region region_under_loop(const PrimFunc &f, const Buffer &buffer, const std::vector<const BlockNode *> &blocks,
+                         const ForNode *loop, bool reads, bool writes, const std::string &primitive) {
+  Analyzer outer;
+  for (const Stmt &s : path_to(f.body, loop)) {
+    if (const auto *l = s.as<ForNode>()) outer.bind(l->loop_var, l->extent);
+  }
+  size_t ndim = buffer->shape.size();
+  std::vector<Expr> lo(ndim), hi(ndim);
+  for (const BlockNode *b : blocks) {
+    // Bind every loop above the block; those below `loop` are relaxed.
+    Analyzer analyzer;
+    std::unordered_set<const VarNode *> relaxed;
+    bool below = false;
+    for (const Stmt &s : path_to(f.body, b)) {
+      const auto *l = s.as<ForNode>();
+      if (!l) continue;
+      analyzer.bind(l->loop_var, l->extent);
+      if (below) relaxed.insert(l->loop_var.get());
+      if (l == loop) below = true;
+    }
+    VarMap bindings;
+    for (size_t k = 0; k < b->iter_vars.size(); ++k) bindings[b->iter_vars[k].var.get()] = b->iter_values[k];
+    std::vector<Access> accesses;
+    if (reads) accesses = block_reads(b);
+    if (writes) {
+      std::vector<Access> w = block_writes(b);
+      accesses.insert(accesses.end(), w.begin(), w.end());
+    }
+    for (const Access &a : accesses) {
+      if (a.buffer != buffer) continue;
+      for (size_t d = 0; d < ndim; ++d) {
+        Expr idx = substitute(a.indices[d], bindings);
+        Expr mn, mx;
+        try {
+          mn = analyzer.symbolic_min(idx, relaxed);
+          mx = analyzer.symbolic_max(idx, relaxed);
+        } catch (const IRError &e) {
+          throw ScheduleError(primitive, "cannot bound the region of '" + buffer->name + "' accessed by block '" +
+                                             b->name + "': " + e.what());
+        }
+        lo[d] = lo[d].defined() ? outer.simplify(make_min(lo[d], mn)) : mn;
+        hi[d] = hi[d].defined() ? outer.simplify(make_max(hi[d], mx)) : mx;
+      }
+    }
+  }
+  Region region;
+  for (size_t d = 0; d < ndim; ++d) {
+    if (!lo[d].defined()) throw ScheduleError(primitive, "no access to '" + buffer->name + "' under the loop");
+    Expr extent = outer.simplify(make_add(make_sub(hi[d], lo[d]), make_int(1)));
+    int64_t e = 0;
+    if (!as_const_int(extent, &e)) {
+      Interval r = outer.bounds(extent);
+      if (r.max >= Interval::kInf)
+        throw ScheduleError(primitive, "cannot bound the region " + to_string(lo[d]) + " .. " + to_string(hi[d]) +
+                                           " of '" + buffer->name + "'");
+      e = r.max;
+    }
+    if (e >= buffer->shape[d]) {
+      region.min.push_back(make_int(0));
+      region.extent.push_back(buffer->shape[d]);
+    } else {
+      region.min.push_back(lo[d]);
+      region.extent.push_back(std::max<int64_t>(e, 1));
+    }
+  }
+  return region;
+}
+
 namespace {
 class FuncSimplifier : public IRMutator {
  protected:

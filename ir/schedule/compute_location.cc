@@ -8,11 +8,6 @@
 namespace kiln::ir::sched {
 namespace {
 
-struct Region {
-  std::vector<Expr> min;
-  std::vector<int64_t> extent;
-};
-
 const BlockNode *as_block(const Stmt &s) { return s.as<BlockNode>(); }
 
 // The single buffer a block writes; moving blocks that write several is not supported.
@@ -46,41 +41,6 @@ std::vector<int> trivial_write_dims(const std::string &primitive, const BlockNod
   return iter_of_dim;
 }
 
-// Binds every loop on the path to `node` in the analyzer; returns the loops strictly
-// inside `loop` (the relaxed ones).
-std::unordered_set<const VarNode *> bind_path(const PrimFunc &f, const StmtNode *node, const ForNode *loop,
-                                              Analyzer *analyzer) {
-  std::unordered_set<const VarNode *> inner;
-  bool below = false;
-  for (const Stmt &s : path_to(f.body, node)) {
-    const auto *l = s.as<ForNode>();
-    if (!l) continue;
-    analyzer->bind(l->loop_var, l->extent);
-    if (below) inner.insert(l->loop_var.get());
-    if (l == loop) below = true;
-  }
-  return inner;
-}
-
-// Covers [min_expr, max_expr] with a constant extent, clipped to the buffer dimension.
-void cover(const std::string &primitive, const Analyzer &analyzer, Expr lo, Expr hi, int64_t dim, Expr *min_out,
-           int64_t *extent_out) {
-  Expr extent = analyzer.simplify(make_add(make_sub(hi, lo), make_int(1)));
-  int64_t e = 0;
-  if (!as_const_int(extent, &e)) {
-    Interval r = analyzer.bounds(extent);
-    if (r.max >= Interval::kInf) throw ScheduleError(primitive, "cannot bound the region " + to_string(lo) + " .. " + to_string(hi));
-    e = r.max;
-  }
-  if (e >= dim) {
-    *min_out = make_int(0);
-    *extent_out = dim;
-    return;
-  }
-  *min_out = lo;
-  *extent_out = std::max<int64_t>(e, 1);
-}
-
 // Builds the loop nest that runs `b` over the given region of its spatial iterators
 // (region dims map to iterators through iter_of_dim) and its full reduction domain.
 Stmt regenerate_nest(const BlockNode *b, const std::vector<int> &iter_of_dim, const Region &region,
@@ -95,6 +55,7 @@ Stmt regenerate_nest(const BlockNode *b, const std::vector<int> &iter_of_dim, co
     const IterVar &iv = b->iter_vars[k];
     std::string name = iv.var.name();
     if (name.size() > 1 && name[0] == 'v') name = name.substr(1);
+    if (isdigit(static_cast<unsigned char>(name[0]))) name = "ax" + name;
     loop_vars[k] = Var(name);
     extents[k] = iv.extent;
     values[k] = loop_vars[k];
@@ -185,44 +146,10 @@ PrimFunc compute_at(const PrimFunc &f, const std::string &block, const Var &loop
     throw ScheduleError(P, "no block under " + describe_loop(loop) + " reads '" + out->name + "'");
 
   // The region of `out` the consumers under the loop read, per iteration of the loop.
+  Region region = region_under_loop(f, out, consumers, loop, /*reads=*/true, /*writes=*/false, P);
   Analyzer outer;
   for (const Stmt &s : path_to(f.body, loop)) {
     if (const auto *l = s.as<ForNode>()) outer.bind(l->loop_var, l->extent);
-  }
-  size_t ndim = out->shape.size();
-  std::vector<Expr> lo(ndim), hi(ndim);
-  for (const BlockNode *c : consumers) {
-    Analyzer analyzer;
-    std::unordered_set<const VarNode *> relaxed = bind_path(f, c, loop, &analyzer);
-    VarMap bindings;
-    for (size_t k = 0; k < c->iter_vars.size(); ++k) {
-      bindings[c->iter_vars[k].var.get()] = c->iter_values[k];
-      // Iterators bound to inner loops only are relaxed with them; give them ranges too.
-    }
-    for (const Access &a : block_reads(c)) {
-      if (a.buffer != out) continue;
-      for (size_t d = 0; d < ndim; ++d) {
-        Expr idx = substitute(a.indices[d], bindings);
-        Expr mn, mx;
-        try {
-          mn = analyzer.symbolic_min(idx, relaxed);
-          mx = analyzer.symbolic_max(idx, relaxed);
-        } catch (const IRError &e) {
-          throw ScheduleError(P, std::string("cannot bound the region of '") + out->name + "' read by block '" +
-                                     c->name + "': " + e.what());
-        }
-        lo[d] = lo[d].defined() ? outer.simplify(make_min(lo[d], mn)) : mn;
-        hi[d] = hi[d].defined() ? outer.simplify(make_max(hi[d], mx)) : mx;
-      }
-    }
-  }
-  Region region;
-  for (size_t d = 0; d < ndim; ++d) {
-    Expr mn;
-    int64_t ext;
-    cover(P, outer, lo[d], hi[d], out->shape[d], &mn, &ext);
-    region.min.push_back(mn);
-    region.extent.push_back(ext);
   }
   Stmt nest = regenerate_nest(b, iter_of_dim, region, outer);
   return move_into_loop(f, exclusive_subtree(f, b), loop_stmt, nest, /*at_front=*/true);
@@ -304,41 +231,10 @@ PrimFunc reverse_compute_at(const PrimFunc &f, const std::string &block, const V
                                  std::to_string(produced->shape[d]) + "; the consumer must cover its input exactly");
   }
 
+  Region region = region_under_loop(f, produced, producers, loop, /*reads=*/false, /*writes=*/true, P);
   Analyzer outer;
   for (const Stmt &s : path_to(f.body, loop)) {
     if (const auto *l = s.as<ForNode>()) outer.bind(l->loop_var, l->extent);
-  }
-  size_t ndim = produced->shape.size();
-  std::vector<Expr> lo(ndim), hi(ndim);
-  for (const BlockNode *p : producers) {
-    Analyzer analyzer;
-    std::unordered_set<const VarNode *> relaxed = bind_path(f, p, loop, &analyzer);
-    VarMap bindings;
-    for (size_t k = 0; k < p->iter_vars.size(); ++k) bindings[p->iter_vars[k].var.get()] = p->iter_values[k];
-    for (const Access &a : block_writes(p)) {
-      if (a.buffer != produced) continue;
-      for (size_t d = 0; d < ndim; ++d) {
-        Expr idx = substitute(a.indices[d], bindings);
-        Expr mn, mx;
-        try {
-          mn = analyzer.symbolic_min(idx, relaxed);
-          mx = analyzer.symbolic_max(idx, relaxed);
-        } catch (const IRError &e) {
-          throw ScheduleError(P, std::string("cannot bound the region of '") + produced->name +
-                                     "' written by block '" + p->name + "': " + e.what());
-        }
-        lo[d] = lo[d].defined() ? outer.simplify(make_min(lo[d], mn)) : mn;
-        hi[d] = hi[d].defined() ? outer.simplify(make_max(hi[d], mx)) : mx;
-      }
-    }
-  }
-  Region region;
-  for (size_t d = 0; d < ndim; ++d) {
-    Expr mn;
-    int64_t ext;
-    cover(P, outer, lo[d], hi[d], c->iter_vars[iter_of_dim[d]].extent, &mn, &ext);
-    region.min.push_back(mn);
-    region.extent.push_back(ext);
   }
   Stmt nest = regenerate_nest(c, iter_of_dim, region, outer);
   return move_into_loop(f, exclusive_subtree(f, c), loop_stmt, nest, /*at_front=*/false);

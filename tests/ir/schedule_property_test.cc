@@ -85,11 +85,11 @@ void check_case(const ops::NamedWorkload &w, uint64_t seed) {
   }
 
   // Lowering passes keep the result too.
-  std::vector<HostTensor> lowered = interpret(decompose_reductions(sch.func()), inputs);
+  std::vector<HostTensor> lowered = interpret(lower_for_codegen(sch.func()), inputs);
   for (size_t o = 0; o < got.size(); ++o) {
     bool same = is_float(got[o].dtype()) ? relative_l2_error(lowered[o], got[o]) == 0.0 : exactly_equal(lowered[o], got[o]);
-    ASSERT_TRUE(same) << "decompose_reductions changed output " << o << context.str()
-                                                   << "\nlowered:\n" << to_string(decompose_reductions(sch.func()));
+    ASSERT_TRUE(same) << "lowering changed output " << o << context.str()
+                      << "\nlowered:\n" << to_string(lower_for_codegen(sch.func()));
   }
 
   // Trace JSON round-trip is exact, and replay rebuilds a structurally equal program.
