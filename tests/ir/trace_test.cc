@@ -193,8 +193,11 @@ TEST(Trace, WithDecisionReplacesOneDecisionInACopy) {
   EXPECT_EQ(trace.to_json().dump(), before) << "with_decision modified the original";
   EXPECT_EQ(changed.decisions.at(every.tile_instruction), json::array({4, 2}));
   EXPECT_EQ(changed.decisions.size(), trace.decisions.size());
-  for (const auto &[index, decision] : trace.decisions)
-    if (index != every.tile_instruction) EXPECT_EQ(changed.decisions.at(index), decision);
+  for (const auto &[index, decision] : trace.decisions) {
+    if (index != every.tile_instruction) {
+      EXPECT_EQ(changed.decisions.at(index), decision);
+    }
+  }
   EXPECT_EQ(changed.to_json()["instructions"], trace.to_json()["instructions"]);
 
   Schedule via_trace = Schedule::replay(program(), changed);
