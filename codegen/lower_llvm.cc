@@ -43,6 +43,7 @@ class CodeGen : public ExprFunctor<llvm::Value *>, public StmtFunctor<void> {
       : ctx_(ctx), mod_(mod), b_(ctx), target_(target) {}
 
   void emit_function(const PrimFunc &func) {
+    make_alias_scopes(func);
     llvm::Type *ptr = b_.getPtrTy();
     // The kernel body takes noalias, 64-byte-aligned buffer pointers.
     std::vector<llvm::Type *> param_types(func.params.size(), ptr);
@@ -84,6 +85,43 @@ class CodeGen : public ExprFunctor<llvm::Value *>, public StmtFunctor<void> {
   }
 
  private:
+  // ---- alias information ----------------------------------------------------------------
+  // Distinct buffers never overlap. Every access carries its buffer's scope and "noalias"
+  // with all others, which survives outlining into task functions (where the pointers
+  // come from a closure and LLVM could otherwise assume the worst).
+  void make_alias_scopes(const PrimFunc &func) {
+    std::vector<const BufferNode *> all;
+    for (const Buffer &p : func.params) all.push_back(p.get());
+    for_each_stmt(func.body, [&](const Stmt &s) {
+      if (const auto *b = s.as<BlockNode>())
+        for (const Buffer &a : b->alloc_buffers) all.push_back(a.get());
+    });
+    llvm::MDBuilder md(ctx_);
+    llvm::MDNode *domain = md.createAnonymousAliasScopeDomain("kiln.buffers");
+    std::vector<llvm::Metadata *> scopes;
+    for (const BufferNode *b : all) {
+      llvm::MDNode *scope = md.createAnonymousAliasScope(domain, b->name);
+      scopes.push_back(scope);
+      alias_scope_[b] = llvm::MDNode::get(ctx_, {scope});
+    }
+    for (size_t i = 0; i < all.size(); ++i) {
+      std::vector<llvm::Metadata *> others;
+      for (size_t j = 0; j < all.size(); ++j)
+        if (j != i) others.push_back(scopes[j]);
+      noalias_[all[i]] = llvm::MDNode::get(ctx_, others);
+    }
+  }
+  llvm::Value *tag(llvm::Value *v, const Buffer &buf) {
+    if (auto *inst = llvm::dyn_cast<llvm::Instruction>(v)) {
+      auto it = alias_scope_.find(buf.get());
+      if (it != alias_scope_.end()) {
+        inst->setMetadata(llvm::LLVMContext::MD_alias_scope, it->second);
+        inst->setMetadata(llvm::LLVMContext::MD_noalias, noalias_[buf.get()]);
+      }
+    }
+    return v;
+  }
+
   // ---- types and helpers ----------------------------------------------------------------
   llvm::Type *scalar_type(DType t) {
     switch (t) {
@@ -105,6 +143,12 @@ class CodeGen : public ExprFunctor<llvm::Value *>, public StmtFunctor<void> {
 
   void add_cpu_attrs(llvm::Function *f) {
     f->addFnAttr(llvm::Attribute::NoUnwind);
+    // LLVM's x86 tuning prefers 256-bit vectors on AVX-512 parts and would split our
+    // explicit 512-bit operations; the kernels are written for the full width.
+    if (target_.vector_width_bits >= 512) {
+      f->addFnAttr("prefer-vector-width", "512");
+      f->addFnAttr("min-legal-vector-width", "512");
+    }
   }
 
   llvm::FunctionCallee runtime_fn(const char *name, llvm::Type *ret, std::vector<llvm::Type *> params) {
@@ -408,6 +452,7 @@ class CodeGen : public ExprFunctor<llvm::Value *>, public StmtFunctor<void> {
         } else {
           v = b_.CreateAlignedLoad(elem, element_ptr(op->buffer, gen(flat)), align);
         }
+        tag(v, op->buffer);
         break;
       }
       case Pattern::kContiguous: {
@@ -415,6 +460,7 @@ class CodeGen : public ExprFunctor<llvm::Value *>, public StmtFunctor<void> {
         auto *vt = llvm::FixedVectorType::get(elem, static_cast<unsigned>(lanes_));
         v = mask ? static_cast<llvm::Value *>(b_.CreateMaskedLoad(vt, ptr, align, mask))
                  : static_cast<llvm::Value *>(b_.CreateAlignedLoad(vt, ptr, align));
+        tag(v, op->buffer);
         break;
       }
       case Pattern::kGather: {
@@ -423,7 +469,7 @@ class CodeGen : public ExprFunctor<llvm::Value *>, public StmtFunctor<void> {
         auto *vt = llvm::FixedVectorType::get(elem, static_cast<unsigned>(lanes_));
         llvm::Value *m = mask ? mask : llvm::Constant::getAllOnesValue(
                                            llvm::FixedVectorType::get(b_.getInt1Ty(), static_cast<unsigned>(lanes_)));
-        v = b_.CreateMaskedGather(vt, ptrs, align, m);
+        v = tag(b_.CreateMaskedGather(vt, ptrs, align, m), op->buffer);
         break;
       }
     }
@@ -454,17 +500,17 @@ class CodeGen : public ExprFunctor<llvm::Value *>, public StmtFunctor<void> {
         lanes_ = saved;
         // Every lane writes the same element: the last lane's value wins, as in order.
         if (is_vec(value)) value = b_.CreateExtractElement(value, static_cast<uint64_t>(lanes_ - 1));
-        b_.CreateAlignedStore(value, element_ptr(op->buffer, idx), align);
+        tag(b_.CreateAlignedStore(value, element_ptr(op->buffer, idx), align), op->buffer);
         break;
       }
       case Pattern::kContiguous:
-        b_.CreateAlignedStore(broadcast(value), element_ptr(op->buffer, lane0(flat)), align);
+        tag(b_.CreateAlignedStore(broadcast(value), element_ptr(op->buffer, lane0(flat)), align), op->buffer);
         break;
       case Pattern::kGather: {
         llvm::Value *ptrs = element_ptr(op->buffer, broadcast(gen(flat)));
         llvm::Value *all = llvm::Constant::getAllOnesValue(
             llvm::FixedVectorType::get(b_.getInt1Ty(), static_cast<unsigned>(lanes_)));
-        b_.CreateMaskedScatter(broadcast(value), ptrs, align, all);
+        tag(b_.CreateMaskedScatter(broadcast(value), ptrs, align, all), op->buffer);
         break;
       }
     }
@@ -737,6 +783,7 @@ class CodeGen : public ExprFunctor<llvm::Value *>, public StmtFunctor<void> {
   std::unordered_map<const VarNode *, llvm::Value *> vars_;
   std::unordered_map<const BufferNode *, llvm::Value *> buffers_;
   std::vector<llvm::Value *> masks_;
+  std::unordered_map<const BufferNode *, llvm::MDNode *> alias_scope_, noalias_;
   Analyzer analyzer_;
   int lanes_ = 1;
   const VarNode *vec_var_ = nullptr;

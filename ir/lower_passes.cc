@@ -1,5 +1,6 @@
 #include "ir/lower_passes.h"
 
+#include <algorithm>
 #include <unordered_set>
 
 #include "ir/functor.h"
@@ -175,6 +176,38 @@ bool reduction_spans_loop(const PrimFunc &f, const Buffer &buffer, const std::ve
   return false;
 }
 
+// Collects offset = sum(coef * var) over plain loop variables; false for other forms.
+bool affine_terms(const Expr &e, int64_t scale, std::vector<std::pair<const VarNode *, int64_t>> *terms) {
+  if (const auto *v = e.as<VarNode>()) {
+    terms->emplace_back(v, scale);
+    return true;
+  }
+  if (const auto *a = e.as<AddNode>()) return affine_terms(a->a, scale, terms) && affine_terms(a->b, scale, terms);
+  if (const auto *m = e.as<MulNode>()) {
+    int64_t c;
+    if (as_const_int(m->b, &c)) return affine_terms(m->a, scale * c, terms);
+    if (as_const_int(m->a, &c)) return affine_terms(m->b, scale * c, terms);
+  }
+  return false;
+}
+
+// True when `offset`, as the loops below vary, visits every position of [0, extent):
+// a mixed-radix number whose digits are distinct inner loops (e.g. j1*8 + j2 with
+// j2 < 8, j1 < 2 covers [0, 16)).
+bool dense_cover(const Expr &offset, const std::unordered_map<const VarNode *, int64_t> &inner, int64_t extent,
+                 std::unordered_set<const VarNode *> *used) {
+  std::vector<std::pair<const VarNode *, int64_t>> terms;
+  if (!affine_terms(offset, 1, &terms)) return false;
+  std::sort(terms.begin(), terms.end(), [](const auto &x, const auto &y) { return x.second < y.second; });
+  int64_t radix = 1;
+  for (const auto &[v, coef] : terms) {
+    auto it = inner.find(v);
+    if (it == inner.end() || coef != radix || !used->insert(v).second) return false;
+    radix *= it->second;
+  }
+  return radix >= extent;
+}
+
 // Compaction gives each iteration of `loop` a fresh buffer, which is only correct when
 // every element read in an iteration was written earlier in that same iteration. We
 // accept the forms compute_at and cache nests produce: writers without predicates whose
@@ -203,8 +236,7 @@ bool self_contained(const PrimFunc &f, const Buffer &buffer, const std::vector<c
       std::unordered_set<const VarNode *> used;
       for (size_t d = 0; d < a.indices.size(); ++d) {
         Expr offset = outer.simplify(make_sub(substitute(a.indices[d], bindings), region.min[d]));
-        const auto *v = offset.as<VarNode>();
-        if (!v || !inner.count(v) || inner[v] < region.extent[d] || !used.insert(v).second) return false;
+        if (!dense_cover(offset, inner, region.extent[d], &used)) return false;
       }
     }
   }

@@ -182,11 +182,9 @@ class AccessCollector : public IRVisitor {
     writes.push_back(Access{op->buffer, op->indices});
     IRVisitor::visit(op, self);
   }
-  void visit(const BlockNode *op, const Stmt &self) override {
-    // Only the block's own init and body; iterator bindings are not accesses.
-    if (op->init.defined()) visit_stmt(op->init);
-    visit_stmt(op->body);
-  }
+  // A nested block's accesses belong to that block (collection starts at the block's
+  // own init and body, so every block met here is nested).
+  void visit(const BlockNode *, const Stmt &) override {}
 };
 
 AccessCollector collect(const BlockNode *block) {
