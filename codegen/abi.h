@@ -9,7 +9,8 @@
  *
  *   const char kiln_artifact_info[];
  *       NUL-terminated JSON: {"kiln_abi": 1, "name": ..., "target": ...,
- *       "params": [{"name": ..., "dtype": "float32", "shape": [..]}, ...]}.
+ *       "params": [{"name": ..., "dtype": "float32", "shape": [..],
+ *                   "role": "input" | "output"}, ...]}.
  *
  * Generated code calls only the runtime functions below (and libm); they are resolved
  * when the artifact is loaded into a process linked with libkiln_runtime, so a runner

@@ -78,8 +78,15 @@ class CodeGen : public ExprFunctor<llvm::Value *>, public StmtFunctor<void> {
     // Metadata the loader reads to allocate arguments.
     nlohmann::json info{{"kiln_abi", KILN_ABI_VERSION}, {"name", func.name}, {"target", target_.str()}};
     info["params"] = nlohmann::json::array();
+    std::unordered_set<const BufferNode *> written;
+    for_each_stmt(func.body, [&](const Stmt &s) {
+      if (const auto *st = s.as<StoreNode>()) written.insert(st->buffer.get());
+    });
     for (const Buffer &p : func.params)
-      info["params"].push_back({{"name", p->name}, {"dtype", dtype_name(p->dtype)}, {"shape", p->shape}});
+      info["params"].push_back({{"name", p->name},
+                                {"dtype", dtype_name(p->dtype)},
+                                {"shape", p->shape},
+                                {"role", written.count(p.get()) ? "output" : "input"}});
     llvm::Constant *text = llvm::ConstantDataArray::getString(ctx_, info.dump(), /*AddNull=*/true);
     new llvm::GlobalVariable(mod_, text->getType(), true, llvm::GlobalValue::ExternalLinkage, text, KILN_INFO_SYMBOL);
   }
@@ -598,6 +605,7 @@ class CodeGen : public ExprFunctor<llvm::Value *>, public StmtFunctor<void> {
     }
     for (auto it = workspaces.rbegin(); it != workspaces.rend(); ++it)
       b_.CreateCall(runtime_fn("kiln_rt_free_workspace", b_.getVoidTy(), {b_.getPtrTy()}), {*it});
+    for (const Buffer &buf : op->alloc_buffers) buffers_.erase(buf.get());
     if (lanes_ == 1) {
       for (const IterVar &iv : op->iter_vars) {
         vars_.erase(iv.var.get());
