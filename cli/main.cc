@@ -3,11 +3,13 @@
 
 #include "cli/db_command.h"
 #include "cli/ir_commands.h"
+#include "cli/measure_command.h"
 
 int main(int argc, char **argv) {
   CLI::App app{"Kiln: an auto-tuner for tensor programs"};
   app.require_subcommand(1);
   kiln::cli::add_ir_commands(app);
+  kiln::cli::add_measure_command(app);
   kiln::cli::add_db_commands(app);
   CLI11_PARSE(app, argc, argv);
   return 0;

@@ -1,0 +1,116 @@
+#include "cli/measure_command.h"
+
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <memory>
+
+#include "cli/workload_args.h"
+#include "ir/flops.h"
+#include "ir/schedule/schedule.h"
+#include "measure/local_builder_pool.h"
+#include "measure/local_runner.h"
+
+namespace kiln::cli {
+
+namespace {
+struct MeasureArgs {
+  WorkloadArgs workload;
+  std::string trace_file;
+  std::string target = "llvm -mcpu=native";
+  int repeat = 5;
+  double min_repeat_ms = 20;
+  int threads = 0;
+  bool flush_cache = false;
+  double run_timeout = 10;
+  double build_timeout = 60;
+};
+}  // namespace
+
+void add_measure_command(CLI::App &app) {
+  auto *cmd = app.add_subcommand("measure", "Build a task with a trace, check it against the reference and time it");
+  auto args = std::make_shared<MeasureArgs>();
+  args->workload.add_to(*cmd);
+  cmd->add_option("--trace", args->trace_file, "schedule trace JSON file (omit to measure the unscheduled program)");
+  cmd->add_option("--target", args->target, "target string, e.g. 'llvm -mcpu=native -num-cores=2'")
+      ->capture_default_str();
+  cmd->add_option("--repeat", args->repeat, "timed repeats (each is the mean of `number` calls)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--min-repeat-ms", args->min_repeat_ms, "grow calls per repeat until a repeat lasts this long")
+      ->capture_default_str();
+  cmd->add_option("--threads", args->threads, "threads for parallel loops (0: the runtime's default)")
+      ->capture_default_str();
+  cmd->add_flag("--flush-cache", args->flush_cache, "flush the last-level cache before every repeat");
+  cmd->add_option("--run-timeout", args->run_timeout, "seconds a run may take before it is killed")
+      ->capture_default_str();
+  cmd->add_option("--build-timeout", args->build_timeout, "seconds a build may take")->capture_default_str();
+  cmd->callback([args] {
+    // The runner forks its server first, while this process has no other threads.
+    measure::LocalRunnerOptions ropts;
+    ropts.run_timeout_seconds = args->run_timeout;
+    ropts.num_threads = args->threads;
+    measure::LocalRunner runner(ropts);
+
+    ir::Workload w;
+    te::ComputeDAG dag;
+    Target target;
+    try {
+      w = args->workload.build();
+      dag = w.build_dag();
+      target = Target::parse(args->target);
+    } catch (const std::exception &e) {
+      fail(e.what());
+    }
+    ir::PrimFunc naive = te::lower(dag, w.ops.size() == 1 ? w.ops[0].op : "fused");
+    ir::PrimFunc scheduled = naive;
+    if (!args->trace_file.empty()) {
+      std::ifstream in(args->trace_file);
+      if (!in) fail("cannot read trace file '" + args->trace_file + "'");
+      try {
+        scheduled = ir::Schedule::replay(naive, ir::Trace::from_json(nlohmann::json::parse(in))).func();
+      } catch (const std::exception &e) {
+        fail("trace '" + args->trace_file + "' does not apply to this task: " + e.what());
+      }
+    }
+    std::filesystem::path work =
+        std::filesystem::temp_directory_path() / ("kiln_measure_" + std::to_string(getpid()));
+    measure::LocalBuilderPool pool(1, work, args->build_timeout);
+    std::vector<measure::BuildResult> built = pool.build(
+        {measure::BuildInput{scheduled, target, "candidate"}, measure::BuildInput{naive, target, "reference"}});
+    auto cleanup = [&] { std::filesystem::remove_all(work); };
+    if (!built[0].ok() || !built[1].ok()) {
+      const measure::BuildResult &bad = built[0].ok() ? built[1] : built[0];
+      cleanup();
+      fail(std::string(measure::to_string(bad.error)) + ": " + bad.message);
+    }
+    measure::RunInput in;
+    in.artifact_path = built[0].artifact_path;
+    in.reference_artifact_path = built[1].artifact_path;
+    in.timing.repeat = args->repeat;
+    in.timing.min_repeat_ms = args->min_repeat_ms;
+    in.timing.flush_cache = args->flush_cache;
+    measure::RunResult r = runner.run_one(in);
+    cleanup();
+    std::cout << "task:    " << w.summary() << "  (key " << w.key_hash().substr(0, 16) << ")\n"
+              << "target:  " << target.str() << "\n"
+              << "build:   " << built[0].build_seconds << " s\n";
+    if (!r.ok()) {
+      std::cout << "check:   FAILED (" << measure::to_string(r.error) << ")\n";
+      fail(r.message);
+    }
+    std::vector<double> t = r.repeat_seconds;
+    std::sort(t.begin(), t.end());
+    double flops = ir::estimate_flops(dag);
+    std::cout << "check:   ok (matches the unscheduled program)\n"
+              << "latency: median " << t[t.size() / 2] * 1e3 << " ms, min " << t.front() * 1e3 << " ms over "
+              << t.size() << " repeats of " << r.number << " calls\n"
+              << "speed:   " << flops / t[t.size() / 2] / 1e9 << " GFLOP/s (median)\n";
+  });
+}
+
+}  // namespace kiln::cli
