@@ -262,6 +262,12 @@ class SimplifyPass : public IRMutator {
   Expr canonical(const Expr &e) { return to_expr(linearize(e), e.dtype()); }
 
  protected:
+  // A variable whose range is a single value (an extent-1 loop) is that value.
+  Expr visit(const VarNode *op, const Expr &self) override {
+    auto it = analyzer_.ranges_.find(op);
+    if (it != analyzer_.ranges_.end() && it->second.min == it->second.max) return make_int(it->second.min, op->dtype);
+    return self;
+  }
   Expr visit(const AddNode *op, const Expr &self) override { return arith(ExprKind::kAdd, op->a, op->b); }
   Expr visit(const SubNode *op, const Expr &self) override { return arith(ExprKind::kSub, op->a, op->b); }
   Expr visit(const MulNode *op, const Expr &self) override { return arith(ExprKind::kMul, op->a, op->b); }

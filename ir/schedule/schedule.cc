@@ -163,6 +163,11 @@ void Schedule::annotate(const BlockRV &block, const std::string &key, int64_t va
   record("annotate", json::array({block.name}), json{{"key", key}, {"value", value}}, {});
 }
 
+void Schedule::annotate(const BlockRV &block, const std::string &key, const ExprRV &value) {
+  func_ = sched::annotate_block(func_, block_of("annotate", block), key, this->value(value));
+  record("annotate", json::array({block.name, value.name}), json{{"key", key}}, {});
+}
+
 void Schedule::compute_at(const BlockRV &block, const LoopRV &loop) {
   const std::string &name = block_of("compute_at", block);
   if (!is_root(loop)) func_ = sched::compute_at(func_, name, loop_var("compute_at", loop));
@@ -404,7 +409,9 @@ Schedule Schedule::replay(const PrimFunc &func, const Trace &trace, const std::m
         sch.bind(LoopRV{rv(in.at(0), i)}, at.at("thread").get<std::string>());
       } else if (k == "annotate") {
         std::string target = rv(in.at(0), i);
-        if (target[0] == 'b') {
+        if (in.size() == 2) {
+          sch.annotate(BlockRV{target}, at.at("key").get<std::string>(), ExprRV{rv(in.at(1), i)});
+        } else if (target[0] == 'b') {
           sch.annotate(BlockRV{target}, at.at("key").get<std::string>(), at.at("value").get<int64_t>());
         } else {
           sch.annotate(LoopRV{target}, at.at("key").get<std::string>(), at.at("value").get<int64_t>());

@@ -57,6 +57,9 @@ class Schedule {
   void bind(const LoopRV &loop, const std::string &thread);
   void annotate(const LoopRV &loop, const std::string &key, int64_t value);
   void annotate(const BlockRV &block, const std::string &key, int64_t value);
+  /// The value comes from a sampled integer, so changing its decision changes the
+  /// annotation on replay.
+  void annotate(const BlockRV &block, const std::string &key, const ExprRV &value);
 
   // ---- compute location ---------------------------------------------------------------
   /// A root LoopRV (from sample_compute_location) makes these no-ops.

@@ -1,0 +1,28 @@
+// Facts about blocks that the rules and postprocessors decide on.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "ir/schedule/schedule.h"
+
+namespace kiln::search {
+
+/// nullptr when the block no longer exists (inlined).
+const ir::BlockNode *find_block(const ir::Schedule &sch, const std::string &name);
+bool has_reduction(const ir::BlockNode *b);
+/// Spatial only, one store, no init: a candidate for inlining or for fusing as an epilogue.
+bool is_elementwise(const ir::BlockNode *b);
+/// The iterator kind each loop above the block drives: kSpatial/kReduce, or nullopt
+/// when a loop drives both kinds (or none).
+std::vector<int> loop_kinds(const ir::Schedule &sch, const std::string &block);
+/// Blocks that read what `block` writes.
+std::vector<std::string> consumers_of(const ir::Schedule &sch, const std::string &block);
+/// Product of the extents of the block's spatial iterators.
+int64_t spatial_size(const ir::BlockNode *b);
+
+constexpr int kLoopSpatial = 0;
+constexpr int kLoopReduce = 1;
+constexpr int kLoopMixed = 2;
+
+}  // namespace kiln::search

@@ -1,0 +1,47 @@
+#include "search/space.h"
+
+namespace kiln::search {
+
+std::vector<ir::Trace> generate_sketches(const ir::PrimFunc &func,
+                                         const std::vector<std::unique_ptr<ScheduleRule>> &rules, uint64_t seed) {
+  std::vector<ir::Schedule> states = {ir::Schedule(func, seed)};
+  std::vector<std::string> blocks = states[0].block_names();
+  // Consumers first: a producer's rules see where its consumers went.
+  for (auto it = blocks.rbegin(); it != blocks.rend(); ++it) {
+    for (const auto &rule : rules) {
+      std::vector<ir::Schedule> next;
+      for (const ir::Schedule &s : states) {
+        std::vector<ir::Schedule> out = rule->apply(s, *it);
+        next.insert(next.end(), out.begin(), out.end());
+      }
+      states = std::move(next);
+    }
+  }
+  std::vector<ir::Trace> sketches;
+  for (const ir::Schedule &s : states) sketches.push_back(strip_decisions(s.trace()));
+  return sketches;
+}
+
+ir::Trace strip_decisions(const ir::Trace &trace) {
+  ir::Trace t = trace;
+  t.decisions.clear();
+  return t;
+}
+
+std::optional<Candidate> realize(const ir::PrimFunc &func, const ir::Trace &sketch,
+                                 const std::vector<std::unique_ptr<Postprocessor>> &postprocessors, uint64_t seed) {
+  try {
+    ir::Schedule sch = ir::Schedule::replay(func, sketch, {}, seed);
+    Candidate c;
+    c.sketch = sch.trace();
+    for (const auto &p : postprocessors)
+      if (!p->apply(sch)) return std::nullopt;
+    c.trace = sch.trace();
+    c.func = sch.func();
+    return c;
+  } catch (const ir::ScheduleError &) {
+    return std::nullopt;
+  }
+}
+
+}  // namespace kiln::search

@@ -1,0 +1,164 @@
+// Schedule rules for CPUs, in the order they run on each block:
+//   AutoInline             element-wise producers disappear into their consumers
+//   MultiLevelTiling       "SSRSRS" tiling of blocks with reductions, with a register-
+//                          tile accumulator (cache_write + reverse_compute_at) and the
+//                          element-wise epilogue fused into its write-back
+//   ComputeLocation        other blocks pick where they are computed (sampled)
+//   ParallelVectorizeUnroll annotations the postprocessor turns into loop kinds
+#include <algorithm>
+
+#include "search/block_info.h"
+#include "search/space.h"
+
+namespace kiln::search {
+namespace {
+
+using ir::BlockRV;
+using ir::LoopRV;
+using ir::Schedule;
+using ir::ScheduleError;
+
+class AutoInline : public ScheduleRule {
+ public:
+  std::string name() const override { return "auto_inline"; }
+  std::vector<Schedule> apply(const Schedule &sch, const std::string &block) const override {
+    const ir::BlockNode *b = find_block(sch, block);
+    if (!b || !is_elementwise(b) || consumers_of(sch, block).empty()) return {sch};
+    Schedule s = sch;
+    try {
+      s.compute_inline(s.get_block(block));
+      return {s};
+    } catch (const ScheduleError &) {
+      return {sch};
+    }
+  }
+};
+
+class MultiLevelTiling : public ScheduleRule {
+ public:
+  explicit MultiLevelTiling(const Target &target) : max_innermost_(target.vector_width_bits >= 512 ? 64 : 32) {}
+  std::string name() const override { return "multi_level_tiling"; }
+
+  std::vector<Schedule> apply(const Schedule &sch, const std::string &block) const override {
+    const ir::BlockNode *b = find_block(sch, block);
+    if (!b || !has_reduction(b) || spatial_size(b) < 4) return {sch};
+    std::vector<int> kinds = loop_kinds(sch, block);
+    if (std::count(kinds.begin(), kinds.end(), kLoopMixed)) return {sch};
+    std::vector<Schedule> out;
+    for (bool cache_write : {true, false}) {
+      try {
+        out.push_back(tile(sch, block, kinds, cache_write));
+      } catch (const ScheduleError &) {
+        // This variant does not apply to this block.
+      }
+    }
+    return out.empty() ? std::vector<Schedule>{sch} : out;
+  }
+
+ private:
+  Schedule tile(const Schedule &sch, const std::string &block, const std::vector<int> &kinds, bool cache_write) const {
+    Schedule s = sch;
+    BlockRV b = s.get_block(block);
+    std::vector<LoopRV> loops = s.get_loops(b);
+    std::vector<std::vector<LoopRV>> levels(6);  // S0 S1 R0 S2 R1 S3
+    for (size_t i = 0; i < loops.size(); ++i) {
+      if (kinds[i] == kLoopSpatial) {
+        std::vector<ir::ExprRV> t = s.sample_perfect_tile(loops[i], 4, max_innermost_);
+        std::vector<LoopRV> parts = s.split(loops[i], {t[0], t[1], t[2], t[3]});
+        levels[0].push_back(parts[0]);
+        levels[1].push_back(parts[1]);
+        levels[3].push_back(parts[2]);
+        levels[5].push_back(parts[3]);
+      } else {
+        std::vector<ir::ExprRV> t = s.sample_perfect_tile(loops[i], 2, max_innermost_);
+        std::vector<LoopRV> parts = s.split(loops[i], {t[0], t[1]});
+        levels[2].push_back(parts[0]);
+        levels[4].push_back(parts[1]);
+      }
+    }
+    std::vector<LoopRV> order;
+    for (const auto &level : levels) order.insert(order.end(), level.begin(), level.end());
+    s.reorder(order);
+    if (!cache_write || levels[1].empty()) return s;
+    // The S2 x S3 tile accumulates in a local buffer written back after the reduction,
+    // which compaction shrinks to the tile and LLVM keeps in registers.
+    BlockRV acc = s.cache_write(b, 0, "local");
+    s.reverse_compute_at(acc, levels[1].back());
+    // Element-wise consumers (bias, activation) fuse into the write-back.
+    std::string acc_name = s.block_name(acc);
+    for (bool fused = true; fused;) {
+      fused = false;
+      for (const std::string &c : consumers_of(s, acc_name)) {
+        const ir::BlockNode *cb = find_block(s, c);
+        if (!cb || !is_elementwise(cb)) continue;
+        try {
+          Schedule t = s;
+          t.reverse_compute_inline(t.get_block(c));
+          s = t;
+          fused = true;
+          break;
+        } catch (const ScheduleError &) {
+        }
+      }
+    }
+    return s;
+  }
+
+  int64_t max_innermost_;
+};
+
+// Blocks left standing (reductions without reuse such as softmax's, element-wise
+// outputs) sample where they are computed: at the root or inside a consumer's loops.
+class ComputeLocation : public ScheduleRule {
+ public:
+  std::string name() const override { return "compute_location"; }
+  std::vector<Schedule> apply(const Schedule &sch, const std::string &block) const override {
+    const ir::BlockNode *b = find_block(sch, block);
+    if (!b || consumers_of(sch, block).size() != 1) return {sch};
+    // Tiled blocks (more loops than iterators) already have their place.
+    if (ir::sched::loops_above(sch.func(), b).size() > b->iter_vars.size()) return {sch};
+    Schedule s = sch;
+    try {
+      BlockRV rv = s.get_block(block);
+      LoopRV at = s.sample_compute_location(rv);
+      s.compute_at(rv, at);
+      return {s};
+    } catch (const ScheduleError &) {
+      return {sch};
+    }
+  }
+};
+
+class ParallelVectorizeUnroll : public ScheduleRule {
+ public:
+  explicit ParallelVectorizeUnroll(const Target &target)
+      : cores_(std::max(1, target.num_cores)), vector_lanes_(std::max(4, target.vector_width_bits / 32)) {}
+  std::string name() const override { return "parallel_vectorize_unroll"; }
+  std::vector<Schedule> apply(const Schedule &sch, const std::string &block) const override {
+    if (!find_block(sch, block)) return {sch};
+    Schedule s = sch;
+    BlockRV b = s.get_block(block);
+    ir::ExprRV parallel = s.sample_categorical({cores_, cores_ * 4, cores_ * 16, cores_ * 64}, {0.25, 0.25, 0.25, 0.25});
+    s.annotate(b, "kiln.parallel", parallel);
+    s.annotate(b, "kiln.vectorize", vector_lanes_ * 4);
+    ir::ExprRV unroll = s.sample_categorical({0, 16, 64, 512}, {0.25, 0.25, 0.25, 0.25});
+    s.annotate(b, "kiln.unroll", unroll);
+    return {s};
+  }
+
+ private:
+  int64_t cores_, vector_lanes_;
+};
+
+}  // namespace
+
+std::vector<std::unique_ptr<ScheduleRule>> default_rules(const Target &target) {
+  std::vector<std::unique_ptr<ScheduleRule>> rules;
+  rules.push_back(std::make_unique<AutoInline>());
+  rules.push_back(std::make_unique<MultiLevelTiling>(target));
+  rules.push_back(std::make_unique<ComputeLocation>());
+  rules.push_back(std::make_unique<ParallelVectorizeUnroll>(target));
+  return rules;
+}
+
+}  // namespace kiln::search
