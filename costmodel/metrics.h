@@ -1,0 +1,41 @@
+/// \file
+/// How well scores rank programs, per task and averaged over tasks: pairwise
+/// accuracy, Spearman's rank correlation, and TenSet's top-k score.
+
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+namespace kiln::costmodel {
+
+/// Over all pairs with different labels, the fraction the scores order the same way;
+/// a pair with equal scores counts one half. 0.5 is random order. Returns NaN when
+/// no pair has different labels.
+double pairwise_accuracy(const std::vector<float> &scores, const std::vector<float> &labels);
+
+/// Pearson correlation of the ranks (ties get their average rank). NaN with fewer
+/// than two samples or when scores or labels are all equal.
+double spearman_rho(const std::vector<float> &scores, const std::vector<float> &labels);
+
+/// TenSet's top-k score: the best label (throughput) among the k best-scored programs
+/// divided by the best label overall; 1 means the model's top k contain the fastest.
+/// NaN when the best label is not positive.
+double top_k_score(const std::vector<float> &scores, const std::vector<float> &labels, size_t k);
+
+struct RankingReport {
+  double pairwise_accuracy = 0;
+  double spearman = 0;
+  double top1 = 0;
+  double top5 = 0;
+  size_t tasks = 0;    ///< tasks with at least one sample
+  size_t samples = 0;
+};
+
+/// Every metric computed per task (`tasks[i]` names the task of sample i) and
+/// averaged over the tasks where it is defined (not NaN).
+RankingReport rank_by_task(const std::vector<float> &scores, const std::vector<float> &labels,
+                           const std::vector<std::string> &tasks);
+
+}  // namespace kiln::costmodel

@@ -1,0 +1,231 @@
+/// \file
+/// XGBoost pack-sum model (see xgb_model.h and README.md).
+
+#include "costmodel/xgb_model.h"
+
+#include <xgboost/c_api.h>
+
+#include <cmath>
+#include <fstream>
+#include <limits>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+
+namespace kiln::costmodel {
+
+static void check(int status, const char *what) {
+  if (status != 0) throw std::runtime_error(std::string("xgboost: ") + what + ": " + XGBGetLastError());
+}
+
+namespace {
+
+/// Rows of many programs in one matrix, with the program of every row.
+struct PackedRows {
+  std::vector<float> values;
+  std::vector<size_t> program_of_row;
+  size_t num_rows() const { return program_of_row.size(); }
+};
+
+class DMatrix {
+ public:
+  explicit DMatrix(const PackedRows &rows) {
+    // NaN marks missing values, so that 0 is an ordinary feature value.
+    check(XGDMatrixCreateFromMat(rows.values.data(), rows.num_rows(), feature_names().size(),
+                                 std::numeric_limits<float>::quiet_NaN(), &handle_),
+          "cannot create a matrix");
+  }
+  ~DMatrix() { XGDMatrixFree(handle_); }
+  DMatrix(const DMatrix &) = delete;
+  DMatrix &operator=(const DMatrix &) = delete;
+  DMatrixHandle get() const { return handle_; }
+
+ private:
+  DMatrixHandle handle_ = nullptr;
+};
+
+}  // namespace
+
+struct XGBoostCostModel::Booster {
+  BoosterHandle handle = nullptr;
+  explicit Booster(const XGBoostOptions &o) {
+    check(XGBoosterCreate(nullptr, 0, &handle), "cannot create a booster");
+    auto set = [&](const char *key, const std::string &value) {
+      check(XGBoosterSetParam(handle, key, value.c_str()), key);
+    };
+    set("booster", "gbtree");
+    set("tree_method", "hist");
+    set("max_depth", std::to_string(o.max_depth));
+    set("eta", std::to_string(o.eta));
+    set("gamma", std::to_string(o.gamma));
+    set("min_child_weight", std::to_string(o.min_child_weight));
+    // Rows are summed per program, so each row starts from 0, not from a global mean.
+    set("base_score", "0");
+    // The raw booster interface learns the column count from nothing else.
+    set("num_feature", std::to_string(feature_names().size()));
+    set("seed", std::to_string(o.seed));
+    set("verbosity", "0");
+    if (o.threads > 0) set("nthread", std::to_string(o.threads));
+  }
+  ~Booster() { XGBoosterFree(handle); }
+
+  std::vector<float> predict_rows(const DMatrix &m, bool training) const {
+    bst_ulong len = 0;
+    const float *out = nullptr;
+    // option 1: raw margins (no transformation); every tree.
+    check(XGBoosterPredict(handle, m.get(), 1, 0, training ? 1 : 0, &len, &out), "prediction failed");
+    return std::vector<float>(out, out + len);
+  }
+};
+
+static PackedRows pack(const std::vector<ProgramFeatures> &programs) {
+  PackedRows rows;
+  for (size_t p = 0; p < programs.size(); ++p) {
+    if (!programs[p].ok()) continue;
+    rows.values.insert(rows.values.end(), programs[p].values.begin(), programs[p].values.end());
+    rows.program_of_row.insert(rows.program_of_row.end(), programs[p].num_rows(), p);
+  }
+  return rows;
+}
+
+XGBoostCostModel::XGBoostCostModel(XGBoostOptions options) : options_(options), rng_(options.seed) {}
+XGBoostCostModel::~XGBoostCostModel() = default;
+
+bool XGBoostCostModel::ready() const {
+  return booster_ != nullptr && (pretrained_ || labels_.size() >= options_.min_samples);
+}
+
+void XGBoostCostModel::update(const std::vector<ProgramFeatures> &programs, const std::vector<float> &labels) {
+  if (programs.size() != labels.size()) {
+    throw std::invalid_argument("cost model update: " + std::to_string(programs.size()) + " programs but " +
+                                std::to_string(labels.size()) + " labels");
+  }
+  size_t added = 0;
+  for (size_t i = 0; i < programs.size(); ++i) {
+    if (!programs[i].ok() || programs[i].num_rows() == 0) continue;
+    programs_.push_back(programs[i]);
+    labels_.push_back(labels[i]);
+    ++added;
+  }
+  if (added == 0) return;
+  if (pretrained_) {
+    boost(options_.incremental_rounds, 0);
+    return;
+  }
+  if (labels_.size() < options_.min_samples) return;
+  bool grown = static_cast<double>(labels_.size()) >=
+               static_cast<double>(trained_from_scratch_on_) * (1 + options_.retrain_growth);
+  if (booster_ == nullptr || grown) {
+    train_from_scratch();
+    return;
+  }
+  boost(options_.incremental_rounds, 0);
+}
+
+void XGBoostCostModel::train_from_scratch() {
+  booster_ = std::make_unique<Booster>(options_);
+  rounds_ = 0;
+  trained_from_scratch_on_ = labels_.size();
+  boost(options_.max_rounds, options_.early_stopping_rounds);
+}
+
+/// Boosts with the pack-sum objective: the loss of a program is
+/// w * (sum of its rows' predictions - label)^2 / 2, so every row of the program gets
+/// gradient w * (sum - label) and hessian w. With early stopping, stops after that
+/// many rounds without a lower training loss.
+void XGBoostCostModel::boost(int max_rounds, int early_stopping_rounds) {
+  PackedRows rows = pack(programs_);
+  DMatrix matrix(rows);
+  std::vector<float> grad(rows.num_rows()), hess(rows.num_rows());
+  std::vector<double> sums(programs_.size());
+  double best_loss = std::numeric_limits<double>::infinity();
+  int best_round = 0;
+  for (int round = 0; round < max_rounds; ++round) {
+    std::fill(sums.begin(), sums.end(), 0.0);
+    if (rounds_ > 0) {
+      std::vector<float> preds = booster_->predict_rows(matrix, true);
+      for (size_t r = 0; r < preds.size(); ++r) sums[rows.program_of_row[r]] += preds[r];
+    }
+    double loss = 0;
+    for (size_t p = 0; p < sums.size(); ++p) loss += (sums[p] - labels_[p]) * (sums[p] - labels_[p]);
+    if (early_stopping_rounds > 0) {
+      if (loss < best_loss - 1e-9) {
+        best_loss = loss;
+        best_round = round;
+      } else if (round - best_round >= early_stopping_rounds) {
+        break;
+      }
+    }
+    for (size_t r = 0; r < rows.num_rows(); ++r) {
+      size_t p = rows.program_of_row[r];
+      double w = std::max<double>(labels_[p], options_.min_weight);
+      grad[r] = static_cast<float>(w * (sums[p] - labels_[p]));
+      hess[r] = static_cast<float>(w);
+    }
+    check(XGBoosterBoostOneIter(booster_->handle, matrix.get(), grad.data(), hess.data(), rows.num_rows()),
+          "boosting failed");
+    ++rounds_;
+  }
+}
+
+std::vector<float> XGBoostCostModel::predict(const std::vector<ProgramFeatures> &programs) {
+  constexpr float kFailed = -std::numeric_limits<float>::infinity();
+  std::vector<float> scores(programs.size(), 0.0f);
+  if (!ready()) {
+    std::uniform_real_distribution<float> uniform(0.0f, 1.0f);
+    for (size_t p = 0; p < programs.size(); ++p) scores[p] = programs[p].ok() ? uniform(rng_) : kFailed;
+    return scores;
+  }
+  PackedRows rows = pack(programs);
+  if (rows.num_rows() > 0) {
+    DMatrix matrix(rows);
+    std::vector<float> preds = booster_->predict_rows(matrix, false);
+    for (size_t r = 0; r < preds.size(); ++r) scores[rows.program_of_row[r]] += preds[r];
+  }
+  for (size_t p = 0; p < programs.size(); ++p) {
+    if (!programs[p].ok()) scores[p] = kFailed;
+  }
+  return scores;
+}
+
+static constexpr const char *kFeatureCountAttr = "kiln_feature_count";
+static constexpr const char *kRoundsAttr = "kiln_rounds";
+
+void XGBoostCostModel::save(const std::filesystem::path &path) const {
+  if (booster_ == nullptr) throw std::runtime_error("cannot save a cost model that has not been trained");
+  check(XGBoosterSetAttr(booster_->handle, kFeatureCountAttr, std::to_string(feature_names().size()).c_str()),
+        "cannot set an attribute");
+  check(XGBoosterSetAttr(booster_->handle, kRoundsAttr, std::to_string(rounds_).c_str()), "cannot set an attribute");
+  bst_ulong len = 0;
+  const char *data = nullptr;
+  check(XGBoosterSaveModelToBuffer(booster_->handle, R"({"format": "json"})", &len, &data), "cannot save the model");
+  std::ofstream out(path, std::ios::binary);
+  out.write(data, static_cast<std::streamsize>(len));
+  if (!out) throw std::runtime_error("cannot write cost model file '" + path.string() + "'");
+}
+
+void XGBoostCostModel::load(const std::filesystem::path &path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error("cannot read cost model file '" + path.string() + "'");
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  std::string bytes = buffer.str();
+  auto booster = std::make_unique<Booster>(options_);
+  check(XGBoosterLoadModelFromBuffer(booster->handle, bytes.data(), bytes.size()),
+        ("cannot load cost model file '" + path.string() + "'").c_str());
+  const char *value = nullptr;
+  int found = 0;
+  check(XGBoosterGetAttr(booster->handle, kFeatureCountAttr, &value, &found), "cannot read an attribute");
+  std::string expected = std::to_string(feature_names().size());
+  if (!found || expected != value) {
+    throw std::runtime_error("cost model file '" + path.string() + "' was trained on " +
+                             (found ? std::string(value) : std::string("an unknown number of")) +
+                             " features per row, but this build extracts " + expected);
+  }
+  check(XGBoosterGetAttr(booster->handle, kRoundsAttr, &value, &found), "cannot read an attribute");
+  rounds_ = found ? std::stoi(value) : 1;
+  booster_ = std::move(booster);
+  pretrained_ = true;
+}
+
+}  // namespace kiln::costmodel

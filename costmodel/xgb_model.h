@@ -1,0 +1,80 @@
+/// \file
+/// The learned cost model: gradient-boosted trees (XGBoost, through its C API) that
+/// predict a score per store row; a program's score is the sum over its rows
+/// ("pack-sum", as in Ansor). Training, retraining policy and loss are described in
+/// costmodel/README.md.
+
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "costmodel/cost_model.h"
+
+namespace kiln::costmodel {
+
+struct XGBoostOptions {
+  // Tree parameters: Ansor's, which TenSet and MetaSchedule kept.
+  int max_depth = 10;
+  double eta = 0.2;
+  double gamma = 0.001;
+  double min_child_weight = 0;
+  /// Boosting rounds of a training from scratch, and how many rounds without a
+  /// better training loss end it early.
+  int max_rounds = 300;
+  int early_stopping_rounds = 50;
+  /// Rounds added to the current trees when new data arrives between full trainings.
+  int incremental_rounds = 10;
+  /// Train from scratch again once the data has grown by this fraction since the
+  /// last training from scratch (MetaSchedule's adaptive training).
+  double retrain_growth = 0.2;
+  /// ready() stays false until this many programs have been seen.
+  size_t min_samples = 64;
+  /// Weight of a program in the loss is max(label, min_weight): fast programs
+  /// dominate (what search needs to rank right), slow ones are still pulled down.
+  double min_weight = 0.05;
+  int threads = 0;  ///< XGBoost threads; 0: its default
+  uint64_t seed = 43;
+};
+
+class XGBoostCostModel final : public CostModel {
+ public:
+  explicit XGBoostCostModel(XGBoostOptions options = {});
+  ~XGBoostCostModel() override;
+  XGBoostCostModel(const XGBoostCostModel &) = delete;
+  XGBoostCostModel &operator=(const XGBoostCostModel &) = delete;
+
+  void update(const std::vector<ProgramFeatures> &programs, const std::vector<float> &labels) override;
+  std::vector<float> predict(const std::vector<ProgramFeatures> &programs) override;
+  bool ready() const override;
+
+  /// Writes the trees (XGBoost JSON) with the feature count they expect. The training
+  /// data is not saved: a loaded model is pre-trained and keeps boosting on new data.
+  void save(const std::filesystem::path &path) const;
+  /// Replaces this model by a saved one; throws std::runtime_error when the file is
+  /// unreadable or was written for another feature layout.
+  void load(const std::filesystem::path &path);
+
+  size_t num_samples() const { return labels_.size(); }
+  /// Boosting rounds (trees) in the current model.
+  int num_rounds() const { return rounds_; }
+
+ private:
+  struct Booster;
+  void train_from_scratch();
+  void boost(int max_rounds, int early_stopping_rounds);
+
+  XGBoostOptions options_;
+  std::vector<ProgramFeatures> programs_;  ///< training programs, each with at least one row
+  std::vector<float> labels_;
+  std::unique_ptr<Booster> booster_;
+  size_t trained_from_scratch_on_ = 0;
+  bool pretrained_ = false;
+  int rounds_ = 0;
+  std::mt19937_64 rng_;
+};
+
+}  // namespace kiln::costmodel
