@@ -11,6 +11,7 @@
 #include <random>
 #include <unistd.h>
 
+#include "costmodel/evaluation.h"
 #include "costmodel/metrics.h"
 #include "tests/costmodel/gemm_schedules.h"
 
@@ -156,6 +157,26 @@ TEST(XGBoostCostModel, SaveLoadRoundTripGivesIdenticalPredictions) {
 TEST(XGBoostCostModel, LoadRejectsMissingFile) {
   XGBoostCostModel model;
   EXPECT_THROW(model.load("/nonexistent/kiln-model.json"), std::runtime_error);
+}
+
+TEST(Evaluation, HoldoutBeatsRandomOnBothSplits) {
+  const Dataset &d = gemm_dataset();
+  LabeledPrograms data{d.features, d.labels, d.tasks};
+  HoldoutOptions options;
+  options.seed = 3;
+  HoldoutResult by_record = evaluate_holdout(data, options);
+  EXPECT_EQ(by_record.train_samples + by_record.test_samples, d.labels.size());
+  EXPECT_EQ(by_record.model.tasks, 3u);
+  EXPECT_GT(by_record.model.pairwise_accuracy, by_record.random.pairwise_accuracy);
+
+  options.split = SplitBy::kTask;
+  options.test_fraction = 0.4;
+  HoldoutResult by_task = evaluate_holdout(data, options);
+  EXPECT_GE(by_task.model.tasks, 1u);
+  EXPECT_LT(by_task.model.tasks, 3u);
+
+  options.test_fraction = 0;
+  EXPECT_THROW(evaluate_holdout(data, options), std::invalid_argument);
 }
 
 TEST(RandomCostModel, IsReadyAndDeterministicPerSeed) {

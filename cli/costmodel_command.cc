@@ -1,0 +1,163 @@
+#include "cli/costmodel_command.h"
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <thread>
+
+#include "cli/workload_args.h"
+#include "costmodel/cost_model.h"
+#include "costmodel/evaluation.h"
+#include "database/database.h"
+#include "database/jsonl.h"
+#include "ir/schedule/schedule.h"
+#include "ir/target.h"
+#include "ir/te.h"
+#include "ir/workload.h"
+
+namespace kiln::cli {
+
+namespace {
+
+struct EvalArgs {
+  std::string db;
+  std::string target;
+  double test_fraction = 0.2;
+  uint64_t seed = 0;
+  std::string split = "record";
+};
+
+struct Loaded {
+  std::vector<ir::PrimFunc> programs;
+  std::vector<double> latencies;
+  std::vector<std::string> tasks;
+  size_t records_for_target = 0;
+  size_t errors = 0;          ///< error records (no latency): not rankable
+  size_t unreplayable = 0;    ///< traces that no longer apply to their workload
+  std::string first_replay_error;
+};
+
+// Every successful record of the target, rebuilt into its scheduled program. The
+// database has no per-target listing, so the records come through the JSONL export.
+Loaded load_programs(db::Database &database, const std::string &target) {
+  std::stringstream jsonl;
+  database.export_jsonl(jsonl);
+  Loaded out;
+  std::map<std::string, ir::PrimFunc> unscheduled;  // per workload hash
+  std::string line;
+  while (std::getline(jsonl, line)) {
+    if (line.empty()) continue;
+    db::Record r = db::record_from_jsonl(line);
+    if (r.target != target) continue;
+    ++out.records_for_target;
+    if (!r.ok()) {
+      ++out.errors;
+      continue;
+    }
+    try {
+      auto it = unscheduled.find(r.workload.key_hash);
+      if (it == unscheduled.end()) {
+        ir::Workload w = ir::Workload::from_json(nlohmann::json::parse(r.workload.canonical_json));
+        ir::PrimFunc f = te::lower(w.build_dag(), w.ops.size() == 1 ? w.ops[0].op : "fused");
+        it = unscheduled.emplace(r.workload.key_hash, std::move(f)).first;
+      }
+      ir::Trace trace = ir::Trace::from_json(nlohmann::json::parse(r.trace_json));
+      out.programs.push_back(ir::Schedule::replay(it->second, trace).func());
+    } catch (const std::exception &e) {
+      if (out.unreplayable++ == 0) out.first_replay_error = e.what();
+      continue;
+    }
+    out.latencies.push_back(r.mean_latency());
+    out.tasks.push_back(r.workload.key_hash);
+  }
+  return out;
+}
+
+void print_report(const char *name, const costmodel::RankingReport &r) {
+  std::printf("%-8s pairwise accuracy %.3f   spearman %.3f   top-1 %.3f   top-5 %.3f\n", name, r.pairwise_accuracy,
+              r.spearman, r.top1, r.top5);
+}
+
+void run_eval(const EvalArgs &args) {
+  std::string target;
+  try {
+    target = Target::parse(args.target).str();
+  } catch (const std::exception &e) {
+    fail(std::string("bad --target: ") + e.what());
+  }
+  if (!std::filesystem::exists(args.db)) fail("database '" + args.db + "' does not exist");
+  if (!(args.test_fraction > 0 && args.test_fraction < 1)) fail("--test-fraction must be between 0 and 1");
+  costmodel::HoldoutOptions options;
+  options.test_fraction = args.test_fraction;
+  options.seed = args.seed;
+  options.split = args.split == "task" ? costmodel::SplitBy::kTask : costmodel::SplitBy::kRecord;
+
+  Loaded loaded;
+  try {
+    auto database = db::Database::open(args.db, db::OpenMode::read_only);
+    loaded = load_programs(database, target);
+  } catch (const std::exception &e) {
+    fail("cannot read database '" + args.db + "': " + e.what());
+  }
+  if (loaded.records_for_target == 0) fail("database '" + args.db + "' has no records for target '" + target + "'");
+  if (loaded.unreplayable > 0) {
+    std::fprintf(stderr, "kiln: warning: %zu traces did not replay and were skipped; the first: %s\n",
+                 loaded.unreplayable, loaded.first_replay_error.c_str());
+  }
+  if (loaded.programs.size() < 2) {
+    fail("database '" + args.db + "' has " + std::to_string(loaded.programs.size()) +
+         " usable successful records for target '" + target + "'; evaluation needs at least 2");
+  }
+
+  costmodel::LabeledPrograms data;
+  data.features = costmodel::extract_features_batch(loaded.programs, 0);
+  data.labels = costmodel::normalized_throughputs(loaded.latencies, loaded.tasks);
+  data.tasks = loaded.tasks;
+  size_t failed = 0;
+  for (const auto &f : data.features) failed += f.ok() ? 0 : 1;
+
+  costmodel::HoldoutResult result;
+  try {
+    result = costmodel::evaluate_holdout(data, options);
+  } catch (const std::exception &e) {
+    fail(e.what());
+  }
+  std::map<std::string, int> task_count;
+  for (const std::string &t : data.tasks) task_count[t]++;
+  std::printf("target   %s\n", target.c_str());
+  std::printf("records  %zu for the target: %zu programs in %zu tasks, %zu error records, %zu traces not replayable, "
+              "%zu programs without features\n",
+              loaded.records_for_target, data.labels.size(), task_count.size(), loaded.errors, loaded.unreplayable,
+              failed);
+  std::printf("split    by %s, seed %llu: %zu train, %zu test (%zu test tasks)\n", args.split.c_str(),
+              static_cast<unsigned long long>(args.seed), result.train_samples, result.test_samples,
+              result.model.tasks);
+  print_report("xgboost", result.model);
+  print_report("random", result.random);
+}
+
+}  // namespace
+
+void add_costmodel_command(CLI::App &app) {
+  auto *cmd = app.add_subcommand("costmodel", "Evaluate the learned cost model");
+  cmd->require_subcommand(1);
+  auto *eval = cmd->add_subcommand(
+      "eval", "Train the cost model on part of a database's records and report how well it ranks the rest");
+  auto args = std::make_shared<EvalArgs>();
+  eval->add_option("--db", args->db, "tuning database (SQLite file)")->required();
+  eval->add_option("--target", args->target, "target whose records to use, e.g. 'llvm -mcpu=native -num-cores=2'")
+      ->required();
+  eval->add_option("--test-fraction", args->test_fraction, "share of records (or tasks) held out for testing")
+      ->capture_default_str();
+  eval->add_option("--seed", args->seed, "seed of the split")->capture_default_str();
+  eval->add_option("--split", args->split,
+                   "record: hold out random records (tasks seen in training); task: hold out whole tasks")
+      ->check(CLI::IsMember({"record", "task"}))
+      ->capture_default_str();
+  eval->callback([args] { run_eval(*args); });
+}
+
+}  // namespace kiln::cli
