@@ -1,6 +1,7 @@
 // The `kiln` command: parses flags and calls library code.
 #include <CLI/CLI.hpp>
 
+#include "cli/costmodel_command.h"
 #include "cli/db_command.h"
 #include "cli/ir_commands.h"
 #include "cli/measure_command.h"
@@ -11,6 +12,7 @@ int main(int argc, char **argv) {
   kiln::cli::add_ir_commands(app);
   kiln::cli::add_measure_command(app);
   kiln::cli::add_db_commands(app);
+  kiln::cli::add_costmodel_command(app);
   CLI11_PARSE(app, argc, argv);
   return 0;
 }

@@ -265,7 +265,8 @@ class SimplifyPass : public IRMutator {
   // A variable whose range is a single value (an extent-1 loop) is that value.
   Expr visit(const VarNode *op, const Expr &self) override {
     auto it = analyzer_.ranges_.find(op);
-    if (it != analyzer_.ranges_.end() && it->second.min == it->second.max) return make_int(it->second.min, op->dtype);
+    if (it != analyzer_.ranges_.end() && it->second.min == it->second.max && !analyzer_.opaque_.count(op))
+      return make_int(it->second.min, op->dtype);
     return self;
   }
   Expr visit(const AddNode *op, const Expr &self) override { return arith(ExprKind::kAdd, op->a, op->b); }

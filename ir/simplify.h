@@ -27,10 +27,18 @@ struct Interval {
 
 class Analyzer {
  public:
-  /// Declares v in [0, extent).
-  void bind(const Var &v, int64_t extent) { ranges_[v.get()] = Interval{0, extent - 1}; }
+  /// Declares v in [0, extent). A loop variable with extent 1 simplifies to 0; block
+  /// iterators are bound with `fold_single_value` false, because a block's accesses
+  /// must keep naming its iterators for the schedule primitives to recognize them.
+  void bind(const Var &v, int64_t extent, bool fold_single_value = true) {
+    ranges_[v.get()] = Interval{0, extent - 1};
+    if (!fold_single_value) opaque_.insert(v.get());
+  }
   void bind(const Var &v, Interval range) { ranges_[v.get()] = range; }
-  void unbind(const Var &v) { ranges_.erase(v.get()); }
+  void unbind(const Var &v) {
+    ranges_.erase(v.get());
+    opaque_.erase(v.get());
+  }
 
   Expr simplify(const Expr &e) const;
   Interval bounds(const Expr &e) const;
@@ -44,6 +52,7 @@ class Analyzer {
 
  private:
   std::unordered_map<const VarNode *, Interval> ranges_;
+  std::unordered_set<const VarNode *> opaque_;
   friend class SimplifyPass;
 };
 

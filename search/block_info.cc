@@ -32,7 +32,8 @@ std::vector<int> loop_kinds(const Schedule &sch, const std::string &block) {
       if (!uses_var(b->iter_values[k], l->loop_var.get())) continue;
       (b->iter_vars[k].kind == IterKind::kReduce ? reduce : spatial) = true;
     }
-    kinds.push_back(spatial && reduce ? kLoopMixed : reduce ? kLoopReduce : spatial ? kLoopSpatial : kLoopMixed);
+    // A loop that drives nothing (extent 1, folded away) is as harmless as a spatial one.
+    kinds.push_back(spatial && reduce ? kLoopMixed : reduce ? kLoopReduce : kLoopSpatial);
   }
   return kinds;
 }

@@ -13,8 +13,8 @@ const ir::BlockNode *find_block(const ir::Schedule &sch, const std::string &name
 bool has_reduction(const ir::BlockNode *b);
 /// Spatial only, one store, no init: a candidate for inlining or for fusing as an epilogue.
 bool is_elementwise(const ir::BlockNode *b);
-/// The iterator kind each loop above the block drives: kSpatial/kReduce, or nullopt
-/// when a loop drives both kinds (or none).
+/// The iterator kind each loop above the block drives: kLoopSpatial (also for a loop
+/// that drives nothing), kLoopReduce, or kLoopMixed when it drives both.
 std::vector<int> loop_kinds(const ir::Schedule &sch, const std::string &block);
 /// Blocks that read what `block` writes.
 std::vector<std::string> consumers_of(const ir::Schedule &sch, const std::string &block);

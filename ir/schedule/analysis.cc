@@ -311,7 +311,7 @@ class FuncSimplifier : public IRMutator {
       changed = changed || !values.back().same_as(v);
     }
     Expr pred = analyzer_.simplify(op->predicate);
-    for (const IterVar &iv : op->iter_vars) analyzer_.bind(iv.var, iv.extent);
+    for (const IterVar &iv : op->iter_vars) analyzer_.bind(iv.var, iv.extent, /*fold_single_value=*/false);
     Stmt init = mutate(op->init), body = mutate(op->body);
     for (const IterVar &iv : op->iter_vars) analyzer_.unbind(iv.var);
     if (!changed && pred.same_as(op->predicate) && init.same_as(op->init) && body.same_as(op->body)) return self;
