@@ -1,0 +1,126 @@
+#include "cli/tune_command.h"
+
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <memory>
+
+#include "cli/workload_args.h"
+#include "costmodel/xgb_model.h"
+#include "measure/local_builder_pool.h"
+#include "measure/local_runner.h"
+#include "scheduler/task_tuner.h"
+
+namespace kiln::cli {
+
+namespace {
+struct TuneArgs {
+  WorkloadArgs workload;
+  std::string target = "llvm -mcpu=native";
+  std::string db = "kiln.db";
+  int64_t trials = 1000;
+  int batch = 32;
+  double time_limit = 0;
+  uint64_t seed = 0;
+  int builders = 2;
+  std::string cost_model = "xgb";
+  int population = 128;
+  int generations = 3;
+  double eps = 0.05;
+  int repeat = 3;
+  double min_repeat_ms = 10;
+  bool quiet = false;
+};
+}  // namespace
+
+void add_tune_command(CLI::App &app) {
+  auto *cmd = app.add_subcommand("tune-op", "Tune one operator (or a workload file) and store the results");
+  auto a = std::make_shared<TuneArgs>();
+  a->workload.add_to(*cmd);
+  cmd->add_option("--target", a->target, "target string")->capture_default_str();
+  cmd->add_option("--db", a->db, "SQLite tuning database (created if missing; a rerun resumes)")->capture_default_str();
+  cmd->add_option("--trials", a->trials, "candidates to measure in this run")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--batch", a->batch, "candidates built and measured per round")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--time", a->time_limit, "stop after this many seconds (0: no limit)")->capture_default_str();
+  cmd->add_option("--seed", a->seed, "makes the search deterministic apart from timings")->capture_default_str();
+  cmd->add_option("--builders", a->builders, "parallel build workers")->capture_default_str();
+  cmd->add_option("--cost-model", a->cost_model, "xgb (learned) or random (ablation)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"xgb", "random"}));
+  cmd->add_option("--population", a->population, "evolutionary search population")->capture_default_str();
+  cmd->add_option("--generations", a->generations, "mutation rounds per batch")->capture_default_str();
+  cmd->add_option("--eps", a->eps, "share of each batch picked at random")->capture_default_str();
+  cmd->add_option("--repeat", a->repeat, "timed repeats per candidate")->capture_default_str();
+  cmd->add_option("--min-repeat-ms", a->min_repeat_ms, "minimum duration of one repeat")->capture_default_str();
+  cmd->add_flag("-q,--quiet", a->quiet, "no progress line");
+  cmd->callback([a] {
+    // The runner forks its server before any thread exists.
+    measure::LocalRunner runner;
+    ir::Workload w;
+    Target target;
+    try {
+      w = a->workload.build();
+      target = Target::parse(a->target);
+    } catch (const std::exception &e) {
+      fail(e.what());
+    }
+    std::optional<db::Database> database;
+    try {
+      database.emplace(db::Database::open(a->db, db::OpenMode::create));
+    } catch (const std::exception &e) {
+      fail(e.what());
+    }
+    std::filesystem::path work = std::filesystem::temp_directory_path() / ("kiln_tune_" + std::to_string(getpid()));
+    measure::LocalBuilderPool pool(a->builders, work, 60.0);
+    std::unique_ptr<costmodel::CostModel> model;
+    if (a->cost_model == "random") {
+      model = std::make_unique<costmodel::RandomCostModel>(a->seed);
+    } else {
+      model = std::make_unique<costmodel::XGBoostCostModel>();
+    }
+    scheduler::TuneOptions opts;
+    opts.trials = a->trials;
+    opts.batch = a->batch;
+    opts.time_limit_seconds = a->time_limit;
+    opts.seed = a->seed;
+    opts.evolution.population = a->population;
+    opts.evolution.generations = a->generations;
+    opts.evolution.eps_greedy = a->eps;
+    opts.timing.repeat = a->repeat;
+    opts.timing.min_repeat_ms = a->min_repeat_ms;
+    scheduler::TaskTuner tuner(w, target, opts, &*database, pool, runner, *model);
+    std::cerr << "tuning " << w.summary() << " on " << target.str() << " (key " << w.key_hash().substr(0, 16)
+              << ", database " << a->db << ")\n";
+    scheduler::TuneResult r;
+    try {
+      r = tuner.run([&](const scheduler::Progress &p) {
+        if (a->quiet) return;
+        std::fprintf(stderr, "\r[round %3lld] trials %5lld/%lld  errors %4lld  best %9.4f ms  %8.2f GFLOP/s  %6.0f s",
+                     (long long)p.round, (long long)p.trials, (long long)a->trials, (long long)p.errors,
+                     p.best_seconds * 1e3, p.best_gflops, p.elapsed_seconds);
+        std::fflush(stderr);
+      });
+    } catch (const std::exception &e) {
+      std::filesystem::remove_all(work);
+      fail(e.what());
+    }
+    std::filesystem::remove_all(work);
+    const scheduler::Progress &p = r.progress;
+    if (!a->quiet) std::cerr << "\n";
+    std::cout << "measured " << p.trials << " candidates (" << p.errors << " errors) in " << p.elapsed_seconds
+              << " s\n";
+    if (p.best_seconds > 0) {
+      std::cout << "best: " << p.best_seconds * 1e3 << " ms, " << p.best_gflops << " GFLOP/s\n";
+    } else {
+      std::cout << "no valid candidate yet\n";
+    }
+    std::cout << "time: search " << p.time.search << " s, features " << p.time.features << " s, training "
+              << p.time.training << " s, build " << p.time.build << " s, run " << p.time.run << " s, database "
+              << p.time.database << " s\n";
+  });
+}
+
+}  // namespace kiln::cli

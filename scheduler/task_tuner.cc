@@ -1,0 +1,208 @@
+#include "scheduler/task_tuner.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "ir/flops.h"
+#include "ir/te.h"
+
+namespace kiln::scheduler {
+
+namespace {
+double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+
+double mean(const std::vector<double> &v) {
+  double s = 0;
+  for (double x : v) s += x;
+  return v.empty() ? 0 : s / static_cast<double>(v.size());
+}
+
+db::ErrorKind to_db_error(measure::ErrorKind k) {
+  auto parsed = db::error_kind_from_string(measure::to_string(k));
+  return parsed ? *parsed : db::ErrorKind::runtime_error;
+}
+}  // namespace
+
+ir::Trace sketch_of(const ir::Trace &full, size_t n) {
+  ir::Trace t;
+  n = std::min(n, full.instructions.size());
+  t.instructions.assign(full.instructions.begin(), full.instructions.begin() + static_cast<long>(n));
+  for (const auto &[i, d] : full.decisions)
+    if (i < n) t.decisions[i] = d;
+  return t;
+}
+
+// Normalized throughput against the best latency known so far (errors: 0).
+std::vector<float> TaskTuner::labels_against_best(const std::vector<double> &latencies) const {
+  std::vector<float> labels;
+  for (double l : latencies)
+    labels.push_back(l > 0 && progress_.best_seconds > 0 ? static_cast<float>(progress_.best_seconds / l) : 0.0f);
+  return labels;
+}
+
+TaskTuner::TaskTuner(ir::Workload workload, Target target, TuneOptions options, db::Database *database,
+                     measure::Builder &builder, measure::Runner &runner, costmodel::CostModel &model)
+    : workload_(std::move(workload)),
+      target_(std::move(target)),
+      options_(options),
+      db_(database),
+      builder_(builder),
+      runner_(runner),
+      model_(model) {
+  te::ComputeDAG dag = workload_.build_dag();
+  func_ = te::lower(dag, workload_.ops.size() == 1 ? workload_.ops[0].op : "fused");
+  flops_ = ir::estimate_flops(dag);
+  std::string shapes;
+  for (const ir::TensorType &t : workload_.inputs) {
+    if (!shapes.empty()) shapes += ",";
+    for (size_t d = 0; d < t.shape.size(); ++d) shapes += (d ? "x" : "") + std::to_string(t.shape[d]);
+  }
+  workload_record_ = db::Workload{workload_.key_hash(), workload_.canonical_string(), workload_.summary(), shapes};
+  search_ = std::make_unique<search::EvolutionarySearch>(func_, target_, options_.evolution, options_.seed);
+}
+
+void TaskTuner::resume_from_database() {
+  if (!db_) return;
+  std::string canonical_target = target_.str();
+  for (const db::Record &r : db_->records_of(workload_.key_hash())) {
+    if (r.target != canonical_target) continue;
+    ir::Trace full;
+    ir::PrimFunc program;
+    try {
+      full = ir::Trace::from_json(nlohmann::json::parse(r.trace_json));
+      program = ir::Schedule::replay(func_, full).func();
+    } catch (const std::exception &) {
+      continue;  // a record this Kiln cannot replay: not ours to resume
+    }
+    size_t n = full.instructions.size();
+    try {
+      n = nlohmann::json::parse(r.metadata_json).value("sketch_instructions", n);
+    } catch (const std::exception &) {
+    }
+    double latency = r.ok() ? r.mean_latency() : 0;
+    search_->add_measured(sketch_of(full, n), program, ir::Trace::from_json(nlohmann::json::parse(r.trace_json)).to_json().dump(),
+                          latency > 0 ? 1.0 / latency : 0);
+    train_features_.push_back(costmodel::extract_features(program));
+    train_latencies_.push_back(latency);
+    if (latency > 0 && (progress_.best_seconds == 0 || latency < progress_.best_seconds)) {
+      progress_.best_seconds = latency;
+      best_trace_ = r.trace_json;
+    }
+  }
+  if (!train_features_.empty()) model_.update(train_features_, labels_against_best(train_latencies_));
+}
+
+TuneResult TaskTuner::run(const std::function<void(const Progress &)> &on_round) {
+  double start = now();
+  resume_from_database();
+  TuneResult result;
+  if (progress_.best_seconds > 0) progress_.best_gflops = flops_ / progress_.best_seconds / 1e9;
+  // The unscheduled program, built once, is every candidate's correctness reference.
+  {
+    double t0 = now();
+    std::vector<measure::BuildResult> ref = builder_.build({measure::BuildInput{func_, target_, "reference"}});
+    progress_.time.build += now() - t0;
+    if (!ref[0].ok()) throw std::runtime_error("cannot build the reference program: " + ref[0].message);
+    reference_artifact_ = ref[0].artifact_path;
+  }
+  while (progress_.trials < options_.trials) {
+    if (options_.time_limit_seconds > 0 && now() - start >= options_.time_limit_seconds) break;
+    int n = static_cast<int>(std::min<int64_t>(options_.batch, options_.trials - progress_.trials));
+    double t0 = now();
+    search::Scorer scorer = [&](const std::vector<ir::PrimFunc> &funcs) {
+      double f0 = now();
+      std::vector<costmodel::ProgramFeatures> feats = costmodel::extract_features_batch(funcs, options_.feature_threads);
+      progress_.time.features += now() - f0;
+      std::vector<float> p = model_.predict(feats);
+      return std::vector<double>(p.begin(), p.end());
+    };
+    std::vector<search::Candidate> batch = search_->next_batch(n, scorer, model_.ready());
+    progress_.time.search += now() - t0;
+    if (batch.empty()) break;  // the space is exhausted
+
+    std::vector<measure::BuildInput> builds;
+    for (size_t i = 0; i < batch.size(); ++i)
+      builds.push_back(measure::BuildInput{batch[i].func, target_, "c" + std::to_string(progress_.trials + i)});
+    t0 = now();
+    std::vector<measure::BuildResult> built = builder_.build(builds);
+    progress_.time.build += now() - t0;
+    std::vector<measure::RunInput> runs;
+    std::vector<size_t> run_index;
+    for (size_t i = 0; i < built.size(); ++i) {
+      if (!built[i].ok()) continue;
+      measure::RunInput in;
+      in.artifact_path = built[i].artifact_path;
+      in.reference_artifact_path = reference_artifact_;
+      in.timing = options_.timing;
+      in.input_seed = options_.seed;
+      runs.push_back(in);
+      run_index.push_back(i);
+    }
+    t0 = now();
+    std::vector<measure::RunResult> ran = runner_.run(runs);
+    progress_.time.run += now() - t0;
+
+    std::vector<db::Record> records;
+    std::vector<double> new_latencies;
+    for (size_t i = 0; i < batch.size(); ++i) {
+      db::Record rec;
+      rec.workload = workload_record_;
+      rec.target = target_.str();
+      rec.trace_json = batch[i].trace.to_json().dump();
+      nlohmann::json meta{{"sketch_instructions", batch[i].sketch.instructions.size()},
+                          {"build_seconds", built[i].build_seconds}};
+      double latency = 0;
+      auto pos = std::find(run_index.begin(), run_index.end(), i);
+      if (!built[i].ok()) {
+        rec.outcome = db::MeasureError{to_db_error(built[i].error), built[i].message};
+      } else {
+        const measure::RunResult &r = ran[static_cast<size_t>(pos - run_index.begin())];
+        meta["number"] = r.number;
+        meta["run_seconds"] = r.run_seconds;
+        if (r.ok()) {
+          rec.outcome = r.repeat_seconds;
+          latency = mean(r.repeat_seconds);
+        } else {
+          rec.outcome = db::MeasureError{to_db_error(r.error), r.message};
+        }
+      }
+      rec.metadata_json = meta.dump();
+      records.push_back(rec);
+      search_->add_measured(batch[i].sketch, batch[i].func, rec.trace_json, latency > 0 ? 1.0 / latency : 0);
+      ++progress_.trials;
+      if (latency <= 0) ++progress_.errors;
+      if (latency > 0 && (progress_.best_seconds == 0 || latency < progress_.best_seconds)) {
+        progress_.best_seconds = latency;
+        best_trace_ = rec.trace_json;
+      }
+      progress_.best_gflops = progress_.best_seconds > 0 ? flops_ / progress_.best_seconds / 1e9 : 0;
+      result.best_gflops_curve.push_back(progress_.best_gflops);
+      new_latencies.push_back(latency);
+    }
+    t0 = now();
+    if (db_) db_->commit(records);
+    progress_.time.database += now() - t0;
+
+    // Retrain on everything measured, relabelled against the current best.
+    t0 = now();
+    std::vector<ir::PrimFunc> funcs;
+    for (const search::Candidate &c : batch) funcs.push_back(c.func);
+    std::vector<costmodel::ProgramFeatures> feats = costmodel::extract_features_batch(funcs, options_.feature_threads);
+    progress_.time.features += now() - t0;
+    t0 = now();
+    train_features_.insert(train_features_.end(), feats.begin(), feats.end());
+    train_latencies_.insert(train_latencies_.end(), new_latencies.begin(), new_latencies.end());
+    model_.update(feats, labels_against_best(new_latencies));
+    progress_.time.training += now() - t0;
+
+    ++progress_.round;
+    progress_.elapsed_seconds = now() - start;
+    if (on_round) on_round(progress_);
+  }
+  progress_.elapsed_seconds = now() - start;
+  result.progress = progress_;
+  result.best_trace_json = best_trace_;
+  return result;
+}
+
+}  // namespace kiln::scheduler

@@ -1,0 +1,93 @@
+// The tuning loop for one task: search -> build -> measure -> cost model -> database,
+// round after round, until the trial or time budget is spent. Resumable: records
+// already in the database seed the search and are never measured again.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "costmodel/cost_model.h"
+#include "database/database.h"
+#include "ir/workload.h"
+#include "measure/builder.h"
+#include "measure/runner.h"
+#include "search/evolutionary.h"
+
+namespace kiln::scheduler {
+
+struct TuneOptions {
+  /// Measured trials for this run (records already in the database do not count).
+  int64_t trials = 1000;
+  /// Candidates built and measured per round.
+  int batch = 32;
+  /// Wall-clock budget in seconds; 0 = none.
+  double time_limit_seconds = 0;
+  uint64_t seed = 0;
+  search::EvolutionOptions evolution;
+  measure::TimingOptions timing;
+  /// Threads for feature extraction.
+  int feature_threads = 2;
+};
+
+/// Where a round's time went, in seconds (cumulative over the run).
+struct TimeBreakdown {
+  double search = 0, features = 0, training = 0, build = 0, run = 0, database = 0;
+};
+
+struct Progress {
+  int64_t trials = 0;         // measured in this run
+  int64_t errors = 0;         // of those, failed builds/runs/checks
+  int64_t round = 0;
+  double best_seconds = 0;    // best latency known (this run or the database); 0 = none
+  double best_gflops = 0;
+  double elapsed_seconds = 0;
+  TimeBreakdown time;
+};
+
+struct TuneResult {
+  Progress progress;
+  std::string best_trace_json;  // empty when nothing valid was found
+  /// Best GFLOP/s after each measured trial of this run (the best-so-far curve).
+  std::vector<double> best_gflops_curve;
+};
+
+class TaskTuner {
+ public:
+  /// `database` may be null (nothing stored, nothing resumed).
+  TaskTuner(ir::Workload workload, Target target, TuneOptions options, db::Database *database,
+            measure::Builder &builder, measure::Runner &runner, costmodel::CostModel &model);
+
+  /// Runs the loop; `on_round` is called after every round.
+  TuneResult run(const std::function<void(const Progress &)> &on_round = {});
+
+ private:
+  void resume_from_database();
+  std::vector<float> labels_against_best(const std::vector<double> &latencies) const;
+
+  ir::Workload workload_;
+  Target target_;
+  TuneOptions options_;
+  db::Database *db_;
+  measure::Builder &builder_;
+  measure::Runner &runner_;
+  costmodel::CostModel &model_;
+  ir::PrimFunc func_;
+  db::Workload workload_record_;
+  double flops_ = 0;
+  std::unique_ptr<search::EvolutionarySearch> search_;
+  std::string reference_artifact_;
+  Progress progress_;
+  std::string best_trace_;
+  // Training data kept for relabelling as the best latency improves.
+  std::vector<costmodel::ProgramFeatures> train_features_;
+  std::vector<double> train_latencies_;  // seconds; 0 for errors
+};
+
+/// Sketch length stored in a record's metadata, so the sketch (what mutators change)
+/// can be recovered from the full trace.
+ir::Trace sketch_of(const ir::Trace &full, size_t sketch_instructions);
+
+}  // namespace kiln::scheduler

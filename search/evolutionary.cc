@@ -1,0 +1,132 @@
+#include "search/evolutionary.h"
+
+#include <algorithm>
+#include <numeric>
+
+#include "ir/structural.h"
+
+namespace kiln::search {
+
+EvolutionarySearch::EvolutionarySearch(ir::PrimFunc func, const Target &target, EvolutionOptions options,
+                                       uint64_t seed)
+    : func_(std::move(func)), options_(options), rng_(seed) {
+  sketches_ = generate_sketches(func_, default_rules(target), seed);
+  post_ = default_postprocessors(target);
+  mutators_ = default_mutators(target);
+}
+
+bool EvolutionarySearch::is_new(const Candidate &c) const {
+  return !seen_traces_.count(c.trace.to_json().dump()) && !seen_programs_.count(ir::structural_hash(c.func));
+}
+
+void EvolutionarySearch::remember(const Candidate &c) {
+  seen_traces_.insert(c.trace.to_json().dump());
+  seen_programs_.insert(ir::structural_hash(c.func));
+}
+
+void EvolutionarySearch::add_measured(const ir::Trace &sketch, const ir::PrimFunc &program,
+                                      const std::string &trace_json, double throughput) {
+  seen_traces_.insert(trace_json);
+  seen_programs_.insert(ir::structural_hash(program));
+  if (throughput > 0 && !sketch.instructions.empty()) measured_sketches_.emplace_back(throughput, sketch);
+}
+
+std::vector<Candidate> EvolutionarySearch::next_batch(int n, const Scorer &score, bool model_ready) {
+  std::vector<Candidate> population;
+  std::unordered_set<std::string> in_population;
+  auto add = [&](std::optional<Candidate> c) {
+    if (!c) return;
+    std::string key = c->trace.to_json().dump();
+    if (in_population.count(key)) return;
+    in_population.insert(key);
+    population.push_back(std::move(*c));
+  };
+  // Seeds: the best measured programs, then fresh samples of every sketch.
+  std::sort(measured_sketches_.begin(), measured_sketches_.end(),
+            [](const auto &a, const auto &b) { return a.first > b.first; });
+  for (int i = 0; i < options_.init_measured && i < static_cast<int>(measured_sketches_.size()); ++i)
+    add(realize(func_, measured_sketches_[i].second, post_, rng_()));
+  for (int tries = 0; static_cast<int>(population.size()) < options_.population && tries < options_.population * 4;
+       ++tries) {
+    if (sketches_.empty()) break;
+    add(realize(func_, sketches_[rng_() % sketches_.size()], post_, rng_()));
+  }
+  if (population.empty()) return {};
+
+  std::vector<double> total_weight;
+  double weight_sum = 0;
+  for (const WeightedMutator &m : mutators_) weight_sum += m.probability;
+  auto pick_mutator = [&]() -> const Mutator & {
+    double r = std::uniform_real_distribution<double>(0, weight_sum)(rng_);
+    for (const WeightedMutator &m : mutators_) {
+      if ((r -= m.probability) <= 0) return *m.mutator;
+    }
+    return *mutators_.back().mutator;
+  };
+  auto scores_of = [&](const std::vector<Candidate> &cs) {
+    std::vector<ir::PrimFunc> funcs;
+    for (const Candidate &c : cs) funcs.push_back(c.func);
+    return score(funcs);
+  };
+
+  if (model_ready) {
+    for (int g = 0; g < options_.generations; ++g) {
+      std::vector<double> s = scores_of(population);
+      // Parents are drawn in proportion to their (shifted) scores.
+      double lo = *std::min_element(s.begin(), s.end());
+      std::vector<double> w;
+      for (double x : s) w.push_back(std::isfinite(x) ? x - lo + 1e-6 : 0.0);
+      std::discrete_distribution<size_t> parent(w.begin(), w.end());
+      std::vector<Candidate> children;
+      for (int i = 0; i < options_.population; ++i) {
+        const Candidate &p = population[parent(rng_)];
+        std::optional<ir::Trace> t = pick_mutator().apply(p.sketch, rng_);
+        if (!t) continue;
+        std::optional<Candidate> c = realize(func_, *t, post_, rng_());
+        if (c) children.push_back(std::move(*c));
+      }
+      for (Candidate &c : children) add(std::move(c));
+      // Keep the best `population` by score.
+      std::vector<double> all = scores_of(population);
+      std::vector<size_t> order(population.size());
+      std::iota(order.begin(), order.end(), 0);
+      std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return all[a] > all[b]; });
+      std::vector<Candidate> next;
+      for (size_t i = 0; i < order.size() && static_cast<int>(next.size()) < options_.population; ++i)
+        next.push_back(population[order[i]]);
+      population = std::move(next);
+    }
+  }
+
+  // Best by score, plus an epsilon share picked at random; never a known program.
+  std::vector<size_t> order(population.size());
+  std::iota(order.begin(), order.end(), 0);
+  if (model_ready) {
+    std::vector<double> s = scores_of(population);
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return s[a] > s[b]; });
+  } else {
+    std::shuffle(order.begin(), order.end(), rng_);
+  }
+  int n_random = model_ready ? static_cast<int>(n * options_.eps_greedy + 0.5) : 0;
+  std::vector<Candidate> batch;
+  std::vector<size_t> rest;
+  for (size_t i : order) {
+    if (static_cast<int>(batch.size()) >= n - n_random) {
+      rest.push_back(i);
+      continue;
+    }
+    if (!is_new(population[i])) continue;
+    remember(population[i]);
+    batch.push_back(population[i]);
+  }
+  std::shuffle(rest.begin(), rest.end(), rng_);
+  for (size_t i : rest) {
+    if (static_cast<int>(batch.size()) >= n) break;
+    if (!is_new(population[i])) continue;
+    remember(population[i]);
+    batch.push_back(population[i]);
+  }
+  return batch;
+}
+
+}  // namespace kiln::search

@@ -1,0 +1,59 @@
+// Evolutionary search: from a population of sampled sketches and the best measured
+// programs, generations of mutation scored by a cost model pick the next batch to
+// measure. Programs already measured (or proposed) are never proposed again.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <unordered_set>
+#include <vector>
+
+#include "search/space.h"
+
+namespace kiln::search {
+
+struct EvolutionOptions {
+  /// Candidates per generation.
+  int population = 128;
+  /// Rounds of mutation + selection before a batch is picked.
+  int generations = 3;
+  /// Share of each batch picked at random instead of by score (exploration).
+  double eps_greedy = 0.05;
+  /// Best measured programs that seed the initial population.
+  int init_measured = 32;
+};
+
+/// Scores programs; higher is better (predicted normalized throughput).
+using Scorer = std::function<std::vector<double>(const std::vector<ir::PrimFunc> &)>;
+
+class EvolutionarySearch {
+ public:
+  EvolutionarySearch(ir::PrimFunc func, const Target &target, EvolutionOptions options, uint64_t seed);
+
+  /// Records a measured program so it is never proposed again; `throughput` > 0 for a
+  /// valid measurement (higher is better), 0 for an error. `sketch` may be empty.
+  void add_measured(const ir::Trace &sketch, const ir::PrimFunc &program, const std::string &trace_json,
+                    double throughput);
+  /// Up to `n` new candidates. `model_ready` false means the scores are not to be
+  /// trusted: the batch is then drawn at random from the population.
+  std::vector<Candidate> next_batch(int n, const Scorer &score, bool model_ready);
+
+  size_t num_sketches() const { return sketches_.size(); }
+  const std::vector<std::unique_ptr<Postprocessor>> &postprocessors() const { return post_; }
+
+ private:
+  bool is_new(const Candidate &c) const;
+  void remember(const Candidate &c);
+
+  ir::PrimFunc func_;
+  EvolutionOptions options_;
+  Rng rng_;
+  std::vector<ir::Trace> sketches_;
+  std::vector<std::unique_ptr<Postprocessor>> post_;
+  std::vector<WeightedMutator> mutators_;
+  std::unordered_set<std::string> seen_traces_;
+  std::unordered_set<uint64_t> seen_programs_;
+  std::vector<std::pair<double, ir::Trace>> measured_sketches_;  // throughput, sketch
+};
+
+}  // namespace kiln::search
