@@ -99,17 +99,37 @@ bool is_ancestor(const PrimFunc &f, const StmtNode *ancestor, const StmtNode *no
   return false;
 }
 
+// The block and loop a compute-location primitive works on; the block must not be
+// inside the loop already.
+struct MoveTarget {
+  const BlockNode *block;
+  Stmt loop_stmt;
+  const ForNode *loop;
+  Analyzer outer;  // ranges of the loop and the loops around it
+};
+
+MoveTarget move_target(const std::string &primitive, const PrimFunc &f, const std::string &block, const Var &loop_var) {
+  MoveTarget t;
+  t.block = as_block(find_block(f, block, primitive));
+  t.loop_stmt = find_loop(f, loop_var.get());
+  if (!t.loop_stmt.defined()) throw ScheduleError(primitive, "loop '" + loop_var.name() + "' no longer exists");
+  t.loop = t.loop_stmt.as<ForNode>();
+  if (is_ancestor(f, t.loop, t.block))
+    throw ScheduleError(primitive, "block '" + block + "' is already inside " + describe_loop(t.loop));
+  for (const Stmt &s : path_to(f.body, t.loop)) {
+    if (const auto *l = s.as<ForNode>()) t.outer.bind(l->loop_var, l->extent);
+  }
+  return t;
+}
+
 }  // namespace
 
 PrimFunc compute_at(const PrimFunc &f, const std::string &block, const Var &loop_var) {
   const std::string P = "compute_at";
-  Stmt block_stmt = find_block(f, block, P);
-  const BlockNode *b = as_block(block_stmt);
-  Stmt loop_stmt = find_loop(f, loop_var.get());
-  if (!loop_stmt.defined()) throw ScheduleError(P, "loop '" + loop_var.name() + "' no longer exists");
-  const auto *loop = loop_stmt.as<ForNode>();
-  if (is_ancestor(f, loop, b))
-    throw ScheduleError(P, "block '" + block + "' is already inside " + describe_loop(loop));
+  MoveTarget target = move_target(P, f, block, loop_var);
+  const BlockNode *b = target.block;
+  const Stmt &loop_stmt = target.loop_stmt;
+  const ForNode *loop = target.loop;
   Buffer out = single_write(P, b);
   std::vector<int> iter_of_dim = trivial_write_dims(P, b, out);
   for (const BlockNode *other : all_blocks(f)) {
@@ -147,23 +167,16 @@ PrimFunc compute_at(const PrimFunc &f, const std::string &block, const Var &loop
 
   // The region of `out` the consumers under the loop read, per iteration of the loop.
   Region region = region_under_loop(f, out, consumers, loop, /*reads=*/true, /*writes=*/false, P);
-  Analyzer outer;
-  for (const Stmt &s : path_to(f.body, loop)) {
-    if (const auto *l = s.as<ForNode>()) outer.bind(l->loop_var, l->extent);
-  }
-  Stmt nest = regenerate_nest(b, iter_of_dim, region, outer);
+  Stmt nest = regenerate_nest(b, iter_of_dim, region, target.outer);
   return move_into_loop(f, exclusive_subtree(f, b), loop_stmt, nest, /*at_front=*/true);
 }
 
 PrimFunc reverse_compute_at(const PrimFunc &f, const std::string &block, const Var &loop_var) {
   const std::string P = "reverse_compute_at";
-  Stmt block_stmt = find_block(f, block, P);
-  const BlockNode *c = as_block(block_stmt);
-  Stmt loop_stmt = find_loop(f, loop_var.get());
-  if (!loop_stmt.defined()) throw ScheduleError(P, "loop '" + loop_var.name() + "' no longer exists");
-  const auto *loop = loop_stmt.as<ForNode>();
-  if (is_ancestor(f, loop, c))
-    throw ScheduleError(P, "block '" + block + "' is already inside " + describe_loop(loop));
+  MoveTarget target = move_target(P, f, block, loop_var);
+  const BlockNode *c = target.block;
+  const Stmt &loop_stmt = target.loop_stmt;
+  const ForNode *loop = target.loop;
   Buffer out = single_write(P, c);
   std::vector<const BlockNode *> under = blocks_under(loop_stmt);
   int pos = program_position(f, c);
@@ -232,11 +245,7 @@ PrimFunc reverse_compute_at(const PrimFunc &f, const std::string &block, const V
   }
 
   Region region = region_under_loop(f, produced, producers, loop, /*reads=*/false, /*writes=*/true, P);
-  Analyzer outer;
-  for (const Stmt &s : path_to(f.body, loop)) {
-    if (const auto *l = s.as<ForNode>()) outer.bind(l->loop_var, l->extent);
-  }
-  Stmt nest = regenerate_nest(c, iter_of_dim, region, outer);
+  Stmt nest = regenerate_nest(c, iter_of_dim, region, target.outer);
   return move_into_loop(f, exclusive_subtree(f, c), loop_stmt, nest, /*at_front=*/false);
 }
 
