@@ -45,9 +45,9 @@ class MultiLevelTiling : public ScheduleRule {
     std::vector<int> kinds = loop_kinds(sch, block);
     if (std::count(kinds.begin(), kinds.end(), kLoopMixed)) return {sch};
     std::vector<Schedule> out;
-    for (bool cache_write : {true, false}) {
+    for (int variant : {kAccumulatorAndPacking, kAccumulator, kPlain}) {
       try {
-        out.push_back(tile(sch, block, kinds, cache_write));
+        out.push_back(tile(sch, block, kinds, variant));
       } catch (const ScheduleError &) {
         // This variant does not apply to this block.
       }
@@ -56,7 +56,9 @@ class MultiLevelTiling : public ScheduleRule {
   }
 
  private:
-  Schedule tile(const Schedule &sch, const std::string &block, const std::vector<int> &kinds, bool cache_write) const {
+  static constexpr int kAccumulatorAndPacking = 0, kAccumulator = 1, kPlain = 2;
+
+  Schedule tile(const Schedule &sch, const std::string &block, const std::vector<int> &kinds, int variant) const {
     Schedule s = sch;
     BlockRV b = s.get_block(block);
     std::vector<LoopRV> loops = s.get_loops(b);
@@ -79,7 +81,7 @@ class MultiLevelTiling : public ScheduleRule {
     std::vector<LoopRV> order;
     for (const auto &level : levels) order.insert(order.end(), level.begin(), level.end());
     s.reorder(order);
-    if (!cache_write || levels[1].empty()) return s;
+    if (variant == kPlain || levels[1].empty()) return s;
     // The S2 x S3 tile accumulates in a local buffer written back after the reduction,
     // which compaction shrinks to the tile and LLVM keeps in registers.
     BlockRV acc = s.cache_write(b, 0, "local");
@@ -101,7 +103,29 @@ class MultiLevelTiling : public ScheduleRule {
         }
       }
     }
+    if (variant == kAccumulatorAndPacking) pack_streamed_input(s, block, levels[0].back());
     return s;
+  }
+
+  // The input indexed by the innermost spatial iterator (B of a GEMM, the weights of a
+  // dense layer) is copied once per outer tile into a dense panel that the register
+  // tiles then stream with unit stride (compaction sizes the panel to the tile).
+  static void pack_streamed_input(Schedule &s, const std::string &block, const LoopRV &at) {
+    const ir::BlockNode *b = find_block(s, block);
+    const ir::Var *inner = nullptr;
+    for (const ir::IterVar &iv : b->iter_vars)
+      if (iv.kind == ir::IterKind::kSpatial) inner = &iv.var;
+    std::vector<ir::Buffer> reads = ir::sched::distinct_buffers(ir::sched::block_reads(b));
+    for (size_t i = 0; i < reads.size(); ++i) {
+      bool streamed = false;
+      for (const ir::sched::Access &a : ir::sched::block_reads(b))
+        if (a.buffer == reads[i] && !a.indices.empty() && a.indices.back().get() == inner->get()) streamed = true;
+      if (!streamed || ir::sched::writes_buffer(b, reads[i].get())) continue;
+      BlockRV cache = s.cache_read(s.get_block(block), static_cast<int>(i), "local");
+      s.compute_at(cache, at);
+      return;
+    }
+    throw ScheduleError("multi_level_tiling", "no streamed input to pack");
   }
 
   int64_t max_innermost_;
