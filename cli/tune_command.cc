@@ -37,7 +37,8 @@ struct TuneArgs {
 }  // namespace
 
 void add_tune_command(CLI::App &app) {
-  auto *cmd = app.add_subcommand("tune-op", "Tune one operator (or a workload file) and store the results");
+  auto *cmd = app.add_subcommand(
+      "tune-op", "Tune one operator (or a workload file) and store the results; without --op, a BERT dense layer");
   auto a = std::make_shared<TuneArgs>();
   a->workload.add_to(*cmd);
   cmd->add_option("--target", a->target, "target string")->capture_default_str();
@@ -59,6 +60,11 @@ void add_tune_command(CLI::App &app) {
   cmd->callback([a] {
     // The runner forks its server before any thread exists.
     measure::LocalRunner runner;
+    if (a->workload.op.empty() && a->workload.workload_file.empty()) {
+      // The embedded default: a BERT-base dense layer with bias and GELU.
+      a->workload.op = "dense";
+      a->workload.shapes = {"128x768", "768x768", "768"};
+    }
     ir::Workload w;
     Target target;
     try {
