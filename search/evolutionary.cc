@@ -46,10 +46,14 @@ std::vector<Candidate> EvolutionarySearch::next_batch(int n, const Scorer &score
             [](const auto &a, const auto &b) { return a.first > b.first; });
   for (int i = 0; i < options_.init_measured && i < static_cast<int>(measured_sketches_.size()); ++i)
     add(realize(func_, measured_sketches_[i].second, post_, rng_()));
-  for (int tries = 0; static_cast<int>(population.size()) < options_.population && tries < options_.population * 4;
-       ++tries) {
+  // Fresh samples until the population holds `population` programs not measured yet
+  // (the measured seeds are parents for mutation, not candidates themselves).
+  int fresh = 0;
+  for (int tries = 0; fresh < options_.population && tries < options_.population * 4; ++tries) {
     if (sketches_.empty()) break;
-    add(realize(func_, sketches_[rng_() % sketches_.size()], post_, rng_()));
+    std::optional<Candidate> c = realize(func_, sketches_[rng_() % sketches_.size()], post_, rng_());
+    if (c && is_new(*c)) ++fresh;
+    add(std::move(c));
   }
   if (population.empty()) return {};
 
