@@ -1,5 +1,10 @@
 // Code generation: lowers a scheduled loop program to machine code through LLVM and
 // emits an artifact (a shared library with the ABI of abi.h).
+//
+// Float semantics: operations run in the program's order and precision; the only
+// liberty taken is contracting a*b+c into one fused multiply-add. Reductions accumulate
+// in the order of their (scheduled) loops and are never reassociated, so a schedule
+// changes a reduction's result only through its loop order.
 #pragma once
 
 #include <memory>

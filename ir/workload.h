@@ -1,5 +1,5 @@
 // Workloads and their keys: the canonical, documented JSON form of a task that other
-// compilers compute to look tuned schedules up (format specified in README.md).
+// compilers compute to look tuned schedules up (format specified in docs/workload-key.md).
 #pragma once
 
 #include <string>
