@@ -47,14 +47,18 @@ void add_tune_command(CLI::App &app) {
   cmd->add_option("--batch", a->batch, "candidates built and measured per round")->capture_default_str()->check(CLI::PositiveNumber);
   cmd->add_option("--time", a->time_limit, "stop after this many seconds (0: no limit)")->capture_default_str();
   cmd->add_option("--seed", a->seed, "makes the search deterministic apart from timings")->capture_default_str();
-  cmd->add_option("--builders", a->builders, "parallel build workers")->capture_default_str();
+  cmd->add_option("--builders", a->builders, "parallel build workers")->capture_default_str()->check(CLI::PositiveNumber);
   cmd->add_option("--cost-model", a->cost_model, "xgb (learned) or random (ablation)")
       ->capture_default_str()
       ->check(CLI::IsMember({"xgb", "random"}));
-  cmd->add_option("--population", a->population, "evolutionary search population")->capture_default_str();
-  cmd->add_option("--generations", a->generations, "mutation rounds per batch")->capture_default_str();
-  cmd->add_option("--eps", a->eps, "share of each batch picked at random")->capture_default_str();
-  cmd->add_option("--repeat", a->repeat, "timed repeats per candidate")->capture_default_str();
+  cmd->add_option("--population", a->population, "evolutionary search population")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--generations", a->generations, "mutation rounds per batch")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--eps", a->eps, "share of each batch picked at random")->capture_default_str()->check(CLI::Range(0.0, 1.0));
+  cmd->add_option("--repeat", a->repeat, "timed repeats per candidate")->capture_default_str()->check(CLI::PositiveNumber);
   cmd->add_option("--min-repeat-ms", a->min_repeat_ms, "minimum duration of one repeat")->capture_default_str();
   cmd->add_flag("-q,--quiet", a->quiet, "no progress line");
   cmd->callback([a] {
@@ -97,11 +101,11 @@ void add_tune_command(CLI::App &app) {
     opts.evolution.eps_greedy = a->eps;
     opts.timing.repeat = a->repeat;
     opts.timing.min_repeat_ms = a->min_repeat_ms;
-    scheduler::TaskTuner tuner(w, target, opts, &*database, pool, runner, *model);
     std::cerr << "tuning " << w.summary() << " on " << target.str() << " (key " << w.key_hash().substr(0, 16)
               << ", database " << a->db << ")\n";
     scheduler::TuneResult r;
     try {
+      scheduler::TaskTuner tuner(w, target, opts, &*database, pool, runner, *model);
       r = tuner.run([&](const scheduler::Progress &p) {
         if (a->quiet) return;
         std::fprintf(stderr, "\r[round %3lld] trials %5lld/%lld  errors %4lld  best %9.4f ms  %8.2f GFLOP/s  %6.0f s",

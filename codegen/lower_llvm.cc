@@ -297,14 +297,21 @@ class CodeGen : public ExprFunctor<llvm::Value *>, public StmtFunctor<void> {
     if (!guarded) {
       llvm::Value *t = gen(op->true_value), *f = gen(op->false_value);
       unify(t, f);
+      if (is_vec(cond)) {
+        t = broadcast(t);
+        f = broadcast(f);
+      }
       if (is_vec(t) && !is_vec(cond)) cond = broadcast(cond);
       return b_.CreateSelect(cond, t, f);
     }
     if (is_vec(cond)) {
-      // Vector lanes take both sides: loads under each side are masked.
-      masks_.push_back(cond);
+      // Vector lanes take both sides: loads under each side are masked, within the
+      // lanes an enclosing select already enabled.
+      llvm::Value *outer = masks_.empty() ? nullptr : masks_.back();
+      masks_.push_back(outer ? b_.CreateAnd(outer, cond) : cond);
       llvm::Value *t = gen(op->true_value);
-      masks_.back() = b_.CreateNot(cond);
+      llvm::Value *not_cond = b_.CreateNot(cond);
+      masks_.back() = outer ? b_.CreateAnd(outer, not_cond) : not_cond;
       llvm::Value *f = gen(op->false_value);
       masks_.pop_back();
       t = broadcast(t);
@@ -668,7 +675,40 @@ class CodeGen : public ExprFunctor<llvm::Value *>, public StmtFunctor<void> {
     return ok;
   }
 
-  void visit(const ForNode *op, const Stmt &) override {
+  // Iterations of the innermost statements under `s` (loops multiply, sequences add).
+  static int64_t trip_count(const Stmt &s) {
+    if (!s.defined()) return 0;
+    if (const auto *l = s.as<ForNode>()) return l->extent * trip_count(l->body);
+    if (const auto *q = s.as<SeqNode>()) {
+      int64_t n = 0;
+      for (const Stmt &x : q->stmts) n += trip_count(x);
+      return n;
+    }
+    if (const auto *b = s.as<BlockNode>()) return trip_count(b->body) + (b->init.defined() ? trip_count(b->init) : 0);
+    if (const auto *i = s.as<IfThenElseNode>()) return trip_count(i->then_case) + trip_count(i->else_case);
+    return 1;
+  }
+
+  void visit(const ForNode *op, const Stmt &self) override {
+    // pragma_auto_unroll_max_step: serial loops below whose whole subtree runs at most
+    // that many innermost iterations are unrolled.
+    auto pragma = op->annotations.find("pragma_auto_unroll_max_step");
+    if (pragma != op->annotations.end()) {
+      int64_t saved = auto_unroll_;
+      auto_unroll_ = pragma->second;
+      emit_for(op, self);
+      auto_unroll_ = saved;
+      return;
+    }
+    emit_for(op, self);
+  }
+
+  void emit_for(const ForNode *op, const Stmt &self) {
+    if (op->for_kind == ForKind::kSerial && auto_unroll_ > 0 && op->extent <= kMaxExplicitUnroll &&
+        trip_count(self) <= auto_unroll_) {
+      unroll_explicitly(op);
+      return;
+    }
     switch (op->for_kind) {
       case ForKind::kThreadBinding:
         throw CodegenError("loop '" + op->loop_var.name() + "' is bound to " + op->thread_tag +
@@ -689,13 +729,7 @@ class CodeGen : public ExprFunctor<llvm::Value *>, public StmtFunctor<void> {
         return;
       case ForKind::kUnrolled:
         if (op->extent <= kMaxExplicitUnroll) {
-          analyzer_.bind(op->loop_var, op->extent);
-          for (int64_t i = 0; i < op->extent; ++i) {
-            vars_[op->loop_var.get()] = b_.getInt64(static_cast<uint64_t>(i));
-            visit_stmt(op->body);
-          }
-          vars_.erase(op->loop_var.get());
-          analyzer_.unbind(op->loop_var);
+          unroll_explicitly(op);
           return;
         }
         emit_loop(op, b_.getInt64(0), b_.getInt64(static_cast<uint64_t>(op->extent)), loop_hint("llvm.loop.unroll.full"));
@@ -703,6 +737,16 @@ class CodeGen : public ExprFunctor<llvm::Value *>, public StmtFunctor<void> {
       case ForKind::kSerial: break;
     }
     emit_loop(op, b_.getInt64(0), b_.getInt64(static_cast<uint64_t>(op->extent)), nullptr);
+  }
+
+  void unroll_explicitly(const ForNode *op) {
+    analyzer_.bind(op->loop_var, op->extent);
+    for (int64_t i = 0; i < op->extent; ++i) {
+      vars_[op->loop_var.get()] = b_.getInt64(static_cast<uint64_t>(i));
+      visit_stmt(op->body);
+    }
+    vars_.erase(op->loop_var.get());
+    analyzer_.unbind(op->loop_var);
   }
 
   void emit_vector(const ForNode *op) {
@@ -794,6 +838,7 @@ class CodeGen : public ExprFunctor<llvm::Value *>, public StmtFunctor<void> {
   std::unordered_map<const BufferNode *, llvm::MDNode *> alias_scope_, noalias_;
   Analyzer analyzer_;
   int lanes_ = 1;
+  int64_t auto_unroll_ = 0;
   const VarNode *vec_var_ = nullptr;
   Expr vec_var_expr_;
 };

@@ -63,6 +63,8 @@ TaskTuner::TaskTuner(ir::Workload workload, Target target, TuneOptions options, 
 
 void TaskTuner::resume_from_database() {
   if (!db_) return;
+  std::vector<costmodel::ProgramFeatures> features;
+  std::vector<double> latencies;
   std::string canonical_target = target_.str();
   for (const db::Record &r : db_->records_of(workload_.key_hash())) {
     if (r.target != canonical_target) continue;
@@ -80,16 +82,15 @@ void TaskTuner::resume_from_database() {
     } catch (const std::exception &) {
     }
     double latency = r.ok() ? r.mean_latency() : 0;
-    search_->add_measured(sketch_of(full, n), program, ir::Trace::from_json(nlohmann::json::parse(r.trace_json)).to_json().dump(),
-                          latency > 0 ? 1.0 / latency : 0);
-    train_features_.push_back(costmodel::extract_features(program));
-    train_latencies_.push_back(latency);
+    search_->add_measured(sketch_of(full, n), program, full.to_json().dump(), latency > 0 ? 1.0 / latency : 0);
+    features.push_back(costmodel::extract_features(program));
+    latencies.push_back(latency);
     if (latency > 0 && (progress_.best_seconds == 0 || latency < progress_.best_seconds)) {
       progress_.best_seconds = latency;
       best_trace_ = r.trace_json;
     }
   }
-  if (!train_features_.empty()) model_.update(train_features_, labels_against_best(train_latencies_));
+  if (!features.empty()) model_.update(features, labels_against_best(latencies));
 }
 
 TuneResult TaskTuner::run(const std::function<void(const Progress &)> &on_round) {
@@ -183,15 +184,13 @@ TuneResult TaskTuner::run(const std::function<void(const Progress &)> &on_round)
     if (db_) db_->commit(records);
     progress_.time.database += now() - t0;
 
-    // Retrain on everything measured, relabelled against the current best.
+    // Train on the new measurements, labelled against the best latency known now.
     t0 = now();
     std::vector<ir::PrimFunc> funcs;
     for (const search::Candidate &c : batch) funcs.push_back(c.func);
     std::vector<costmodel::ProgramFeatures> feats = costmodel::extract_features_batch(funcs, options_.feature_threads);
     progress_.time.features += now() - t0;
     t0 = now();
-    train_features_.insert(train_features_.end(), feats.begin(), feats.end());
-    train_latencies_.insert(train_latencies_.end(), new_latencies.begin(), new_latencies.end());
     model_.update(feats, labels_against_best(new_latencies));
     progress_.time.training += now() - t0;
 

@@ -81,9 +81,6 @@ class TaskTuner {
   std::string reference_artifact_;
   Progress progress_;
   std::string best_trace_;
-  // Training data kept for relabelling as the best latency improves.
-  std::vector<costmodel::ProgramFeatures> train_features_;
-  std::vector<double> train_latencies_;  // seconds; 0 for errors
 };
 
 /// Sketch length stored in a record's metadata, so the sketch (what mutators change)

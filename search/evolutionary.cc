@@ -1,8 +1,11 @@
 #include "search/evolutionary.h"
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <numeric>
 
+#include "ir/functor.h"
 #include "ir/structural.h"
 
 namespace kiln::search {
@@ -15,19 +18,44 @@ EvolutionarySearch::EvolutionarySearch(ir::PrimFunc func, const Target &target, 
   mutators_ = default_mutators(target);
 }
 
+namespace {
+// The search's own block annotations ("kiln.*") steer postprocessing but do not reach
+// the generated code: two programs differing only there are the same program.
+class StripSearchAnnotations : public ir::IRMutator {
+ protected:
+  ir::Stmt visit(const ir::BlockNode *op, const ir::Stmt &self) override {
+    ir::Stmt s = ir::IRMutator::visit(op, self);
+    const auto *b = s.as<ir::BlockNode>();
+    ir::Annotations kept;
+    for (const auto &[k, v] : b->annotations)
+      if (k.rfind("kiln.", 0) != 0) kept[k] = v;
+    if (kept.size() == b->annotations.size()) return s;
+    return ir::make_block(b->name, b->iter_vars, b->iter_values, b->predicate, b->init, b->body, b->alloc_buffers,
+                          kept);
+  }
+};
+
+uint64_t program_hash(const ir::PrimFunc &f) {
+  ir::PrimFunc g = f;
+  StripSearchAnnotations strip;
+  g.body = strip.mutate(f.body);
+  return ir::structural_hash(g);
+}
+}  // namespace
+
 bool EvolutionarySearch::is_new(const Candidate &c) const {
-  return !seen_traces_.count(c.trace.to_json().dump()) && !seen_programs_.count(ir::structural_hash(c.func));
+  return !seen_traces_.count(c.trace.to_json().dump()) && !seen_programs_.count(program_hash(c.func));
 }
 
 void EvolutionarySearch::remember(const Candidate &c) {
   seen_traces_.insert(c.trace.to_json().dump());
-  seen_programs_.insert(ir::structural_hash(c.func));
+  seen_programs_.insert(program_hash(c.func));
 }
 
 void EvolutionarySearch::add_measured(const ir::Trace &sketch, const ir::PrimFunc &program,
                                       const std::string &trace_json, double throughput) {
   seen_traces_.insert(trace_json);
-  seen_programs_.insert(ir::structural_hash(program));
+  seen_programs_.insert(program_hash(program));
   if (throughput > 0 && !sketch.instructions.empty()) measured_sketches_.emplace_back(throughput, sketch);
 }
 
@@ -35,11 +63,12 @@ std::vector<Candidate> EvolutionarySearch::next_batch(int n, const Scorer &score
   std::vector<Candidate> population;
   std::unordered_set<std::string> in_population;
   auto add = [&](std::optional<Candidate> c) {
-    if (!c) return;
+    if (!c) return false;
     std::string key = c->trace.to_json().dump();
-    if (in_population.count(key)) return;
+    if (in_population.count(key)) return false;
     in_population.insert(key);
     population.push_back(std::move(*c));
+    return true;
   };
   // Seeds: the best measured programs, then fresh samples of every sketch.
   std::sort(measured_sketches_.begin(), measured_sketches_.end(),
@@ -52,8 +81,8 @@ std::vector<Candidate> EvolutionarySearch::next_batch(int n, const Scorer &score
   for (int tries = 0; fresh < options_.population && tries < options_.population * 4; ++tries) {
     if (sketches_.empty()) break;
     std::optional<Candidate> c = realize(func_, sketches_[rng_() % sketches_.size()], post_, rng_());
-    if (c && is_new(*c)) ++fresh;
-    add(std::move(c));
+    bool unseen = c && is_new(*c);
+    if (add(std::move(c)) && unseen) ++fresh;
   }
   if (population.empty()) return {};
 
@@ -77,9 +106,13 @@ std::vector<Candidate> EvolutionarySearch::next_batch(int n, const Scorer &score
     for (int g = 0; g < options_.generations; ++g) {
       std::vector<double> s = scores_of(population);
       // Parents are drawn in proportion to their (shifted) scores.
-      double lo = *std::min_element(s.begin(), s.end());
+      // (Programs without features score -inf: they are never parents.)
+      double lo = std::numeric_limits<double>::infinity();
+      for (double x : s)
+        if (std::isfinite(x)) lo = std::min(lo, x);
       std::vector<double> w;
       for (double x : s) w.push_back(std::isfinite(x) ? x - lo + 1e-6 : 0.0);
+      if (!std::isfinite(lo)) std::fill(w.begin(), w.end(), 1.0);
       std::discrete_distribution<size_t> parent(w.begin(), w.end());
       std::vector<Candidate> children;
       for (int i = 0; i < options_.population; ++i) {

@@ -27,9 +27,12 @@ class RewriteParallelVectorizeUnroll : public Postprocessor {
     for (const std::string &name : sch.block_names()) {
       const ir::BlockNode *b = find_block(sch, name);
       if (!b) continue;
-      parallelize(sch, name, annotation(b, "kiln.parallel", 0));
-      vectorize(sch, name, annotation(b, "kiln.vectorize", 64));
-      int64_t unroll = annotation(find_block(sch, name), "kiln.unroll", 0);
+      // Read everything first: each primitive below rebuilds the program (and `b`).
+      int64_t max_parallel = annotation(b, "kiln.parallel", 0);
+      int64_t max_vector = annotation(b, "kiln.vectorize", 64);
+      int64_t unroll = annotation(b, "kiln.unroll", 0);
+      parallelize(sch, name, max_parallel);
+      vectorize(sch, name, max_vector);
       if (unroll > 0) {
         std::vector<LoopRV> loops = sch.get_loops(sch.get_block(name));
         if (!loops.empty()) sch.annotate(loops.front(), "pragma_auto_unroll_max_step", unroll);
