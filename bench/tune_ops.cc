@@ -1,0 +1,278 @@
+// The tune_ops suite: each operator tuned by Kiln (TaskTuner with the XGBoost cost
+// model, resumable through a database file), then the best program timed side by side
+// with oneDNN in the same process, alternating. Convolutions take and return NCHW
+// tensors as ONNX models do, so oneDNN's time includes the activation reorders an NCHW
+// user pays (weights are reordered once, untimed); its time in its preferred layout is
+// printed for reference.
+//
+// Usage: kiln_bench_tune_ops [--trials N] [--only NAME[,NAME...]] [--db FILE] [--cost-model xgb|random]
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <functional>
+#include <oneapi/dnnl/dnnl.hpp>
+#include <random>
+#include <sstream>
+
+#include "codegen/abi.h"
+#include "codegen/codegen.h"
+#include "costmodel/xgb_model.h"
+#include "ir/host_tensor.h"
+#include "ir/schedule/schedule.h"
+#include "ir/te.h"
+#include "measure/local_builder_pool.h"
+#include "measure/local_runner.h"
+#include "scheduler/task_tuner.h"
+
+using namespace kiln;  // NOLINT: benchmark program
+using dnnl::memory;
+using Tag = memory::format_tag;
+using Dt = memory::data_type;
+
+namespace {
+
+double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+
+struct Conv {
+  int64_t n, c, h, w, k, r, s, stride, pad, groups;
+};
+
+struct Case {
+  std::string name;
+  ir::Workload workload;
+  std::optional<Conv> conv;  // else a dense layer (x * W^T + bias, optional GELU)
+  int64_t m = 0, n = 0, k = 0;
+  bool gelu = false, bias = false;
+};
+
+ir::TensorType f32(std::vector<int64_t> s) { return ir::TensorType{std::move(s), ir::DType::kFloat32}; }
+
+Case conv_case(const std::string &name, Conv c) {
+  ir::Workload w;
+  w.inputs = {f32({c.n, c.c, c.h, c.w}), f32({c.k, c.c / c.groups, c.r, c.s}), f32({c.k})};
+  w.ops.push_back(ir::OpCall{"conv2d",
+                             {{"strides", {c.stride, c.stride}},
+                              {"pads", {c.pad, c.pad, c.pad, c.pad}},
+                              {"groups", c.groups}},
+                             {"in0", "in1", "in2"}});
+  w.ops.push_back(ir::OpCall{"relu", nlohmann::json::object(), {"op0"}});
+  w.outputs = {"op1"};
+  return Case{name, w, c};
+}
+
+Case dense_case(const std::string &name, int64_t m, int64_t n, int64_t k, bool bias, bool gelu) {
+  ir::Workload w;
+  w.inputs = {f32({m, k}), f32({n, k})};
+  std::vector<std::string> args = {"in0", "in1"};
+  if (bias) {
+    w.inputs.push_back(f32({n}));
+    args.push_back("in2");
+  }
+  w.ops.push_back(ir::OpCall{"dense", nlohmann::json::object(), args});
+  if (gelu) w.ops.push_back(ir::OpCall{"gelu", nlohmann::json::object(), {"op0"}});
+  w.outputs = {gelu ? "op1" : "op0"};
+  Case c{name, w, std::nullopt, m, n, k, gelu, bias};
+  return c;
+}
+
+std::vector<Case> suite() {
+  return {
+      dense_case("gemm_1024", 1024, 1024, 1024, false, false),
+      dense_case("bert_dense_768x768", 128, 768, 768, true, false),
+      dense_case("bert_dense_3072x768_gelu", 128, 3072, 768, true, true),
+      dense_case("bert_dense_768x3072", 128, 768, 3072, true, false),
+      conv_case("resnet_3x3_64_56", {1, 64, 56, 56, 64, 3, 3, 1, 1, 1}),
+      conv_case("resnet_3x3_256_14", {1, 256, 14, 14, 256, 3, 3, 1, 1, 1}),
+      conv_case("resnet_1x1_64_256_56", {1, 64, 56, 56, 256, 1, 1, 1, 0, 1}),
+      conv_case("resnet_3x3_512_7", {1, 512, 7, 7, 512, 3, 3, 1, 1, 1}),
+      conv_case("resnet_stem_7x7_s2", {1, 3, 224, 224, 64, 7, 7, 2, 3, 1}),
+      conv_case("mobilenet_dw_96_112_s2", {1, 96, 112, 112, 96, 3, 3, 2, 1, 96}),
+      conv_case("mobilenet_dw_144_56", {1, 144, 56, 56, 144, 3, 3, 1, 1, 144}),
+  };
+}
+
+// oneDNN's side of one case: a function that runs one inference on NCHW/row-major
+// user buffers (inputs already filled), and optionally one in its preferred layout.
+struct Peer {
+  std::function<void()> run_user_layout;
+  std::function<void()> run_preferred_layout;
+};
+
+Peer make_peer(const Case &c, dnnl::engine &eng, dnnl::stream &strm, std::vector<ir::HostTensor> &args) {
+  Peer peer;
+  if (!c.conv) {
+    // matmul: src [M,K] x weights [K,N] given as W[N,K] (strides {1,K}), + bias, GELU post-op.
+    memory::desc src({c.m, c.k}, Dt::f32, Tag::ab), wei({c.k, c.n}, Dt::f32, Tag::ba), dst({c.m, c.n}, Dt::f32, Tag::ab);
+    memory::desc bia({1, c.n}, Dt::f32, Tag::ab);
+    dnnl::primitive_attr attr;
+    if (c.gelu) {
+      dnnl::post_ops po;
+      po.append_eltwise(1.f, dnnl::algorithm::eltwise_gelu_erf, 0.f, 0.f);
+      attr.set_post_ops(po);
+    }
+    auto d = c.bias ? dnnl::matmul::desc(src, wei, bia, dst) : dnnl::matmul::desc(src, wei, dst);
+    auto pd = dnnl::matmul::primitive_desc(d, attr, eng);
+    auto prim = std::make_shared<dnnl::matmul>(pd);
+    auto m_src = std::make_shared<memory>(src, eng, args[0].data());
+    auto m_wei = std::make_shared<memory>(wei, eng, args[1].data());
+    auto m_dst = std::make_shared<memory>(dst, eng, args.back().data());
+    std::shared_ptr<memory> m_bia;
+    if (c.bias) m_bia = std::make_shared<memory>(bia, eng, args[2].data());
+    peer.run_user_layout = [=, &strm] {
+      std::unordered_map<int, memory> a{{DNNL_ARG_SRC, *m_src}, {DNNL_ARG_WEIGHTS, *m_wei}, {DNNL_ARG_DST, *m_dst}};
+      if (m_bia) a.insert({DNNL_ARG_BIAS, *m_bia});
+      prim->execute(strm, a);
+      strm.wait();
+    };
+    return peer;
+  }
+  const Conv &v = *c.conv;
+  int64_t oh = (v.h + 2 * v.pad - v.r) / v.stride + 1, ow = (v.w + 2 * v.pad - v.s) / v.stride + 1;
+  memory::dims src_dims{v.n, v.c, v.h, v.w}, dst_dims{v.n, v.k, oh, ow}, bias_dims{v.k};
+  memory::dims wei_dims = v.groups > 1 ? memory::dims{v.groups, v.k / v.groups, v.c / v.groups, v.r, v.s}
+                                       : memory::dims{v.k, v.c, v.r, v.s};
+  Tag wei_tag = v.groups > 1 ? Tag::goihw : Tag::oihw;
+  memory::desc src_any(src_dims, Dt::f32, Tag::any), wei_any(wei_dims, Dt::f32, Tag::any),
+      dst_any(dst_dims, Dt::f32, Tag::any), bia(bias_dims, Dt::f32, Tag::a);
+  dnnl::post_ops po;
+  po.append_eltwise(1.f, dnnl::algorithm::eltwise_relu, 0.f, 0.f);
+  dnnl::primitive_attr attr;
+  attr.set_post_ops(po);
+  dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, src_any,
+                                    wei_any, bia, dst_any, {v.stride, v.stride}, {0, 0}, {v.pad, v.pad},
+                                    {v.pad, v.pad});
+  auto pd = dnnl::convolution_forward::primitive_desc(d, attr, eng);
+  auto prim = std::make_shared<dnnl::convolution_forward>(pd);
+  auto user_src = std::make_shared<memory>(memory::desc(src_dims, Dt::f32, Tag::nchw), eng, args[0].data());
+  auto user_wei = memory(memory::desc(wei_dims, Dt::f32, wei_tag), eng, args[1].data());
+  auto user_dst = std::make_shared<memory>(memory::desc(dst_dims, Dt::f32, Tag::nchw), eng, args.back().data());
+  auto m_bia = std::make_shared<memory>(bia, eng, args[2].data());
+  auto conv_src = std::make_shared<memory>(pd.src_desc(), eng);
+  auto conv_wei = std::make_shared<memory>(pd.weights_desc(), eng);
+  auto conv_dst = std::make_shared<memory>(pd.dst_desc(), eng);
+  dnnl::reorder(user_wei, *conv_wei).execute(strm, user_wei, *conv_wei);  // once, untimed
+  strm.wait();
+  auto to_conv = std::make_shared<dnnl::reorder>(*user_src, *conv_src);
+  auto from_conv = std::make_shared<dnnl::reorder>(*conv_dst, *user_dst);
+  auto run_conv = [=, &strm] {
+    prim->execute(strm, {{DNNL_ARG_SRC, *conv_src}, {DNNL_ARG_WEIGHTS, *conv_wei}, {DNNL_ARG_BIAS, *m_bia},
+                         {DNNL_ARG_DST, *conv_dst}});
+  };
+  peer.run_user_layout = [=, &strm] {
+    to_conv->execute(strm, *user_src, *conv_src);
+    run_conv();
+    from_conv->execute(strm, *conv_dst, *user_dst);
+    strm.wait();
+  };
+  peer.run_preferred_layout = [=, &strm] {
+    run_conv();
+    strm.wait();
+  };
+  return peer;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+  int64_t trials = 1000;
+  std::string only, db_path = "tune_ops.db", cost_model = "xgb";
+  for (int i = 1; i + 1 < argc; i += 2) {
+    if (!std::strcmp(argv[i], "--trials")) trials = std::atoll(argv[i + 1]);
+    if (!std::strcmp(argv[i], "--only")) only = argv[i + 1];
+    if (!std::strcmp(argv[i], "--db")) db_path = argv[i + 1];
+    if (!std::strcmp(argv[i], "--cost-model")) cost_model = argv[i + 1];
+  }
+  measure::LocalRunner runner;  // forked before any thread exists
+  std::filesystem::path work = std::filesystem::temp_directory_path() / ("kiln_tune_ops_" + std::to_string(getpid()));
+  measure::LocalBuilderPool pool(2, work, 60.0);
+  db::Database database = db::Database::open(db_path, db::OpenMode::create);
+  Target target = Target::parse("llvm -mcpu=native -num-cores=2");
+  codegen::Compiler compiler;
+  dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+  dnnl::stream strm(eng);
+  kiln_rt_set_num_threads(2);
+
+  std::printf("%-26s %10s %10s %10s %8s %10s   best GFLOP/s at 64/128/256/512/1000 trials\n", "op", "kiln ms",
+              "onednn ms", "(pref) ms", "ratio", "trials/min");
+  double log_sum = 0;
+  int count = 0;
+  for (const Case &c : suite()) {
+    if (!only.empty() && ("," + only + ",").find("," + c.name + ",") == std::string::npos) continue;
+    std::unique_ptr<costmodel::CostModel> model;
+    if (cost_model == "random") {
+      model = std::make_unique<costmodel::RandomCostModel>(1);
+    } else {
+      model = std::make_unique<costmodel::XGBoostCostModel>();
+    }
+    scheduler::TuneOptions opts;
+    opts.trials = trials;
+    opts.timing.repeat = 3;
+    opts.timing.min_repeat_ms = 10;
+    scheduler::TaskTuner tuner(c.workload, target, opts, &database, pool, runner, *model);
+    scheduler::TuneResult r = tuner.run();
+    if (r.best_trace_json.empty()) {
+      std::printf("%-26s no valid program found\n", c.name.c_str());
+      continue;
+    }
+    ir::PrimFunc func = te::lower(c.workload.build_dag(), "bench");
+    ir::PrimFunc best = ir::Schedule::replay(func, ir::Trace::from_json(nlohmann::json::parse(r.best_trace_json))).func();
+    std::string so = (work / (c.name + ".so")).string();
+    compiler.build_artifact(best, target, so);
+    void *h = dlopen(so.c_str(), RTLD_NOW | RTLD_LOCAL);
+    auto entry = reinterpret_cast<kiln_entry_fn>(dlsym(h, KILN_ENTRY_SYMBOL));
+    std::mt19937_64 rng(1);
+    std::vector<ir::HostTensor> kargs, dargs;
+    for (const ir::Buffer &p : func.params) {
+      kargs.push_back(ir::HostTensor::like(p));
+      kargs.back().fill_random(rng);
+    }
+    dargs = kargs;
+    std::vector<void *> ptrs;
+    for (ir::HostTensor &t : kargs) ptrs.push_back(t.data());
+    Peer peer = make_peer(c, eng, strm, dargs);
+    entry(ptrs.data());
+    peer.run_user_layout();
+    double diff = ir::relative_l2_error(kargs.back(), dargs.back());
+    std::vector<double> tk, td, tp;
+    for (int rep = 0; rep < 15; ++rep) {
+      double t0 = now();
+      entry(ptrs.data());
+      tk.push_back(now() - t0);
+      t0 = now();
+      peer.run_user_layout();
+      td.push_back(now() - t0);
+      if (peer.run_preferred_layout) {
+        t0 = now();
+        peer.run_preferred_layout();
+        tp.push_back(now() - t0);
+      }
+    }
+    dlclose(h);
+    double k = median(tk), d = median(td);
+    std::ostringstream curve;
+    for (size_t at : {64, 128, 256, 512, 1000})
+      curve << (at <= r.best_gflops_curve.size() ? std::to_string(static_cast<int>(r.best_gflops_curve[at - 1])) : "-")
+            << (at == 1000 ? "" : "/");
+    double per_min = r.progress.elapsed_seconds > 0 ? r.progress.trials / r.progress.elapsed_seconds * 60 : 0;
+    std::printf("%-26s %10.3f %10.3f %10s %8.2f %10.0f   %s%s\n", c.name.c_str(), k * 1e3, d * 1e3,
+                tp.empty() ? "-" : std::to_string(median(tp) * 1e3).substr(0, 6).c_str(), d / k, per_min,
+                curve.str().c_str(), diff > 1e-4 ? "  (RESULT DIFFERS FROM ONEDNN)" : "");
+    std::fflush(stdout);
+    log_sum += std::log(d / k);
+    ++count;
+  }
+  if (count) std::printf("geometric mean ratio (oneDNN time / Kiln time): %.2f over %d ops\n", std::exp(log_sum / count), count);
+  std::filesystem::remove_all(work);
+  return 0;
+}
