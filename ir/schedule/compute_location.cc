@@ -122,6 +122,42 @@ MoveTarget move_target(const std::string &primitive, const PrimFunc &f, const st
   return t;
 }
 
+// For a consumer `c` of `produced`: the iterator reading each dimension of it. Every
+// read must be at the same distinct spatial iterators, and those must span the whole
+// buffer, so that covering what the producer wrote covers the consumer's domain.
+std::vector<int> consumer_read_dims(const std::string &primitive, const BlockNode *c, const Buffer &produced) {
+  const std::string &block = c->name;
+  std::vector<int> iter_of_dim;
+  for (const Access &a : block_reads(c)) {
+    if (a.buffer != produced) continue;
+    std::vector<int> dims;
+    for (const Expr &idx : a.indices) {
+      int found = -1;
+      for (size_t k = 0; k < c->iter_vars.size(); ++k)
+        if (idx.get() == c->iter_vars[k].var.get()) found = static_cast<int>(k);
+      if (found < 0 || c->iter_vars[found].kind != IterKind::kSpatial)
+        throw ScheduleError(primitive, "block '" + block + "' reads '" + produced->name + "' at index '" +
+                                           to_string(idx) + "', which is not one of its spatial iterators");
+      if (std::count(dims.begin(), dims.end(), found))
+        throw ScheduleError(primitive, "block '" + block + "' uses iterator '" + c->iter_vars[found].var.name() +
+                                           "' for two dimensions of '" + produced->name + "'");
+      dims.push_back(found);
+    }
+    if (!iter_of_dim.empty() && dims != iter_of_dim)
+      throw ScheduleError(primitive, "block '" + block + "' reads '" + produced->name + "' at several positions");
+    iter_of_dim = dims;
+  }
+  for (size_t d = 0; d < iter_of_dim.size(); ++d) {
+    if (c->iter_vars[iter_of_dim[d]].extent != produced->shape[d])
+      throw ScheduleError(primitive, "block '" + block + "' iterates over " +
+                                         std::to_string(c->iter_vars[iter_of_dim[d]].extent) +
+                                         " positions of dimension " + std::to_string(d) + " of '" + produced->name +
+                                         "', which has " + std::to_string(produced->shape[d]) +
+                                         "; the consumer must cover its input exactly");
+  }
+  return iter_of_dim;
+}
+
 }  // namespace
 
 PrimFunc compute_at(const PrimFunc &f, const std::string &block, const Var &loop_var) {
@@ -214,35 +250,7 @@ PrimFunc reverse_compute_at(const PrimFunc &f, const std::string &block, const V
       throw ScheduleError(P, "block '" + other->name + "' accesses '" + out->name + "' between the loop and block '" +
                                  block + "'");
   }
-  // The block must read the produced buffer at its own spatial iterators.
-  std::vector<int> iter_of_dim;
-  for (const Access &a : block_reads(c)) {
-    if (a.buffer != produced) continue;
-    std::vector<int> dims;
-    for (const Expr &idx : a.indices) {
-      int found = -1;
-      for (size_t k = 0; k < c->iter_vars.size(); ++k)
-        if (idx.get() == c->iter_vars[k].var.get()) found = static_cast<int>(k);
-      if (found < 0 || c->iter_vars[found].kind != IterKind::kSpatial)
-        throw ScheduleError(P, "block '" + block + "' reads '" + produced->name + "' at index '" + to_string(idx) +
-                                   "', which is not one of its spatial iterators");
-      if (std::count(dims.begin(), dims.end(), found))
-        throw ScheduleError(P, "block '" + block + "' uses iterator '" + c->iter_vars[found].var.name() +
-                                   "' for two dimensions of '" + produced->name + "'");
-      dims.push_back(found);
-    }
-    if (!iter_of_dim.empty() && dims != iter_of_dim)
-      throw ScheduleError(P, "block '" + block + "' reads '" + produced->name + "' at several positions");
-    iter_of_dim = dims;
-  }
-  // Covering the produced region must cover the block's whole domain over time.
-  for (size_t d = 0; d < iter_of_dim.size(); ++d) {
-    if (c->iter_vars[iter_of_dim[d]].extent != produced->shape[d])
-      throw ScheduleError(P, "block '" + block + "' iterates over " +
-                                 std::to_string(c->iter_vars[iter_of_dim[d]].extent) + " positions of dimension " +
-                                 std::to_string(d) + " of '" + produced->name + "', which has " +
-                                 std::to_string(produced->shape[d]) + "; the consumer must cover its input exactly");
-  }
+  std::vector<int> iter_of_dim = consumer_read_dims(P, c, produced);
 
   Region region = region_under_loop(f, produced, producers, loop, /*reads=*/false, /*writes=*/true, P);
   Stmt nest = regenerate_nest(c, iter_of_dim, region, target.outer);
@@ -345,33 +353,9 @@ PrimFunc reverse_compute_inline(const PrimFunc &f, const std::string &block) {
     if (other != c && other != producer && reads_buffer(other, produced.get()))
       throw ScheduleError(P, "buffer '" + produced->name + "' is also read by block '" + other->name +
                                  "'; block '" + block + "' must be its only consumer");
-  // Every read of the produced buffer is at the consumer's iterators, one per dimension.
-  std::vector<int> iter_of_dim;
-  for (const Access &a : block_reads(c)) {
-    if (a.buffer != produced) continue;
-    std::vector<int> dims;
-    for (const Expr &idx : a.indices) {
-      int found = -1;
-      for (size_t k = 0; k < c->iter_vars.size(); ++k)
-        if (idx.get() == c->iter_vars[k].var.get()) found = static_cast<int>(k);
-      if (found < 0 || std::count(dims.begin(), dims.end(), found))
-        throw ScheduleError(P, "block '" + block + "' reads '" + produced->name + "' at '" + to_string(idx) +
-                                   "', not at a distinct iterator");
-      dims.push_back(found);
-    }
-    if (!iter_of_dim.empty() && dims != iter_of_dim)
-      throw ScheduleError(P, "block '" + block + "' reads '" + produced->name + "' at several positions");
-    iter_of_dim = dims;
-  }
+  std::vector<int> iter_of_dim = consumer_read_dims(P, c, produced);
   if (iter_of_dim.size() != c->iter_vars.size())
     throw ScheduleError(P, "block '" + block + "' has iterators that do not index '" + produced->name + "'");
-  for (size_t d = 0; d < iter_of_dim.size(); ++d) {
-    if (c->iter_vars[iter_of_dim[d]].extent != produced->shape[d])
-      throw ScheduleError(P, "block '" + block + "' iterates over " + std::to_string(c->iter_vars[iter_of_dim[d]].extent) +
-                                 " positions of dimension " + std::to_string(d) + " of '" + produced->name +
-                                 "', which has " + std::to_string(produced->shape[d]) +
-                                 "; the consumer must cover its input exactly");
-  }
   // Consumer iterator k becomes the producer's store index for the dimension it reads.
   VarMap to_producer;
   for (size_t d = 0; d < iter_of_dim.size(); ++d)
