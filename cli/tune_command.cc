@@ -32,6 +32,7 @@ struct TuneArgs {
   double eps = 0.05;
   int repeat = 3;
   double min_repeat_ms = 10;
+  double give_up_factor = 3.0;
   bool quiet = false;
 };
 }  // namespace
@@ -60,6 +61,11 @@ void add_tune_command(CLI::App &app) {
   cmd->add_option("--eps", a->eps, "share of each batch picked at random")->capture_default_str()->check(CLI::Range(0.0, 1.0));
   cmd->add_option("--repeat", a->repeat, "timed repeats per candidate")->capture_default_str()->check(CLI::PositiveNumber);
   cmd->add_option("--min-repeat-ms", a->min_repeat_ms, "minimum duration of one repeat")->capture_default_str();
+  cmd->add_option("--give-up-factor", a->give_up_factor,
+                  "time a candidate whose first call is this many times slower than the best by that call alone "
+                  "(0: always the full protocol)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   cmd->add_flag("-q,--quiet", a->quiet, "no progress line");
   cmd->callback([a] {
     // The runner forks its server before any thread exists.
@@ -101,6 +107,7 @@ void add_tune_command(CLI::App &app) {
     opts.evolution.eps_greedy = a->eps;
     opts.timing.repeat = a->repeat;
     opts.timing.min_repeat_ms = a->min_repeat_ms;
+    opts.give_up_factor = a->give_up_factor;
     std::cerr << "tuning " << w.summary() << " on " << target.str() << " (key " << w.key_hash().substr(0, 16)
               << ", database " << a->db << ")\n";
     scheduler::TuneResult r;

@@ -61,10 +61,18 @@ TimingOutcome time_kernel(kiln_entry_fn entry, void **args, const TimingOptions 
   TimingOutcome outcome;
   CacheFlusher flusher(options.flush_cache);
 
-  // Warm-up, untimed: first-touch page faults, lazy symbol binding, thread-pool start.
+  // Warm-up: first-touch page faults, lazy symbol binding, thread-pool start. Timed
+  // only to give up early on a candidate that is already far too slow.
   flusher.flush();
-  if (int32_t code = entry(args); code != 0) {
-    outcome.failed_code = code;
+  Pass warm_up = timed_pass(entry, args, 1);
+  if (warm_up.code != 0) {
+    outcome.failed_code = warm_up.code;
+    return outcome;
+  }
+  if (options.give_up_after_seconds > 0 && warm_up.seconds > options.give_up_after_seconds) {
+    outcome.number = 1;
+    outcome.repeat_seconds.push_back(warm_up.seconds);
+    outcome.gave_up = true;
     return outcome;
   }
 

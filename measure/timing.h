@@ -17,6 +17,8 @@ struct TimingOutcome {
   /// Non-zero: kiln_entry returned this during the warm-up or a timed call; timing
   /// stopped there.
   int32_t failed_code = 0;
+  /// The warm-up call exceeded give_up_after_seconds: repeat_seconds holds that call.
+  bool gave_up = false;
 };
 
 TimingOutcome time_kernel(kiln_entry_fn entry, void **args, const TimingOptions &options);

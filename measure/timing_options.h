@@ -19,6 +19,12 @@ struct TimingOptions {
   /// Writes a buffer larger than the last-level cache before every timed pass, so each
   /// repeat starts cold (closer to a kernel inside a model) instead of cache-hot.
   bool flush_cache = false;
+  /// A candidate whose timed warm-up call already takes longer than this (seconds) is
+  /// clearly slower than what tuning has: that call is reported as its single repeat
+  /// and timing stops there, so bad candidates cost one call instead of a full
+  /// protocol. 0 = always run the full protocol. The tuner sets it from the best
+  /// latency known.
+  double give_up_after_seconds = 0;
 };
 
 }  // namespace kiln::measure

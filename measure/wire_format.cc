@@ -14,7 +14,8 @@ nlohmann::json to_json(const RunInput &input) {
             {"repeat", t.repeat},
             {"min_repeat_ms", t.min_repeat_ms},
             {"max_number", t.max_number},
-            {"flush_cache", t.flush_cache}}}};
+            {"flush_cache", t.flush_cache},
+            {"give_up_after_seconds", t.give_up_after_seconds}}}};
 }
 
 RunInput run_input_from_json(const nlohmann::json &j) {
@@ -30,6 +31,7 @@ RunInput run_input_from_json(const nlohmann::json &j) {
   input.timing.min_repeat_ms = t.at("min_repeat_ms").get<double>();
   input.timing.max_number = t.at("max_number").get<int64_t>();
   input.timing.flush_cache = t.at("flush_cache").get<bool>();
+  input.timing.give_up_after_seconds = t.value("give_up_after_seconds", 0.0);
   return input;
 }
 

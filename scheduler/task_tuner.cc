@@ -135,6 +135,8 @@ TuneResult TaskTuner::run(const std::function<void(const Progress &)> &on_round)
       in.artifact_path = built[i].artifact_path;
       in.reference_artifact_path = reference_artifact_;
       in.timing = options_.timing;
+      if (options_.give_up_factor > 0 && progress_.best_seconds > 0)
+        in.timing.give_up_after_seconds = options_.give_up_factor * progress_.best_seconds;
       in.input_seed = options_.seed;
       runs.push_back(in);
       run_index.push_back(i);

@@ -28,6 +28,10 @@ struct TuneOptions {
   uint64_t seed = 0;
   search::EvolutionOptions evolution;
   measure::TimingOptions timing;
+  /// A candidate whose first timed call is this many times slower than the best
+  /// latency known is timed by that call alone (TimingOptions::give_up_after_seconds).
+  /// 0 = always the full timing protocol.
+  double give_up_factor = 3.0;
   /// Threads for feature extraction.
   int feature_threads = 2;
 };

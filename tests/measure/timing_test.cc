@@ -111,5 +111,28 @@ TEST_F(CountingFixture, CacheFlushBetweenRepeatsKeepsTheProtocol) {
   EXPECT_EQ(read_count(counter_), 2 + 3 * 2);
 }
 
+TEST_F(CountingFixture, ACandidateSlowerThanTheGiveUpLimitStopsAfterItsWarmUp) {
+  LocalRunner runner(test_runner_options(dir_));
+  RunInput in = input();
+  in.timing.number = 2;
+  in.timing.repeat = 3;
+  in.timing.min_repeat_ms = 0;
+  in.timing.give_up_after_seconds = 0.1;  // the fixture's warm-up call sleeps 300 ms
+  RunResult result = runner.run_one(in);
+  ASSERT_TRUE(result.ok()) << result.message;
+  EXPECT_EQ(result.number, 1);
+  ASSERT_EQ(result.repeat_seconds.size(), 1u);
+  EXPECT_GE(result.repeat_seconds[0], 0.3);  // the warm-up call itself
+  EXPECT_EQ(read_count(counter_), 2);        // check + warm-up, nothing more
+
+  // Under the limit, the full protocol runs.
+  in.timing.give_up_after_seconds = 10;
+  std::filesystem::remove(counter_);
+  result = runner.run_one(in);
+  ASSERT_TRUE(result.ok()) << result.message;
+  EXPECT_EQ(result.repeat_seconds.size(), 3u);
+  EXPECT_EQ(read_count(counter_), 2 + 3 * 2);
+}
+
 }  // namespace
 }  // namespace kiln::measure
