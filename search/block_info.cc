@@ -22,6 +22,15 @@ bool is_elementwise(const BlockNode *b) {
   return !has_reduction(b) && !b->init.defined() && b->body.as<StoreNode>() != nullptr;
 }
 
+bool is_padding(const BlockNode *b) {
+  if (!is_elementwise(b)) return false;
+  const auto *sel = b->body.as<StoreNode>()->value.as<SelectNode>();
+  if (!sel) return false;
+  auto is_const = [](const Expr &e) { return e.as<FloatImmNode>() || e.as<IntImmNode>(); };
+  return (sel->true_value.as<LoadNode>() && is_const(sel->false_value)) ||
+         (sel->false_value.as<LoadNode>() && is_const(sel->true_value));
+}
+
 std::vector<int> loop_kinds(const Schedule &sch, const std::string &block) {
   const BlockNode *b = find_block(sch, block);
   std::vector<int> kinds;

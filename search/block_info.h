@@ -13,6 +13,10 @@ const ir::BlockNode *find_block(const ir::Schedule &sch, const std::string &name
 bool has_reduction(const ir::BlockNode *b);
 /// Spatial only, one store, no init: a candidate for inlining or for fusing as an epilogue.
 bool is_elementwise(const ir::BlockNode *b);
+/// Element-wise and its value is select(condition, load, constant): zero padding.
+/// Inlining it puts the condition into the consumer's innermost loop; materializing it
+/// near the consumer keeps that loop branch-free. The search tries both.
+bool is_padding(const ir::BlockNode *b);
 /// The iterator kind each loop above the block drives: kLoopSpatial (also for a loop
 /// that drives nothing), kLoopReduce, or kLoopMixed when it drives both.
 std::vector<int> loop_kinds(const ir::Schedule &sch, const std::string &block);

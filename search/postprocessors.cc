@@ -2,6 +2,10 @@
 //   RewriteParallelVectorizeUnroll  the annotations of ParallelVectorizeUnroll become
 //                                   a fused parallel outer loop, vectorized innermost
 //                                   loops and an auto-unroll pragma
+//   RejectPoorRegisterTiles         rejects register tiles that cannot stay in registers
+//                                   or leave vector lanes idle
+//   RejectSerialNests               rejects programs whose large nests lost their
+//                                   parallel loop (a producer placed above it)
 //   VerifyCpu                       rejects programs CPU code generation cannot run
 #include "ir/functor.h"
 #include "search/block_info.h"
@@ -92,6 +96,90 @@ class RewriteParallelVectorizeUnroll : public Postprocessor {
   }
 };
 
+// A multi-level tiling's accumulator (its S2 x S3 tile: the spatial loops below the
+// first reduction loop) is only fast while it stays in vector registers: past the
+// register file every FMA spills. And when the innermost spatial extent allows it, the
+// vectorized innermost tile is a whole number of vector registers. Rejecting the rest
+// at sampling time costs a replay (~1 ms); measuring it costs a build and a run.
+class RejectPoorRegisterTiles : public Postprocessor {
+ public:
+  explicit RejectPoorRegisterTiles(const Target &target)
+      : lanes_(std::max(4, target.vector_width_bits / 32)),
+        max_tile_elements_(int64_t{3} * registers(target) * std::max(4, target.vector_width_bits / 32) / 4) {}
+  std::string name() const override { return "reject_oversized_register_tiles"; }
+  bool apply(Schedule &sch) const override {
+    for (const std::string &name : sch.block_names()) {
+      const ir::BlockNode *b = find_block(sch, name);
+      int64_t kind = b ? annotation(b, "kiln.register_tile", 0) : 0;
+      if (kind == 0) continue;
+      std::vector<LoopRV> loops = sch.get_loops(sch.get_block(name));
+      std::vector<int> kinds = loop_kinds(sch, name);
+      int64_t tile = 1;
+      bool below_reduction = false;
+      for (size_t i = 0; i < loops.size(); ++i) {
+        below_reduction = below_reduction || kinds[i] == kLoopReduce;
+        if (below_reduction && kinds[i] == kLoopSpatial) tile *= sch.loop(loops[i])->extent;
+      }
+      if (kind == 2 && tile > max_tile_elements_) return false;
+      if (!loops.empty() && kinds.back() == kLoopSpatial && whole_vectors_possible(b) &&
+          sch.loop(loops.back())->extent % lanes_ != 0)
+        return false;
+    }
+    return true;
+  }
+
+ private:
+  static int registers(const Target &target) {
+    return target.vector_width_bits >= 512 || target.is_aarch64() ? 32 : 16;
+  }
+  // The innermost spatial iterator's extent has a multiple of the lane count among its
+  // divisors up to the tiling's innermost cap (32 or 64).
+  bool whole_vectors_possible(const ir::BlockNode *b) const {
+    int64_t extent = 0;
+    for (const ir::IterVar &iv : b->iter_vars)
+      if (iv.kind == ir::IterKind::kSpatial) extent = iv.extent;
+    for (int64_t d = lanes_; d <= std::min<int64_t>(extent, 4 * lanes_); d += lanes_)
+      if (extent % d == 0) return true;
+    return false;
+  }
+
+  int64_t lanes_, max_tile_elements_;
+};
+
+// A producer computed at an outer loop of its consumer splits the nest there, and
+// only the perfectly nested loops above that point can be fused into the parallel
+// loop: at an extent-1 loop the whole nest runs on one core. Such programs are slower
+// by the core count by construction; measuring them teaches nothing. Nests that are
+// serial for other reasons (reductions outermost, small work) are left alone.
+class RejectSerialNests : public Postprocessor {
+ public:
+  explicit RejectSerialNests(const Target &target) : cores_(std::max(1, target.num_cores)) {}
+  std::string name() const override { return "reject_serial_nests"; }
+  bool apply(Schedule &sch) const override {
+    if (cores_ < 2) return true;
+    for (const std::string &name : sch.block_names()) {
+      const ir::BlockNode *b = find_block(sch, name);
+      if (!b || annotation(b, "kiln.parallel", 0) == 0 || spatial_size(b) < kLargeNest) continue;
+      std::vector<ir::Stmt> loops = ir::sched::loops_above(sch.func(), b);
+      std::vector<int> kinds = loop_kinds(sch, name);
+      int64_t prefix = 1;
+      for (size_t i = 0; i < loops.size(); ++i) {
+        const auto *l = loops[i].as<ir::ForNode>();
+        if (l->for_kind == ir::ForKind::kParallel || kinds[i] != kLoopSpatial) break;
+        prefix *= l->extent;
+        bool split_here = i + 1 < loops.size() && l->body.get() != loops[i + 1].get();
+        if (split_here && prefix < cores_) return false;
+        if (split_here) break;
+      }
+    }
+    return true;
+  }
+
+ private:
+  static constexpr int64_t kLargeNest = 4096;  // below this a serial nest may well win
+  int cores_;
+};
+
 class VerifyCpu : public Postprocessor {
  public:
   std::string name() const override { return "verify_cpu"; }
@@ -106,9 +194,11 @@ class VerifyCpu : public Postprocessor {
 
 }  // namespace
 
-std::vector<std::unique_ptr<Postprocessor>> default_postprocessors(const Target &) {
+std::vector<std::unique_ptr<Postprocessor>> default_postprocessors(const Target &target) {
   std::vector<std::unique_ptr<Postprocessor>> out;
+  out.push_back(std::make_unique<RejectPoorRegisterTiles>(target));
   out.push_back(std::make_unique<RewriteParallelVectorizeUnroll>());
+  out.push_back(std::make_unique<RejectSerialNests>(target));
   out.push_back(std::make_unique<VerifyCpu>());
   return out;
 }

@@ -1,5 +1,6 @@
 // Schedule rules for CPUs, in the order they run on each block:
 //   AutoInline             element-wise producers disappear into their consumers
+//                          (padding may also stay, placed by ComputeLocation)
 //   MultiLevelTiling       "SSRSRS" tiling of blocks with reductions, with a register-
 //                          tile accumulator (cache_write + reverse_compute_at) and the
 //                          element-wise epilogue fused into its write-back
@@ -27,10 +28,11 @@ class AutoInline : public ScheduleRule {
     Schedule s = sch;
     try {
       s.compute_inline(s.get_block(block));
-      return {s};
     } catch (const ScheduleError &) {
       return {sch};
     }
+    if (is_padding(b)) return {s, sch};
+    return {s};
   }
 };
 
@@ -81,7 +83,11 @@ class MultiLevelTiling : public ScheduleRule {
     std::vector<LoopRV> order;
     for (const auto &level : levels) order.insert(order.end(), level.begin(), level.end());
     s.reorder(order);
-    if (variant == kPlain || levels[1].empty()) return s;
+    // What RejectPoorRegisterTiles checks: whole vectors innermost, and for an
+    // accumulator, an S2 x S3 tile that fits the register file.
+    bool accumulates = variant != kPlain && !levels[1].empty();
+    s.annotate(b, "kiln.register_tile", accumulates ? 2 : 1);
+    if (!accumulates) return s;
     // The S2 x S3 tile accumulates in a local buffer written back after the reduction,
     // which compaction shrinks to the tile and LLVM keeps in registers.
     BlockRV acc = s.cache_write(b, 0, "local");

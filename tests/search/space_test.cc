@@ -98,5 +98,66 @@ TEST(SearchSpace, GemmSketchTilesWithRegisterAccumulator) {
   EXPECT_EQ(sketches[2].to_json().dump().find("cache_write"), std::string::npos);
 }
 
+// Accumulator tiles that fit the register file (3/4 of AVX2's 16 x 8 floats) with whole
+// vectors innermost; the rest are rejected at sampling time.
+TEST(SearchSpace, RegisterTilesFitTheRegisterFileAndFillVectors) {
+  ir::Workload w = ir::Workload::single("matmul", {{{256, 256}, ir::DType::kFloat32}, {{256, 256}, ir::DType::kFloat32}});
+  ir::PrimFunc func = te::lower(w.build_dag(), "matmul");
+  Target avx2 = Target::parse("llvm -mtriple=x86_64-linux-gnu -mcpu=haswell -num-cores=2");
+  std::vector<ir::Trace> sketches = generate_sketches(func, default_rules(avx2), 1);
+  auto post = default_postprocessors(avx2);
+  int realized = 0;
+  for (uint64_t seed = 0; seed < 200; ++seed) {
+    std::optional<Candidate> c = realize(func, sketches[1], post, seed);  // accumulator only
+    if (!c) continue;
+    ++realized;
+    std::vector<std::vector<int64_t>> tiles;
+    for (const auto &[i, d] : c->sketch.decisions)
+      if (c->sketch.instructions[i].kind == "sample_perfect_tile") tiles.push_back(d.get<std::vector<int64_t>>());
+    ASSERT_EQ(tiles.size(), 3u);  // i, j (4 levels), k (2 levels), in loop order
+    EXPECT_LE(tiles[0][2] * tiles[0][3] * tiles[1][2] * tiles[1][3], 96) << c->trace.to_json().dump();
+    EXPECT_EQ(tiles[1][3] % 8, 0) << c->trace.to_json().dump();
+  }
+  // Rejection must leave plenty: sampling is not a search for the needle.
+  EXPECT_GE(realized, 10);
+}
+
+// Zero padding is tried both inlined into the convolution and materialized.
+TEST(SearchSpace, PaddingIsInlinedInOneSketchAndPlacedInAnother) {
+  ir::Workload w = ir::Workload::single(
+      "conv2d", {{{1, 8, 16, 16}, ir::DType::kFloat32}, {{8, 8, 3, 3}, ir::DType::kFloat32}}, {{"pads", {1, 1, 1, 1}}});
+  ir::PrimFunc func = te::lower(w.build_dag(), "conv2d");
+  int with_pad = 0, without_pad = 0;
+  for (const ir::Trace &t : generate_sketches(func, default_rules(cpu_target()), 1)) {
+    ir::Schedule s = ir::Schedule::replay(func, t);
+    bool has_pad = false;
+    for (const std::string &b : s.block_names()) has_pad = has_pad || b == "pad";
+    ++(has_pad ? with_pad : without_pad);
+  }
+  EXPECT_GT(with_pad, 0);
+  EXPECT_GT(without_pad, 0);
+}
+
+// A producer placed at an extent-1 outer loop leaves nothing to run in parallel.
+TEST(SearchSpace, NestsSerializedByAProducerPlacementAreRejected) {
+  ir::Workload w = ir::Workload::single(
+      "conv2d", {{{1, 16, 32, 32}, ir::DType::kFloat32}, {{16, 16, 3, 3}, ir::DType::kFloat32}}, {{"pads", {1, 1, 1, 1}}});
+  ir::PrimFunc func = te::lower(w.build_dag(), "conv2d");
+  Target target = cpu_target();
+  auto post = default_postprocessors(target);
+  auto place_pad_at = [&](size_t loop) {
+    ir::Schedule s(func);
+    ir::BlockRV conv = s.get_block("conv2d");
+    s.annotate(conv, "kiln.parallel", 8);
+    s.annotate(s.get_block("pad"), "kiln.parallel", 8);
+    s.compute_at(s.get_block("pad"), s.get_loops(conv)[loop]);
+    for (const auto &p : post)
+      if (!p->apply(s)) return false;
+    return true;
+  };
+  EXPECT_FALSE(place_pad_at(0));  // under the batch loop (extent 1)
+  EXPECT_TRUE(place_pad_at(1));   // under the output-channel loop (extent 16)
+}
+
 }  // namespace
 }  // namespace kiln::search
