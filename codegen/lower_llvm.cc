@@ -418,13 +418,23 @@ class CodeGen : public ExprFunctor<llvm::Value *>, public StmtFunctor<void> {
     return analyzer_.simplify(flat);
   }
 
-  enum class Pattern { kScalar, kContiguous, kGather };
-  // How an index varies across the lanes of the vectorized loop.
-  Pattern classify(const Expr &flat) {
+  enum class Pattern { kScalar, kContiguous, kStrided, kGather };
+  // Strides up to this are loaded as one contiguous span and shuffled (a stride-2
+  // convolution's input); wider ones waste more than a gather costs.
+  static constexpr int64_t kMaxShuffledStride = 4;
+  // How an index varies across the lanes of the vectorized loop; `stride` receives the
+  // constant step between lanes for kStrided.
+  Pattern classify(const Expr &flat, int64_t *stride = nullptr) {
     if (lanes_ == 1 || !uses_var(flat, vec_var_)) return Pattern::kScalar;
     Expr next = substitute(flat, VarMap{{vec_var_, make_add(vec_var_expr_, make_int(1))}});
     Expr delta = analyzer_.simplify(make_sub(next, flat));
-    return is_const_int(delta, 1) ? Pattern::kContiguous : Pattern::kGather;
+    if (is_const_int(delta, 1)) return Pattern::kContiguous;
+    const auto *step = delta.as<IntImmNode>();
+    if (step && step->value >= 2 && step->value <= kMaxShuffledStride) {
+      if (stride) *stride = step->value;
+      return Pattern::kStrided;
+    }
+    return Pattern::kGather;
   }
 
   llvm::Value *lane0(const Expr &flat) {
@@ -448,7 +458,11 @@ class CodeGen : public ExprFunctor<llvm::Value *>, public StmtFunctor<void> {
     llvm::Align align(static_cast<uint64_t>(dtype_bytes(op->buffer->dtype)));
     llvm::Value *mask = masks_.empty() ? nullptr : masks_.back();
     llvm::Value *v = nullptr;
-    switch (classify(flat)) {
+    int64_t stride = 0;
+    Pattern pattern = classify(flat, &stride);
+    // A masked-off lane's address may be out of bounds: only a gather may skip it.
+    if (pattern == Pattern::kStrided && mask) pattern = Pattern::kGather;
+    switch (pattern) {
       case Pattern::kScalar: {
         if (lanes_ > 1) {
           // Invariant address: a masked-off lane may not be allowed to read it.
@@ -475,6 +489,17 @@ class CodeGen : public ExprFunctor<llvm::Value *>, public StmtFunctor<void> {
         v = mask ? static_cast<llvm::Value *>(b_.CreateMaskedLoad(vt, ptr, align, mask))
                  : static_cast<llvm::Value *>(b_.CreateAlignedLoad(vt, ptr, align));
         tag(v, op->buffer);
+        break;
+      }
+      case Pattern::kStrided: {
+        // The span from the first lane's element to the last one's, exactly: no read
+        // beyond what the scalar loop reads.
+        auto span = static_cast<unsigned>((lanes_ - 1) * stride + 1);
+        llvm::Value *ptr = element_ptr(op->buffer, lane0(flat));
+        llvm::Value *all = tag(b_.CreateAlignedLoad(llvm::FixedVectorType::get(elem, span), ptr, align), op->buffer);
+        std::vector<int> picks;
+        for (int l = 0; l < lanes_; ++l) picks.push_back(static_cast<int>(l * stride));
+        v = b_.CreateShuffleVector(all, picks);
         break;
       }
       case Pattern::kGather: {
@@ -506,7 +531,9 @@ class CodeGen : public ExprFunctor<llvm::Value *>, public StmtFunctor<void> {
     llvm::Type *elem = storage_type(op->buffer->dtype);
     llvm::Align align(static_cast<uint64_t>(dtype_bytes(op->buffer->dtype)));
     if (op->buffer->dtype == DType::kBool) value = b_.CreateZExt(value, is_vec(value) ? llvm::cast<llvm::Type>(llvm::FixedVectorType::get(elem, static_cast<unsigned>(lanes_))) : elem);
-    switch (classify(flat)) {
+    Pattern pattern = classify(flat);
+    if (pattern == Pattern::kStrided) pattern = Pattern::kGather;  // scattered stores stay scatters
+    switch (pattern) {
       case Pattern::kScalar: {
         int saved = lanes_;
         lanes_ = 1;
@@ -520,6 +547,7 @@ class CodeGen : public ExprFunctor<llvm::Value *>, public StmtFunctor<void> {
       case Pattern::kContiguous:
         tag(b_.CreateAlignedStore(broadcast(value), element_ptr(op->buffer, lane0(flat)), align), op->buffer);
         break;
+      case Pattern::kStrided:
       case Pattern::kGather: {
         llvm::Value *ptrs = element_ptr(op->buffer, broadcast(gen(flat)));
         llvm::Value *all = llvm::Constant::getAllOnesValue(

@@ -96,8 +96,7 @@ class RewriteParallelVectorizeUnroll : public Postprocessor {
   }
 };
 
-// A multi-level tiling's accumulator (its S2 x S3 tile: the spatial loops below the
-// first reduction loop) is only fast while it stays in vector registers: past the
+// A multi-level tiling's accumulator (its S2 x S3 tile: the spatial loops from S2 on) is only fast while it stays in vector registers: past the
 // register file every FMA spills. And when the innermost spatial extent allows it, the
 // vectorized innermost tile is a whole number of vector registers. Rejecting the rest
 // at sampling time costs a replay (~1 ms); measuring it costs a build and a run.
@@ -114,12 +113,11 @@ class RejectPoorRegisterTiles : public Postprocessor {
       if (kind == 0) continue;
       std::vector<LoopRV> loops = sch.get_loops(sch.get_block(name));
       std::vector<int> kinds = loop_kinds(sch, name);
+      // The rule records where S2 starts: a reduction loop of extent 1 (R0 = 1) would
+      // otherwise hide where the accumulated tile begins.
       int64_t tile = 1;
-      bool below_reduction = false;
-      for (size_t i = 0; i < loops.size(); ++i) {
-        below_reduction = below_reduction || kinds[i] == kLoopReduce;
-        if (below_reduction && kinds[i] == kLoopSpatial) tile *= sch.loop(loops[i])->extent;
-      }
+      for (size_t i = static_cast<size_t>(annotation(b, "kiln.register_tile_loop", 0)); i < loops.size(); ++i)
+        if (kinds[i] == kLoopSpatial) tile *= sch.loop(loops[i])->extent;
       if (kind == 2 && tile > max_tile_elements_) return false;
       if (!loops.empty() && kinds.back() == kLoopSpatial && whole_vectors_possible(b) &&
           sch.loop(loops.back())->extent % lanes_ != 0)

@@ -87,6 +87,7 @@ class MultiLevelTiling : public ScheduleRule {
     // accumulator, an S2 x S3 tile that fits the register file.
     bool accumulates = variant != kPlain && !levels[1].empty();
     s.annotate(b, "kiln.register_tile", accumulates ? 2 : 1);
+    s.annotate(b, "kiln.register_tile_loop", static_cast<int64_t>(levels[0].size() + levels[1].size() + levels[2].size()));
     if (!accumulates) return s;
     // The S2 x S3 tile accumulates in a local buffer written back after the reduction,
     // which compaction shrinks to the tile and LLVM keeps in registers.
