@@ -1,5 +1,7 @@
 #include "ir/lower_passes.h"
 
+#include <optional>
+
 #include <algorithm>
 #include <unordered_set>
 
@@ -283,6 +285,110 @@ PrimFunc compact_buffers(const PrimFunc &f) {
   return sched::simplify_func(g);
 }
 
-PrimFunc lower_for_codegen(const PrimFunc &f) { return compact_buffers(decompose_reductions(f)); }
+namespace {
+
+// For each buffer: the dimensions in which each read inside a vectorized loop varies
+// with that loop's variable.
+class VectorReads {
+ public:
+  std::unordered_map<const BufferNode *, std::vector<std::vector<size_t>>> varying;
+
+  void walk(const Stmt &s, const VarNode *vec, const VarMap &bind) {
+    if (const auto *l = s.as<ForNode>()) {
+      walk(l->body, l->for_kind == ForKind::kVectorized ? l->loop_var.get() : vec, bind);
+    } else if (const auto *b = s.as<BlockNode>()) {
+      VarMap inner = bind;
+      for (size_t k = 0; k < b->iter_vars.size(); ++k) inner[b->iter_vars[k].var.get()] = b->iter_values[k];
+      if (b->init.defined()) walk(b->init, vec, inner);
+      walk(b->body, vec, inner);
+    } else if (const auto *q = s.as<SeqNode>()) {
+      for (const Stmt &c : q->stmts) walk(c, vec, bind);
+    } else if (const auto *i = s.as<IfThenElseNode>()) {
+      scan(i->cond, vec, bind);
+      walk(i->then_case, vec, bind);
+      if (i->else_case.defined()) walk(i->else_case, vec, bind);
+    } else if (const auto *st = s.as<StoreNode>()) {
+      for (const Expr &e : st->indices) scan(e, vec, bind);
+      scan(st->value, vec, bind);
+    }
+  }
+
+ private:
+  void scan(const Expr &e, const VarNode *vec, const VarMap &bind) {
+    if (!vec) return;
+    for_each_subexpr(e, [&](const Expr &x) {
+      const auto *load = x.as<LoadNode>();
+      if (!load) return;
+      std::vector<size_t> dims;
+      for (size_t d = 0; d < load->indices.size(); ++d)
+        if (uses_var(substitute(load->indices[d], bind), vec)) dims.push_back(d);
+      varying[load->buffer.get()].push_back(dims);
+    });
+  }
+};
+
+// Rewrites a buffer to one with permuted dimensions (new dim i = old dim order[i]).
+class Permute : public IRMutator {
+ public:
+  Permute(const Buffer &from, const Buffer &to, std::vector<size_t> order)
+      : from_(from), to_(to), order_(std::move(order)) {}
+
+ protected:
+  Buffer mutate_buffer(const Buffer &b) override { return b == from_ ? to_ : b; }
+  std::vector<Expr> permute(const std::vector<Expr> &indices) {
+    std::vector<Expr> out;
+    for (size_t d : order_) out.push_back(mutate(indices[d]));
+    return out;
+  }
+  Expr visit(const LoadNode *op, const Expr &self) override {
+    if (op->buffer != from_) return IRMutator::visit(op, self);
+    return make_load(to_, permute(op->indices));
+  }
+  Stmt visit(const StoreNode *op, const Stmt &self) override {
+    if (op->buffer != from_) return IRMutator::visit(op, self);
+    return make_store(to_, permute(op->indices), mutate(op->value));
+  }
+
+ private:
+  Buffer from_, to_;
+  std::vector<size_t> order_;
+};
+
+}  // namespace
+
+PrimFunc vector_friendly_layouts(const PrimFunc &f) {
+  VectorReads reads;
+  reads.walk(f.body, nullptr, {});
+  std::vector<Buffer> allocated;
+  for_each_stmt(f.body, [&](const Stmt &s) {
+    if (const auto *b = s.as<BlockNode>())
+      for (const Buffer &buf : b->alloc_buffers) allocated.push_back(buf);
+  });
+  PrimFunc g = f;
+  for (const Buffer &buf : allocated) {
+    auto it = reads.varying.find(buf.get());
+    size_t rank = buf->shape.size();
+    if (it == reads.varying.end() || rank < 2) continue;
+    std::optional<size_t> dim;
+    bool uniform = true;
+    for (const std::vector<size_t> &dims : it->second) {
+      if (dims.empty()) continue;  // invariant across lanes: a broadcast either way
+      if (dims.size() != 1 || (dim && *dim != dims[0])) uniform = false;
+      dim = dims[0];
+    }
+    if (!uniform || !dim || *dim == rank - 1) continue;
+    std::vector<size_t> order;
+    for (size_t d = 0; d < rank; ++d)
+      if (d != *dim) order.push_back(d);
+    order.push_back(*dim);
+    std::vector<int64_t> shape;
+    for (size_t d : order) shape.push_back(buf->shape[d]);
+    Permute permute(buf, make_buffer(buf->name, buf->dtype, shape, buf->scope), order);
+    g.body = permute.mutate(g.body);
+  }
+  return g;
+}
+
+PrimFunc lower_for_codegen(const PrimFunc &f) { return vector_friendly_layouts(compact_buffers(decompose_reductions(f))); }
 
 }  // namespace kiln::ir

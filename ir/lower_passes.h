@@ -19,6 +19,14 @@ PrimFunc decompose_reductions(const PrimFunc &f);
 /// Buffers written by a reduction whose loops reach that far keep their full size.
 PrimFunc compact_buffers(const PrimFunc &f);
 
+/// Reorders the dimensions of intermediate buffers so that vectorized loops read them
+/// contiguously: when every read of a buffer inside a vectorized loop varies (across
+/// lanes) in one dimension only, and it is not the last, that dimension moves last.
+/// A packed panel of a transposed weight (a dense layer's W[n, k] read along n) is
+/// then stored [k, n]: the copy scatters once per panel, the hot loop loads vectors.
+/// Intermediate buffers are private to the program, so this never changes its result.
+PrimFunc vector_friendly_layouts(const PrimFunc &f);
+
 /// The passes code generation runs, in order.
 PrimFunc lower_for_codegen(const PrimFunc &f);
 

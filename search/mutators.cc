@@ -39,6 +39,10 @@ class MutateTileSize : public Mutator {
       f[to] *= d;
       int64_t cap = sketch.instructions[inst].attrs.value("max_innermost_factor", int64_t{0});
       if (cap > 0 && f.back() > cap) continue;
+      // Keep whole vectors innermost once the tiling has them.
+      int64_t multiple = sketch.instructions[inst].attrs.value("innermost_multiple", int64_t{0});
+      int64_t old_inner = sketch.decisions.at(inst).get<std::vector<int64_t>>().back();
+      if (multiple > 0 && old_inner % multiple == 0 && f.back() % multiple != 0) continue;
       return sketch.with_decision(inst, json(f));
     }
     return std::nullopt;

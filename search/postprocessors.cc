@@ -105,7 +105,7 @@ class RejectPoorRegisterTiles : public Postprocessor {
   explicit RejectPoorRegisterTiles(const Target &target)
       : lanes_(std::max(4, target.vector_width_bits / 32)),
         max_tile_elements_(int64_t{3} * registers(target) * std::max(4, target.vector_width_bits / 32) / 4) {}
-  std::string name() const override { return "reject_oversized_register_tiles"; }
+  std::string name() const override { return "reject_poor_register_tiles"; }
   bool apply(Schedule &sch) const override {
     for (const std::string &name : sch.block_names()) {
       const ir::BlockNode *b = find_block(sch, name);

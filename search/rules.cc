@@ -38,7 +38,8 @@ class AutoInline : public ScheduleRule {
 
 class MultiLevelTiling : public ScheduleRule {
  public:
-  explicit MultiLevelTiling(const Target &target) : max_innermost_(target.vector_width_bits >= 512 ? 64 : 32) {}
+  explicit MultiLevelTiling(const Target &target)
+      : max_innermost_(target.vector_width_bits >= 512 ? 64 : 32), lanes_(std::max(4, target.vector_width_bits / 32)) {}
   std::string name() const override { return "multi_level_tiling"; }
 
   std::vector<Schedule> apply(const Schedule &sch, const std::string &block) const override {
@@ -65,9 +66,20 @@ class MultiLevelTiling : public ScheduleRule {
     BlockRV b = s.get_block(block);
     std::vector<LoopRV> loops = s.get_loops(b);
     std::vector<std::vector<LoopRV>> levels(6);  // S0 S1 R0 S2 R1 S3
+    size_t last_spatial = 0;
+    for (size_t i = 0; i < loops.size(); ++i)
+      if (kinds[i] == kLoopSpatial && s.loop(loops[i])->extent > 1) last_spatial = i;
     for (size_t i = 0; i < loops.size(); ++i) {
+      // A loop of extent 1 (a 1x1 kernel's window, a batch of one) drives nothing:
+      // tiled, its pieces would end up innermost and take the vector loop's place.
+      if (s.loop(loops[i])->extent == 1) {
+        levels[0].push_back(loops[i]);
+        continue;
+      }
       if (kinds[i] == kLoopSpatial) {
-        std::vector<ir::ExprRV> t = s.sample_perfect_tile(loops[i], 4, max_innermost_);
+        // The innermost spatial tile becomes the vector loop: whole vectors where possible.
+        std::vector<ir::ExprRV> t =
+            s.sample_perfect_tile(loops[i], 4, max_innermost_, std::nullopt, i == last_spatial ? lanes_ : 0);
         std::vector<LoopRV> parts = s.split(loops[i], {t[0], t[1], t[2], t[3]});
         levels[0].push_back(parts[0]);
         levels[1].push_back(parts[1]);
@@ -122,20 +134,28 @@ class MultiLevelTiling : public ScheduleRule {
     const ir::Var *inner = nullptr;
     for (const ir::IterVar &iv : b->iter_vars)
       if (iv.kind == ir::IterKind::kSpatial) inner = &iv.var;
+    // Indexed by it in the last dimension (B of a GEMM) or in another one (the W[n, k]
+    // of a dense layer, whose panel ir::vector_friendly_layouts then stores transposed).
     std::vector<ir::Buffer> reads = ir::sched::distinct_buffers(ir::sched::block_reads(b));
-    for (size_t i = 0; i < reads.size(); ++i) {
-      bool streamed = false;
-      for (const ir::sched::Access &a : ir::sched::block_reads(b))
-        if (a.buffer == reads[i] && !a.indices.empty() && a.indices.back().get() == inner->get()) streamed = true;
-      if (!streamed || ir::sched::writes_buffer(b, reads[i].get())) continue;
-      BlockRV cache = s.cache_read(s.get_block(block), static_cast<int>(i), "local");
-      s.compute_at(cache, at);
-      return;
+    for (bool last_only : {true, false}) {
+      for (size_t i = 0; i < reads.size(); ++i) {
+        bool streamed = false;
+        for (const ir::sched::Access &a : ir::sched::block_reads(b)) {
+          if (a.buffer != reads[i] || a.indices.empty()) continue;
+          if (a.indices.back().get() == inner->get()) streamed = true;
+          if (!last_only)
+            for (const ir::Expr &e : a.indices) streamed = streamed || e.get() == inner->get();
+        }
+        if (!streamed || ir::sched::writes_buffer(b, reads[i].get())) continue;
+        BlockRV cache = s.cache_read(s.get_block(block), static_cast<int>(i), "local");
+        s.compute_at(cache, at);
+        return;
+      }
     }
     throw ScheduleError("multi_level_tiling", "no streamed input to pack");
   }
 
-  int64_t max_innermost_;
+  int64_t max_innermost_, lanes_;
 };
 
 // Blocks left standing (reductions without reuse such as softmax's, element-wise

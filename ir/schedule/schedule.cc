@@ -247,7 +247,8 @@ static void enumerate_tilings(int64_t extent, int n, int64_t cap, std::vector<in
 }
 
 std::vector<ExprRV> Schedule::sample_perfect_tile(const LoopRV &loop, int n, int64_t max_innermost_factor,
-                                                  std::optional<std::vector<int64_t>> decision) {
+                                                  std::optional<std::vector<int64_t>> decision,
+                                                  int64_t innermost_multiple) {
   const std::string P = "sample_perfect_tile";
   Stmt s = sched::find_loop(func_, loop_var(P, loop).get());
   if (!s.defined()) throw ScheduleError(P, "loop '" + loop.name + "' no longer exists");
@@ -268,6 +269,12 @@ std::vector<ExprRV> Schedule::sample_perfect_tile(const LoopRV &loop, int n, int
     std::vector<std::vector<int64_t>> all;
     std::vector<int64_t> prefix;
     enumerate_tilings(extent, n, max_innermost_factor, prefix, all);
+    if (innermost_multiple > 0) {
+      std::vector<std::vector<int64_t>> whole;
+      for (const std::vector<int64_t> &t : all)
+        if (t.back() % innermost_multiple == 0) whole.push_back(t);
+      if (!whole.empty()) all = std::move(whole);
+    }
     factors = all[std::uniform_int_distribution<size_t>(0, all.size() - 1)(rng_)];
   }
   std::vector<ExprRV> out;
@@ -276,8 +283,9 @@ std::vector<ExprRV> Schedule::sample_perfect_tile(const LoopRV &loop, int n, int
     out.push_back(ExprRV{new_rv('v', f)});
     names.push_back(out.back().name);
   }
-  record("sample_perfect_tile", json::array({loop.name}),
-         json{{"n", n}, {"max_innermost_factor", max_innermost_factor}}, names, json(factors));
+  json attrs{{"n", n}, {"max_innermost_factor", max_innermost_factor}};
+  if (innermost_multiple > 0) attrs["innermost_multiple"] = innermost_multiple;
+  record("sample_perfect_tile", json::array({loop.name}), attrs, names, json(factors));
   return out;
 }
 
@@ -438,7 +446,8 @@ Schedule Schedule::replay(const PrimFunc &func, const Trace &trace, const std::m
         std::optional<std::vector<int64_t>> d;
         if (decision) d = decision->get<std::vector<int64_t>>();
         for (const ExprRV &v : sch.sample_perfect_tile(LoopRV{rv(in.at(0), i)}, at.at("n").get<int>(),
-                                                       at.at("max_innermost_factor").get<int64_t>(), d))
+                                                       at.at("max_innermost_factor").get<int64_t>(), d,
+                                                       at.value("innermost_multiple", int64_t{0})))
           outs.push_back(v.name);
       } else if (k == "sample_categorical") {
         std::optional<int64_t> d;

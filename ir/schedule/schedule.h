@@ -75,9 +75,12 @@ class Schedule {
 
   // ---- sampling (decisions live in the trace) -----------------------------------------
   /// n factors whose product is the loop's extent, innermost <= max_innermost_factor
-  /// (0 = no cap).
+  /// (0 = no cap). With innermost_multiple > 0, sampling prefers tilings whose innermost
+  /// factor is a multiple of it (whole vectors) when the extent has any; a decision
+  /// need not honour it (mutations may leave it, postprocessors judge).
   std::vector<ExprRV> sample_perfect_tile(const LoopRV &loop, int n, int64_t max_innermost_factor,
-                                          std::optional<std::vector<int64_t>> decision = std::nullopt);
+                                          std::optional<std::vector<int64_t>> decision = std::nullopt,
+                                          int64_t innermost_multiple = 0);
   ExprRV sample_categorical(const std::vector<int64_t> &candidates, const std::vector<double> &probs,
                             std::optional<int64_t> decision = std::nullopt);
   /// A loop of the block's sole consumer where compute_at is legal, or the root.

@@ -159,5 +159,36 @@ TEST(SearchSpace, NestsSerializedByAProducerPlacementAreRejected) {
   EXPECT_TRUE(place_pad_at(1));   // under the output-channel loop (extent 16)
 }
 
+// Each sketch of a pointwise convolution with a fused epilogue realizes (a regression:
+// none did once, and tuning found nothing).
+TEST(SearchSpace, EverySketchOfAPointwiseConvolutionRealizes) {
+  ir::Workload w = ir::Workload::from_json(nlohmann::json::parse(R"({"kiln_workload":1,
+    "inputs":[{"dtype":"float32","shape":[1,64,56,56]},{"dtype":"float32","shape":[256,64,1,1]},{"dtype":"float32","shape":[256]}],
+    "ops":[{"op":"conv2d","args":["in0","in1","in2"],"attrs":{"strides":[1,1],"pads":[0,0,0,0],"groups":1}},
+           {"op":"relu","args":["op0"],"attrs":{}}],"outputs":["op1"]})"));
+  ir::PrimFunc func = te::lower(w.build_dag(), "pointwise");
+  Target target = Target::parse("llvm -mtriple=x86_64-linux-gnu -mcpu=haswell -num-cores=2");
+  auto post = default_postprocessors(target);
+  std::vector<ir::Trace> sketches = generate_sketches(func, default_rules(target), 1);
+  ASSERT_FALSE(sketches.empty());
+  for (size_t k = 0; k < sketches.size(); ++k) {
+    int realized = 0;
+    std::string why;
+    for (uint64_t seed = 0; seed < 300 && realized == 0; ++seed) {
+      if (realize(func, sketches[k], post, seed)) {
+        ++realized;
+        continue;
+      }
+      ir::Schedule s = ir::Schedule::replay(func, strip_decisions(sketches[k]), {}, seed);
+      for (const auto &p : post)
+        if (!p->apply(s)) {
+          why = p->name() + "\n" + ir::to_string(s.func());
+          break;
+        }
+    }
+    EXPECT_GT(realized, 0) << "sketch " << k << " never realizes; last rejected by " << why;
+  }
+}
+
 }  // namespace
 }  // namespace kiln::search
