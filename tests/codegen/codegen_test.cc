@@ -180,7 +180,7 @@ TEST(CodegenX86Strided, PackedTransposedPanelIsStoredForVectorLoads) {
   std::vector<ir::LoopRV> l = sch.get_loops(dense);  // i j | k
   std::vector<ir::LoopRV> j = sch.split(l[1], {int64_t{-1}, int64_t{8}});
   sch.reorder({j[0], l[0], l[2], j[1]});
-  ir::BlockRV panel = sch.cache_read(dense, 1, "local");
+  ir::BlockRV panel = sch.cache_read(dense, 2, "local");  // reads: dense, in0, in1
   sch.compute_at(panel, j[0]);
   sch.vectorize(j[1]);
   ir::PrimFunc lowered = ir::lower_for_codegen(sch.func());
