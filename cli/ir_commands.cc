@@ -11,6 +11,8 @@
 #include "ir/ops/registry.h"
 #include "ir/schedule/schedule.h"
 #include "ir/te.h"
+#include "ir/lower_passes.h"
+#include "codegen/codegen.h"
 
 namespace kiln::cli {
 
@@ -56,7 +58,12 @@ static void add_show(CLI::App &app) {
   auto key = std::make_shared<bool>(false);
   cmd->add_option("--trace", *trace_file, "apply this trace JSON file before printing");
   cmd->add_flag("--key", *key, "also print the workload key (canonical JSON and SHA-256)");
-  cmd->callback([args, trace_file, key] {
+  auto emit = std::make_shared<std::string>();
+  auto target = std::make_shared<std::string>("llvm -mcpu=native");
+  cmd->add_option("--emit", *emit, "print what code generation makes of it instead: lowered (the loop program code generation sees), llvm (LLVM IR after optimization) or asm")
+      ->check(CLI::IsMember({"lowered", "llvm", "asm"}));
+  cmd->add_option("--target", *target, "target for --emit llvm|asm")->capture_default_str();
+  cmd->callback([args, trace_file, key, emit, target] {
     ir::Workload w;
     ir::PrimFunc f = lower_or_fail(*args, &w);
     if (*key) std::cout << "workload: " << w.canonical_string() << "\nkey: " << w.key_hash() << "\n\n";
@@ -70,7 +77,19 @@ static void add_show(CLI::App &app) {
         fail("trace '" + *trace_file + "' does not apply: " + e.what());
       }
     }
-    std::cout << ir::to_string(f);
+    try {
+      if (*emit == "lowered") {
+        std::cout << ir::to_string(ir::lower_for_codegen(f));
+      } else if (*emit == "llvm" || *emit == "asm") {
+        codegen::Compiler compiler;
+        Target t = Target::parse(*target);
+        std::cout << (*emit == "llvm" ? compiler.emit_llvm_ir(f, t) : compiler.emit_assembly(f, t));
+      } else {
+        std::cout << ir::to_string(f);
+      }
+    } catch (const std::exception &e) {
+      fail(std::string("code generation failed: ") + e.what());
+    }
   });
 }
 

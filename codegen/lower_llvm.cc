@@ -446,10 +446,31 @@ class CodeGen : public ExprFunctor<llvm::Value *>, public StmtFunctor<void> {
     return v;
   }
 
-  llvm::Value *element_ptr(const Buffer &buf, llvm::Value *flat) {
+  // `maybe_outside`: the address is only used under a mask and may lie outside the
+  // buffer (a padded convolution's masked-off lanes); an inbounds GEP there would be
+  // poison and let LLVM assume the mask's condition away.
+  llvm::Value *element_ptr(const Buffer &buf, llvm::Value *flat, bool maybe_outside = false) {
     auto it = buffers_.find(buf.get());
     if (it == buffers_.end()) throw CodegenError("buffer '" + buf->name + "' is used outside its scope");
+    if (maybe_outside) return b_.CreateGEP(storage_type(buf->dtype), it->second, flat);
     return b_.CreateInBoundsGEP(storage_type(buf->dtype), it->second, flat);
+  }
+
+  // LLVM 16's x86 AVX2 lowering of a masked load with a lane count that is not a power
+  // of two (a 9-lane row of a padded 7x7 convolution) returned wrong values: the load
+  // is widened here to the next power of two, the extra lanes masked off, and cut back.
+  llvm::Value *masked_load(llvm::FixedVectorType *vt, llvm::Value *ptr, llvm::Align align, llvm::Value *mask) {
+    unsigned n = vt->getNumElements();
+    if (llvm::isPowerOf2_32(n)) return b_.CreateMaskedLoad(vt, ptr, align, mask);
+    unsigned wide = llvm::PowerOf2Ceil(n);
+    std::vector<int> widen, narrow;
+    for (unsigned i = 0; i < wide; ++i) widen.push_back(i < n ? static_cast<int>(i) : static_cast<int>(n));
+    for (unsigned i = 0; i < n; ++i) narrow.push_back(static_cast<int>(i));
+    llvm::Value *off = llvm::Constant::getNullValue(mask->getType());
+    llvm::Value *wide_mask = b_.CreateShuffleVector(mask, off, widen);
+    auto *wide_type = llvm::FixedVectorType::get(vt->getElementType(), wide);
+    llvm::Value *v = b_.CreateMaskedLoad(wide_type, ptr, align, wide_mask);
+    return b_.CreateShuffleVector(v, narrow);
   }
 
   llvm::Value *visit(const LoadNode *op, const Expr &) override {
@@ -471,7 +492,7 @@ class CodeGen : public ExprFunctor<llvm::Value *>, public StmtFunctor<void> {
           llvm::Value *idx = gen(flat);
           lanes_ = saved;
           if (mask) {
-            llvm::Value *ptr = element_ptr(op->buffer, idx);
+            llvm::Value *ptr = element_ptr(op->buffer, idx, /*maybe_outside=*/true);
             llvm::Value *ptrs = b_.CreateVectorSplat(static_cast<unsigned>(lanes_), ptr);
             v = b_.CreateMaskedGather(llvm::FixedVectorType::get(elem, static_cast<unsigned>(lanes_)), ptrs, align, mask);
           } else {
@@ -484,9 +505,9 @@ class CodeGen : public ExprFunctor<llvm::Value *>, public StmtFunctor<void> {
         break;
       }
       case Pattern::kContiguous: {
-        llvm::Value *ptr = element_ptr(op->buffer, lane0(flat));
+        llvm::Value *ptr = element_ptr(op->buffer, lane0(flat), mask != nullptr);
         auto *vt = llvm::FixedVectorType::get(elem, static_cast<unsigned>(lanes_));
-        v = mask ? static_cast<llvm::Value *>(b_.CreateMaskedLoad(vt, ptr, align, mask))
+        v = mask ? masked_load(vt, ptr, align, mask)
                  : static_cast<llvm::Value *>(b_.CreateAlignedLoad(vt, ptr, align));
         tag(v, op->buffer);
         break;
@@ -504,7 +525,7 @@ class CodeGen : public ExprFunctor<llvm::Value *>, public StmtFunctor<void> {
       }
       case Pattern::kGather: {
         llvm::Value *idx = broadcast(gen(flat));
-        llvm::Value *ptrs = element_ptr(op->buffer, idx);
+        llvm::Value *ptrs = element_ptr(op->buffer, idx, mask != nullptr);
         auto *vt = llvm::FixedVectorType::get(elem, static_cast<unsigned>(lanes_));
         llvm::Value *m = mask ? mask : llvm::Constant::getAllOnesValue(
                                            llvm::FixedVectorType::get(b_.getInt1Ty(), static_cast<unsigned>(lanes_)));

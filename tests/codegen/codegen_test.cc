@@ -204,5 +204,37 @@ TEST(CodegenX86Strided, PackedTransposedPanelIsStoredForVectorLoads) {
   expect_same(run_artifact(path, sch.func(), inputs), ir::interpret(func, inputs), "");
 }
 
+// Rows of a padded 7x7 depthwise convolution's input, 9 lanes wide, are masked loads
+// (the padding lanes are off). On AVX2, LLVM 16 miscompiled such a non-power-of-two
+// masked load inside this nest; code generation now widens it itself.
+TEST(CodegenX86Strided, NineLaneMaskedPaddingRowsAreRight) {
+  ir::Workload w = ir::Workload::single(
+      "conv2d", {{{1, 5, 7, 7}, ir::DType::kFloat32}, {{5, 1, 3, 3}, ir::DType::kFloat32}},
+      {{"groups", 5}, {"pads", {1, 1, 1, 1}}});
+  te::ComputeDAG dag = w.build_dag();
+  ir::PrimFunc func = te::lower(dag, "dw");
+  ir::Schedule sch(func);
+  ir::BlockRV conv = sch.get_block("conv2d");
+  std::vector<ir::LoopRV> l = sch.get_loops(conv);  // n c oh ow | ry rx
+  sch.reorder({l[2], l[0], l[1]});
+  ir::BlockRV pad = sch.get_block("pad");
+  sch.compute_at(pad, l[2]);
+  sch.vectorize(sch.get_loops(pad).back());  // 9 lanes
+  sch.annotate(l[2], "pragma_auto_unroll_max_step", 64);
+  sch.parallel(l[2]);
+  std::mt19937_64 rng(11);
+  std::vector<HostTensor> inputs;
+  for (const te::Tensor &t : dag.inputs) {
+    inputs.emplace_back(t.dtype(), t.shape());
+    inputs.back().fill_random(rng, 0.1, 2.0);
+  }
+  for (const char *cpu : {"native", "haswell"}) {
+    Target target = Target::parse(std::string("llvm -mcpu=") + cpu + " -num-cores=2");
+    std::string path = temp_dir() + "/nine_lanes_" + cpu + ".so";
+    compiler().build_artifact(sch.func(), target, path);
+    expect_same(run_artifact(path, sch.func(), inputs), ir::interpret(func, inputs), std::string("\n-mcpu=") + cpu);
+  }
+}
+
 }  // namespace
 }  // namespace kiln::codegen
