@@ -1,12 +1,17 @@
 // Facts about blocks that the rules and postprocessors decide on.
 #pragma once
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
 #include "ir/schedule/schedule.h"
+#include "ir/target.h"
 
 namespace kiln::search {
+
+/// float32 lanes of one vector register of the target (at least 4).
+inline int64_t vector_lanes(const Target &target) { return std::max(4, target.vector_width_bits / 32); }
 
 /// nullptr when the block no longer exists (inlined).
 const ir::BlockNode *find_block(const ir::Schedule &sch, const std::string &name);

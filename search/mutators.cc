@@ -28,6 +28,7 @@ class MutateTileSize : public Mutator {
     for (int attempt = 0; attempt < 16; ++attempt) {
       size_t inst = cands[rng() % cands.size()];
       std::vector<int64_t> f = sketch.decisions.at(inst).get<std::vector<int64_t>>();
+      const int64_t old_inner = f.back();
       if (f.size() < 2) continue;
       size_t from = rng() % f.size(), to = rng() % f.size();
       if (from == to || f[from] == 1) continue;
@@ -41,7 +42,6 @@ class MutateTileSize : public Mutator {
       if (cap > 0 && f.back() > cap) continue;
       // Keep whole vectors innermost once the tiling has them.
       int64_t multiple = sketch.instructions[inst].attrs.value("innermost_multiple", int64_t{0});
-      int64_t old_inner = sketch.decisions.at(inst).get<std::vector<int64_t>>().back();
       if (multiple > 0 && old_inner % multiple == 0 && f.back() % multiple != 0) continue;
       return sketch.with_decision(inst, json(f));
     }

@@ -103,8 +103,7 @@ class RewriteParallelVectorizeUnroll : public Postprocessor {
 class RejectPoorRegisterTiles : public Postprocessor {
  public:
   explicit RejectPoorRegisterTiles(const Target &target)
-      : lanes_(std::max(4, target.vector_width_bits / 32)),
-        max_tile_elements_(int64_t{3} * registers(target) * std::max(4, target.vector_width_bits / 32) / 4) {}
+      : lanes_(vector_lanes(target)), max_tile_elements_(int64_t{3} * registers(target) * lanes_ / 4) {}
   std::string name() const override { return "reject_poor_register_tiles"; }
   bool apply(Schedule &sch) const override {
     for (const std::string &name : sch.block_names()) {

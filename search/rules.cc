@@ -39,7 +39,7 @@ class AutoInline : public ScheduleRule {
 class MultiLevelTiling : public ScheduleRule {
  public:
   explicit MultiLevelTiling(const Target &target)
-      : max_innermost_(target.vector_width_bits >= 512 ? 64 : 32), lanes_(std::max(4, target.vector_width_bits / 32)) {}
+      : max_innermost_(target.vector_width_bits >= 512 ? 64 : 32), lanes_(vector_lanes(target)) {}
   std::string name() const override { return "multi_level_tiling"; }
 
   std::vector<Schedule> apply(const Schedule &sch, const std::string &block) const override {
@@ -183,7 +183,7 @@ class ComputeLocation : public ScheduleRule {
 class ParallelVectorizeUnroll : public ScheduleRule {
  public:
   explicit ParallelVectorizeUnroll(const Target &target)
-      : cores_(std::max(1, target.num_cores)), vector_lanes_(std::max(4, target.vector_width_bits / 32)) {}
+      : cores_(std::max(1, target.num_cores)), vector_lanes_(vector_lanes(target)) {}
   std::string name() const override { return "parallel_vectorize_unroll"; }
   std::vector<Schedule> apply(const Schedule &sch, const std::string &block) const override {
     if (!find_block(sch, block)) return {sch};
