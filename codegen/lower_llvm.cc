@@ -484,8 +484,6 @@ class CodeGen : public ExprFunctor<llvm::Value *>, public StmtFunctor<void> {
     llvm::Value *v = nullptr;
     int64_t stride = 0;
     Pattern pattern = classify(flat, &stride);
-    // A masked-off lane's address may be out of bounds: only a gather may skip it.
-    if (pattern == Pattern::kStrided && mask) pattern = Pattern::kGather;
     switch (pattern) {
       case Pattern::kScalar: {
         if (lanes_ > 1) {
@@ -516,10 +514,22 @@ class CodeGen : public ExprFunctor<llvm::Value *>, public StmtFunctor<void> {
       }
       case Pattern::kStrided: {
         // The span from the first lane's element to the last one's, exactly: no read
-        // beyond what the scalar loop reads.
+        // beyond what the scalar loop reads. Under a mask (a padded stride-2 window) the
+        // span load is masked too: a lane's mask bit moves to its element, the elements
+        // between lanes are off, so a masked-off lane's address is never touched.
         auto span = static_cast<unsigned>((lanes_ - 1) * stride + 1);
-        llvm::Value *ptr = element_ptr(op->buffer, lane0(flat));
-        llvm::Value *all = tag(b_.CreateAlignedLoad(llvm::FixedVectorType::get(elem, span), ptr, align), op->buffer);
+        auto *span_type = llvm::FixedVectorType::get(elem, span);
+        llvm::Value *all = nullptr;
+        if (mask) {
+          std::vector<int> spread;
+          for (unsigned i = 0; i < span; ++i)
+            spread.push_back(i % stride == 0 ? static_cast<int>(i / stride) : static_cast<int>(lanes_));
+          llvm::Value *span_mask = b_.CreateShuffleVector(mask, llvm::Constant::getNullValue(mask->getType()), spread);
+          all = masked_load(span_type, element_ptr(op->buffer, lane0(flat), /*maybe_outside=*/true), align, span_mask,
+                            op->buffer);
+        } else {
+          all = tag(b_.CreateAlignedLoad(span_type, element_ptr(op->buffer, lane0(flat)), align), op->buffer);
+        }
         std::vector<int> picks;
         for (int l = 0; l < lanes_; ++l) picks.push_back(static_cast<int>(l * stride));
         v = b_.CreateShuffleVector(all, picks);

@@ -170,6 +170,37 @@ TEST(CodegenX86Strided, StrideTwoLoadsAreShuffledSpans) {
   expect_same(run_artifact(path, sch.func(), inputs), ir::interpret(func, inputs), "");
 }
 
+// The same with the padding inlined: the stride-2 reads are masked at the borders. A
+// masked span load (lane bits spread to every second element) replaces the gather, and
+// the masked-off lanes left of column 0 are never read.
+TEST(CodegenX86Strided, PaddedStrideTwoLoadsAreMaskedSpans) {
+  ir::Workload w = ir::Workload::single(
+      "conv2d", {{{1, 3, 16, 16}, ir::DType::kFloat32}, {{4, 3, 3, 3}, ir::DType::kFloat32}},
+      {{"strides", {2, 2}}, {"pads", {1, 1, 1, 1}}});
+  te::ComputeDAG dag = w.build_dag();
+  ir::PrimFunc func = te::lower(dag, "conv_s2_padded");
+  ir::Schedule sch(func);
+  sch.compute_inline(sch.get_block("pad"));
+  std::vector<ir::LoopRV> l = sch.get_loops(sch.get_block("conv2d"));  // n k oh ow | c ry rx
+  ASSERT_EQ(l.size(), 7u);
+  sch.reorder({l[4], l[5], l[6], l[3]});
+  sch.vectorize(l[3]);  // 8 lanes, input column 2 * ow + rx - 1
+  sch.parallel(l[1]);
+  std::string ir_text = compiler().emit_llvm_ir(sch.func(), host_target());
+  EXPECT_EQ(ir_text.find("masked.gather"), std::string::npos) << ir_text;
+  EXPECT_NE(ir_text.find("masked.load.v16f32"), std::string::npos) << ir_text;
+
+  std::mt19937_64 rng(9);
+  std::vector<HostTensor> inputs;
+  for (const te::Tensor &t : dag.inputs) {
+    inputs.emplace_back(t.dtype(), t.shape());
+    inputs.back().fill_random(rng, -1.0, 1.0);
+  }
+  std::string path = temp_dir() + "/strided_padded.so";
+  compiler().build_artifact(sch.func(), host_target(), path);
+  expect_same(run_artifact(path, sch.func(), inputs), ir::interpret(func, inputs), "");
+}
+
 // A dense layer's W[n, k] packed per column tile and read along n by the vectorized
 // loop: lowering stores the panel [k, n], so the hot loop loads vectors, not gathers.
 TEST(CodegenX86Strided, PackedTransposedPanelIsStoredForVectorLoads) {
