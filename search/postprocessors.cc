@@ -25,6 +25,7 @@ int64_t annotation(const ir::BlockNode *b, const char *key, int64_t fallback) {
 
 class RewriteParallelVectorizeUnroll : public Postprocessor {
  public:
+  explicit RewriteParallelVectorizeUnroll(const Target &target) : lanes_(vector_lanes(target)) {}
   std::string name() const override { return "rewrite_parallel_vectorize_unroll"; }
 
   bool apply(Schedule &sch) const override {
@@ -36,7 +37,7 @@ class RewriteParallelVectorizeUnroll : public Postprocessor {
       int64_t max_vector = annotation(b, "kiln.vectorize", 64);
       int64_t unroll = annotation(b, "kiln.unroll", 0);
       parallelize(sch, name, max_parallel);
-      vectorize(sch, name, max_vector);
+      vectorize(sch, name, max_vector, lanes_);
       if (unroll > 0) {
         std::vector<LoopRV> loops = sch.get_loops(sch.get_block(name));
         if (!loops.empty()) sch.annotate(loops.front(), "pragma_auto_unroll_max_step", unroll);
@@ -77,23 +78,36 @@ class RewriteParallelVectorizeUnroll : public Postprocessor {
     }
   }
 
-  // Vectorizes the innermost loop when it is spatial and short enough.
-  static void vectorize(Schedule &sch, const std::string &name, int64_t max_extent) {
+  // Vectorizes the innermost loop when it is spatial and short enough. A longer one (an
+  // element-wise epilogue's 56-wide rows) is split, when its extent allows, into an
+  // inner loop of whole vectors within the limit, and that is vectorized: left scalar,
+  // such a pass over the output cost as much as a depthwise convolution itself.
+  static void vectorize(Schedule &sch, const std::string &name, int64_t max_extent, int64_t lanes) {
     std::vector<LoopRV> loops = sch.get_loops(sch.get_block(name));
     if (loops.empty()) return;
     const ir::ForNode *inner = sch.loop(loops.back());
     std::vector<int> kinds = loop_kinds(sch, name);
-    if (kinds.back() != kLoopSpatial || inner->for_kind != ir::ForKind::kSerial || inner->extent < 2 ||
-        inner->extent > std::min<int64_t>(max_extent, 64))
-      return;
+    int64_t limit = std::min<int64_t>(max_extent, 64);
+    if (kinds.back() != kLoopSpatial || inner->for_kind != ir::ForKind::kSerial || inner->extent < 2) return;
     if (inner->body.as<ir::BlockNode>() == nullptr) return;  // only a block directly inside
+    int64_t width = inner->extent;
+    if (width > limit) {
+      width = 0;
+      for (int64_t d = limit - limit % lanes; d >= lanes && width == 0; d -= lanes)
+        if (inner->extent % d == 0) width = d;
+      if (width == 0) return;
+    }
     Schedule trial = sch;
     try {
-      trial.vectorize(loops.back());
+      LoopRV vector_loop = loops.back();
+      if (width < inner->extent) vector_loop = trial.split(vector_loop, {int64_t{-1}, width}).back();
+      trial.vectorize(vector_loop);
       sch = trial;
     } catch (const ScheduleError &) {
     }
   }
+
+  int64_t lanes_;
 };
 
 // A multi-level tiling's accumulator (its S2 x S3 tile: the spatial loops from S2 on) is only fast while it stays in vector registers: past the
@@ -194,7 +208,7 @@ class VerifyCpu : public Postprocessor {
 std::vector<std::unique_ptr<Postprocessor>> default_postprocessors(const Target &target) {
   std::vector<std::unique_ptr<Postprocessor>> out;
   out.push_back(std::make_unique<RejectPoorRegisterTiles>(target));
-  out.push_back(std::make_unique<RewriteParallelVectorizeUnroll>());
+  out.push_back(std::make_unique<RewriteParallelVectorizeUnroll>(target));
   out.push_back(std::make_unique<RejectSerialNests>(target));
   out.push_back(std::make_unique<VerifyCpu>());
   return out;

@@ -159,6 +159,26 @@ TEST(SearchSpace, NestsSerializedByAProducerPlacementAreRejected) {
   EXPECT_TRUE(place_pad_at(1));   // under the output-channel loop (extent 16)
 }
 
+// An innermost loop longer than the vector limit is split into whole vectors and
+// vectorized (a 56-wide epilogue row: 7 x 8 lanes on AVX2), not left scalar.
+TEST(SearchSpace, LongInnermostLoopsAreVectorizedInWholeVectors) {
+  ir::Workload w = ir::Workload::single("relu", {{{1, 8, 56, 56}, ir::DType::kFloat32}});
+  ir::PrimFunc func = te::lower(w.build_dag(), "relu");
+  Target target = Target::parse("llvm -mtriple=x86_64-linux-gnu -mcpu=haswell -num-cores=2");
+  auto vectorized_width = [&](int64_t max_vector) {
+    ir::Schedule s(func);
+    s.annotate(s.get_block("relu"), "kiln.parallel", 64);
+    s.annotate(s.get_block("relu"), "kiln.vectorize", max_vector);
+    for (const auto &p : default_postprocessors(target)) EXPECT_TRUE(p->apply(s)) << p->name();
+    std::vector<ir::LoopRV> loops = s.get_loops(s.get_block("relu"));
+    const ir::ForNode *inner = s.loop(loops.back());
+    return inner->for_kind == ir::ForKind::kVectorized ? inner->extent : int64_t{0};
+  };
+  EXPECT_EQ(vectorized_width(32), 8);
+  EXPECT_EQ(vectorized_width(64), 56);
+  EXPECT_EQ(vectorized_width(4), 0);  // no whole vector fits the limit
+}
+
 // Each sketch of a pointwise convolution with a fused epilogue realizes (a regression:
 // none did once, and tuning found nothing).
 TEST(SearchSpace, EverySketchOfAPointwiseConvolutionRealizes) {
