@@ -179,7 +179,9 @@ bool reduction_spans_loop(const PrimFunc &f, const Buffer &buffer, const std::ve
 }
 
 // Collects offset = sum(coef * var) over plain loop variables; false for other forms.
+// A zero offset has no terms (a dimension of extent 1, such as the batch).
 bool affine_terms(const Expr &e, int64_t scale, std::vector<std::pair<const VarNode *, int64_t>> *terms) {
+  if (is_const_int(e, 0)) return true;
   if (const auto *v = e.as<VarNode>()) {
     terms->emplace_back(v, scale);
     return true;
