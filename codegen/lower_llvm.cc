@@ -15,6 +15,7 @@
 
 #include "codegen/abi.h"
 #include "codegen/codegen.h"
+#include "codegen/vector_math.h"
 #include "ir/functor.h"
 #include "ir/lower_passes.h"
 #include "ir/simplify.h"
@@ -388,17 +389,23 @@ class CodeGen : public ExprFunctor<llvm::Value *>, public StmtFunctor<void> {
   llvm::Value *visit(const CallNode *op, const Expr &) override {
     llvm::Value *x = gen(op->args[0]);
     auto one = [&](llvm::Value *like) { return llvm::ConstantFP::get(like->getType(), 1.0); };
+    // float32 exp, erf and tanh are polynomials in the vector registers (vector_math.h):
+    // LLVM would otherwise call libm once per lane.
+    bool f32 = x->getType()->getScalarType()->isFloatTy();
     switch (op->op) {
-      case Intrinsic::kExp: return intrinsic(llvm::Intrinsic::exp, {x});
+      case Intrinsic::kExp: return f32 ? emit_exp_f32(b_, x) : intrinsic(llvm::Intrinsic::exp, {x});
       case Intrinsic::kLog: return intrinsic(llvm::Intrinsic::log, {x});
       case Intrinsic::kSqrt: return intrinsic(llvm::Intrinsic::sqrt, {x});
       case Intrinsic::kRsqrt: return b_.CreateFDiv(one(x), intrinsic(llvm::Intrinsic::sqrt, {x}));
       case Intrinsic::kFloor: return intrinsic(llvm::Intrinsic::floor, {x});
       case Intrinsic::kCeil: return intrinsic(llvm::Intrinsic::ceil, {x});
-      case Intrinsic::kTanh: return libm("tanhf", x);
-      case Intrinsic::kErf: return libm("erff", x);
-      case Intrinsic::kSigmoid:
-        return b_.CreateFDiv(one(x), b_.CreateFAdd(one(x), intrinsic(llvm::Intrinsic::exp, {b_.CreateFNeg(x)})));
+      case Intrinsic::kTanh: return f32 ? emit_tanh_f32(b_, x) : libm("tanhf", x);
+      case Intrinsic::kErf: return f32 ? emit_erf_f32(b_, x) : libm("erff", x);
+      case Intrinsic::kSigmoid: {
+        llvm::Value *neg = b_.CreateFNeg(x);
+        llvm::Value *e = f32 ? emit_exp_f32(b_, neg) : intrinsic(llvm::Intrinsic::exp, {neg});
+        return b_.CreateFDiv(one(x), b_.CreateFAdd(one(x), e));
+      }
       case Intrinsic::kPow: {
         llvm::Value *y = gen(op->args[1]);
         unify(x, y);
