@@ -5,7 +5,10 @@
  *   int32_t kiln_entry(void **args);
  *       Runs the kernel. args[i] is the data pointer of parameter i (inputs first, then
  *       outputs, in the order of kiln_artifact_info's "params"); every buffer is dense,
- *       row-major and at least 64-byte aligned. Returns 0 on success.
+ *       row-major and at least 64-byte aligned. Returns 0 on success,
+ *       KILN_ERR_OUT_OF_MEMORY when scratch memory could not be allocated (nothing is
+ *       leaked; the outputs are undefined), or the non-zero code a parallel task or
+ *       kiln_rt_parallel_for returned.
  *
  *   const char kiln_artifact_info[];
  *       NUL-terminated JSON: {"kiln_abi": 1, "name": ..., "target": ...,
@@ -32,6 +35,9 @@ extern "C" {
 
 typedef int32_t (*kiln_entry_fn)(void **args);
 
+/* kiln_entry's result codes besides 0. */
+#define KILN_ERR_OUT_OF_MEMORY 12
+
 /* One chunk of a parallel loop: runs iterations for task `task_id` of `num_tasks`;
  * returns 0 on success. */
 typedef int32_t (*kiln_task_fn)(int64_t task_id, int64_t num_tasks, void *closure);
@@ -46,7 +52,8 @@ int32_t kiln_rt_num_threads(void);
 /* Sets the thread count (>= 1); takes effect for the next parallel_for. */
 void kiln_rt_set_num_threads(int32_t n);
 
-/* Scratch memory for buffers too large for the stack, 64-byte aligned. */
+/* Scratch memory for buffers too large for the stack, 64-byte aligned; NULL when it
+ * cannot be allocated (the kernel then returns KILN_ERR_OUT_OF_MEMORY). */
 void *kiln_rt_alloc_workspace(size_t bytes);
 void kiln_rt_free_workspace(void *ptr);
 

@@ -619,7 +619,7 @@ class CodeGen : public ExprFunctor<llvm::Value *>, public StmtFunctor<void> {
   void visit(const BlockNode *op, const Stmt &) override {
     // Allocations of this block: small ones on the stack of the enclosing function (one
     // per task inside parallel loops), large ones in the workspace until the block ends.
-    std::vector<llvm::Value *> workspaces;
+    size_t workspaces_before = live_workspaces_.size();
     for (const Buffer &buf : op->alloc_buffers) {
       int64_t bytes = buf->num_elements() * dtype_bytes(buf->dtype);
       if (bytes <= kMaxStackBytes && buf->scope != MemoryScope::kGlobal) {
@@ -627,8 +627,9 @@ class CodeGen : public ExprFunctor<llvm::Value *>, public StmtFunctor<void> {
       } else {
         llvm::Value *p = b_.CreateCall(runtime_fn("kiln_rt_alloc_workspace", b_.getPtrTy(), {b_.getInt64Ty()}),
                                        {b_.getInt64(static_cast<uint64_t>(bytes))});
+        return_if_failed(b_.CreateSelect(b_.CreateIsNull(p), b_.getInt32(KILN_ERR_OUT_OF_MEMORY), b_.getInt32(0)));
         buffers_[buf.get()] = p;
-        workspaces.push_back(p);
+        live_workspaces_.push_back(p);
       }
     }
     // In a vector loop the bindings are substituted into the body, so each access's
@@ -678,8 +679,8 @@ class CodeGen : public ExprFunctor<llvm::Value *>, public StmtFunctor<void> {
       b_.CreateBr(end_bb);
       b_.SetInsertPoint(end_bb);
     }
-    for (auto it = workspaces.rbegin(); it != workspaces.rend(); ++it)
-      b_.CreateCall(runtime_fn("kiln_rt_free_workspace", b_.getVoidTy(), {b_.getPtrTy()}), {*it});
+    free_workspaces(workspaces_before);
+    live_workspaces_.resize(workspaces_before);
     for (const Buffer &buf : op->alloc_buffers) buffers_.erase(buf.get());
     if (lanes_ == 1) {
       for (const IterVar &iv : op->iter_vars) {
@@ -687,6 +688,25 @@ class CodeGen : public ExprFunctor<llvm::Value *>, public StmtFunctor<void> {
         analyzer_.unbind(iv.var);
       }
     }
+  }
+
+  // Frees this function's workspaces allocated after the first `keep`, newest first.
+  void free_workspaces(size_t keep) {
+    for (size_t i = live_workspaces_.size(); i > keep; --i)
+      b_.CreateCall(runtime_fn("kiln_rt_free_workspace", b_.getVoidTy(), {b_.getPtrTy()}), {live_workspaces_[i - 1]});
+  }
+
+  // Returns `code` from the function being generated when it is not 0 (a workspace
+  // that could not be allocated, a failed parallel task), freeing what it holds first.
+  void return_if_failed(llvm::Value *code) {
+    llvm::BasicBlock *failed = llvm::BasicBlock::Create(ctx_, "failed", fn_);
+    llvm::BasicBlock *ok = llvm::BasicBlock::Create(ctx_, "ok", fn_);
+    b_.CreateCondBr(b_.CreateICmpNE(code, b_.getInt32(0)), failed, ok,
+                    llvm::MDBuilder(ctx_).createBranchWeights(1, 1 << 20));
+    b_.SetInsertPoint(failed);
+    free_workspaces(0);
+    b_.CreateRet(code);
+    b_.SetInsertPoint(ok);
   }
 
   // Emits `for (v = begin; v < end; ++v) body` with optional loop metadata.
@@ -863,6 +883,8 @@ class CodeGen : public ExprFunctor<llvm::Value *>, public StmtFunctor<void> {
     llvm::BasicBlock *saved_bb = b_.GetInsertBlock();
     auto saved_vars = vars_;
     auto saved_bufs = buffers_;
+    auto saved_workspaces = std::move(live_workspaces_);
+    live_workspaces_.clear();  // the task frees only what it allocates
     fn_ = task;
     b_.SetInsertPoint(llvm::BasicBlock::Create(ctx_, "entry", task));
     llvm::Value *arg_closure = task->getArg(2);
@@ -886,13 +908,14 @@ class CodeGen : public ExprFunctor<llvm::Value *>, public StmtFunctor<void> {
     fn_ = saved_fn;
     vars_ = std::move(saved_vars);
     buffers_ = std::move(saved_bufs);
+    live_workspaces_ = std::move(saved_workspaces);
     b_.SetInsertPoint(saved_bb);
     // Never more tasks than iterations.
     llvm::Value *threads = b_.CreateSExt(b_.CreateCall(runtime_fn("kiln_rt_num_threads", b_.getInt32Ty(), {})),
                                          b_.getInt64Ty());
     llvm::Value *num_tasks = b_.CreateSelect(b_.CreateICmpSLT(threads, n), threads, n);
-    b_.CreateCall(runtime_fn("kiln_rt_parallel_for", b_.getInt32Ty(), {b_.getInt64Ty(), ptr, ptr}),
-                  {num_tasks, task, closure});
+    return_if_failed(b_.CreateCall(runtime_fn("kiln_rt_parallel_for", b_.getInt32Ty(), {b_.getInt64Ty(), ptr, ptr}),
+                                   {num_tasks, task, closure}));
   }
 
   llvm::LLVMContext &ctx_;
@@ -903,6 +926,7 @@ class CodeGen : public ExprFunctor<llvm::Value *>, public StmtFunctor<void> {
   std::unordered_map<const VarNode *, llvm::Value *> vars_;
   std::unordered_map<const BufferNode *, llvm::Value *> buffers_;
   std::vector<llvm::Value *> masks_;
+  std::vector<llvm::Value *> live_workspaces_;  ///< of the function being generated, oldest first
   std::unordered_map<const BufferNode *, llvm::MDNode *> alias_scope_, noalias_;
   Analyzer analyzer_;
   int lanes_ = 1;

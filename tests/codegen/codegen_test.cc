@@ -6,10 +6,13 @@
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
+#include <sys/wait.h>
+#include <sys/resource.h>
 
 #include <atomic>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <limits>
 #include <functional>
 #include <cmath>
@@ -360,6 +363,55 @@ TEST(CodegenX86Math, TranscendentalsMatchLibmElementwise) {
         }
       }
     }
+  }
+}
+
+// A workspace that cannot be allocated makes the kernel return KILN_ERR_OUT_OF_MEMORY
+// instead of writing through a null pointer, from the entry function and from a
+// parallel task alike. A forked child limits its address space so that the 1 GiB
+// scratch buffer fails; the parent runs the same artifact unlimited.
+TEST(CodegenX86Errors, FailedWorkspaceAllocationIsReturned) {
+  for (ir::ForKind kind : {ir::ForKind::kSerial, ir::ForKind::kParallel}) {
+    ir::Buffer x = ir::make_buffer("x", ir::DType::kFloat32, {2});
+    ir::Buffer y = ir::make_buffer("y", ir::DType::kFloat32, {2});
+    ir::Buffer scratch = ir::make_buffer("scratch", ir::DType::kFloat32, {int64_t{1} << 28});
+    ir::Var i("i"), vi("vi");
+    ir::Stmt work = ir::make_block(
+        "work", {ir::IterVar{vi, 2, ir::IterKind::kSpatial}}, {i}, ir::Expr(), ir::Stmt(),
+        ir::make_seq({ir::make_store(scratch, {ir::make_int(0)}, ir::make_load(x, {vi})),
+                      ir::make_store(y, {vi}, ir::make_mul(ir::make_load(scratch, {ir::make_int(0)}), ir::make_float(2.0, ir::DType::kFloat32)))}),
+        {scratch});
+    ir::PrimFunc func{"scratch", {x, y}, ir::make_block("root", {}, {}, ir::Expr(), ir::Stmt(), ir::make_for(i, 2, kind, work))};
+    std::string path = temp_dir() + "/scratch_" + std::to_string(static_cast<int>(kind)) + ".so";
+    compiler().build_artifact(func, host_target(), path);
+
+    HostTensor in(ir::DType::kFloat32, {2});
+    in.set(0, 1.5);
+    in.set(1, -4.0);
+    HostTensor out = run_artifact(path, func, {in})[0];
+    EXPECT_EQ(out.get(0), 3.0);
+    EXPECT_EQ(out.get(1), -8.0);
+
+    pid_t child = fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+      long pages = 0;
+      std::ifstream("/proc/self/statm") >> pages;
+      rlim_t limit = static_cast<rlim_t>(pages) * static_cast<rlim_t>(sysconf(_SC_PAGESIZE)) + (rlim_t{256} << 20);
+      struct rlimit rl{limit, limit};
+      if (setrlimit(RLIMIT_AS, &rl) != 0) _exit(101);
+      void *handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+      if (!handle) _exit(102);
+      auto entry = reinterpret_cast<kiln_entry_fn>(dlsym(handle, KILN_ENTRY_SYMBOL));
+      alignas(64) float x_data[16] = {1, 2};
+      alignas(64) float y_data[16] = {};
+      void *args[2] = {x_data, y_data};
+      _exit(entry(args) == KILN_ERR_OUT_OF_MEMORY ? 0 : 103);
+    }
+    int status = 0;
+    ASSERT_EQ(waitpid(child, &status, 0), child);
+    ASSERT_TRUE(WIFEXITED(status)) << "the kernel crashed (signal " << WTERMSIG(status) << ")";
+    EXPECT_EQ(WEXITSTATUS(status), 0) << (kind == ir::ForKind::kParallel ? "parallel" : "serial") << " loop";
   }
 }
 
