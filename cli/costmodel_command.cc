@@ -12,11 +12,9 @@
 #include "costmodel/cost_model.h"
 #include "costmodel/evaluation.h"
 #include "database/database.h"
-#include "database/jsonl.h"
-#include "ir/schedule/schedule.h"
 #include "ir/target.h"
-#include "ir/te.h"
 #include "ir/workload.h"
+#include "scheduler/measured_programs.h"
 
 namespace kiln::cli {
 
@@ -29,52 +27,6 @@ struct EvalArgs {
   uint64_t seed = 0;
   std::string split = "record";
 };
-
-struct Loaded {
-  std::vector<ir::PrimFunc> programs;
-  std::vector<double> latencies;
-  std::vector<std::string> tasks;
-  size_t records_for_target = 0;
-  size_t errors = 0;          ///< error records (no latency): not rankable
-  size_t unreplayable = 0;    ///< traces that no longer apply to their workload
-  std::string first_replay_error;
-};
-
-// Every successful record of the target, rebuilt into its scheduled program. The
-// database has no per-target listing, so the records come through the JSONL export.
-Loaded load_programs(db::Database &database, const std::string &target) {
-  std::stringstream jsonl;
-  database.export_jsonl(jsonl);
-  Loaded out;
-  std::map<std::string, ir::PrimFunc> unscheduled;  // per workload hash
-  std::string line;
-  while (std::getline(jsonl, line)) {
-    if (line.empty()) continue;
-    db::Record r = db::record_from_jsonl(line);
-    if (r.target != target) continue;
-    ++out.records_for_target;
-    if (!r.ok()) {
-      ++out.errors;
-      continue;
-    }
-    try {
-      auto it = unscheduled.find(r.workload.key_hash);
-      if (it == unscheduled.end()) {
-        ir::Workload w = ir::Workload::from_json(nlohmann::json::parse(r.workload.canonical_json));
-        ir::PrimFunc f = te::lower(w.build_dag(), w.ops.size() == 1 ? w.ops[0].op : "fused");
-        it = unscheduled.emplace(r.workload.key_hash, std::move(f)).first;
-      }
-      ir::Trace trace = ir::Trace::from_json(nlohmann::json::parse(r.trace_json));
-      out.programs.push_back(ir::Schedule::replay(it->second, trace).func());
-    } catch (const std::exception &e) {
-      if (out.unreplayable++ == 0) out.first_replay_error = e.what();
-      continue;
-    }
-    out.latencies.push_back(r.mean_latency());
-    out.tasks.push_back(r.workload.key_hash);
-  }
-  return out;
-}
 
 void print_report(const char *name, const costmodel::RankingReport &r) {
   std::printf("%-8s pairwise accuracy %.3f   spearman %.3f   top-1 %.3f   top-5 %.3f\n", name, r.pairwise_accuracy,
@@ -95,10 +47,10 @@ void run_eval(const EvalArgs &args) {
   options.seed = args.seed;
   options.split = args.split == "task" ? costmodel::SplitBy::kTask : costmodel::SplitBy::kRecord;
 
-  Loaded loaded;
+  scheduler::MeasuredPrograms loaded;
   try {
     auto database = db::Database::open(args.db, db::OpenMode::read_only);
-    loaded = load_programs(database, target);
+    loaded = scheduler::load_measured_programs(database, target);
   } catch (const std::exception &e) {
     fail("cannot read database '" + args.db + "': " + e.what());
   }

@@ -33,6 +33,7 @@ struct TuneArgs {
   int repeat = 3;
   double min_repeat_ms = 10;
   double give_up_factor = 3.0;
+  bool warm_start = false;
   bool quiet = false;
 };
 }  // namespace
@@ -66,6 +67,8 @@ void add_tune_command(CLI::App &app) {
                   "(0: always the full protocol)")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
+  cmd->add_flag("--warm-start", a->warm_start,
+                "train the cost model first on the database's records of other workloads for this target");
   cmd->add_flag("-q,--quiet", a->quiet, "no progress line");
   cmd->callback([a] {
     // The runner forks its server before any thread exists.
@@ -108,6 +111,7 @@ void add_tune_command(CLI::App &app) {
     opts.timing.repeat = a->repeat;
     opts.timing.min_repeat_ms = a->min_repeat_ms;
     opts.give_up_factor = a->give_up_factor;
+    opts.warm_start = a->warm_start;
     std::cerr << "tuning " << w.summary() << " on " << target.str() << " (key " << w.key_hash().substr(0, 16)
               << ", database " << a->db << ")\n";
     scheduler::TuneResult r;
@@ -134,6 +138,8 @@ void add_tune_command(CLI::App &app) {
     } else {
       std::cout << "no valid candidate yet\n";
     }
+    if (p.warm_start_programs > 0)
+      std::cout << "cost model warm-started with " << p.warm_start_programs << " programs of other workloads\n";
     std::cout << "time: search " << p.time.search << " s, features " << p.time.features << " s, training "
               << p.time.training << " s, build " << p.time.build << " s, run " << p.time.run << " s, database "
               << p.time.database << " s\n";

@@ -1,5 +1,7 @@
 #include "scheduler/task_tuner.h"
 
+#include "scheduler/measured_programs.h"
+
 #include <algorithm>
 #include <chrono>
 
@@ -93,8 +95,26 @@ void TaskTuner::resume_from_database() {
   if (!features.empty()) model_.update(features, labels_against_best(latencies));
 }
 
+void TaskTuner::warm_start_from_other_tasks() {
+  if (!db_) return;
+  double t0 = now();
+  LoadOptions load;
+  load.skip_workload = workload_.key_hash();
+  load.max_per_task = options_.warm_start_per_task;
+  MeasuredPrograms other = load_measured_programs(*db_, target_.str(), load);
+  if (other.programs.empty()) return;
+  std::vector<costmodel::ProgramFeatures> features =
+      costmodel::extract_features_batch(other.programs, options_.feature_threads);
+  progress_.time.features += now() - t0;
+  t0 = now();
+  model_.update(features, labels_against_task_best(other));
+  progress_.time.training += now() - t0;
+  progress_.warm_start_programs = static_cast<int64_t>(other.programs.size());
+}
+
 TuneResult TaskTuner::run(const std::function<void(const Progress &)> &on_round) {
   double start = now();
+  if (options_.warm_start) warm_start_from_other_tasks();
   resume_from_database();
   TuneResult result;
   if (progress_.best_seconds > 0) progress_.best_gflops = flops_ / progress_.best_seconds / 1e9;

@@ -34,6 +34,11 @@ struct TuneOptions {
   double give_up_factor = 3.0;
   /// Threads for feature extraction.
   int feature_threads = 2;
+  /// Before the first round, train the cost model on the database's records of other
+  /// workloads for the same target (at most `warm_start_per_task` programs each), so
+  /// that the first rounds are guided instead of random.
+  bool warm_start = false;
+  size_t warm_start_per_task = 256;
 };
 
 /// Where a round's time went, in seconds (cumulative over the run).
@@ -48,6 +53,8 @@ struct Progress {
   double best_seconds = 0;    // best latency known (this run or the database); 0 = none
   double best_gflops = 0;
   double elapsed_seconds = 0;
+  /// Programs of other tasks the cost model was warm-started with (TuneOptions::warm_start).
+  int64_t warm_start_programs = 0;
   TimeBreakdown time;
 };
 
@@ -69,6 +76,7 @@ class TaskTuner {
 
  private:
   void resume_from_database();
+  void warm_start_from_other_tasks();
   std::vector<float> labels_against_best(const std::vector<double> &latencies) const;
 
   ir::Workload workload_;

@@ -4,12 +4,14 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <set>
 
 #include "costmodel/xgb_model.h"
 #include "measure/local_builder_pool.h"
 #include "measure/local_runner.h"
+#include "scheduler/measured_programs.h"
 #include "scheduler/task_tuner.h"
 #include "search/evolutionary.h"
 
@@ -68,6 +70,45 @@ TEST(TaskTuner, FindsValidProgramsAndResumesWithoutRemeasuring) {
   std::set<std::string> traces;
   for (const db::Record &rec : all) traces.insert(rec.trace_json);
   EXPECT_EQ(traces.size(), all.size()) << "a program was measured twice";
+  fs::remove_all(dir);
+}
+
+// A task warm-starts its cost model from the other workloads' records (not its own),
+// and the loader's per-task cap keeps the best and the worst of a task.
+TEST(TaskTuner, WarmStartTrainsOnOtherWorkloadsOnly) {
+  fs::path dir = fs::temp_directory_path() / ("kiln_warm_start_test_" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  Target target = Target::parse("llvm -mcpu=native -num-cores=2");
+  db::Database database = db::Database::open(dir / "tune.db", db::OpenMode::create);
+  measure::LocalBuilderPool pool(2, dir / "work", 60.0);
+  costmodel::XGBoostCostModel model;
+  TuneResult dense = TaskTuner(small_dense(), target, quick_options(1), &database, pool, runner(), model).run();
+  size_t dense_ok = dense.best_gflops_curve.size() - static_cast<size_t>(dense.progress.errors);
+  ASSERT_GT(dense_ok, 2u);
+
+  ir::Workload matmul = ir::Workload::single("matmul", {{{16, 16}, ir::DType::kFloat32}, {{16, 16}, ir::DType::kFloat32}});
+  TuneOptions warm = quick_options(3);
+  warm.trials = 8;
+  warm.warm_start = true;
+  costmodel::XGBoostCostModel warm_model;
+  TuneResult r = TaskTuner(matmul, target, warm, &database, pool, runner(), warm_model).run();
+  EXPECT_EQ(r.progress.warm_start_programs, static_cast<int64_t>(dense_ok));
+  // Tuned again with warm start, the matmul's own records stay out of the warm start.
+  costmodel::XGBoostCostModel again_model;
+  TuneResult again = TaskTuner(matmul, target, warm, &database, pool, runner(), again_model).run();
+  EXPECT_EQ(again.progress.warm_start_programs, static_cast<int64_t>(dense_ok));
+
+  LoadOptions capped;
+  capped.max_per_task = 3;
+  capped.skip_workload = matmul.key_hash();
+  MeasuredPrograms some = load_measured_programs(database, target.str(), capped);
+  ASSERT_EQ(some.programs.size(), 3u);
+  double best = *std::min_element(some.latencies.begin(), some.latencies.end());
+  EXPECT_EQ(best, some.task_best[0]);
+  EXPECT_EQ(best, dense.progress.best_seconds);
+  std::vector<float> labels = labels_against_task_best(some);
+  EXPECT_FLOAT_EQ(*std::max_element(labels.begin(), labels.end()), 1.0f);
+  EXPECT_LT(*std::min_element(labels.begin(), labels.end()), 1.0f);
   fs::remove_all(dir);
 }
 
