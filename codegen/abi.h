@@ -53,7 +53,9 @@ int32_t kiln_rt_num_threads(void);
 void kiln_rt_set_num_threads(int32_t n);
 
 /* Scratch memory for buffers too large for the stack, 64-byte aligned; NULL when it
- * cannot be allocated (the kernel then returns KILN_ERR_OUT_OF_MEMORY). */
+ * cannot be allocated (the kernel then returns KILN_ERR_OUT_OF_MEMORY). Freed blocks
+ * are kept per thread (up to 16 blocks, 32 MiB) and handed out again for the same
+ * size, so a kernel's scratch memory stays mapped from one call to the next. */
 void *kiln_rt_alloc_workspace(size_t bytes);
 void kiln_rt_free_workspace(void *ptr);
 

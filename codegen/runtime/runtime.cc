@@ -22,10 +22,13 @@
 #include "codegen/abi.h"
 #pragma GCC visibility pop
 
+#include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 #include <pthread.h>
 #include <sched.h>
@@ -73,6 +76,66 @@ static ThreadPool &pool() {
   return *g_pool.load(std::memory_order_acquire);
 }
 
+// Scratch buffers, cached per thread. A kernel allocates the same buffers call after
+// call (a packed panel per tile of a parallel loop); from malloc each call could get
+// memory that was returned to the OS and pay its page faults again, and how often
+// depended on the process's allocation history: the same kernel timed differently in
+// the tuner's runner and in a long-lived benchmark process. Each block carries its size
+// in a 64-byte header, since the free call passes only the pointer.
+class WorkspaceCache {
+ public:
+  ~WorkspaceCache() {
+    for (const Block &b : free_) std::free(b.base);
+  }
+
+  void *take(size_t bytes) {
+    // 64 bytes: one cache line and one AVX-512 vector, the alignment kernels assume.
+    if (bytes > SIZE_MAX - 2 * kHeader) return nullptr;
+    size_t size = (std::max<size_t>(bytes, 1) + kHeader - 1) / kHeader * kHeader;
+    for (size_t i = free_.size(); i-- > 0;) {
+      if (free_[i].size != size) continue;
+      void *base = free_[i].base;
+      cached_bytes_ -= size;
+      free_.erase(free_.begin() + static_cast<std::ptrdiff_t>(i));
+      return static_cast<char *>(base) + kHeader;
+    }
+    void *base = nullptr;
+    if (posix_memalign(&base, kHeader, size + kHeader) != 0) return nullptr;
+    *static_cast<size_t *>(base) = size;
+    return static_cast<char *>(base) + kHeader;
+  }
+
+  void give_back(void *ptr) {
+    if (ptr == nullptr) return;
+    void *base = static_cast<char *>(ptr) - kHeader;
+    size_t size = *static_cast<size_t *>(base);
+    if (size > kMaxCachedBytes) {
+      std::free(base);
+      return;
+    }
+    while (free_.size() >= kMaxBlocks || cached_bytes_ + size > kMaxCachedBytes) {  // the oldest go
+      cached_bytes_ -= free_.front().size;
+      std::free(free_.front().base);
+      free_.erase(free_.begin());
+    }
+    free_.push_back({base, size});
+    cached_bytes_ += size;
+  }
+
+ private:
+  static constexpr size_t kHeader = 64;
+  static constexpr size_t kMaxBlocks = 16;
+  static constexpr size_t kMaxCachedBytes = size_t{32} << 20;  // per thread
+  struct Block {
+    void *base;
+    size_t size;
+  };
+  std::vector<Block> free_;  // most recently returned last
+  size_t cached_bytes_ = 0;
+};
+
+thread_local WorkspaceCache t_workspaces;
+
 } // namespace kiln::runtime
 
 extern "C" {
@@ -85,13 +148,8 @@ int32_t kiln_rt_num_threads(void) { return kiln::runtime::pool().num_threads(); 
 
 void kiln_rt_set_num_threads(int32_t n) { kiln::runtime::pool().set_num_threads(n); }
 
-void *kiln_rt_alloc_workspace(size_t bytes) {
-  // 64 bytes: one cache line and one AVX-512 vector, the alignment kernels assume.
-  void *ptr = nullptr;
-  if (posix_memalign(&ptr, 64, bytes == 0 ? 64 : bytes) != 0) return nullptr;
-  return ptr;
-}
+void *kiln_rt_alloc_workspace(size_t bytes) { return kiln::runtime::t_workspaces.take(bytes); }
 
-void kiln_rt_free_workspace(void *ptr) { std::free(ptr); }
+void kiln_rt_free_workspace(void *ptr) { kiln::runtime::t_workspaces.give_back(ptr); }
 
 } // extern "C"

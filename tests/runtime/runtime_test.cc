@@ -386,6 +386,23 @@ TEST(Workspace, IsAlignedAndWritable) {
   kiln_rt_free_workspace(nullptr);
 }
 
+// A freed block is handed out again for an allocation of the same (rounded) size, so
+// a kernel's scratch buffers are not mapped afresh on every call.
+TEST(Workspace, FreedBlocksAreReusedForTheSameSize) {
+  void *a = kiln_rt_alloc_workspace(100000);
+  void *b = kiln_rt_alloc_workspace(100000);
+  ASSERT_NE(a, nullptr);
+  ASSERT_NE(b, nullptr);
+  EXPECT_NE(a, b);
+  kiln_rt_free_workspace(a);
+  EXPECT_EQ(kiln_rt_alloc_workspace(100001), a);  // both round up to 100032 bytes
+  void *other = kiln_rt_alloc_workspace(200000);   // a different size: a new block
+  EXPECT_NE(other, a);
+  EXPECT_NE(other, b);
+  for (void *p : {a, b, other}) kiln_rt_free_workspace(p);
+  EXPECT_EQ(kiln_rt_alloc_workspace(SIZE_MAX), nullptr);
+}
+
 TEST(Workspace, AllocationsFromManyTasks) {
   auto task = [](int64_t task, int64_t, void *) -> int32_t {
     auto *ptr = static_cast<unsigned char *>(kiln_rt_alloc_workspace(4096 + static_cast<size_t>(task)));
