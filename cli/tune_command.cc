@@ -68,7 +68,8 @@ void add_tune_command(CLI::App &app) {
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
   cmd->add_flag("--warm-start", a->warm_start,
-                "train the cost model first on the database's records of other workloads for this target");
+                "rank the first rounds with a cost model trained on the database's records of other workloads "
+                "for this target, until this task has enough programs of its own");
   cmd->add_flag("-q,--quiet", a->quiet, "no progress line");
   cmd->callback([a] {
     // The runner forks its server before any thread exists.

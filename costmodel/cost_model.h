@@ -22,6 +22,13 @@ class CostModel {
   /// `programs[i]` (see normalized_throughputs). Programs whose features failed are
   /// ignored.
   virtual void update(const std::vector<ProgramFeatures> &programs, const std::vector<float> &labels) = 0;
+  /// Programs of other tasks, to rank with until this task has data of its own. A
+  /// model that can tell the two apart guides with them only until update() has given
+  /// it enough of this task's programs, then forgets them; by default they are
+  /// ordinary training data.
+  virtual void warm_start(const std::vector<ProgramFeatures> &programs, const std::vector<float> &labels) {
+    update(programs, labels);
+  }
   /// One score per program. A program whose features failed gets -infinity.
   virtual std::vector<float> predict(const std::vector<ProgramFeatures> &programs) = 0;
   /// False while the model knows too little to beat random order; predict() then

@@ -92,7 +92,30 @@ XGBoostCostModel::XGBoostCostModel(XGBoostOptions options) : options_(options), 
 XGBoostCostModel::~XGBoostCostModel() = default;
 
 bool XGBoostCostModel::ready() const {
-  return booster_ != nullptr && (pretrained_ || labels_.size() >= options_.min_samples);
+  return booster_ != nullptr && (pretrained_ || warm_started_ || labels_.size() >= options_.min_samples);
+}
+
+void XGBoostCostModel::warm_start(const std::vector<ProgramFeatures> &programs, const std::vector<float> &labels) {
+  if (programs.size() != labels.size()) {
+    throw std::invalid_argument("cost model warm start: " + std::to_string(programs.size()) + " programs but " +
+                                std::to_string(labels.size()) + " labels");
+  }
+  std::vector<ProgramFeatures> own = std::move(programs_);
+  std::vector<float> own_labels = std::move(labels_);
+  programs_.clear();
+  labels_.clear();
+  for (size_t i = 0; i < programs.size(); ++i) {
+    if (!programs[i].ok() || programs[i].num_rows() == 0) continue;
+    programs_.push_back(programs[i]);
+    labels_.push_back(labels[i]);
+  }
+  if (!labels_.empty()) {
+    train_from_scratch();
+    warm_started_ = true;
+  }
+  programs_ = std::move(own);
+  labels_ = std::move(own_labels);
+  trained_from_scratch_on_ = 0;  // this task's data trains from scratch once there is enough
 }
 
 void XGBoostCostModel::update(const std::vector<ProgramFeatures> &programs, const std::vector<float> &labels) {
@@ -112,7 +135,7 @@ void XGBoostCostModel::update(const std::vector<ProgramFeatures> &programs, cons
     boost(options_.incremental_rounds, 0);
     return;
   }
-  if (labels_.size() < options_.min_samples) return;
+  if (labels_.size() < options_.min_samples) return;  // cold, or ranking with the warm-start trees
   bool grown = static_cast<double>(labels_.size()) >=
                static_cast<double>(trained_from_scratch_on_) * (1 + options_.retrain_growth);
   if (booster_ == nullptr || grown) {

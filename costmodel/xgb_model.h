@@ -48,6 +48,11 @@ class XGBoostCostModel final : public CostModel {
   XGBoostCostModel &operator=(const XGBoostCostModel &) = delete;
 
   void update(const std::vector<ProgramFeatures> &programs, const std::vector<float> &labels) override;
+  /// Trains trees on the other tasks' programs and keeps only the trees: they rank
+  /// until update() has brought `min_samples` of this task's programs, which then
+  /// train from scratch without the foreign data (it had outweighed the task's own
+  /// and kept the search in the wrong region for a convolution).
+  void warm_start(const std::vector<ProgramFeatures> &programs, const std::vector<float> &labels) override;
   std::vector<float> predict(const std::vector<ProgramFeatures> &programs) override;
   bool ready() const override;
 
@@ -73,6 +78,7 @@ class XGBoostCostModel final : public CostModel {
   std::unique_ptr<Booster> booster_;
   size_t trained_from_scratch_on_ = 0;
   bool pretrained_ = false;
+  bool warm_started_ = false;
   int rounds_ = 0;
   std::mt19937_64 rng_;
 };

@@ -107,7 +107,7 @@ void TaskTuner::warm_start_from_other_tasks() {
       costmodel::extract_features_batch(other.programs, options_.feature_threads);
   progress_.time.features += now() - t0;
   t0 = now();
-  model_.update(features, labels_against_task_best(other));
+  model_.warm_start(features, labels_against_task_best(other));
   progress_.time.training += now() - t0;
   progress_.warm_start_programs = static_cast<int64_t>(other.programs.size());
 }

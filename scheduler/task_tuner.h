@@ -34,9 +34,10 @@ struct TuneOptions {
   double give_up_factor = 3.0;
   /// Threads for feature extraction.
   int feature_threads = 2;
-  /// Before the first round, train the cost model on the database's records of other
-  /// workloads for the same target (at most `warm_start_per_task` programs each), so
-  /// that the first rounds are guided instead of random.
+  /// Before the first round, warm-start the cost model (CostModel::warm_start) with the
+  /// database's records of other workloads for the same target (at most
+  /// `warm_start_per_task` programs each), so that the first rounds are guided instead
+  /// of random.
   bool warm_start = false;
   size_t warm_start_per_task = 256;
 };

@@ -108,6 +108,33 @@ TEST(XGBoostCostModel, ColdUntilEnoughSamples) {
   EXPECT_GT(model.num_rounds(), 0);
 }
 
+// Warm-start data ranks while the task has too little of its own, and is not part of
+// the training set: once enough own programs arrive they train alone.
+TEST(XGBoostCostModel, WarmStartTreesRankUntilOwnDataTakesOver) {
+  const Dataset &d = gemm_dataset();
+  XGBoostOptions options;
+  options.min_samples = 64;
+  XGBoostCostModel model(options);
+  ASSERT_GE(d.labels.size(), 124u);
+  model.warm_start(std::vector<ProgramFeatures>(d.features.begin(), d.features.begin() + 60),
+                   std::vector<float>(d.labels.begin(), d.labels.begin() + 60));
+  EXPECT_TRUE(model.ready());
+  EXPECT_EQ(model.num_samples(), 0u);
+  int warm_rounds = model.num_rounds();
+  EXPECT_GT(warm_rounds, 0);
+  auto own = [&](size_t from, size_t to) {
+    model.update(std::vector<ProgramFeatures>(d.features.begin() + from, d.features.begin() + to),
+                 std::vector<float>(d.labels.begin() + from, d.labels.begin() + to));
+  };
+  own(60, 90);  // 30 own programs: still the warm-start trees
+  EXPECT_EQ(model.num_samples(), 30u);
+  EXPECT_EQ(model.num_rounds(), warm_rounds);
+  EXPECT_TRUE(model.ready());
+  own(90, 124);  // 64 own programs: trained on them alone
+  EXPECT_EQ(model.num_samples(), 64u);
+  EXPECT_TRUE(model.ready());
+}
+
 TEST(XGBoostCostModel, IncrementalUpdatesAddRoundsUntilDataGrowsEnough) {
   const Dataset &d = gemm_dataset();
   XGBoostOptions options;
