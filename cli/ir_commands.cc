@@ -7,12 +7,12 @@
 #include <random>
 
 #include "cli/workload_args.h"
+#include "codegen/codegen.h"
 #include "ir/interpreter.h"
+#include "ir/lower_passes.h"
 #include "ir/ops/registry.h"
 #include "ir/schedule/schedule.h"
 #include "ir/te.h"
-#include "ir/lower_passes.h"
-#include "codegen/codegen.h"
 
 namespace kiln::cli {
 

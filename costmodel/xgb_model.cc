@@ -95,21 +95,28 @@ bool XGBoostCostModel::ready() const {
   return booster_ != nullptr && (pretrained_ || warm_started_ || labels_.size() >= options_.min_samples);
 }
 
-void XGBoostCostModel::warm_start(const std::vector<ProgramFeatures> &programs, const std::vector<float> &labels) {
+size_t XGBoostCostModel::append_trainable(const std::vector<ProgramFeatures> &programs, const std::vector<float> &labels,
+                                          const char *caller) {
   if (programs.size() != labels.size()) {
-    throw std::invalid_argument("cost model warm start: " + std::to_string(programs.size()) + " programs but " +
-                                std::to_string(labels.size()) + " labels");
+    throw std::invalid_argument(std::string("cost model ") + caller + ": " + std::to_string(programs.size()) +
+                                " programs but " + std::to_string(labels.size()) + " labels");
   }
-  std::vector<ProgramFeatures> own = std::move(programs_);
-  std::vector<float> own_labels = std::move(labels_);
-  programs_.clear();
-  labels_.clear();
+  size_t added = 0;
   for (size_t i = 0; i < programs.size(); ++i) {
     if (!programs[i].ok() || programs[i].num_rows() == 0) continue;
     programs_.push_back(programs[i]);
     labels_.push_back(labels[i]);
+    ++added;
   }
-  if (!labels_.empty()) {
+  return added;
+}
+
+void XGBoostCostModel::warm_start(const std::vector<ProgramFeatures> &programs, const std::vector<float> &labels) {
+  std::vector<ProgramFeatures> own = std::move(programs_);
+  std::vector<float> own_labels = std::move(labels_);
+  programs_.clear();
+  labels_.clear();
+  if (append_trainable(programs, labels, "warm start") > 0) {
     train_from_scratch();
     warm_started_ = true;
   }
@@ -119,18 +126,7 @@ void XGBoostCostModel::warm_start(const std::vector<ProgramFeatures> &programs, 
 }
 
 void XGBoostCostModel::update(const std::vector<ProgramFeatures> &programs, const std::vector<float> &labels) {
-  if (programs.size() != labels.size()) {
-    throw std::invalid_argument("cost model update: " + std::to_string(programs.size()) + " programs but " +
-                                std::to_string(labels.size()) + " labels");
-  }
-  size_t added = 0;
-  for (size_t i = 0; i < programs.size(); ++i) {
-    if (!programs[i].ok() || programs[i].num_rows() == 0) continue;
-    programs_.push_back(programs[i]);
-    labels_.push_back(labels[i]);
-    ++added;
-  }
-  if (added == 0) return;
+  if (append_trainable(programs, labels, "update") == 0) return;
   if (pretrained_) {
     boost(options_.incremental_rounds, 0);
     return;

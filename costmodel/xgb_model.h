@@ -69,6 +69,10 @@ class XGBoostCostModel final : public CostModel {
 
  private:
   struct Booster;
+  /// Appends the programs that have feature rows (and their labels) to the training
+  /// data; returns how many. Throws std::invalid_argument on a size mismatch.
+  size_t append_trainable(const std::vector<ProgramFeatures> &programs, const std::vector<float> &labels,
+                          const char *caller);
   void train_from_scratch();
   void boost(int max_rounds, int early_stopping_rounds);
 

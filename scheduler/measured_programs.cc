@@ -49,7 +49,7 @@ MeasuredPrograms load_measured_programs(db::Database &database, const std::strin
     }
     for (size_t i = 0; i < keep; ++i) {
       // Evenly spread over the latency order: the best, the worst and those between.
-      const db::Record &r = records[keep == records.size() ? i : i * (records.size() - 1) / std::max<size_t>(keep - 1, 1)];
+      const db::Record &r = records[i * (records.size() - 1) / std::max<size_t>(keep - 1, 1)];
       try {
         out.programs.push_back(ir::Schedule::replay(unscheduled, ir::Trace::from_json(nlohmann::json::parse(r.trace_json))).func());
       } catch (const std::exception &e) {

@@ -1,12 +1,11 @@
 #include "scheduler/task_tuner.h"
 
-#include "scheduler/measured_programs.h"
-
 #include <algorithm>
 #include <chrono>
 
 #include "ir/flops.h"
 #include "ir/te.h"
+#include "scheduler/measured_programs.h"
 
 namespace kiln::scheduler {
 
