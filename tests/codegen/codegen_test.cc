@@ -88,6 +88,27 @@ Compiler &compiler() {
 
 Target host_target() { return Target::parse("llvm -mcpu=native -num-cores=2"); }
 
+// Inputs of `dag` with uniform values in [lo, hi], reproducible from `seed`.
+std::vector<HostTensor> random_inputs(const te::ComputeDAG &dag, uint64_t seed, double lo = -1.0, double hi = 1.0) {
+  std::mt19937_64 rng(seed);
+  std::vector<HostTensor> inputs;
+  for (const te::Tensor &t : dag.inputs) {
+    inputs.emplace_back(t.dtype(), t.shape());
+    inputs.back().fill_random(rng, lo, hi);
+  }
+  return inputs;
+}
+
+// Builds `scheduled` as `<temp>/<name>.so` for `target` and checks its outputs against
+// the interpreter's on `unscheduled`.
+void expect_artifact_matches(const ir::PrimFunc &scheduled, const ir::PrimFunc &unscheduled,
+                             const std::vector<HostTensor> &inputs, const std::string &name,
+                             const Target &target = host_target()) {
+  std::string path = temp_dir() + "/" + name + ".so";
+  compiler().build_artifact(scheduled, target, path);
+  expect_same(run_artifact(path, scheduled, inputs), ir::interpret(unscheduled, inputs), "\n" + name);
+}
+
 void check_case(const ops::NamedWorkload &w, uint64_t seed, bool schedule) {
   te::ComputeDAG dag = w.workload.build_dag();
   ir::PrimFunc func = te::lower(dag, w.name);
@@ -165,15 +186,7 @@ TEST(CodegenX86Strided, StrideTwoLoadsAreShuffledSpans) {
   EXPECT_NE(ir_text.find("shufflevector <21 x float>"), std::string::npos) << ir_text;
   EXPECT_EQ(ir_text.find("masked.gather"), std::string::npos) << ir_text;
 
-  std::mt19937_64 rng(3);
-  std::vector<HostTensor> inputs;
-  for (const te::Tensor &t : dag.inputs) {
-    inputs.emplace_back(t.dtype(), t.shape());
-    inputs.back().fill_random(rng, -1.0, 1.0);
-  }
-  std::string path = temp_dir() + "/strided.so";
-  compiler().build_artifact(sch.func(), host_target(), path);
-  expect_same(run_artifact(path, sch.func(), inputs), ir::interpret(func, inputs), "");
+  expect_artifact_matches(sch.func(), func, random_inputs(dag, 3), "strided");
 }
 
 // The same with the padding inlined: the stride-2 reads are masked at the borders. A
@@ -196,15 +209,7 @@ TEST(CodegenX86Strided, PaddedStrideTwoLoadsAreMaskedSpans) {
   EXPECT_EQ(ir_text.find("masked.gather"), std::string::npos) << ir_text;
   EXPECT_NE(ir_text.find("masked.load.v16f32"), std::string::npos) << ir_text;
 
-  std::mt19937_64 rng(9);
-  std::vector<HostTensor> inputs;
-  for (const te::Tensor &t : dag.inputs) {
-    inputs.emplace_back(t.dtype(), t.shape());
-    inputs.back().fill_random(rng, -1.0, 1.0);
-  }
-  std::string path = temp_dir() + "/strided_padded.so";
-  compiler().build_artifact(sch.func(), host_target(), path);
-  expect_same(run_artifact(path, sch.func(), inputs), ir::interpret(func, inputs), "");
+  expect_artifact_matches(sch.func(), func, random_inputs(dag, 9), "strided_padded");
 }
 
 // A dense layer's W[n, k] packed per column tile and read along n by the vectorized
@@ -231,15 +236,7 @@ TEST(CodegenX86Strided, PackedTransposedPanelIsStoredForVectorLoads) {
   std::string ir_text = compiler().emit_llvm_ir(sch.func(), host_target());
   EXPECT_EQ(ir_text.find("masked.gather"), std::string::npos) << ir_text;
 
-  std::mt19937_64 rng(5);
-  std::vector<HostTensor> inputs;
-  for (const te::Tensor &t : dag.inputs) {
-    inputs.emplace_back(t.dtype(), t.shape());
-    inputs.back().fill_random(rng, -1.0, 1.0);
-  }
-  std::string path = temp_dir() + "/panel.so";
-  compiler().build_artifact(sch.func(), host_target(), path);
-  expect_same(run_artifact(path, sch.func(), inputs), ir::interpret(func, inputs), "");
+  expect_artifact_matches(sch.func(), func, random_inputs(dag, 5), "panel");
 }
 
 // Rows of a padded 7x7 depthwise convolution's input, 9 lanes wide, are masked loads
@@ -260,18 +257,10 @@ TEST(CodegenX86Strided, NineLaneMaskedPaddingRowsAreRight) {
   sch.vectorize(sch.get_loops(pad).back());  // 9 lanes
   sch.annotate(l[2], "pragma_auto_unroll_max_step", 64);
   sch.parallel(l[2]);
-  std::mt19937_64 rng(11);
-  std::vector<HostTensor> inputs;
-  for (const te::Tensor &t : dag.inputs) {
-    inputs.emplace_back(t.dtype(), t.shape());
-    inputs.back().fill_random(rng, 0.1, 2.0);
-  }
-  for (const char *cpu : {"native", "haswell"}) {
-    Target target = Target::parse(std::string("llvm -mcpu=") + cpu + " -num-cores=2");
-    std::string path = temp_dir() + "/nine_lanes_" + cpu + ".so";
-    compiler().build_artifact(sch.func(), target, path);
-    expect_same(run_artifact(path, sch.func(), inputs), ir::interpret(func, inputs), std::string("\n-mcpu=") + cpu);
-  }
+  std::vector<HostTensor> inputs = random_inputs(dag, 11, 0.1, 2.0);
+  for (const char *cpu : {"native", "haswell"})
+    expect_artifact_matches(sch.func(), func, inputs, std::string("nine_lanes_") + cpu,
+                            Target::parse(std::string("llvm -mcpu=") + cpu + " -num-cores=2"));
 }
 
 // A padded 3x3 convolution vectorized along its 7-wide output rows reads its input with
@@ -301,15 +290,7 @@ TEST(CodegenX86Strided, WidenedMaskedLoadsKeepTheirAliasScopes) {
   }
   EXPECT_GT(masked_loads, 0u) << ir_text;
 
-  std::mt19937_64 rng(7);
-  std::vector<HostTensor> inputs;
-  for (const te::Tensor &t : dag.inputs) {
-    inputs.emplace_back(t.dtype(), t.shape());
-    inputs.back().fill_random(rng, -1.0, 1.0);
-  }
-  std::string path = temp_dir() + "/conv_rows.so";
-  compiler().build_artifact(sch.func(), host_target(), path);
-  expect_same(run_artifact(path, sch.func(), inputs), ir::interpret(func, inputs), "");
+  expect_artifact_matches(sch.func(), func, random_inputs(dag, 7), "conv_rows");
 }
 
 // float32 exp, tanh, sigmoid and GELU's erf are polynomials in the vector registers

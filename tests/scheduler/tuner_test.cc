@@ -43,12 +43,27 @@ TuneOptions quick_options(uint64_t seed) {
   return o;
 }
 
-TEST(TaskTuner, FindsValidProgramsAndResumesWithoutRemeasuring) {
-  fs::path dir = fs::temp_directory_path() / ("kiln_tuner_test_" + std::to_string(getpid()));
-  fs::create_directories(dir);
+// A database and a builder pool in a fresh directory of the test's own, removed after it.
+class TaskTunerTest : public ::testing::Test {
+ protected:
+  TaskTunerTest()
+      : dir(fresh_dir()), database(db::Database::open(dir / "tune.db", db::OpenMode::create)), pool(2, dir / "work", 60.0) {}
+  ~TaskTunerTest() override { fs::remove_all(dir); }
+
+  static fs::path fresh_dir() {
+    fs::path d = fs::temp_directory_path() / ("kiln_tuner_test_" + std::to_string(getpid()) + "_" +
+                                              ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::create_directories(d);
+    return d;
+  }
+
+  fs::path dir;
   Target target = Target::parse("llvm -mcpu=native -num-cores=2");
-  db::Database database = db::Database::open(dir / "tune.db", db::OpenMode::create);
-  measure::LocalBuilderPool pool(2, dir / "work", 60.0);
+  db::Database database;
+  measure::LocalBuilderPool pool;
+};
+
+TEST_F(TaskTunerTest, FindsValidProgramsAndResumesWithoutRemeasuring) {
   costmodel::XGBoostCostModel model;
 
   TaskTuner first(small_dense(), target, quick_options(1), &database, pool, runner(), model);
@@ -70,17 +85,11 @@ TEST(TaskTuner, FindsValidProgramsAndResumesWithoutRemeasuring) {
   std::set<std::string> traces;
   for (const db::Record &rec : all) traces.insert(rec.trace_json);
   EXPECT_EQ(traces.size(), all.size()) << "a program was measured twice";
-  fs::remove_all(dir);
 }
 
 // A task warm-starts its cost model from the other workloads' records (not its own),
 // and the loader's per-task cap keeps the best and the worst of a task.
-TEST(TaskTuner, WarmStartTrainsOnOtherWorkloadsOnly) {
-  fs::path dir = fs::temp_directory_path() / ("kiln_warm_start_test_" + std::to_string(getpid()));
-  fs::create_directories(dir);
-  Target target = Target::parse("llvm -mcpu=native -num-cores=2");
-  db::Database database = db::Database::open(dir / "tune.db", db::OpenMode::create);
-  measure::LocalBuilderPool pool(2, dir / "work", 60.0);
+TEST_F(TaskTunerTest, WarmStartTrainsOnOtherWorkloadsOnly) {
   costmodel::XGBoostCostModel model;
   TuneResult dense = TaskTuner(small_dense(), target, quick_options(1), &database, pool, runner(), model).run();
   size_t dense_ok = dense.best_gflops_curve.size() - static_cast<size_t>(dense.progress.errors);
@@ -109,7 +118,6 @@ TEST(TaskTuner, WarmStartTrainsOnOtherWorkloadsOnly) {
   std::vector<float> labels = labels_against_task_best(some);
   EXPECT_FLOAT_EQ(*std::max_element(labels.begin(), labels.end()), 1.0f);
   EXPECT_LT(*std::min_element(labels.begin(), labels.end()), 1.0f);
-  fs::remove_all(dir);
 }
 
 TEST(EvolutionarySearch, SameSeedSameBatches) {
