@@ -1,6 +1,7 @@
 // The tune_ops suite: each operator tuned by Kiln (TaskTuner with the XGBoost cost
 // model, resumable through a database file), then the best program timed side by side
-// with oneDNN in the same process (blocks of calls, one library after the other). Convolutions take and return NCHW
+// with oneDNN in the same process (five rounds of a phase of Kiln's blocks of calls and
+// a phase of oneDNN's; the ratio of the median blocks and of the fastest). Convolutions take and return NCHW
 // tensors as ONNX models do, so oneDNN's time includes the activation reorders an NCHW
 // user pays (weights are reordered once, untimed); its time in its preferred layout is
 // printed for reference.
@@ -19,6 +20,7 @@
 #include <oneapi/dnnl/dnnl.hpp>
 #include <random>
 #include <sstream>
+#include <thread>
 
 #include "codegen/abi.h"
 #include "codegen/codegen.h"
@@ -177,6 +179,8 @@ Peer make_peer(const Case &c, dnnl::engine &eng, dnnl::stream &strm, std::vector
   return peer;
 }
 
+constexpr int kPhases = 5, kBlocksPerPhase = 5;
+
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
@@ -203,9 +207,9 @@ int main(int argc, char **argv) {
   dnnl::stream strm(eng);
   kiln_rt_set_num_threads(2);
 
-  std::printf("%-26s %10s %10s %10s %8s %10s   best GFLOP/s at 64/128/256/512/1000 trials\n", "op", "kiln ms",
-              "onednn ms", "(pref) ms", "ratio", "trials/min");
-  double log_sum = 0;
+  std::printf("%-26s %10s %10s %10s %8s %8s %10s   best GFLOP/s at 64/128/256/512/1000 trials\n", "op", "kiln ms",
+              "onednn ms", "(pref) ms", "ratio", "min", "trials/min");
+  double log_sum = 0, log_sum_min = 0;
   int count = 0;
   for (const Case &c : suite()) {
     if (!only.empty() && ("," + only + ",").find("," + c.name + ",") == std::string::npos) continue;
@@ -244,39 +248,49 @@ int main(int argc, char **argv) {
     entry(ptrs.data());
     peer.run_user_layout();
     double diff = ir::relative_l2_error(kargs.back(), dargs.back());
-    // Blocks of back-to-back calls (~20 ms each): all of Kiln's, then all of oneDNN's.
-    // Alternating the blocks measured Kiln up to 2x slower than in its own process (two
-    // thread pools contending for 2 cores, even with a 50 ms pause between blocks);
-    // in phases each library's threads have the cores to themselves.
+    // Blocks of back-to-back calls (~20 ms each), in phases: a phase of Kiln's blocks,
+    // a pause, a phase of oneDNN's blocks, a pause, repeated. Within a phase each
+    // library's threads have the cores to themselves (alternating single blocks let the
+    // two thread pools contend for the 2 cores); repeating the phases spreads the
+    // host's slow drift over both sides instead of biasing whichever ran second.
     auto block_of = [](const std::function<void()> &call, int64_t calls) {
       double t0 = now();
       for (int64_t i = 0; i < calls; ++i) call();
       return (now() - t0) / static_cast<double>(calls);
     };
+    auto settle = [] { std::this_thread::sleep_for(std::chrono::milliseconds(100)); };
     std::function<void()> kiln_call = [&] { entry(ptrs.data()); };
     int64_t kiln_calls = std::max<int64_t>(1, static_cast<int64_t>(0.02 / block_of(kiln_call, 1)));
     int64_t peer_calls = std::max<int64_t>(1, static_cast<int64_t>(0.02 / block_of(peer.run_user_layout, 1)));
     std::vector<double> tk, td, tp;
-    for (int rep = 0; rep < 15; ++rep) tk.push_back(block_of(kiln_call, kiln_calls));
-    for (int rep = 0; rep < 15; ++rep) {
-      td.push_back(block_of(peer.run_user_layout, peer_calls));
-      if (peer.run_preferred_layout) tp.push_back(block_of(peer.run_preferred_layout, peer_calls));
+    for (int phase = 0; phase < kPhases; ++phase) {
+      settle();
+      for (int rep = 0; rep < kBlocksPerPhase; ++rep) tk.push_back(block_of(kiln_call, kiln_calls));
+      settle();
+      for (int rep = 0; rep < kBlocksPerPhase; ++rep) {
+        td.push_back(block_of(peer.run_user_layout, peer_calls));
+        if (peer.run_preferred_layout) tp.push_back(block_of(peer.run_preferred_layout, peer_calls));
+      }
     }
     dlclose(h);
     double k = median(tk), d = median(td);
+    double best_ratio = *std::min_element(td.begin(), td.end()) / *std::min_element(tk.begin(), tk.end());
     std::ostringstream curve;
     for (size_t at : {64, 128, 256, 512, 1000})
       curve << (at <= r.best_gflops_curve.size() ? std::to_string(static_cast<int>(r.best_gflops_curve[at - 1])) : "-")
             << (at == 1000 ? "" : "/");
     double per_min = r.progress.elapsed_seconds > 0 ? r.progress.trials / r.progress.elapsed_seconds * 60 : 0;
-    std::printf("%-26s %10.3f %10.3f %10s %8.2f %10.0f   %s%s\n", c.name.c_str(), k * 1e3, d * 1e3,
-                tp.empty() ? "-" : std::to_string(median(tp) * 1e3).substr(0, 6).c_str(), d / k, per_min,
+    std::printf("%-26s %10.3f %10.3f %10s %8.2f %8.2f %10.0f   %s%s\n", c.name.c_str(), k * 1e3, d * 1e3,
+                tp.empty() ? "-" : std::to_string(median(tp) * 1e3).substr(0, 6).c_str(), d / k, best_ratio, per_min,
                 curve.str().c_str(), diff > 1e-4 ? "  (RESULT DIFFERS FROM ONEDNN)" : "");
     std::fflush(stdout);
     log_sum += std::log(d / k);
+    log_sum_min += std::log(best_ratio);
     ++count;
   }
-  if (count) std::printf("geometric mean ratio (oneDNN time / Kiln time): %.2f over %d ops\n", std::exp(log_sum / count), count);
+  if (count)
+    std::printf("geometric mean ratio (oneDNN time / Kiln time): %.2f of the median blocks, %.2f of the fastest, over %d ops\n",
+                std::exp(log_sum / count), std::exp(log_sum_min / count), count);
   std::filesystem::remove_all(work);
   return 0;
 }
