@@ -1,10 +1,10 @@
 // The tune_ops suite: each operator tuned by Kiln (TaskTuner with the XGBoost cost
 // model, resumable through a database file), then the best program timed side by side
 // with oneDNN in the same process (five rounds of a phase of Kiln's blocks of calls and
-// a phase of oneDNN's; the ratio of the median blocks and of the fastest). Convolutions take and return NCHW
-// tensors as ONNX models do, so oneDNN's time includes the activation reorders an NCHW
-// user pays (weights are reordered once, untimed); its time in its preferred layout is
-// printed for reference.
+// a phase of oneDNN's; printed: the ratio of the median blocks and of the fastest).
+// Convolutions take and return NCHW tensors as ONNX models do, so oneDNN's time
+// includes the activation reorders an NCHW user pays (weights are reordered once,
+// untimed); its time in its preferred layout is printed for reference.
 //
 // Usage: kiln_bench_tune_ops [--trials N] [--only NAME[,NAME...]] [--db FILE] [--cost-model xgb|random]
 #include <dlfcn.h>
