@@ -48,7 +48,7 @@ class RewriteParallelVectorizeUnroll : public Postprocessor {
 
  private:
   // Fuses the leading spatial loops of a root-level nest, up to `max_extent`
-  // iterations, and runs them in parallel.
+  // iterations (at least the first loop longer than 1), and runs them in parallel.
   static void parallelize(Schedule &sch, const std::string &name, int64_t max_extent) {
     if (max_extent <= 0) return;
     std::vector<LoopRV> loops = sch.get_loops(sch.get_block(name));
@@ -63,7 +63,10 @@ class RewriteParallelVectorizeUnroll : public Postprocessor {
       const ir::ForNode *l = sch.loop(loops[i]);
       if (kinds[i] != kLoopSpatial || l->for_kind != ir::ForKind::kSerial) break;
       if (i > 0 && sch.loop(loops[i - 1])->body.get() != l) break;
-      if (!prefix.empty() && product * l->extent > max_extent) break;
+      // Loops of extent 1 (a batch of one) do not count as the first: behind them the
+      // next loop joins whatever its extent, or an NCHW epilogue's 1 x 256 channel
+      // loops would stay serial under any limit below 256.
+      if (product > 1 && product * l->extent > max_extent) break;
       prefix.push_back(loops[i]);
       product *= l->extent;
     }

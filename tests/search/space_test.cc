@@ -179,6 +179,23 @@ TEST(SearchSpace, LongInnermostLoopsAreVectorizedInWholeVectors) {
   EXPECT_EQ(vectorized_width(4), 0);  // no whole vector fits the limit
 }
 
+// An epilogue over NCHW output with a batch of one starts with a loop of extent 1; the
+// channel loop behind it is parallel even when it is longer than the sampled limit
+// (a regression: such nests stayed serial, a third of a 1x1 convolution's time).
+TEST(SearchSpace, NestsBehindUnitLoopsAreParallel) {
+  ir::Workload w = ir::Workload::single("relu", {{{1, 256, 14, 14}, ir::DType::kFloat32}});
+  ir::PrimFunc func = te::lower(w.build_dag(), "relu");
+  Target target = Target::parse("llvm -mtriple=x86_64-linux-gnu -mcpu=haswell -num-cores=2");
+  for (int64_t max_parallel : {2, 8, 512}) {
+    ir::Schedule s(func);
+    s.annotate(s.get_block("relu"), "kiln.parallel", max_parallel);
+    for (const auto &p : default_postprocessors(target)) EXPECT_TRUE(p->apply(s)) << p->name();
+    const ir::ForNode *outer = s.loop(s.get_loops(s.get_block("relu")).front());
+    EXPECT_EQ(outer->for_kind, ir::ForKind::kParallel) << "limit " << max_parallel;
+    EXPECT_EQ(outer->extent, 256) << "limit " << max_parallel;
+  }
+}
+
 // Each sketch of a pointwise convolution with a fused epilogue realizes (a regression:
 // none did once, and tuning found nothing).
 TEST(SearchSpace, EverySketchOfAPointwiseConvolutionRealizes) {
