@@ -9,7 +9,9 @@
 /// end when the count of helpers still running reaches 0. Both sides wait by spinning
 /// briefly and then sleeping on a futex (spin_then_park.h). When the caller runs out
 /// of tasks it withdraws the offers that no helper has taken yet, so a call never
-/// waits for a worker that is still asleep or descheduled.
+/// waits for a worker that is still asleep or descheduled. A helper that joins a job
+/// on a CPU another thread of the job already runs on moves to a free CPU of the
+/// process's mask (the scheduler can leave two spinning threads sharing one CPU).
 ///
 /// Guarantees:
 /// - Every task index runs exactly once, unless a task fails: then tasks above the
@@ -67,6 +69,7 @@ class ThreadPool {
 
   void resize_locked(int num_workers);
   void worker_main(Worker &self, int index);
+  void move_off_busy_cpu(Job &job);
 
   std::atomic<int> num_threads_;
   const bool pin_threads_;

@@ -15,6 +15,8 @@
 #include <thread>
 #include <vector>
 
+#include <pthread.h>
+#include <sched.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -326,6 +328,47 @@ TEST_F(Runtime, CallerWaitsForALongHelperTask) {
     ASSERT_EQ(kiln_rt_parallel_for(2, task, &finished), 0);
     EXPECT_EQ(finished.load(), 2); // nothing may still run when the call returns
   }
+}
+
+// Workers made by a caller pinned to one CPU inherit that pin, so the helper starts
+// on the caller's CPU: the state the scheduler can leave a spinning helper in for
+// seconds. Once it joins a job there it must move to a free CPU of the process mask
+// and run its task beside the caller's, not time-sliced with it.
+TEST_F(Runtime, HelperOnTheCallersCpuMovesToAFreeOne) {
+  cpu_set_t process_mask;
+  ASSERT_EQ(sched_getaffinity(0, sizeof(process_mask), &process_mask), 0);
+  if (CPU_COUNT(&process_mask) < 2) GTEST_SKIP() << "needs 2 CPUs";
+  kiln_rt_set_num_threads(2);  // the pool exists and knows the whole mask
+  ASSERT_EQ(kiln_rt_parallel_for(2, [](int64_t, int64_t, void *) -> int32_t { return 0; }, nullptr), 0);
+  int caller_cpu = sched_getcpu();
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(caller_cpu, &one);
+  ASSERT_EQ(pthread_setaffinity_np(pthread_self(), sizeof(one), &one), 0);
+  kiln_rt_set_num_threads(1);  // joins the helper
+  kiln_rt_set_num_threads(2);  // a new one, created here: pinned to caller_cpu too
+
+  struct Seen {
+    std::atomic<int64_t> started{0};
+    std::atomic<int> cpu[2] = {-1, -1};
+    std::atomic<bool> together{false};
+  } seen;
+  auto task = [](int64_t task, int64_t, void *closure) -> int32_t {
+    auto *s = static_cast<Seen *>(closure);
+    s->cpu[task] = sched_getcpu();
+    s->started.fetch_add(1);
+    if (!wait_for(s->started, 2)) return 1;
+    s->together = true;
+    busy_work(1000000);
+    return 0;
+  };
+  int32_t result = kiln_rt_parallel_for(2, task, &seen);
+  ASSERT_EQ(pthread_setaffinity_np(pthread_self(), sizeof(process_mask), &process_mask), 0);
+  ASSERT_EQ(result, 0);
+  EXPECT_TRUE(seen.together.load());
+  EXPECT_EQ(seen.cpu[0].load(), caller_cpu);
+  EXPECT_NE(seen.cpu[1].load(), caller_cpu);
+  EXPECT_NE(seen.cpu[1].load(), -1);
 }
 
 TEST_F(Runtime, ConcurrentExternalCallers) {
