@@ -3,7 +3,8 @@
 //                          (padding may also stay, placed by ComputeLocation)
 //   MultiLevelTiling       "SSRSRS" tiling of blocks with reductions, with a register-
 //                          tile accumulator (cache_write + reverse_compute_at) and the
-//                          element-wise epilogue fused into its write-back
+//                          element-wise epilogue fused into its write-back; for long
+//                          reductions also "SRSRSRS", blocked outside the tiles
 //   ComputeLocation        other blocks pick where they are computed (sampled)
 //   ParallelVectorizeUnroll annotations the postprocessor turns into loop kinds
 #include <algorithm>
@@ -48,7 +49,7 @@ class MultiLevelTiling : public ScheduleRule {
     std::vector<int> kinds = loop_kinds(sch, block);
     if (std::count(kinds.begin(), kinds.end(), kLoopMixed)) return {sch};
     std::vector<Schedule> out;
-    for (int variant : {kAccumulatorAndPacking, kAccumulator, kPlain}) {
+    for (int variant : {kAccumulatorAndPacking, kAccumulator, kPlain, kBlockedReduction}) {
       try {
         out.push_back(tile(sch, block, kinds, variant));
       } catch (const ScheduleError &) {
@@ -59,21 +60,31 @@ class MultiLevelTiling : public ScheduleRule {
   }
 
  private:
-  static constexpr int kAccumulatorAndPacking = 0, kAccumulator = 1, kPlain = 2;
+  static constexpr int kAccumulatorAndPacking = 0, kAccumulator = 1, kPlain = 2, kBlockedReduction = 3;
 
   Schedule tile(const Schedule &sch, const std::string &block, const std::vector<int> &kinds, int variant) const {
     Schedule s = sch;
     BlockRV b = s.get_block(block);
     std::vector<LoopRV> loops = s.get_loops(b);
-    std::vector<std::vector<LoopRV>> levels(6);  // S0 S1 R0 S2 R1 S3
+    // S0 S1 R0 S2 R1 S3; kBlockedReduction adds an outermost reduction level after S0
+    // (S0 Rb S1 R0 S2 R1 S3): the output accumulates across its blocks, and the packed
+    // panel holds one block of the reduction, so it stays in cache for a long reduction.
+    bool blocked = variant == kBlockedReduction;
+    const size_t kS0 = 0, kRb = 1, kS1 = 2, kR0 = 3, kS2 = 4, kR1 = 5, kS3 = 6;
+    std::vector<std::vector<LoopRV>> levels(7);
     size_t last_spatial = 0;
-    for (size_t i = 0; i < loops.size(); ++i)
+    int64_t reduction = 1;
+    for (size_t i = 0; i < loops.size(); ++i) {
       if (kinds[i] == kLoopSpatial && s.loop(loops[i])->extent > 1) last_spatial = i;
+      if (kinds[i] != kLoopSpatial) reduction *= s.loop(loops[i])->extent;
+    }
+    if (blocked && reduction < kMinBlockedReduction)
+      throw ScheduleError("multi_level_tiling", "reduction too short to block");
     for (size_t i = 0; i < loops.size(); ++i) {
       // A loop of extent 1 (a 1x1 kernel's window, a batch of one) drives nothing:
       // tiled, its pieces would end up innermost and take the vector loop's place.
       if (s.loop(loops[i])->extent == 1) {
-        levels[0].push_back(loops[i]);
+        levels[kS0].push_back(loops[i]);
         continue;
       }
       if (kinds[i] == kLoopSpatial) {
@@ -81,30 +92,49 @@ class MultiLevelTiling : public ScheduleRule {
         std::vector<ir::ExprRV> t =
             s.sample_perfect_tile(loops[i], 4, max_innermost_, std::nullopt, i == last_spatial ? lanes_ : 0);
         std::vector<LoopRV> parts = s.split(loops[i], {t[0], t[1], t[2], t[3]});
-        levels[0].push_back(parts[0]);
-        levels[1].push_back(parts[1]);
-        levels[3].push_back(parts[2]);
-        levels[5].push_back(parts[3]);
+        levels[kS0].push_back(parts[0]);
+        levels[kS1].push_back(parts[1]);
+        levels[kS2].push_back(parts[2]);
+        levels[kS3].push_back(parts[3]);
+      } else if (blocked) {
+        std::vector<ir::ExprRV> t = s.sample_perfect_tile(loops[i], 3, max_innermost_);
+        std::vector<LoopRV> parts = s.split(loops[i], {t[0], t[1], t[2]});
+        levels[kRb].push_back(parts[0]);
+        levels[kR0].push_back(parts[1]);
+        levels[kR1].push_back(parts[2]);
       } else {
         std::vector<ir::ExprRV> t = s.sample_perfect_tile(loops[i], 2, max_innermost_);
         std::vector<LoopRV> parts = s.split(loops[i], {t[0], t[1]});
-        levels[2].push_back(parts[0]);
-        levels[4].push_back(parts[1]);
+        levels[kR0].push_back(parts[0]);
+        levels[kR1].push_back(parts[1]);
       }
     }
     std::vector<LoopRV> order;
     for (const auto &level : levels) order.insert(order.end(), level.begin(), level.end());
     s.reorder(order);
+    size_t tile_begin = levels[kS0].size() + levels[kRb].size() + levels[kS1].size() + levels[kR0].size();
+    if (blocked) {
+      // The output tile stays in registers within one reduction block (LLVM promotes
+      // it); RejectPoorRegisterTiles checks it fits as it does an accumulator's.
+      s.annotate(b, "kiln.register_tile", 2);
+      s.annotate(b, "kiln.register_tile_loop", static_cast<int64_t>(tile_begin));
+      try {
+        pack_streamed_input(s, block, levels[kRb].back());
+      } catch (const ScheduleError &) {
+        // Nothing to pack (a convolution's window reads): the blocking alone remains.
+      }
+      return s;
+    }
     // What RejectPoorRegisterTiles checks: whole vectors innermost, and for an
     // accumulator, an S2 x S3 tile that fits the register file.
-    bool accumulates = variant != kPlain && !levels[1].empty();
+    bool accumulates = variant != kPlain && !levels[kS1].empty();
     s.annotate(b, "kiln.register_tile", accumulates ? 2 : 1);
-    s.annotate(b, "kiln.register_tile_loop", static_cast<int64_t>(levels[0].size() + levels[1].size() + levels[2].size()));
+    s.annotate(b, "kiln.register_tile_loop", static_cast<int64_t>(tile_begin));
     if (!accumulates) return s;
     // The S2 x S3 tile accumulates in a local buffer written back after the reduction,
     // which compaction shrinks to the tile and LLVM keeps in registers.
     BlockRV acc = s.cache_write(b, 0, "local");
-    s.reverse_compute_at(acc, levels[1].back());
+    s.reverse_compute_at(acc, levels[kS1].back());
     // Element-wise consumers (bias, activation) fuse into the write-back.
     std::string acc_name = s.block_name(acc);
     for (bool fused = true; fused;) {
@@ -122,7 +152,7 @@ class MultiLevelTiling : public ScheduleRule {
         }
       }
     }
-    if (variant == kAccumulatorAndPacking) pack_streamed_input(s, block, levels[0].back());
+    if (variant == kAccumulatorAndPacking) pack_streamed_input(s, block, levels[kS0].back());
     return s;
   }
 
@@ -155,6 +185,8 @@ class MultiLevelTiling : public ScheduleRule {
     throw ScheduleError("multi_level_tiling", "no streamed input to pack");
   }
 
+  /// Reductions shorter than this keep a packed panel in cache without blocking.
+  static constexpr int64_t kMinBlockedReduction = 1024;
   int64_t max_innermost_, lanes_;
 };
 

@@ -3,6 +3,7 @@
 // deterministic for a seed; full traces replay to the same program.
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
 #include <random>
 
 #include "ir/interpreter.h"
@@ -96,6 +97,54 @@ TEST(SearchSpace, GemmSketchTilesWithRegisterAccumulator) {
   EXPECT_EQ(sketches[1].to_json().dump().find("cache_read"), std::string::npos);
   EXPECT_NE(sketches[1].to_json().dump().find("cache_write"), std::string::npos);
   EXPECT_EQ(sketches[2].to_json().dump().find("cache_write"), std::string::npos);
+}
+
+// A reduction of 1024 or more also gets a sketch with the reduction blocked outside
+// the register tiles (S0 Rb S1 R0 S2 R1 S3, the output accumulating across blocks, the
+// panel packed per block). Its candidates are legal and compute the same result, for a
+// matrix product and for a padded convolution whose ReLU stays a separate nest.
+TEST(SearchSpace, LongReductionsGetABlockedSketchWithCorrectCandidates) {
+  std::vector<ir::Workload> workloads = {
+      ir::Workload::single("matmul", {{{8, 1024}, ir::DType::kFloat32}, {{1024, 16}, ir::DType::kFloat32}}),
+      ir::Workload::from_json(nlohmann::json::parse(R"({"kiln_workload":1,
+        "inputs":[{"dtype":"float32","shape":[1,128,4,4]},{"dtype":"float32","shape":[8,128,3,3]},{"dtype":"float32","shape":[8]}],
+        "ops":[{"op":"conv2d","args":["in0","in1","in2"],"attrs":{"strides":[1,1],"pads":[1,1,1,1],"groups":1}},
+               {"op":"relu","args":["op0"],"attrs":{}}],"outputs":["op1"]})"))};
+  Target target = cpu_target();
+  auto post = default_postprocessors(target);
+  for (const ir::Workload &w : workloads) {
+    te::ComputeDAG dag = w.build_dag();
+    ir::PrimFunc func = te::lower(dag, "long_reduction");
+    std::vector<ir::Trace> sketches = generate_sketches(func, default_rules(target), 1);
+    std::vector<const ir::Trace *> blocked;
+    for (const ir::Trace &t : sketches) {
+      for (const auto &ins : t.instructions)
+        if (ins.kind == "sample_perfect_tile" && ins.attrs.value("n", 0) == 3) {
+          blocked.push_back(&t);
+          break;
+        }
+    }
+    ASSERT_FALSE(blocked.empty()) << w.to_json().dump();
+    std::mt19937_64 rng(3);
+    std::vector<HostTensor> inputs;
+    for (const te::Tensor &t : dag.inputs) {
+      inputs.emplace_back(t.dtype(), t.shape());
+      inputs.back().fill_random(rng, 0.1, 2.0);
+    }
+    std::vector<HostTensor> want = ir::interpret(func, inputs);
+    int realized = 0;
+    for (const ir::Trace *sketch : blocked) {
+      for (uint64_t seed = 0; seed < 40 && realized < 6; ++seed) {
+        std::optional<Candidate> c = realize(func, *sketch, post, seed);
+        if (!c) continue;
+        ++realized;
+        std::vector<HostTensor> got = ir::interpret(c->func, inputs);
+        ASSERT_LE(ir::relative_l2_error(got[0], want[0]), 1e-5) << c->trace.to_json().dump();
+      }
+    }
+    EXPECT_GT(realized, 0) << w.to_json().dump();
+  }
+  // A short reduction keeps the three sketches of GemmSketchTilesWithRegisterAccumulator.
 }
 
 // Accumulator tiles that fit the register file (3/4 of AVX2's 16 x 8 floats) with whole
