@@ -130,7 +130,25 @@ class MultiLevelTiling : public ScheduleRule {
     bool accumulates = variant != kPlain && !levels[kS1].empty();
     s.annotate(b, "kiln.register_tile", accumulates ? 2 : 1);
     s.annotate(b, "kiln.register_tile_loop", static_cast<int64_t>(tile_begin));
-    if (!accumulates) return s;
+    if (!accumulates) {
+      // Plain tiling accumulates in the output itself; an element-wise consumer (bias,
+      // activation) then runs per S1 tile right after that tile's reduction, while it
+      // is in cache, instead of as a second pass over the whole output.
+      if (variant == kPlain && !levels[kS1].empty()) {
+        for (const std::string &c : consumers_of(s, block)) {
+          const ir::BlockNode *cb = find_block(s, c);
+          if (!cb || !is_elementwise(cb)) continue;
+          try {
+            Schedule t = s;
+            t.reverse_compute_at(t.get_block(c), levels[kS1].back());
+            s = t;
+          } catch (const ScheduleError &) {
+          }
+          break;
+        }
+      }
+      return s;
+    }
     // The S2 x S3 tile accumulates in a local buffer written back after the reduction,
     // which compaction shrinks to the tile and LLVM keeps in registers.
     BlockRV acc = s.cache_write(b, 0, "local");

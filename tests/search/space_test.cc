@@ -7,6 +7,7 @@
 #include <random>
 
 #include "ir/interpreter.h"
+#include "ir/lower_passes.h"
 #include "ir/ops/examples.h"
 #include "ir/structural.h"
 #include "ir/te.h"
@@ -145,6 +146,37 @@ TEST(SearchSpace, LongReductionsGetABlockedSketchWithCorrectCandidates) {
     EXPECT_GT(realized, 0) << w.to_json().dump();
   }
   // A short reduction keeps the three sketches of GemmSketchTilesWithRegisterAccumulator.
+}
+
+// Plain tiling computes an element-wise consumer per S1 tile, so the intermediate
+// output is compacted to the tile instead of making a second pass over a full-size
+// buffer (a 1x1 convolution's 3.2 MB, written and read back).
+TEST(SearchSpace, PlainTilingComputesTheEpiloguePerTile) {
+  ir::Workload w = ir::Workload::from_json(nlohmann::json::parse(R"({"kiln_workload":1,
+    "inputs":[{"dtype":"float32","shape":[1,16,8,8]},{"dtype":"float32","shape":[32,16,1,1]},{"dtype":"float32","shape":[32]}],
+    "ops":[{"op":"conv2d","args":["in0","in1","in2"],"attrs":{"strides":[1,1],"pads":[0,0,0,0],"groups":1}},
+           {"op":"relu","args":["op0"],"attrs":{}}],"outputs":["op1"]})"));
+  ir::PrimFunc func = te::lower(w.build_dag(), "pointwise");
+  Target target = cpu_target();
+  std::vector<ir::Trace> sketches = generate_sketches(func, default_rules(target), 1);
+  auto post = default_postprocessors(target);
+  int plain = 0;
+  for (const ir::Trace &sketch : sketches) {
+    std::string json = sketch.to_json().dump();
+    if (json.find("cache_write") != std::string::npos) continue;  // accumulator variants fuse differently
+    ++plain;
+    EXPECT_NE(json.find("reverse_compute_at"), std::string::npos) << json;
+    std::optional<Candidate> c;
+    for (uint64_t seed = 0; seed < 50 && !c; ++seed) c = realize(func, sketch, post, seed);
+    ASSERT_TRUE(c.has_value());
+    ir::PrimFunc lowered = ir::lower_for_codegen(c->func);
+    std::string text = ir::to_string(lowered);
+    // The intermediate is allocated inside the tile loops, smaller than the output.
+    size_t alloc = text.find("alloc conv2d: float32[");
+    ASSERT_NE(alloc, std::string::npos) << text;
+    EXPECT_EQ(text.find("alloc conv2d: float32[1, 32, 8, 8]"), std::string::npos) << text;
+  }
+  EXPECT_GT(plain, 0);
 }
 
 // Accumulator tiles that fit the register file (3/4 of AVX2's 16 x 8 floats) with whole
