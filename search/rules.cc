@@ -113,11 +113,13 @@ class MultiLevelTiling : public ScheduleRule {
     for (const auto &level : levels) order.insert(order.end(), level.begin(), level.end());
     s.reorder(order);
     size_t tile_begin = levels[kS0].size() + levels[kRb].size() + levels[kS1].size() + levels[kR0].size();
+    // What RejectPoorRegisterTiles checks: whole vectors innermost, and for a register
+    // tile (an accumulator's S2 x S3, or the output tile the blocked variant keeps in
+    // registers within one reduction block: LLVM promotes it), that it fits.
+    bool accumulates = variant != kPlain && !levels[kS1].empty();
+    s.annotate(b, "kiln.register_tile", accumulates || blocked ? 2 : 1);
+    s.annotate(b, "kiln.register_tile_loop", static_cast<int64_t>(tile_begin));
     if (blocked) {
-      // The output tile stays in registers within one reduction block (LLVM promotes
-      // it); RejectPoorRegisterTiles checks it fits as it does an accumulator's.
-      s.annotate(b, "kiln.register_tile", 2);
-      s.annotate(b, "kiln.register_tile_loop", static_cast<int64_t>(tile_begin));
       try {
         pack_streamed_input(s, block, levels[kRb].back());
       } catch (const ScheduleError &) {
@@ -125,16 +127,11 @@ class MultiLevelTiling : public ScheduleRule {
       }
       return s;
     }
-    // What RejectPoorRegisterTiles checks: whole vectors innermost, and for an
-    // accumulator, an S2 x S3 tile that fits the register file.
-    bool accumulates = variant != kPlain && !levels[kS1].empty();
-    s.annotate(b, "kiln.register_tile", accumulates ? 2 : 1);
-    s.annotate(b, "kiln.register_tile_loop", static_cast<int64_t>(tile_begin));
     if (!accumulates) {
       // Plain tiling accumulates in the output itself; an element-wise consumer (bias,
       // activation) then runs per S1 tile right after that tile's reduction, while it
       // is in cache, instead of as a second pass over the whole output.
-      if (variant == kPlain && !levels[kS1].empty()) {
+      if (!levels[kS1].empty()) {
         for (const std::string &c : consumers_of(s, block)) {
           const ir::BlockNode *cb = find_block(s, c);
           if (!cb || !is_elementwise(cb)) continue;

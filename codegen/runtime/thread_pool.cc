@@ -197,13 +197,14 @@ void ThreadPool::worker_main(Worker &self, int index) {
   }
 }
 
-// A helper that never sleeps between back-to-back jobs is never re-placed by a wake-up,
-// and the scheduler's balancing may leave it sharing the caller's CPU for seconds
-// while another CPU idles: a 2-thread kernel then runs at 1-thread speed (seen: GEMM
-// 26 ms instead of 13 on a 2-CPU machine, in some processes for their whole life). So a helper
-// that finds its CPU already taken by the job restricts itself to the CPUs of the
-// process mask not yet taken, which moves it at once; it keeps that mask until it
-// finds itself on a taken CPU again. One sched_getcpu per job otherwise.
+// A helper that never sleeps between back-to-back jobs is never re-placed by a
+// wake-up, and the scheduler's balancing may leave it sharing the caller's CPU for
+// seconds while another CPU idles: a 2-thread kernel then runs at 1-thread speed
+// (seen: GEMM 26 ms instead of 13 on a 2-CPU machine, in some processes for their
+// whole life). So a helper that finds its CPU already taken by the job restricts
+// itself to the CPUs of the process mask not yet taken, which moves it at once; it
+// keeps that mask until it finds itself on a taken CPU again. One sched_getcpu per
+// job otherwise.
 void ThreadPool::move_off_busy_cpu(Job &job) {
   uint64_t mine = cpu_bit(sched_getcpu());
   if (mine == 0) return;
@@ -211,14 +212,9 @@ void ThreadPool::move_off_busy_cpu(Job &job) {
   if ((taken & mine) == 0) return;
   cpu_set_t set;
   CPU_ZERO(&set);
-  int free_cpus = 0;
-  for (int cpu : cpus_) {
-    if (cpu_bit(cpu) != 0 && (taken & cpu_bit(cpu)) == 0) {
-      CPU_SET(cpu, &set);
-      ++free_cpus;
-    }
-  }
-  if (free_cpus == 0) return;  // more threads than CPUs: sharing is unavoidable
+  for (int cpu : cpus_)
+    if (cpu_bit(cpu) != 0 && (taken & cpu_bit(cpu)) == 0) CPU_SET(cpu, &set);
+  if (CPU_COUNT(&set) == 0) return;  // more threads than CPUs: sharing is unavoidable
   if (pthread_setaffinity_np(pthread_self(), sizeof(set), &set) == 0)
     job.busy_cpus.fetch_or(cpu_bit(sched_getcpu()), std::memory_order_relaxed);
 }
