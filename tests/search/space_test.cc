@@ -20,6 +20,21 @@ using ir::HostTensor;
 
 Target cpu_target() { return Target::parse("llvm -mtriple=x86_64-linux-gnu -mcpu=skylake-avx512 -num-cores=2"); }
 
+// A 2-D convolution (NCHW, stride 1, bias) followed by a ReLU, as an ONNX export has it.
+ir::Workload conv_relu(std::vector<int64_t> input, std::vector<int64_t> weight, int64_t pad) {
+  auto f32 = [](std::vector<int64_t> shape) { return nlohmann::json{{"dtype", "float32"}, {"shape", shape}}; };
+  nlohmann::json w = {
+      {"kiln_workload", 1},
+      {"inputs", {f32(input), f32(weight), f32({weight[0]})}},
+      {"ops",
+       {{{"op", "conv2d"},
+         {"args", {"in0", "in1", "in2"}},
+         {"attrs", {{"strides", {1, 1}}, {"pads", {pad, pad, pad, pad}}, {"groups", 1}}}},
+        {{"op", "relu"}, {"args", {"op0"}}, {"attrs", nlohmann::json::object()}}}},
+      {"outputs", {"op1"}}};
+  return ir::Workload::from_json(w);
+}
+
 class SearchSpace : public ::testing::TestWithParam<ops::NamedWorkload> {};
 
 TEST_P(SearchSpace, SampledAndMutatedCandidatesAreCorrect) {
@@ -107,10 +122,7 @@ TEST(SearchSpace, GemmSketchTilesWithRegisterAccumulator) {
 TEST(SearchSpace, LongReductionsGetABlockedSketchWithCorrectCandidates) {
   std::vector<ir::Workload> workloads = {
       ir::Workload::single("matmul", {{{8, 1024}, ir::DType::kFloat32}, {{1024, 16}, ir::DType::kFloat32}}),
-      ir::Workload::from_json(nlohmann::json::parse(R"({"kiln_workload":1,
-        "inputs":[{"dtype":"float32","shape":[1,128,4,4]},{"dtype":"float32","shape":[8,128,3,3]},{"dtype":"float32","shape":[8]}],
-        "ops":[{"op":"conv2d","args":["in0","in1","in2"],"attrs":{"strides":[1,1],"pads":[1,1,1,1],"groups":1}},
-               {"op":"relu","args":["op0"],"attrs":{}}],"outputs":["op1"]})"))};
+      conv_relu({1, 128, 4, 4}, {8, 128, 3, 3}, 1)};
   Target target = cpu_target();
   auto post = default_postprocessors(target);
   for (const ir::Workload &w : workloads) {
@@ -152,10 +164,7 @@ TEST(SearchSpace, LongReductionsGetABlockedSketchWithCorrectCandidates) {
 // output is compacted to the tile instead of making a second pass over a full-size
 // buffer (a 1x1 convolution's 3.2 MB, written and read back).
 TEST(SearchSpace, PlainTilingComputesTheEpiloguePerTile) {
-  ir::Workload w = ir::Workload::from_json(nlohmann::json::parse(R"({"kiln_workload":1,
-    "inputs":[{"dtype":"float32","shape":[1,16,8,8]},{"dtype":"float32","shape":[32,16,1,1]},{"dtype":"float32","shape":[32]}],
-    "ops":[{"op":"conv2d","args":["in0","in1","in2"],"attrs":{"strides":[1,1],"pads":[0,0,0,0],"groups":1}},
-           {"op":"relu","args":["op0"],"attrs":{}}],"outputs":["op1"]})"));
+  ir::Workload w = conv_relu({1, 16, 8, 8}, {32, 16, 1, 1}, 0);
   ir::PrimFunc func = te::lower(w.build_dag(), "pointwise");
   Target target = cpu_target();
   std::vector<ir::Trace> sketches = generate_sketches(func, default_rules(target), 1);
@@ -280,10 +289,7 @@ TEST(SearchSpace, NestsBehindUnitLoopsAreParallel) {
 // Each sketch of a pointwise convolution with a fused epilogue realizes (a regression:
 // none did once, and tuning found nothing).
 TEST(SearchSpace, EverySketchOfAPointwiseConvolutionRealizes) {
-  ir::Workload w = ir::Workload::from_json(nlohmann::json::parse(R"({"kiln_workload":1,
-    "inputs":[{"dtype":"float32","shape":[1,64,56,56]},{"dtype":"float32","shape":[256,64,1,1]},{"dtype":"float32","shape":[256]}],
-    "ops":[{"op":"conv2d","args":["in0","in1","in2"],"attrs":{"strides":[1,1],"pads":[0,0,0,0],"groups":1}},
-           {"op":"relu","args":["op0"],"attrs":{}}],"outputs":["op1"]})"));
+  ir::Workload w = conv_relu({1, 64, 56, 56}, {256, 64, 1, 1}, 0);
   ir::PrimFunc func = te::lower(w.build_dag(), "pointwise");
   Target target = Target::parse("llvm -mtriple=x86_64-linux-gnu -mcpu=haswell -num-cores=2");
   auto post = default_postprocessors(target);
