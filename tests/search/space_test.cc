@@ -7,8 +7,10 @@
 #include <random>
 
 #include "ir/interpreter.h"
+#include "ir/functor.h"
 #include "ir/lower_passes.h"
 #include "ir/ops/examples.h"
+#include "ir/schedule/analysis.h"
 #include "ir/structural.h"
 #include "ir/te.h"
 #include "search/space.h"
@@ -20,8 +22,8 @@ using ir::HostTensor;
 
 Target cpu_target() { return Target::parse("llvm -mtriple=x86_64-linux-gnu -mcpu=skylake-avx512 -num-cores=2"); }
 
-// A 2-D convolution (NCHW, stride 1, bias) followed by a ReLU, as an ONNX export has it.
-ir::Workload conv_relu(std::vector<int64_t> input, std::vector<int64_t> weight, int64_t pad) {
+// A 2-D convolution (NCHW, bias) followed by a ReLU, as an ONNX export has it.
+ir::Workload conv_relu(std::vector<int64_t> input, std::vector<int64_t> weight, int64_t pad, int64_t stride = 1) {
   auto f32 = [](std::vector<int64_t> shape) { return nlohmann::json{{"dtype", "float32"}, {"shape", shape}}; };
   nlohmann::json w = {
       {"kiln_workload", 1},
@@ -29,7 +31,7 @@ ir::Workload conv_relu(std::vector<int64_t> input, std::vector<int64_t> weight, 
       {"ops",
        {{{"op", "conv2d"},
          {"args", {"in0", "in1", "in2"}},
-         {"attrs", {{"strides", {1, 1}}, {"pads", {pad, pad, pad, pad}}, {"groups", 1}}}},
+         {"attrs", {{"strides", {stride, stride}}, {"pads", {pad, pad, pad, pad}}, {"groups", 1}}}},
         {{"op", "relu"}, {"args", {"op0"}}, {"attrs", nlohmann::json::object()}}}},
       {"outputs", {"op1"}}};
   return ir::Workload::from_json(w);
@@ -186,6 +188,81 @@ TEST(SearchSpace, PlainTilingComputesTheEpiloguePerTile) {
     EXPECT_EQ(text.find("alloc conv2d: float32[1, 32, 8, 8]"), std::string::npos) << text;
   }
   EXPECT_GT(plain, 0);
+}
+
+// Where the innermost output axis makes poor vectors (a row of 9, or a stride-2 row
+// whose input needs shuffles), a sketch vectorizes over the output channels instead,
+// with the weights packed: the convolution's innermost loop is vectorized and drives
+// the channel iterator. Its candidates compute the same result. A row of whole
+// vectors read with unit stride gets no such sketch.
+TEST(SearchSpace, PoorRowsGetASketchVectorizedOverChannels) {
+  Target target = cpu_target();  // 16 lanes
+  auto post = default_postprocessors(target);
+  auto channel_vectorized = [](const ir::PrimFunc &f) {
+    for (const ir::BlockNode *b : ir::sched::all_blocks(f)) {
+      if (b->name != "conv2d" || b->iter_vars.size() < 2) continue;
+      std::vector<ir::Stmt> loops = ir::sched::loops_above(f, b);
+      if (loops.empty()) return false;
+      const auto *inner = loops.back().as<ir::ForNode>();
+      return inner->for_kind == ir::ForKind::kVectorized && ir::uses_var(b->iter_values[1], inner->loop_var.get());
+    }
+    return false;
+  };
+  struct Case {
+    ir::Workload workload;
+    bool expected;
+  };
+  std::vector<Case> cases = {{conv_relu({1, 8, 9, 9}, {32, 8, 3, 3}, 1), true},
+                             {conv_relu({1, 3, 20, 20}, {16, 3, 3, 3}, 1, 2), true},
+                             {conv_relu({1, 8, 16, 16}, {32, 8, 3, 3}, 1), false}};
+  for (const Case &k : cases) {
+    te::ComputeDAG dag = k.workload.build_dag();
+    ir::PrimFunc func = te::lower(dag, "conv");
+    std::mt19937_64 rng(5);
+    std::vector<HostTensor> inputs;
+    for (const te::Tensor &t : dag.inputs) {
+      inputs.emplace_back(t.dtype(), t.shape());
+      inputs.back().fill_random(rng, 0.1, 2.0);
+    }
+    std::vector<HostTensor> want = ir::interpret(func, inputs);
+    int realized = 0;
+    for (const ir::Trace &sketch : generate_sketches(func, default_rules(target), 1)) {
+      for (uint64_t seed = 0; seed < 30 && realized < 3; ++seed) {
+        std::optional<Candidate> c = realize(func, sketch, post, seed);
+        if (!c || !channel_vectorized(c->func)) continue;
+        ++realized;
+        std::vector<HostTensor> got = ir::interpret(c->func, inputs);
+        ASSERT_LE(ir::relative_l2_error(got[0], want[0]), 1e-5) << c->trace.to_json().dump();
+      }
+    }
+    EXPECT_EQ(realized > 0, k.expected) << k.workload.to_json().dump() << " realized " << realized;
+  }
+}
+
+// Zero padding may be computed anywhere above the convolution, but not inside its
+// register tile: there it splits the nest above the vector loop and the program runs
+// scalar, seconds per call. Such candidates are rejected; others remain.
+TEST(SearchSpace, ProducersStayOutOfRegisterTiles) {
+  ir::PrimFunc func = te::lower(conv_relu({1, 8, 9, 9}, {32, 8, 3, 3}, 1).build_dag(), "conv");
+  Target target = cpu_target();
+  auto post = default_postprocessors(target);
+  int realized = 0;
+  for (const ir::Trace &sketch : generate_sketches(func, default_rules(target), 1)) {
+    for (uint64_t seed = 0; seed < 40; ++seed) {
+      std::optional<Candidate> c = realize(func, sketch, post, seed);
+      if (!c) continue;
+      for (const ir::BlockNode *b : ir::sched::all_blocks(c->func)) {
+        auto tile = b->annotations.find("kiln.register_tile_loop");
+        if (tile == b->annotations.end()) continue;
+        ++realized;
+        std::vector<ir::Stmt> loops = ir::sched::loops_above(c->func, b);
+        ASSERT_LT(static_cast<size_t>(tile->second), loops.size());
+        EXPECT_EQ(ir::sched::blocks_under(loops[static_cast<size_t>(tile->second)]).size(), 1u)
+            << c->trace.to_json().dump();
+      }
+    }
+  }
+  EXPECT_GT(realized, 20);
 }
 
 // Accumulator tiles that fit the register file (3/4 of AVX2's 16 x 8 floats) with whole
