@@ -37,6 +37,17 @@ ir::Workload conv_relu(std::vector<int64_t> input, std::vector<int64_t> weight, 
   return ir::Workload::from_json(w);
 }
 
+// Random float inputs in [0.1, 2] for each input of the DAG.
+std::vector<HostTensor> positive_inputs(const te::ComputeDAG &dag, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<HostTensor> inputs;
+  for (const te::Tensor &t : dag.inputs) {
+    inputs.emplace_back(t.dtype(), t.shape());
+    inputs.back().fill_random(rng, 0.1, 2.0);
+  }
+  return inputs;
+}
+
 class SearchSpace : public ::testing::TestWithParam<ops::NamedWorkload> {};
 
 TEST_P(SearchSpace, SampledAndMutatedCandidatesAreCorrect) {
@@ -140,12 +151,7 @@ TEST(SearchSpace, LongReductionsGetABlockedSketchWithCorrectCandidates) {
         }
     }
     ASSERT_FALSE(blocked.empty()) << w.to_json().dump();
-    std::mt19937_64 rng(3);
-    std::vector<HostTensor> inputs;
-    for (const te::Tensor &t : dag.inputs) {
-      inputs.emplace_back(t.dtype(), t.shape());
-      inputs.back().fill_random(rng, 0.1, 2.0);
-    }
+    std::vector<HostTensor> inputs = positive_inputs(dag, 3);
     std::vector<HostTensor> want = ir::interpret(func, inputs);
     int realized = 0;
     for (const ir::Trace *sketch : blocked) {
@@ -218,12 +224,7 @@ TEST(SearchSpace, PoorRowsGetASketchVectorizedOverChannels) {
   for (const Case &k : cases) {
     te::ComputeDAG dag = k.workload.build_dag();
     ir::PrimFunc func = te::lower(dag, "conv");
-    std::mt19937_64 rng(5);
-    std::vector<HostTensor> inputs;
-    for (const te::Tensor &t : dag.inputs) {
-      inputs.emplace_back(t.dtype(), t.shape());
-      inputs.back().fill_random(rng, 0.1, 2.0);
-    }
+    std::vector<HostTensor> inputs = positive_inputs(dag, 5);
     std::vector<HostTensor> want = ir::interpret(func, inputs);
     int realized = 0;
     for (const ir::Trace &sketch : generate_sketches(func, default_rules(target), 1)) {
