@@ -102,6 +102,21 @@ std::vector<Candidate> EvolutionarySearch::next_batch(int n, const Scorer &score
     return score(funcs);
   };
 
+  // Every program not measured yet that any generation held, with its score. The batch
+  // comes from these: the final population alone can hold nothing new once it has
+  // converged on the measured seeds and re-derivations of them, which ended tuning
+  // early as if the space were exhausted.
+  std::vector<Candidate> unseen;
+  std::vector<double> unseen_scores;
+  std::unordered_set<std::string> unseen_keys;
+  auto collect = [&](const std::vector<Candidate> &cs, const std::vector<double> &s) {
+    for (size_t i = 0; i < cs.size(); ++i) {
+      if (!is_new(cs[i]) || !unseen_keys.insert(cs[i].trace.to_json().dump()).second) continue;
+      unseen.push_back(cs[i]);
+      unseen_scores.push_back(s[i]);
+    }
+  };
+
   if (model_ready) {
     for (int g = 0; g < options_.generations; ++g) {
       std::vector<double> s = scores_of(population);
@@ -125,6 +140,7 @@ std::vector<Candidate> EvolutionarySearch::next_batch(int n, const Scorer &score
       for (Candidate &c : children) add(std::move(c));
       // Keep the best `population` by score.
       std::vector<double> all = scores_of(population);
+      collect(population, all);
       std::vector<size_t> order(population.size());
       std::iota(order.begin(), order.end(), 0);
       std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return all[a] > all[b]; });
@@ -133,35 +149,43 @@ std::vector<Candidate> EvolutionarySearch::next_batch(int n, const Scorer &score
         next.push_back(population[order[i]]);
       population = std::move(next);
     }
+  } else {
+    collect(population, std::vector<double>(population.size(), 0.0));
   }
 
   // Best by score, plus an epsilon share picked at random; never a known program.
-  std::vector<size_t> order(population.size());
+  std::vector<size_t> order(unseen.size());
   std::iota(order.begin(), order.end(), 0);
   if (model_ready) {
-    std::vector<double> s = scores_of(population);
-    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return s[a] > s[b]; });
+    std::stable_sort(order.begin(), order.end(),
+                     [&](size_t a, size_t b) { return unseen_scores[a] > unseen_scores[b]; });
   } else {
     std::shuffle(order.begin(), order.end(), rng_);
   }
   int n_random = model_ready ? static_cast<int>(n * options_.eps_greedy + 0.5) : 0;
   std::vector<Candidate> batch;
   std::vector<size_t> rest;
+  auto take = [&](Candidate &c) {
+    if (!is_new(c)) return;  // the same program as one taken already
+    remember(c);
+    batch.push_back(std::move(c));
+  };
   for (size_t i : order) {
     if (static_cast<int>(batch.size()) >= n - n_random) {
       rest.push_back(i);
       continue;
     }
-    if (!is_new(population[i])) continue;
-    remember(population[i]);
-    batch.push_back(population[i]);
+    take(unseen[i]);
   }
   std::shuffle(rest.begin(), rest.end(), rng_);
   for (size_t i : rest) {
     if (static_cast<int>(batch.size()) >= n) break;
-    if (!is_new(population[i])) continue;
-    remember(population[i]);
-    batch.push_back(population[i]);
+    take(unseen[i]);
+  }
+  // Fresh samples where the generations held too few new programs.
+  for (int tries = 0; static_cast<int>(batch.size()) < n && tries < options_.population * 4; ++tries) {
+    std::optional<Candidate> c = realize(func_, sketches_[rng_() % sketches_.size()], post_, rng_());
+    if (c) take(*c);
   }
   return batch;
 }

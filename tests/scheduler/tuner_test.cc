@@ -150,5 +150,36 @@ TEST(EvolutionarySearch, SameSeedSameBatches) {
   EXPECT_EQ(std::set<std::string>(a.begin(), a.end()).size(), a.size()) << "a batch repeated a program";
 }
 
+// A model that ranks the measured programs above everything else makes the population
+// converge on them (the seeds and re-derivations of them); the batch must still hold
+// new programs while the space has any, or tuning ends as if it were exhausted.
+TEST(EvolutionarySearch, ConvergedPopulationsStillYieldNewPrograms) {
+  ir::Workload w = ir::Workload::single("matmul", {{{32, 32}, ir::DType::kFloat32}, {{32, 32}, ir::DType::kFloat32}});
+  ir::PrimFunc func = te::lower(w.build_dag(), "matmul");
+  Target target = Target::parse("llvm -mtriple=x86_64-linux-gnu -mcpu=skylake-avx512 -num-cores=2");
+  std::set<std::string> measured;
+  search::Scorer favour_measured = [&](const std::vector<ir::PrimFunc> &fs) {
+    std::vector<double> s;
+    for (const ir::PrimFunc &f : fs) s.push_back(measured.count(ir::to_string(f)) ? 1.0 : 0.0);
+    return s;
+  };
+  search::EvolutionOptions o;
+  o.population = 8;
+  o.generations = 2;
+  o.init_measured = 8;
+  search::EvolutionarySearch s(func, target, o, 3);
+  std::set<std::string> traces;
+  for (int round = 0; round < 4; ++round) {
+    std::vector<search::Candidate> batch = s.next_batch(8, favour_measured, /*model_ready=*/round > 0);
+    EXPECT_EQ(batch.size(), 8u) << "round " << round;
+    for (const search::Candidate &c : batch) {
+      std::string trace = c.trace.to_json().dump();
+      EXPECT_TRUE(traces.insert(trace).second) << "a program was proposed twice";
+      measured.insert(ir::to_string(c.func));
+      s.add_measured(c.sketch, c.func, trace, 1.0);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace kiln::scheduler
