@@ -33,6 +33,8 @@ struct TuneArgs {
   int repeat = 3;
   double min_repeat_ms = 10;
   double give_up_factor = 3.0;
+  int confirm_top = 8;
+  int confirm_runs = 3;
   bool warm_start = false;
   bool quiet = false;
 };
@@ -67,6 +69,14 @@ void add_tune_command(CLI::App &app) {
                   "(0: always the full protocol)")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--confirm-top", a->confirm_top,
+                  "at the end, re-time this many of the fastest programs known, interleaved, and keep the one "
+                  "with the lowest median (0: the best single measurement wins)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--confirm-runs", a->confirm_runs, "extra timing runs per program for --confirm-top")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   cmd->add_flag("--warm-start", a->warm_start,
                 "rank the first rounds with a cost model trained on the database's records of other workloads "
                 "for this target, until this task has enough programs of its own");
@@ -113,6 +123,8 @@ void add_tune_command(CLI::App &app) {
     opts.timing.min_repeat_ms = a->min_repeat_ms;
     opts.give_up_factor = a->give_up_factor;
     opts.warm_start = a->warm_start;
+    opts.confirm_top = a->confirm_top;
+    opts.confirm_runs = a->confirm_runs;
     std::cerr << "tuning " << w.summary() << " on " << target.str() << " (key " << w.key_hash().substr(0, 16)
               << ", database " << a->db << ")\n";
     scheduler::TuneResult r;
@@ -135,7 +147,11 @@ void add_tune_command(CLI::App &app) {
     std::cout << "measured " << p.trials << " candidates (" << p.errors << " errors) in " << p.elapsed_seconds
               << " s\n";
     if (p.best_seconds > 0) {
-      std::cout << "best: " << p.best_seconds * 1e3 << " ms, " << p.best_gflops << " GFLOP/s\n";
+      std::cout << "best: " << p.best_seconds * 1e3 << " ms, " << p.best_gflops << " GFLOP/s";
+      if (r.confirmed > 0)
+        std::cout << " (median of " << a->confirm_runs + 1 << " timings; the fastest of " << r.confirmed
+                  << " programs re-timed side by side)";
+      std::cout << "\n";
     } else {
       std::cout << "no valid candidate yet\n";
     }

@@ -40,6 +40,14 @@ struct TuneOptions {
   /// of random.
   bool warm_start = false;
   size_t warm_start_per_task = 256;
+  /// After the last round, the `confirm_top` fastest programs known (this run's and the
+  /// database's) are timed `confirm_runs` more times, interleaved, each run in a fresh
+  /// process, and the best is the one with the lowest median over its runs (the first
+  /// measurement included). One timing can fall into a window where the host runs fast
+  /// (on a shared machine the same program reads up to 1.5x apart minutes apart) and
+  /// crown a program that is not the fastest. 0 = the best single measurement wins.
+  int confirm_top = 8;
+  int confirm_runs = 3;
 };
 
 /// Where a round's time went, in seconds (cumulative over the run).
@@ -62,6 +70,9 @@ struct Progress {
 struct TuneResult {
   Progress progress;
   std::string best_trace_json;  // empty when nothing valid was found
+  /// Programs re-timed by the confirmation (TuneOptions::confirm_top); when non-zero,
+  /// progress.best_seconds is the best program's median over its runs.
+  int confirmed = 0;
   /// Best GFLOP/s after each measured trial of this run (the best-so-far curve).
   std::vector<double> best_gflops_curve;
 };
@@ -78,6 +89,7 @@ class TaskTuner {
  private:
   void resume_from_database();
   void warm_start_from_other_tasks();
+  int confirm_best();
   std::vector<float> labels_against_best(const std::vector<double> &latencies) const;
 
   ir::Workload workload_;
@@ -94,6 +106,9 @@ class TaskTuner {
   std::string reference_artifact_;
   Progress progress_;
   std::string best_trace_;
+  /// This run's successful measurements (latency, trace): without a database, the
+  /// confirmation's candidates.
+  std::vector<std::pair<double, std::string>> measured_;
 };
 
 /// Sketch length stored in a record's metadata, so the sketch (what mutators change)

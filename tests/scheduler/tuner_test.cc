@@ -40,6 +40,7 @@ TuneOptions quick_options(uint64_t seed) {
   o.evolution.generations = 1;
   o.timing.repeat = 2;
   o.timing.min_repeat_ms = 1;
+  o.confirm_top = 0;  // the single measurements decide (ConfirmationRetimesTheFastest tests it)
   return o;
 }
 
@@ -85,6 +86,24 @@ TEST_F(TaskTunerTest, FindsValidProgramsAndResumesWithoutRemeasuring) {
   std::set<std::string> traces;
   for (const db::Record &rec : all) traces.insert(rec.trace_json);
   EXPECT_EQ(traces.size(), all.size()) << "a program was measured twice";
+}
+
+// The confirmation re-times the fastest programs side by side and picks the best of
+// them by median; the database keeps the first measurements (records are facts).
+TEST_F(TaskTunerTest, ConfirmationRetimesTheFastest) {
+  costmodel::XGBoostCostModel model;
+  TuneOptions o = quick_options(3);
+  o.confirm_top = 4;
+  o.confirm_runs = 2;
+  TaskTuner tuner(small_dense(), target, o, &database, pool, runner(), model);
+  TuneResult r = tuner.run();
+  EXPECT_EQ(r.confirmed, 4);
+  EXPECT_GT(r.progress.best_seconds, 0);
+  std::set<std::string> fastest;
+  for (const db::Record &rec : database.top_k(small_dense().key_hash(), target.str(), 4))
+    fastest.insert(rec.trace_json);
+  EXPECT_TRUE(fastest.count(r.best_trace_json)) << r.best_trace_json;
+  EXPECT_EQ(static_cast<int64_t>(database.records_of(small_dense().key_hash()).size()), r.progress.trials);
 }
 
 // A task warm-starts its cost model from the other workloads' records (not its own),
