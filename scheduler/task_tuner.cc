@@ -150,13 +150,9 @@ TuneResult TaskTuner::run(const std::function<void(const Progress &)> &on_round)
     std::vector<size_t> run_index;
     for (size_t i = 0; i < built.size(); ++i) {
       if (!built[i].ok()) continue;
-      measure::RunInput in;
-      in.artifact_path = built[i].artifact_path;
-      in.reference_artifact_path = reference_artifact_;
-      in.timing = options_.timing;
+      measure::RunInput in = run_input(built[i].artifact_path);
       if (options_.give_up_factor > 0 && progress_.best_seconds > 0)
         in.timing.give_up_after_seconds = options_.give_up_factor * progress_.best_seconds;
-      in.input_seed = options_.seed;
       runs.push_back(in);
       run_index.push_back(i);
     }
@@ -227,6 +223,15 @@ TuneResult TaskTuner::run(const std::function<void(const Progress &)> &on_round)
   return result;
 }
 
+measure::RunInput TaskTuner::run_input(const std::string &artifact) const {
+  measure::RunInput in;
+  in.artifact_path = artifact;
+  in.reference_artifact_path = reference_artifact_;
+  in.timing = options_.timing;
+  in.input_seed = options_.seed;
+  return in;
+}
+
 int TaskTuner::confirm_best() {
   if (options_.confirm_top <= 0 || options_.confirm_runs <= 0 || reference_artifact_.empty()) return 0;
   auto k = static_cast<size_t>(options_.confirm_top);
@@ -261,12 +266,7 @@ int TaskTuner::confirm_best() {
   std::vector<size_t> program_of_input;
   for (size_t b = 0; b < built.size(); ++b) {
     if (!built[b].ok()) continue;
-    measure::RunInput in;
-    in.artifact_path = built[b].artifact_path;
-    in.reference_artifact_path = reference_artifact_;
-    in.timing = options_.timing;
-    in.input_seed = options_.seed;
-    inputs.push_back(in);
+    inputs.push_back(run_input(built[b].artifact_path));
     program_of_input.push_back(program_of_build[b]);
   }
   for (size_t i = 0; i < top.size(); ++i) runs[i].push_back(top[i].first);

@@ -90,6 +90,8 @@ class TaskTuner {
   void resume_from_database();
   void warm_start_from_other_tasks();
   int confirm_best();
+  /// Checked against the reference, timed with the task's options.
+  measure::RunInput run_input(const std::string &artifact) const;
   std::vector<float> labels_against_best(const std::vector<double> &latencies) const;
 
   ir::Workload workload_;
