@@ -26,7 +26,6 @@ struct EvalArgs {
   double test_fraction = 0.2;
   uint64_t seed = 0;
   std::string split = "record";
-  bool as_measured = false;
 };
 
 void print_report(const char *name, const costmodel::RankingReport &r) {
@@ -51,9 +50,7 @@ void run_eval(const EvalArgs &args) {
   scheduler::MeasuredPrograms loaded;
   try {
     auto database = db::Database::open(args.db, db::OpenMode::read_only);
-    scheduler::LoadOptions load;
-    load.drift_corrected = !args.as_measured;
-    loaded = scheduler::load_measured_programs(database, target, load);
+    loaded = scheduler::load_measured_programs(database, target);
   } catch (const std::exception &e) {
     fail("cannot read database '" + args.db + "': " + e.what());
   }
@@ -112,9 +109,6 @@ void add_costmodel_command(CLI::App &app) {
                    "record: hold out random records (tasks seen in training); task: hold out whole tasks")
       ->check(CLI::IsMember({"record", "task"}))
       ->capture_default_str();
-  eval->add_flag("--as-measured", args->as_measured,
-                 "rank by the latencies as measured, ignoring the drift scales their tuning runs recorded "
-                 "(by default a record's latency is scaled to its run's anchor, see `kiln tune-op`)");
   eval->callback([args] { run_eval(*args); });
 }
 

@@ -13,17 +13,6 @@
 
 namespace kiln::scheduler {
 
-double corrected_latency(const db::Record &record) {
-  double scale = 1;
-  try {
-    nlohmann::json meta = nlohmann::json::parse(record.metadata_json);
-    if (meta.contains("drift_scale") && meta["drift_scale"].is_number()) scale = meta["drift_scale"].get<double>();
-  } catch (const std::exception &) {
-    // Metadata of another tool: the latency as measured.
-  }
-  return record.mean_latency() * (scale > 0 ? scale : 1);
-}
-
 MeasuredPrograms load_measured_programs(db::Database &database, const std::string &target,
                                         const LoadOptions &options) {
   // The database has no per-target listing, so the records come through the JSONL export.
@@ -44,11 +33,10 @@ MeasuredPrograms load_measured_programs(db::Database &database, const std::strin
     if (r.workload.key_hash == options.skip_workload) continue;
     by_task[r.workload.key_hash].push_back(std::move(r));
   }
-  auto latency = [&](const db::Record &r) { return options.drift_corrected ? corrected_latency(r) : r.mean_latency(); };
   for (auto &[hash, records] : by_task) {
     std::stable_sort(records.begin(), records.end(),
-                     [&](const db::Record &a, const db::Record &b) { return latency(a) < latency(b); });
-    double best = latency(records.front());
+                     [](const db::Record &a, const db::Record &b) { return a.mean_latency() < b.mean_latency(); });
+    double best = records.front().mean_latency();
     size_t keep = options.max_per_task == 0 ? records.size() : std::min(records.size(), options.max_per_task);
     ir::PrimFunc unscheduled;
     try {
@@ -68,7 +56,7 @@ MeasuredPrograms load_measured_programs(db::Database &database, const std::strin
         if (out.unreplayable++ == 0) out.first_replay_error = e.what();
         continue;
       }
-      out.latencies.push_back(latency(r));
+      out.latencies.push_back(r.mean_latency());
       out.tasks.push_back(hash);
       out.task_best.push_back(best);
     }

@@ -14,7 +14,7 @@ namespace kiln::scheduler {
 
 struct MeasuredPrograms {
   std::vector<ir::PrimFunc> programs;
-  std::vector<double> latencies;   ///< seconds, > 0, drift-corrected (corrected_latency)
+  std::vector<double> latencies;   ///< seconds, > 0
   std::vector<std::string> tasks;  ///< workload hash of each program
   /// Per task, the best latency among all of its records (also those not loaded), so
   /// that normalized labels mean the same with or without sampling.
@@ -31,14 +31,7 @@ struct LoadOptions {
   /// At most this many records per task, evenly spread over its records in
   /// latency order (fast and slow alike); 0 = all.
   size_t max_per_task = 0;
-  /// Latencies scaled by their runs' drift (corrected_latency); false: as measured.
-  bool drift_corrected = true;
 };
-
-/// A record's mean latency times the "drift_scale" its tuning run stored in the
-/// metadata (TuneOptions::drift_anchor): its time on the base of the run's anchor.
-/// Records without one: the mean latency as measured.
-double corrected_latency(const db::Record &record);
 
 /// Throws db::DbError when the database cannot be read.
 MeasuredPrograms load_measured_programs(db::Database &database, const std::string &target,

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cmath>
 
 #include "ir/flops.h"
 #include "ir/te.h"
@@ -34,12 +33,11 @@ ir::Trace sketch_of(const ir::Trace &full, size_t n) {
   return t;
 }
 
-// Normalized throughput against the best latency known so far (errors: 0): this run's
-// drift-corrected best, or the database's when resuming.
+// Normalized throughput against the best latency known so far (errors: 0).
 std::vector<float> TaskTuner::labels_against_best(const std::vector<double> &latencies) const {
-  double best = best_corrected_ > 0 ? best_corrected_ : progress_.best_seconds;
   std::vector<float> labels;
-  for (double l : latencies) labels.push_back(l > 0 && best > 0 ? static_cast<float>(std::min(1.0, best / l)) : 0.0f);
+  for (double l : latencies)
+    labels.push_back(l > 0 && progress_.best_seconds > 0 ? static_cast<float>(progress_.best_seconds / l) : 0.0f);
   return labels;
 }
 
@@ -127,18 +125,6 @@ TuneResult TaskTuner::run(const std::function<void(const Progress &)> &on_round)
     if (!ref[0].ok()) throw std::runtime_error("cannot build the reference program: " + ref[0].message);
     reference_artifact_ = ref[0].artifact_path;
   }
-  if (options_.drift_anchor && !best_trace_.empty()) {
-    // Resuming: the database's best anchors this run.
-    try {
-      ir::PrimFunc anchor = ir::Schedule::replay(func_, ir::Trace::from_json(nlohmann::json::parse(best_trace_))).func();
-      double t0 = now();
-      std::vector<measure::BuildResult> built = builder_.build({measure::BuildInput{anchor, target_, "anchor"}});
-      progress_.time.build += now() - t0;
-      if (built[0].ok()) anchor_artifact_ = built[0].artifact_path;
-    } catch (const std::exception &) {
-      // Not replayable by this Kiln: the first round's best anchors instead.
-    }
-  }
   while (progress_.trials < options_.trials) {
     if (options_.time_limit_seconds > 0 && now() - start >= options_.time_limit_seconds) break;
     int n = static_cast<int>(std::min<int64_t>(options_.batch, options_.trials - progress_.trials));
@@ -170,37 +156,9 @@ TuneResult TaskTuner::run(const std::function<void(const Progress &)> &on_round)
       runs.push_back(in);
       run_index.push_back(i);
     }
-    // The anchor is timed before and after the round's candidates: one timing of it
-    // alone could fall into a short fast window and misjudge the whole round.
-    size_t first_candidate = 0;
-    if (!anchor_artifact_.empty()) {
-      runs.insert(runs.begin(), run_input(anchor_artifact_));
-      runs.push_back(run_input(anchor_artifact_));
-      first_candidate = 1;
-    }
     t0 = now();
     std::vector<measure::RunResult> ran = runner_.run(runs);
     progress_.time.run += now() - t0;
-    // This round's latencies times `drift_scale` are on the anchor's first timing's base.
-    double drift_scale = 1;
-    if (first_candidate == 1 && ran.front().ok() && ran.back().ok()) {
-      double anchor = std::sqrt(mean(ran.front().repeat_seconds) * mean(ran.back().repeat_seconds));
-      if (anchor_reference_ == 0) anchor_reference_ = anchor;
-      drift_scale = anchor_reference_ / anchor;
-    }
-    bool anchored = !anchor_artifact_.empty();
-    if (options_.drift_anchor && !anchored) {
-      // No anchor yet: this round's fastest program becomes it, its time here the base.
-      for (size_t j = 0; j < run_index.size(); ++j) {
-        if (!ran[j].ok()) continue;
-        double l = mean(ran[j].repeat_seconds);
-        if (anchor_reference_ == 0 || l < anchor_reference_) {
-          anchor_reference_ = l;
-          anchor_artifact_ = runs[j].artifact_path;
-          anchored = true;
-        }
-      }
-    }
 
     std::vector<db::Record> records;
     std::vector<double> new_latencies;
@@ -211,13 +169,12 @@ TuneResult TaskTuner::run(const std::function<void(const Progress &)> &on_round)
       rec.trace_json = batch[i].trace.to_json().dump();
       nlohmann::json meta{{"sketch_instructions", batch[i].sketch.instructions.size()},
                           {"build_seconds", built[i].build_seconds}};
-      if (anchored) meta["drift_scale"] = drift_scale;
       double latency = 0;
       auto pos = std::find(run_index.begin(), run_index.end(), i);
       if (!built[i].ok()) {
         rec.outcome = db::MeasureError{to_db_error(built[i].error), built[i].message};
       } else {
-        const measure::RunResult &r = ran[first_candidate + static_cast<size_t>(pos - run_index.begin())];
+        const measure::RunResult &r = ran[static_cast<size_t>(pos - run_index.begin())];
         meta["number"] = r.number;
         meta["run_seconds"] = r.run_seconds;
         if (r.ok()) {
@@ -229,8 +186,7 @@ TuneResult TaskTuner::run(const std::function<void(const Progress &)> &on_round)
       }
       rec.metadata_json = meta.dump();
       records.push_back(rec);
-      search_->add_measured(batch[i].sketch, batch[i].func, rec.trace_json,
-                            latency > 0 ? 1.0 / (latency * drift_scale) : 0);
+      search_->add_measured(batch[i].sketch, batch[i].func, rec.trace_json, latency > 0 ? 1.0 / latency : 0);
       ++progress_.trials;
       if (latency <= 0) ++progress_.errors;
       if (latency > 0) measured_.emplace_back(latency, rec.trace_json);
@@ -240,16 +196,13 @@ TuneResult TaskTuner::run(const std::function<void(const Progress &)> &on_round)
       }
       progress_.best_gflops = progress_.best_seconds > 0 ? flops_ / progress_.best_seconds / 1e9 : 0;
       result.best_gflops_curve.push_back(progress_.best_gflops);
-      new_latencies.push_back(latency * drift_scale);
+      new_latencies.push_back(latency);
     }
     t0 = now();
     if (db_) db_->commit(records);
     progress_.time.database += now() - t0;
 
-    // Train on the new measurements, labelled against the best (drift-corrected)
-    // latency known now.
-    for (double l : new_latencies)
-      if (l > 0 && (best_corrected_ == 0 || l < best_corrected_)) best_corrected_ = l;
+    // Train on the new measurements, labelled against the best latency known now.
     t0 = now();
     std::vector<ir::PrimFunc> funcs;
     for (const search::Candidate &c : batch) funcs.push_back(c.func);

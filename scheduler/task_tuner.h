@@ -48,13 +48,6 @@ struct TuneOptions {
   /// crown a program that is not the fastest. 0 = the best single measurement wins.
   int confirm_top = 8;
   int confirm_runs = 3;
-  /// Every round also re-times one fixed program of the task (the anchor: the
-  /// database's best when resuming, else the first round's best) and scales the round's
-  /// latencies by how far the anchor's time moved since its first timing, so that the
-  /// cost model and the search compare programs measured minutes apart on one time base
-  /// (a shared host's speed drifts by tens of percent). The factor is stored in each
-  /// record's metadata as "drift_scale"; the records' latencies stay as measured.
-  bool drift_anchor = true;
 };
 
 /// Where a round's time went, in seconds (cumulative over the run).
@@ -118,12 +111,6 @@ class TaskTuner {
   /// This run's successful measurements (latency, trace): without a database, the
   /// confirmation's candidates.
   std::vector<std::pair<double, std::string>> measured_;
-  /// The drift anchor (TuneOptions::drift_anchor): its built program and its first
-  /// timing in this run (0 until timed).
-  std::string anchor_artifact_;
-  double anchor_reference_ = 0;
-  /// Best drift-corrected latency of this run: what the model's labels are against.
-  double best_corrected_ = 0;
 };
 
 /// Sketch length stored in a record's metadata, so the sketch (what mutators change)

@@ -8,8 +8,6 @@
 #include <filesystem>
 #include <set>
 
-#include <nlohmann/json.hpp>
-
 #include "costmodel/xgb_model.h"
 #include "measure/local_builder_pool.h"
 #include "measure/local_runner.h"
@@ -106,32 +104,6 @@ TEST_F(TaskTunerTest, ConfirmationRetimesTheFastest) {
     fastest.insert(rec.trace_json);
   EXPECT_TRUE(fastest.count(r.best_trace_json)) << r.best_trace_json;
   EXPECT_EQ(static_cast<int64_t>(database.records_of(small_dense().key_hash()).size()), r.progress.trials);
-}
-
-// Every round after the first re-times the anchor (the first round's best) and records
-// how far its time moved as the round's drift scale; the first round is the base (1).
-// The cost model's loader reads latencies on that base.
-TEST_F(TaskTunerTest, RoundsAreScaledByTheAnchorsDrift) {
-  costmodel::XGBoostCostModel model;
-  TuneOptions o = quick_options(4);  // three rounds of 8
-  TaskTuner tuner(small_dense(), target, o, &database, pool, runner(), model);
-  tuner.run();
-  std::vector<db::Record> records = database.records_of(small_dense().key_hash());
-  ASSERT_EQ(records.size(), 24u);
-  int base = 0, scaled = 0;
-  for (const db::Record &rec : records) {
-    nlohmann::json meta = nlohmann::json::parse(rec.metadata_json);
-    ASSERT_TRUE(meta.contains("drift_scale")) << rec.metadata_json;
-    double scale = meta["drift_scale"].get<double>();
-    EXPECT_GT(scale, 0);
-    (scale == 1.0 ? base : scaled) += 1;
-    if (rec.ok()) EXPECT_DOUBLE_EQ(corrected_latency(rec), rec.mean_latency() * scale);
-  }
-  EXPECT_GE(base, 8) << "the first round is the base";
-  EXPECT_GE(scaled, 8) << "later rounds carry the anchor's drift";
-  MeasuredPrograms loaded = load_measured_programs(database, target.str());
-  ASSERT_FALSE(loaded.latencies.empty());
-  EXPECT_DOUBLE_EQ(*std::min_element(loaded.latencies.begin(), loaded.latencies.end()), loaded.task_best.front());
 }
 
 // A task warm-starts its cost model from the other workloads' records (not its own),
