@@ -149,7 +149,7 @@ void add_tune_command(CLI::App &app) {
     if (p.best_seconds > 0) {
       std::cout << "best: " << p.best_seconds * 1e3 << " ms, " << p.best_gflops << " GFLOP/s";
       if (r.confirmed > 0)
-        std::cout << " (median of " << a->confirm_runs + 1 << " timings; the fastest of " << r.confirmed
+        std::cout << " (median of its re-timings; the fastest of " << r.confirmed
                   << " programs re-timed side by side)";
       std::cout << "\n";
     } else {

@@ -216,7 +216,7 @@ TuneResult TaskTuner::run(const std::function<void(const Progress &)> &on_round)
     progress_.elapsed_seconds = now() - start;
     if (on_round) on_round(progress_);
   }
-  result.confirmed = confirm_best();
+  result.confirmed = confirm_best(start);
   progress_.elapsed_seconds = now() - start;
   result.progress = progress_;
   result.best_trace_json = best_trace_;
@@ -232,12 +232,14 @@ measure::RunInput TaskTuner::run_input(const std::string &artifact) const {
   return in;
 }
 
-int TaskTuner::confirm_best() {
+int TaskTuner::confirm_best(double started) {
   if (options_.confirm_top <= 0 || options_.confirm_runs <= 0 || reference_artifact_.empty()) return 0;
+  if (options_.time_limit_seconds > 0 && now() - started >= options_.time_limit_seconds) return 0;
   auto k = static_cast<size_t>(options_.confirm_top);
   std::vector<std::pair<double, std::string>> top;
   if (db_) {
-    for (const db::Record &r : db_->top_k(workload_.key_hash(), target_.str(), k))
+    // This target's records only: a sibling device's latencies compare with nothing here.
+    for (const db::Record &r : db_->top_k(workload_.key_hash(), target_.str(), k, db::TargetMatch::exact_only))
       top.emplace_back(r.mean_latency(), r.trace_json);
   } else {
     std::sort(measured_.begin(), measured_.end());
@@ -259,8 +261,9 @@ int TaskTuner::confirm_best() {
   }
   std::vector<measure::BuildResult> built = builder_.build(builds);
   progress_.time.build += now() - t0;
-  // Run means per program, the first measurement first; all programs are timed in each
-  // run before any is timed again, so slow host drift falls on all of them alike.
+  // Run means per program. All programs are timed in each run before any is timed
+  // again, so slow host drift falls on all of them alike. The first measurement is left
+  // out: it is what put the program among the fastest, so it leans low.
   std::vector<std::vector<double>> runs(top.size());
   std::vector<measure::RunInput> inputs;
   std::vector<size_t> program_of_input;
@@ -269,7 +272,6 @@ int TaskTuner::confirm_best() {
     inputs.push_back(run_input(built[b].artifact_path));
     program_of_input.push_back(program_of_build[b]);
   }
-  for (size_t i = 0; i < top.size(); ++i) runs[i].push_back(top[i].first);
   t0 = now();
   for (int r = 0; r < options_.confirm_runs; ++r) {
     std::vector<measure::RunResult> ran = runner_.run(inputs);
@@ -280,7 +282,7 @@ int TaskTuner::confirm_best() {
   double best = 0;
   for (size_t i = 0; i < top.size(); ++i) {
     std::vector<double> &v = runs[i];
-    if (v.size() < 2) continue;  // never re-timed: no confirmed figure to compare
+    if (v.empty()) continue;  // never re-timed: no confirmed figure to compare
     std::sort(v.begin(), v.end());
     double median = v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
     if (best == 0 || median < best) {
@@ -291,7 +293,7 @@ int TaskTuner::confirm_best() {
   if (best == 0) return 0;
   progress_.best_seconds = best;
   progress_.best_gflops = flops_ / best / 1e9;
-  return static_cast<int>(inputs.size());
+  return static_cast<int>(std::count_if(runs.begin(), runs.end(), [](const auto &v) { return !v.empty(); }));
 }
 
 }  // namespace kiln::scheduler

@@ -41,9 +41,10 @@ struct TuneOptions {
   bool warm_start = false;
   size_t warm_start_per_task = 256;
   /// After the last round, the `confirm_top` fastest programs known (this run's and the
-  /// database's) are timed `confirm_runs` more times, interleaved, each run in a fresh
-  /// process, and the best is the one with the lowest median over its runs (the first
-  /// measurement included). One timing can fall into a window where the host runs fast
+  /// database's, for this exact target) are timed `confirm_runs` more times,
+  /// interleaved, each run in a fresh process, and the best is the one with the lowest
+  /// median over these re-timings (the first measurement, which leans low, left out;
+  /// skipped once the time limit is reached). One timing can fall into a window where the host runs fast
   /// (on a shared machine the same program reads up to 1.5x apart minutes apart) and
   /// crown a program that is not the fastest. 0 = the best single measurement wins.
   int confirm_top = 8;
@@ -71,7 +72,7 @@ struct TuneResult {
   Progress progress;
   std::string best_trace_json;  // empty when nothing valid was found
   /// Programs re-timed by the confirmation (TuneOptions::confirm_top); when non-zero,
-  /// progress.best_seconds is the best program's median over its runs.
+  /// progress.best_seconds is the best program's median over its re-timings.
   int confirmed = 0;
   /// Best GFLOP/s after each measured trial of this run (the best-so-far curve).
   std::vector<double> best_gflops_curve;
@@ -89,7 +90,7 @@ class TaskTuner {
  private:
   void resume_from_database();
   void warm_start_from_other_tasks();
-  int confirm_best();
+  int confirm_best(double started);
   /// Checked against the reference, timed with the task's options.
   measure::RunInput run_input(const std::string &artifact) const;
   std::vector<float> labels_against_best(const std::vector<double> &latencies) const;

@@ -118,6 +118,7 @@ std::vector<Candidate> EvolutionarySearch::next_batch(int n, const Scorer &score
   };
 
   if (model_ready) {
+    if (options_.generations <= 0) collect(population, scores_of(population));
     for (int g = 0; g < options_.generations; ++g) {
       std::vector<double> s = scores_of(population);
       // Parents are drawn in proportion to their (shifted) scores.
@@ -183,7 +184,8 @@ std::vector<Candidate> EvolutionarySearch::next_batch(int n, const Scorer &score
     take(unseen[i]);
   }
   // Fresh samples where the generations held too few new programs.
-  for (int tries = 0; static_cast<int>(batch.size()) < n && tries < options_.population * 4; ++tries) {
+  for (int tries = 0; !sketches_.empty() && static_cast<int>(batch.size()) < n && tries < options_.population * 4;
+       ++tries) {
     std::optional<Candidate> c = realize(func_, sketches_[rng_() % sketches_.size()], post_, rng_());
     if (c) take(*c);
   }
