@@ -189,7 +189,7 @@ TuneResult TaskTuner::run(const std::function<void(const Progress &)> &on_round)
       search_->add_measured(batch[i].sketch, batch[i].func, rec.trace_json, latency > 0 ? 1.0 / latency : 0);
       ++progress_.trials;
       if (latency <= 0) ++progress_.errors;
-      if (latency > 0) measured_.emplace_back(latency, rec.trace_json);
+      if (latency > 0 && !db_) measured_.emplace_back(latency, rec.trace_json);
       if (latency > 0 && (progress_.best_seconds == 0 || latency < progress_.best_seconds)) {
         progress_.best_seconds = latency;
         best_trace_ = rec.trace_json;

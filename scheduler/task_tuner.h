@@ -109,8 +109,8 @@ class TaskTuner {
   std::string reference_artifact_;
   Progress progress_;
   std::string best_trace_;
-  /// This run's successful measurements (latency, trace): without a database, the
-  /// confirmation's candidates.
+  /// Without a database: this run's successful measurements (latency, trace), the
+  /// confirmation's candidates (with one, the database's top records are).
   std::vector<std::pair<double, std::string>> measured_;
 };
 

@@ -111,7 +111,9 @@ std::vector<Candidate> EvolutionarySearch::next_batch(int n, const Scorer &score
   std::unordered_set<std::string> unseen_keys;
   auto collect = [&](const std::vector<Candidate> &cs, const std::vector<double> &s) {
     for (size_t i = 0; i < cs.size(); ++i) {
-      if (!is_new(cs[i]) || !unseen_keys.insert(cs[i].trace.to_json().dump()).second) continue;
+      // Members kept across generations come back each time: the key check first, so
+      // each program is hashed (is_new) once per batch, not once per generation.
+      if (!unseen_keys.insert(cs[i].trace.to_json().dump()).second || !is_new(cs[i])) continue;
       unseen.push_back(cs[i]);
       unseen_scores.push_back(s[i]);
     }
