@@ -169,24 +169,49 @@ TEST_P(CodegenX86, UnscheduledAndRandomSchedulesMatchInterpreter) {
 INSTANTIATE_TEST_SUITE_P(Examples, CodegenX86, ::testing::ValuesIn(ops::small_example_workloads()),
                          [](const ::testing::TestParamInfo<ops::NamedWorkload> &info) { return info.param.name; });
 
-// A stride-2 convolution vectorized along its output width reads its input with stride
-// 2: one contiguous span shuffled into lanes, not a gather, and still the right values.
-TEST(CodegenX86Strided, StrideTwoLoadsAreShuffledSpans) {
+// A padded 3x3 stride-2 convolution of a 4-channel size x size image whose output
+// width is vectorized innermost: the padded input is read with stride 2.
+struct StrideTwoConv {
+  te::ComputeDAG dag;
+  ir::PrimFunc func;
+  ir::Schedule sch;
+};
+
+StrideTwoConv stride_two_conv_vectorized_along_width(int64_t size) {
   ir::Workload w = ir::Workload::single(
-      "conv2d", {{{1, 4, 21, 21}, ir::DType::kFloat32}, {{4, 4, 3, 3}, ir::DType::kFloat32}},
+      "conv2d", {{{1, 4, size, size}, ir::DType::kFloat32}, {{4, 4, 3, 3}, ir::DType::kFloat32}},
       {{"strides", {2, 2}}, {"pads", {1, 1, 1, 1}}});
   te::ComputeDAG dag = w.build_dag();
   ir::PrimFunc func = te::lower(dag, "conv_s2");
   ir::Schedule sch(func);
   std::vector<ir::LoopRV> l = sch.get_loops(sch.get_block("conv2d"));  // n k oh ow | c ry rx
-  ASSERT_EQ(l.size(), 7u);
+  if (l.size() != 7u) throw std::logic_error("unexpected convolution loop nest");
   sch.reorder({l[4], l[5], l[6], l[3]});
-  sch.vectorize(l[3]);  // 11 lanes, input index 2 * ow + rx
-  std::string ir_text = compiler().emit_llvm_ir(sch.func(), host_target());
+  sch.vectorize(l[3]);  // input index 2 * ow + rx
+  return {std::move(dag), std::move(func), std::move(sch)};
+}
+
+// A stride-2 convolution vectorized along its output width reads its input with stride
+// 2: one contiguous span shuffled into lanes, not a gather, and still the right values.
+TEST(CodegenX86Strided, StrideTwoLoadsAreShuffledSpans) {
+  StrideTwoConv c = stride_two_conv_vectorized_along_width(21);  // 11 lanes
+  std::string ir_text = compiler().emit_llvm_ir(c.sch.func(), host_target());
   EXPECT_NE(ir_text.find("shufflevector <21 x float>"), std::string::npos) << ir_text;
   EXPECT_EQ(ir_text.find("masked.gather"), std::string::npos) << ir_text;
 
-  expect_artifact_matches(sch.func(), func, random_inputs(dag, 3), "strided");
+  expect_artifact_matches(c.sch.func(), c.func, random_inputs(c.dag, 3), "strided");
+}
+
+// With a power-of-two lane count the span is read as whole vectors, the last one
+// ending at the last lane's element: an odd-sized span load (<15 x float>) is
+// legalized element by element.
+TEST(CodegenX86Strided, PowerOfTwoLanesLoadWholeVectors) {
+  StrideTwoConv c = stride_two_conv_vectorized_along_width(15);  // 8 lanes: elements 0..14 of a row
+  std::string ir_text = compiler().emit_llvm_ir(c.sch.func(), host_target());
+  EXPECT_EQ(ir_text.find("<15 x float>"), std::string::npos) << ir_text;
+  EXPECT_EQ(ir_text.find("masked.gather"), std::string::npos) << ir_text;
+
+  expect_artifact_matches(c.sch.func(), c.func, random_inputs(c.dag, 4), "strided_whole_vectors");
 }
 
 // The same with the padding inlined: the stride-2 reads are masked at the borders. A
