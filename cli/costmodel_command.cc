@@ -26,6 +26,7 @@ struct EvalArgs {
   double test_fraction = 0.2;
   uint64_t seed = 0;
   std::string split = "record";
+  std::string loss = "squared";
 };
 
 void print_report(const char *name, const costmodel::RankingReport &r) {
@@ -46,6 +47,7 @@ void run_eval(const EvalArgs &args) {
   options.test_fraction = args.test_fraction;
   options.seed = args.seed;
   options.split = args.split == "task" ? costmodel::SplitBy::kTask : costmodel::SplitBy::kRecord;
+  options.model.loss = args.loss == "squared" ? costmodel::Loss::kSquaredError : costmodel::Loss::kPairwiseRank;
 
   scheduler::MeasuredPrograms loaded;
   try {
@@ -64,12 +66,12 @@ void run_eval(const EvalArgs &args) {
          " usable successful records for target '" + target + "'; evaluation needs at least 2");
   }
 
-  costmodel::LabeledPrograms data;
-  data.features = costmodel::extract_features_batch(loaded.programs, 0);
-  data.labels = costmodel::normalized_throughputs(loaded.latencies, loaded.tasks);
+  costmodel::Measurements data;
+  data.programs = costmodel::extract_features_batch(loaded.programs, 0);
+  data.throughputs = costmodel::throughputs_of(loaded.latencies);
   data.tasks = loaded.tasks;
   size_t failed = 0;
-  for (const auto &f : data.features) failed += f.ok() ? 0 : 1;
+  for (const auto &f : data.programs) failed += f.ok() ? 0 : 1;
 
   costmodel::HoldoutResult result;
   try {
@@ -82,8 +84,9 @@ void run_eval(const EvalArgs &args) {
   std::printf("target   %s\n", target.c_str());
   std::printf("records  %zu for the target: %zu programs in %zu tasks, %zu error records, %zu traces not replayable, "
               "%zu programs without features\n",
-              loaded.records_for_target, data.labels.size(), task_count.size(), loaded.errors, loaded.unreplayable,
+              loaded.records_for_target, data.size(), task_count.size(), loaded.errors, loaded.unreplayable,
               failed);
+  std::printf("loss     %s\n", args.loss == "squared" ? "squared error (pack-sum)" : "pairwise rank (pack-sum)");
   std::printf("split    by %s, seed %llu: %zu train, %zu test (%zu test tasks)\n", args.split.c_str(),
               static_cast<unsigned long long>(args.seed), result.train_samples, result.test_samples,
               result.model.tasks);
@@ -108,6 +111,11 @@ void add_costmodel_command(CLI::App &app) {
   eval->add_option("--split", args->split,
                    "record: hold out random records (tasks seen in training); task: hold out whole tasks")
       ->check(CLI::IsMember({"record", "task"}))
+      ->capture_default_str();
+  eval->add_option("--loss", args->loss,
+                   "rank: logistic loss on the order of pairs within a task; squared: squared error on normalized "
+                   "throughput (Ansor's)")
+      ->check(CLI::IsMember({"rank", "squared"}))
       ->capture_default_str();
   eval->callback([args] { run_eval(*args); });
 }

@@ -1,5 +1,5 @@
 /// \file
-/// The random baseline model and label normalization.
+/// Measurements, the random baseline model and label normalization.
 
 #include "costmodel/cost_model.h"
 
@@ -21,22 +21,52 @@ std::vector<float> RandomCostModel::predict(const std::vector<ProgramFeatures> &
   return scores;
 }
 
-static bool valid_latency(double l) { return std::isfinite(l) && l > 0; }
+const std::string &Measurements::task(size_t i) const {
+  static const std::string kOnlyTask;
+  return tasks.empty() ? kOnlyTask : tasks[i];
+}
 
-std::vector<float> normalized_throughputs(const std::vector<double> &latencies, const std::vector<std::string> &tasks) {
-  if (latencies.size() != tasks.size()) {
-    throw std::invalid_argument("normalized_throughputs: " + std::to_string(latencies.size()) + " latencies but " +
+void Measurements::append(const Measurements &from, size_t i) {
+  programs.push_back(from.programs[i]);
+  throughputs.push_back(from.throughputs[i]);
+  if (!from.tasks.empty()) tasks.push_back(from.tasks[i]);
+}
+
+void Measurements::check_sizes(const char *caller) const {
+  if (throughputs.size() != programs.size() || (!tasks.empty() && tasks.size() != programs.size())) {
+    throw std::invalid_argument(std::string(caller) + ": " + std::to_string(programs.size()) + " programs but " +
+                                std::to_string(throughputs.size()) + " throughputs and " +
                                 std::to_string(tasks.size()) + " task names");
   }
-  std::unordered_map<std::string, double> best;
-  for (size_t i = 0; i < latencies.size(); ++i) {
-    if (!valid_latency(latencies[i])) continue;
-    auto [it, inserted] = best.emplace(tasks[i], latencies[i]);
-    if (!inserted) it->second = std::min(it->second, latencies[i]);
+}
+
+static bool valid_throughput(double t) { return std::isfinite(t) && t > 0; }
+
+std::vector<double> throughputs_of(const std::vector<double> &latencies) {
+  std::vector<double> out;
+  out.reserve(latencies.size());
+  for (double l : latencies) out.push_back(std::isfinite(l) && l > 0 ? 1.0 / l : 0.0);
+  return out;
+}
+
+std::vector<float> normalized_throughputs(const std::vector<double> &throughputs, const std::vector<std::string> &tasks) {
+  if (!tasks.empty() && throughputs.size() != tasks.size()) {
+    throw std::invalid_argument("normalized_throughputs: " + std::to_string(throughputs.size()) +
+                                " throughputs but " + std::to_string(tasks.size()) + " task names");
   }
-  std::vector<float> labels(latencies.size(), 0.0f);
-  for (size_t i = 0; i < latencies.size(); ++i) {
-    if (valid_latency(latencies[i])) labels[i] = static_cast<float>(best.at(tasks[i]) / latencies[i]);
+  auto task = [&](size_t i) -> const std::string & {
+    static const std::string kOnlyTask;
+    return tasks.empty() ? kOnlyTask : tasks[i];
+  };
+  std::unordered_map<std::string, double> best;
+  for (size_t i = 0; i < throughputs.size(); ++i) {
+    if (!valid_throughput(throughputs[i])) continue;
+    auto [it, inserted] = best.emplace(task(i), throughputs[i]);
+    if (!inserted) it->second = std::max(it->second, throughputs[i]);
+  }
+  std::vector<float> labels(throughputs.size(), 0.0f);
+  for (size_t i = 0; i < throughputs.size(); ++i) {
+    if (valid_throughput(throughputs[i])) labels[i] = static_cast<float>(throughputs[i] / best.at(task(i)));
   }
   return labels;
 }

@@ -9,16 +9,8 @@
 
 namespace kiln::costmodel {
 
-static void append(const LabeledPrograms &from, size_t i, LabeledPrograms *to) {
-  to->features.push_back(from.features[i]);
-  to->labels.push_back(from.labels[i]);
-  to->tasks.push_back(from.tasks[i]);
-}
-
-HoldoutResult evaluate_holdout(const LabeledPrograms &data, const HoldoutOptions &options) {
-  if (data.features.size() != data.labels.size() || data.tasks.size() != data.labels.size()) {
-    throw std::invalid_argument("evaluate_holdout: features, labels and tasks differ in length");
-  }
+HoldoutResult evaluate_holdout(const Measurements &data, const HoldoutOptions &options) {
+  data.check_sizes("evaluate_holdout");
   std::mt19937_64 rng(options.seed);
   std::bernoulli_distribution to_test(options.test_fraction);
   std::set<std::string> test_tasks;
@@ -29,28 +21,31 @@ HoldoutResult evaluate_holdout(const LabeledPrograms &data, const HoldoutOptions
       if (to_test(rng)) test_tasks.insert(t);
     }
   }
-  LabeledPrograms train, test;
-  for (size_t i = 0; i < data.labels.size(); ++i) {
-    bool is_test = options.split == SplitBy::kTask ? test_tasks.count(data.tasks[i]) > 0 : to_test(rng);
-    append(data, i, is_test ? &test : &train);
+  Measurements train, test;
+  for (size_t i = 0; i < data.size(); ++i) {
+    bool is_test = options.split == SplitBy::kTask ? test_tasks.count(data.task(i)) > 0 : to_test(rng);
+    (is_test ? test : train).append(data, i);
   }
-  if (train.labels.empty() || test.labels.empty()) {
-    throw std::invalid_argument("the split left " + std::to_string(train.labels.size()) + " training and " +
-                                std::to_string(test.labels.size()) +
+  if (train.size() == 0 || test.size() == 0) {
+    throw std::invalid_argument("the split left " + std::to_string(train.size()) + " training and " +
+                                std::to_string(test.size()) +
                                 " test programs; both need at least one (more records or another "
                                 "--test-fraction/--seed)");
   }
   XGBoostOptions model_options = options.model;
   model_options.min_samples = 0;  // evaluate whatever there is; cold start is a search concern
   XGBoostCostModel model(model_options);
-  model.update(train.features, train.labels);
+  model.update(train);
   RandomCostModel random(options.seed);
 
+  std::vector<std::string> test_tasks_of(test.size());
+  for (size_t i = 0; i < test.size(); ++i) test_tasks_of[i] = test.task(i);
+  std::vector<float> test_labels = normalized_throughputs(test.throughputs, test_tasks_of);
   HoldoutResult result;
-  result.train_samples = train.labels.size();
-  result.test_samples = test.labels.size();
-  result.model = rank_by_task(model.predict(test.features), test.labels, test.tasks);
-  result.random = rank_by_task(random.predict(test.features), test.labels, test.tasks);
+  result.train_samples = train.size();
+  result.test_samples = test.size();
+  result.model = rank_by_task(model.predict(test.programs), test_labels, test_tasks_of);
+  result.random = rank_by_task(random.predict(test.programs), test_labels, test_tasks_of);
   return result;
 }
 

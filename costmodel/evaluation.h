@@ -8,18 +8,12 @@
 #include <string>
 #include <vector>
 
+#include "costmodel/cost_model.h"
 #include "costmodel/features.h"
 #include "costmodel/metrics.h"
 #include "costmodel/xgb_model.h"
 
 namespace kiln::costmodel {
-
-/// Measured programs: features, normalized throughput, task (e.g. workload hash).
-struct LabeledPrograms {
-  std::vector<ProgramFeatures> features;
-  std::vector<float> labels;
-  std::vector<std::string> tasks;
-};
 
 enum class SplitBy {
   /// Each program goes to the test part with probability test_fraction: the model
@@ -44,6 +38,6 @@ struct HoldoutResult {
 };
 
 /// Throws std::invalid_argument when either part would be empty.
-HoldoutResult evaluate_holdout(const LabeledPrograms &data, const HoldoutOptions &options);
+HoldoutResult evaluate_holdout(const Measurements &data, const HoldoutOptions &options);
 
 }  // namespace kiln::costmodel

@@ -5,6 +5,7 @@
 
 #include <xgboost/c_api.h>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <limits>
@@ -92,47 +93,52 @@ XGBoostCostModel::XGBoostCostModel(XGBoostOptions options) : options_(options), 
 XGBoostCostModel::~XGBoostCostModel() = default;
 
 bool XGBoostCostModel::ready() const {
-  return booster_ != nullptr && (pretrained_ || warm_started_ || labels_.size() >= options_.min_samples);
+  return booster_ != nullptr && (pretrained_ || warm_started_ || programs_.size() >= options_.min_samples);
 }
 
-size_t XGBoostCostModel::append_trainable(const std::vector<ProgramFeatures> &programs, const std::vector<float> &labels,
-                                          const char *caller) {
-  if (programs.size() != labels.size()) {
-    throw std::invalid_argument(std::string("cost model ") + caller + ": " + std::to_string(programs.size()) +
-                                " programs but " + std::to_string(labels.size()) + " labels");
-  }
+size_t XGBoostCostModel::append_trainable(const Measurements &measured, const char *caller) {
+  measured.check_sizes((std::string("cost model ") + caller).c_str());
   size_t added = 0;
-  for (size_t i = 0; i < programs.size(); ++i) {
-    if (!programs[i].ok() || programs[i].num_rows() == 0) continue;
-    programs_.push_back(programs[i]);
-    labels_.push_back(labels[i]);
+  for (size_t i = 0; i < measured.size(); ++i) {
+    if (!measured.programs[i].ok() || measured.programs[i].num_rows() == 0) continue;
+    programs_.push_back(measured.programs[i]);
+    double t = measured.throughputs[i];
+    throughputs_.push_back(std::isfinite(t) && t > 0 ? t : 0.0);  // anything else is a failure
+    auto [it, inserted] = task_ids_.emplace(measured.task(i), static_cast<uint32_t>(task_ids_.size()));
+    task_of_.push_back(it->second);
     ++added;
   }
   return added;
 }
 
-void XGBoostCostModel::warm_start(const std::vector<ProgramFeatures> &programs, const std::vector<float> &labels) {
+void XGBoostCostModel::warm_start(const Measurements &others) {
   std::vector<ProgramFeatures> own = std::move(programs_);
-  std::vector<float> own_labels = std::move(labels_);
+  std::vector<double> own_throughputs = std::move(throughputs_);
+  std::vector<uint32_t> own_tasks = std::move(task_of_);
+  std::unordered_map<std::string, uint32_t> own_ids = std::move(task_ids_);
   programs_.clear();
-  labels_.clear();
-  if (append_trainable(programs, labels, "warm start") > 0) {
+  throughputs_.clear();
+  task_of_.clear();
+  task_ids_.clear();
+  if (append_trainable(others, "warm start") > 0) {
     train_from_scratch();
     warm_started_ = true;
   }
   programs_ = std::move(own);
-  labels_ = std::move(own_labels);
+  throughputs_ = std::move(own_throughputs);
+  task_of_ = std::move(own_tasks);
+  task_ids_ = std::move(own_ids);
   trained_from_scratch_on_ = 0;  // this task's data trains from scratch once there is enough
 }
 
-void XGBoostCostModel::update(const std::vector<ProgramFeatures> &programs, const std::vector<float> &labels) {
-  if (append_trainable(programs, labels, "update") == 0) return;
+void XGBoostCostModel::update(const Measurements &measured) {
+  if (append_trainable(measured, "update") == 0) return;
   if (pretrained_) {
     boost(options_.incremental_rounds, 0);
     return;
   }
-  if (labels_.size() < options_.min_samples) return;  // cold, or ranking with the warm-start trees
-  bool grown = static_cast<double>(labels_.size()) >=
+  if (programs_.size() < options_.min_samples) return;  // cold, or ranking with the warm-start trees
+  bool grown = static_cast<double>(programs_.size()) >=
                static_cast<double>(trained_from_scratch_on_) * (1 + options_.retrain_growth);
   if (booster_ == nullptr || grown) {
     train_from_scratch();
@@ -144,19 +150,76 @@ void XGBoostCostModel::update(const std::vector<ProgramFeatures> &programs, cons
 void XGBoostCostModel::train_from_scratch() {
   booster_ = std::make_unique<Booster>(options_);
   rounds_ = 0;
-  trained_from_scratch_on_ = labels_.size();
+  trained_from_scratch_on_ = programs_.size();
   boost(options_.max_rounds, options_.early_stopping_rounds);
 }
 
-/// Boosts with the pack-sum objective: the loss of a program is
-/// w * (sum of its rows' predictions - label)^2 / 2, so every row of the program gets
-/// gradient w * (sum - label) and hessian w. With early stopping, stops after that
-/// many rounds without a lower training loss.
+namespace {
+
+/// Two programs of one task, the first with the higher label.
+struct OrderedPair {
+  uint32_t faster, slower;
+};
+
+/// Pairs of programs of the same task with different labels: all of them in a task
+/// of at most per_program + 1 programs, otherwise per_program random partners for
+/// each program.
+std::vector<OrderedPair> draw_pairs(const std::vector<float> &labels, const std::vector<uint32_t> &task_of,
+                                    size_t per_program, std::mt19937_64 &rng) {
+  std::unordered_map<uint32_t, std::vector<uint32_t>> members;
+  for (size_t p = 0; p < labels.size(); ++p) members[task_of[p]].push_back(static_cast<uint32_t>(p));
+  std::vector<OrderedPair> pairs;
+  auto add = [&](uint32_t a, uint32_t b) {
+    if (labels[a] > labels[b]) pairs.push_back({a, b});
+    if (labels[b] > labels[a]) pairs.push_back({b, a});
+  };
+  std::vector<uint32_t> task_ids;
+  for (const auto &[task, list] : members) task_ids.push_back(task);
+  std::sort(task_ids.begin(), task_ids.end());  // the draw must not depend on hash order
+  for (uint32_t task : task_ids) {
+    const std::vector<uint32_t> &list = members[task];
+    if (list.size() <= per_program + 1) {
+      for (size_t i = 0; i < list.size(); ++i)
+        for (size_t j = i + 1; j < list.size(); ++j) add(list[i], list[j]);
+      continue;
+    }
+    std::uniform_int_distribution<size_t> other(0, list.size() - 2);
+    for (size_t i = 0; i < list.size(); ++i) {
+      for (size_t k = 0; k < per_program; ++k) {
+        size_t j = other(rng);
+        add(list[i], list[j >= i ? j + 1 : j]);
+      }
+    }
+  }
+  return pairs;
+}
+
+}  // namespace
+
+/// Boosts with a custom objective on program scores s_p (the sum of a program's
+/// rows' predictions); every row of program p gets p's gradient and hessian.
+/// Squared error: w_p (s_p - y_p)^2 / 2, gradient w_p (s_p - y_p), hessian w_p.
+/// Pairwise rank: for each pair with y_a > y_b, log(1 + exp(-(s_a - s_b))), whose
+/// gradient is -q for a and +q for b, with q = 1 / (1 + exp(s_a - s_b)), and
+/// hessian q (1 - q) for both. With early stopping, stops after that many rounds
+/// without a lower training loss.
 void XGBoostCostModel::boost(int max_rounds, int early_stopping_rounds) {
   PackedRows rows = pack(programs_);
   DMatrix matrix(rows);
+  // Labels against each task's best throughput seen so far.
+  std::vector<double> task_best(task_ids_.size(), 0.0);
+  for (size_t p = 0; p < programs_.size(); ++p) task_best[task_of_[p]] = std::max(task_best[task_of_[p]], throughputs_[p]);
+  std::vector<float> labels(programs_.size(), 0.0f);
+  for (size_t p = 0; p < programs_.size(); ++p) {
+    if (throughputs_[p] > 0) labels[p] = static_cast<float>(throughputs_[p] / task_best[task_of_[p]]);
+  }
+  std::vector<OrderedPair> pairs;
+  if (options_.loss == Loss::kPairwiseRank) {
+    std::mt19937_64 pair_rng(options_.seed + static_cast<uint64_t>(programs_.size()));
+    pairs = draw_pairs(labels, task_of_, options_.pairs_per_program, pair_rng);
+  }
   std::vector<float> grad(rows.num_rows()), hess(rows.num_rows());
-  std::vector<double> sums(programs_.size());
+  std::vector<double> sums(programs_.size()), program_grad(programs_.size()), program_hess(programs_.size());
   double best_loss = std::numeric_limits<double>::infinity();
   int best_round = 0;
   for (int round = 0; round < max_rounds; ++round) {
@@ -166,7 +229,27 @@ void XGBoostCostModel::boost(int max_rounds, int early_stopping_rounds) {
       for (size_t r = 0; r < preds.size(); ++r) sums[rows.program_of_row[r]] += preds[r];
     }
     double loss = 0;
-    for (size_t p = 0; p < sums.size(); ++p) loss += (sums[p] - labels_[p]) * (sums[p] - labels_[p]);
+    if (options_.loss == Loss::kSquaredError) {
+      for (size_t p = 0; p < sums.size(); ++p) {
+        double w = std::max<double>(labels[p], options_.min_weight);
+        double error = sums[p] - labels[p];
+        loss += w * error * error / 2;
+        program_grad[p] = w * error;
+        program_hess[p] = w;
+      }
+    } else {
+      std::fill(program_grad.begin(), program_grad.end(), 0.0);
+      std::fill(program_hess.begin(), program_hess.end(), 0.0);
+      for (const OrderedPair &pair : pairs) {
+        double margin = sums[pair.faster] - sums[pair.slower];
+        double q = 1 / (1 + std::exp(margin));  // probability of the wrong order
+        loss += margin > 30 ? std::exp(-margin) : std::log1p(std::exp(-margin));
+        program_grad[pair.faster] -= q;
+        program_grad[pair.slower] += q;
+        program_hess[pair.faster] += q * (1 - q);
+        program_hess[pair.slower] += q * (1 - q);
+      }
+    }
     if (early_stopping_rounds > 0) {
       if (loss < best_loss - 1e-9) {
         best_loss = loss;
@@ -177,9 +260,8 @@ void XGBoostCostModel::boost(int max_rounds, int early_stopping_rounds) {
     }
     for (size_t r = 0; r < rows.num_rows(); ++r) {
       size_t p = rows.program_of_row[r];
-      double w = std::max<double>(labels_[p], options_.min_weight);
-      grad[r] = static_cast<float>(w * (sums[p] - labels_[p]));
-      hess[r] = static_cast<float>(w);
+      grad[r] = static_cast<float>(program_grad[p]);
+      hess[r] = static_cast<float>(program_hess[p]);
     }
     check(XGBoosterBoostOneIter(booster_->handle, matrix.get(), grad.data(), hess.data(), rows.num_rows()),
           "boosting failed");

@@ -10,13 +10,26 @@
 #include <filesystem>
 #include <memory>
 #include <random>
+#include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "costmodel/cost_model.h"
 
 namespace kiln::costmodel {
 
+/// What the trees are fitted to; see costmodel/README.md.
+enum class Loss {
+  /// Ansor's: squared error between a program's score and its normalized throughput,
+  /// weighted toward fast programs.
+  kSquaredError,
+  /// Logistic loss on the order of pairs of programs of the same task: only the
+  /// order within a task is learned, which is all search uses.
+  kPairwiseRank,
+};
+
 struct XGBoostOptions {
+  Loss loss = Loss::kSquaredError;
   // Tree parameters: Ansor's, which TenSet and MetaSchedule kept.
   int max_depth = 10;
   double eta = 0.2;
@@ -33,9 +46,12 @@ struct XGBoostOptions {
   double retrain_growth = 0.2;
   /// ready() stays false until this many programs have been seen.
   size_t min_samples = 64;
-  /// Weight of a program in the loss is max(label, min_weight): fast programs
+  /// Squared error: the weight of a program is max(label, min_weight): fast programs
   /// dominate (what search needs to rank right), slow ones are still pulled down.
   double min_weight = 0.05;
+  /// Pairwise rank: each program is paired with this many others of its task, drawn
+  /// at random once per training (all of them in a smaller task).
+  size_t pairs_per_program = 64;
   int threads = 0;  ///< XGBoost threads; 0: its default
   uint64_t seed = 43;
 };
@@ -47,12 +63,12 @@ class XGBoostCostModel final : public CostModel {
   XGBoostCostModel(const XGBoostCostModel &) = delete;
   XGBoostCostModel &operator=(const XGBoostCostModel &) = delete;
 
-  void update(const std::vector<ProgramFeatures> &programs, const std::vector<float> &labels) override;
+  void update(const Measurements &measured) override;
   /// Trains trees on the other tasks' programs and keeps only the trees: they rank
   /// until update() has brought `min_samples` of this task's programs, which then
   /// train from scratch without the foreign data (it had outweighed the task's own
   /// and kept the search in the wrong region for a convolution).
-  void warm_start(const std::vector<ProgramFeatures> &programs, const std::vector<float> &labels) override;
+  void warm_start(const Measurements &others) override;
   std::vector<float> predict(const std::vector<ProgramFeatures> &programs) override;
   bool ready() const override;
 
@@ -63,22 +79,23 @@ class XGBoostCostModel final : public CostModel {
   /// unreadable or was written for another feature layout.
   void load(const std::filesystem::path &path);
 
-  size_t num_samples() const { return labels_.size(); }
+  size_t num_samples() const { return programs_.size(); }
   /// Boosting rounds (trees) in the current model.
   int num_rounds() const { return rounds_; }
 
  private:
   struct Booster;
-  /// Appends the programs that have feature rows (and their labels) to the training
-  /// data; returns how many. Throws std::invalid_argument on a size mismatch.
-  size_t append_trainable(const std::vector<ProgramFeatures> &programs, const std::vector<float> &labels,
-                          const char *caller);
+  /// Appends the programs that have feature rows to the training data; returns how
+  /// many. Throws std::invalid_argument on a size mismatch.
+  size_t append_trainable(const Measurements &measured, const char *caller);
   void train_from_scratch();
   void boost(int max_rounds, int early_stopping_rounds);
 
   XGBoostOptions options_;
   std::vector<ProgramFeatures> programs_;  ///< training programs, each with at least one row
-  std::vector<float> labels_;
+  std::vector<double> throughputs_;
+  std::vector<uint32_t> task_of_;  ///< index into task_ids_ of each training program
+  std::unordered_map<std::string, uint32_t> task_ids_;
   std::unique_ptr<Booster> booster_;
   size_t trained_from_scratch_on_ = 0;
   bool pretrained_ = false;

@@ -36,7 +36,6 @@ MeasuredPrograms load_measured_programs(db::Database &database, const std::strin
   for (auto &[hash, records] : by_task) {
     std::stable_sort(records.begin(), records.end(),
                      [](const db::Record &a, const db::Record &b) { return a.mean_latency() < b.mean_latency(); });
-    double best = records.front().mean_latency();
     size_t keep = options.max_per_task == 0 ? records.size() : std::min(records.size(), options.max_per_task);
     ir::PrimFunc unscheduled;
     try {
@@ -58,18 +57,9 @@ MeasuredPrograms load_measured_programs(db::Database &database, const std::strin
       }
       out.latencies.push_back(r.mean_latency());
       out.tasks.push_back(hash);
-      out.task_best.push_back(best);
     }
   }
   return out;
-}
-
-std::vector<float> labels_against_task_best(const MeasuredPrograms &measured) {
-  std::vector<float> labels;
-  labels.reserve(measured.latencies.size());
-  for (size_t i = 0; i < measured.latencies.size(); ++i)
-    labels.push_back(static_cast<float>(measured.task_best[i] / measured.latencies[i]));
-  return labels;
 }
 
 }  // namespace kiln::scheduler

@@ -16,9 +16,6 @@ struct MeasuredPrograms {
   std::vector<ir::PrimFunc> programs;
   std::vector<double> latencies;   ///< seconds, > 0
   std::vector<std::string> tasks;  ///< workload hash of each program
-  /// Per task, the best latency among all of its records (also those not loaded), so
-  /// that normalized labels mean the same with or without sampling.
-  std::vector<double> task_best;
   size_t records_for_target = 0;
   size_t errors = 0;        ///< error records (no latency): not rankable
   size_t unreplayable = 0;  ///< traces that no longer apply to their workload
@@ -29,15 +26,13 @@ struct LoadOptions {
   /// Leave out this workload's records ("" = none).
   std::string skip_workload;
   /// At most this many records per task, evenly spread over its records in
-  /// latency order (fast and slow alike); 0 = all.
+  /// latency order (fast and slow alike, the task's best always among them, so
+  /// labels normalized against it mean the same with or without sampling); 0 = all.
   size_t max_per_task = 0;
 };
 
 /// Throws db::DbError when the database cannot be read.
 MeasuredPrograms load_measured_programs(db::Database &database, const std::string &target,
                                         const LoadOptions &options = {});
-
-/// best / latency per program, against its task's best: the cost model's labels.
-std::vector<float> labels_against_task_best(const MeasuredPrograms &measured);
 
 }  // namespace kiln::scheduler

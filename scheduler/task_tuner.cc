@@ -34,13 +34,6 @@ ir::Trace sketch_of(const ir::Trace &full, size_t n) {
 }
 
 // Normalized throughput against the best latency known so far (errors: 0).
-std::vector<float> TaskTuner::labels_against_best(const std::vector<double> &latencies) const {
-  std::vector<float> labels;
-  for (double l : latencies)
-    labels.push_back(l > 0 && progress_.best_seconds > 0 ? static_cast<float>(progress_.best_seconds / l) : 0.0f);
-  return labels;
-}
-
 TaskTuner::TaskTuner(ir::Workload workload, Target target, TuneOptions options, db::Database *database,
                      measure::Builder &builder, measure::Runner &runner, costmodel::CostModel &model)
     : workload_(std::move(workload)),
@@ -91,7 +84,7 @@ void TaskTuner::resume_from_database() {
       best_trace_ = r.trace_json;
     }
   }
-  if (!features.empty()) model_.update(features, labels_against_best(latencies));
+  if (!features.empty()) model_.update({std::move(features), costmodel::throughputs_of(latencies), {}});
 }
 
 void TaskTuner::warm_start_from_other_tasks() {
@@ -106,7 +99,7 @@ void TaskTuner::warm_start_from_other_tasks() {
       costmodel::extract_features_batch(other.programs, options_.feature_threads);
   progress_.time.features += now() - t0;
   t0 = now();
-  model_.warm_start(features, labels_against_task_best(other));
+  model_.warm_start({std::move(features), costmodel::throughputs_of(other.latencies), other.tasks});
   progress_.time.training += now() - t0;
   progress_.warm_start_programs = static_cast<int64_t>(other.programs.size());
 }
@@ -202,14 +195,14 @@ TuneResult TaskTuner::run(const std::function<void(const Progress &)> &on_round)
     if (db_) db_->commit(records);
     progress_.time.database += now() - t0;
 
-    // Train on the new measurements, labelled against the best latency known now.
+    // Train on the new measurements; the model relabels everything against the best.
     t0 = now();
     std::vector<ir::PrimFunc> funcs;
     for (const search::Candidate &c : batch) funcs.push_back(c.func);
     std::vector<costmodel::ProgramFeatures> feats = costmodel::extract_features_batch(funcs, options_.feature_threads);
     progress_.time.features += now() - t0;
     t0 = now();
-    model_.update(feats, labels_against_best(new_latencies));
+    model_.update({std::move(feats), costmodel::throughputs_of(new_latencies), {}});
     progress_.time.training += now() - t0;
 
     ++progress_.round;

@@ -93,7 +93,6 @@ class TaskTuner {
   int confirm_best(double started);
   /// Checked against the reference, timed with the task's options.
   measure::RunInput run_input(const std::string &artifact) const;
-  std::vector<float> labels_against_best(const std::vector<double> &latencies) const;
 
   ir::Workload workload_;
   Target target_;

@@ -21,10 +21,15 @@ namespace {
 using testing::tiled_gemm;
 
 struct Dataset {
-  std::vector<ProgramFeatures> features;
-  std::vector<float> labels;
-  std::vector<std::string> tasks;
+  Measurements measured;
+  std::vector<float> labels;  ///< normalized per task, to score rankings with
 };
+
+Measurements slice(const Measurements &m, size_t from, size_t to) {
+  Measurements out;
+  for (size_t i = from; i < to; ++i) out.append(m, i);
+  return out;
+}
 
 // Three GEMM shapes (tasks) x tile sizes x vectorization. The synthetic throughput
 // rewards vectorization and wider j tiles with diminishing returns, and taller i
@@ -33,7 +38,6 @@ const Dataset &gemm_dataset() {
   static const Dataset data = [] {
     Dataset d;
     std::vector<ir::PrimFunc> programs;
-    std::vector<double> latencies;
     struct Shape {
       int64_t m, n, k;
     };
@@ -45,14 +49,14 @@ const Dataset &gemm_dataset() {
             programs.push_back(tiled_gemm(s.m, s.n, s.k, tj, vec, false, ti));
             double speed = (vec ? 3.0 * std::min<double>(static_cast<double>(tj), 8) / 8 + 1 : 1) *
                            std::log2(2.0 * static_cast<double>(tj)) * (1 + 0.3 * std::log2(static_cast<double>(ti)));
-            latencies.push_back(1.0 / speed);
-            d.tasks.push_back(task);
+            d.measured.throughputs.push_back(speed);
+            d.measured.tasks.push_back(task);
           }
         }
       }
     }
-    d.features = extract_features_batch(programs, 2);
-    d.labels = normalized_throughputs(latencies, d.tasks);
+    d.measured.programs = extract_features_batch(programs, 2);
+    d.labels = normalized_throughputs(d.measured.throughputs, d.measured.tasks);
     return d;
   }();
   return data;
@@ -67,25 +71,59 @@ Split split(const Dataset &d, uint64_t seed) {
   Split s;
   for (size_t i = 0; i < d.labels.size(); ++i) {
     Dataset &to = rng() % 4 == 0 ? s.test : s.train;
-    to.features.push_back(d.features[i]);
+    to.measured.append(d.measured, i);
     to.labels.push_back(d.labels[i]);
-    to.tasks.push_back(d.tasks[i]);
   }
   return s;
 }
 
-TEST(XGBoostCostModel, LearnsASyntheticRankingOfRealPrograms) {
+class BothLosses : public ::testing::TestWithParam<Loss> {};
+
+TEST_P(BothLosses, LearnsASyntheticRankingOfRealPrograms) {
   Split s = split(gemm_dataset(), 7);
   ASSERT_GE(s.train.labels.size(), 64u);
   ASSERT_GE(s.test.labels.size(), 20u);
-  XGBoostCostModel model;
-  model.update(s.train.features, s.train.labels);
+  XGBoostOptions options;
+  options.loss = GetParam();
+  XGBoostCostModel model(options);
+  model.update(s.train.measured);
   ASSERT_TRUE(model.ready());
-  RankingReport r = rank_by_task(model.predict(s.test.features), s.test.labels, s.test.tasks);
+  RankingReport r = rank_by_task(model.predict(s.test.measured.programs), s.test.labels, s.test.measured.tasks);
   std::printf("held out: %zu programs, pairwise %.3f, spearman %.3f, top-1 %.3f\n", r.samples, r.pairwise_accuracy,
               r.spearman, r.top1);
   EXPECT_GE(r.pairwise_accuracy, 0.9);
   EXPECT_GE(r.top1, 0.8);
+}
+
+INSTANTIATE_TEST_SUITE_P(XGBoostCostModel, BothLosses, ::testing::Values(Loss::kSquaredError, Loss::kPairwiseRank),
+                         [](const ::testing::TestParamInfo<Loss> &info) {
+                           return info.param == Loss::kSquaredError ? std::string("SquaredError")
+                                                                    : std::string("PairwiseRank");
+                         });
+
+// Labels are relative to the best program seen so far: when a batch ten times faster
+// arrives, the programs that were the best before must be fitted as slow ones.
+TEST(XGBoostCostModel, FasterProgramsRelabelEarlierOnes) {
+  const Dataset &d = gemm_dataset();
+  XGBoostOptions options;
+  options.loss = Loss::kSquaredError;
+  options.min_samples = 0;
+  options.retrain_growth = 1e9;  // boost the same trees: the relabelling must reach them too
+  options.incremental_rounds = 300;
+  XGBoostCostModel model(options);
+  size_t half = d.labels.size() / 2;
+  Measurements early = slice(d.measured, 0, half), late = slice(d.measured, half, d.labels.size());
+  early.tasks.clear();
+  late.tasks.clear();
+  for (double &t : late.throughputs) t *= 10;
+  model.update(early);
+  std::vector<float> before = model.predict(early.programs);
+  model.update(late);
+  std::vector<float> after = model.predict(early.programs);
+  float best_before = *std::max_element(before.begin(), before.end());
+  float best_after = *std::max_element(after.begin(), after.end());
+  EXPECT_GT(best_before, 0.7f);
+  EXPECT_LT(best_after, 0.5f);  // their true share is about 0.1; unrelabelled they stay near 1
 }
 
 TEST(XGBoostCostModel, ColdUntilEnoughSamples) {
@@ -93,17 +131,14 @@ TEST(XGBoostCostModel, ColdUntilEnoughSamples) {
   XGBoostOptions options;
   options.min_samples = 64;
   XGBoostCostModel model(options);
-  std::vector<ProgramFeatures> first(d.features.begin(), d.features.begin() + 40);
-  std::vector<float> first_labels(d.labels.begin(), d.labels.begin() + 40);
-  model.update(first, first_labels);
+  Measurements first = slice(d.measured, 0, 40);
+  model.update(first);
   EXPECT_FALSE(model.ready());
   EXPECT_EQ(model.num_rounds(), 0);
-  std::vector<float> scores = model.predict(first);
+  std::vector<float> scores = model.predict(first.programs);
   for (float v : scores) EXPECT_TRUE(v >= 0 && v < 1) << "random scores while cold";
 
-  std::vector<ProgramFeatures> more(d.features.begin() + 40, d.features.end());
-  std::vector<float> more_labels(d.labels.begin() + 40, d.labels.end());
-  model.update(more, more_labels);
+  model.update(slice(d.measured, 40, d.labels.size()));
   EXPECT_TRUE(model.ready());
   EXPECT_GT(model.num_rounds(), 0);
 }
@@ -116,16 +151,12 @@ TEST(XGBoostCostModel, WarmStartTreesRankUntilOwnDataTakesOver) {
   options.min_samples = 64;
   XGBoostCostModel model(options);
   ASSERT_GE(d.labels.size(), 124u);
-  model.warm_start(std::vector<ProgramFeatures>(d.features.begin(), d.features.begin() + 60),
-                   std::vector<float>(d.labels.begin(), d.labels.begin() + 60));
+  model.warm_start(slice(d.measured, 0, 60));
   EXPECT_TRUE(model.ready());
   EXPECT_EQ(model.num_samples(), 0u);
   int warm_rounds = model.num_rounds();
   EXPECT_GT(warm_rounds, 0);
-  auto own = [&](size_t from, size_t to) {
-    model.update(std::vector<ProgramFeatures>(d.features.begin() + from, d.features.begin() + to),
-                 std::vector<float>(d.labels.begin() + from, d.labels.begin() + to));
-  };
+  auto own = [&](size_t from, size_t to) { model.update(slice(d.measured, from, to)); };
   own(60, 90);  // 30 own programs: still the warm-start trees
   EXPECT_EQ(model.num_samples(), 30u);
   EXPECT_EQ(model.num_rounds(), warm_rounds);
@@ -142,26 +173,23 @@ TEST(XGBoostCostModel, IncrementalUpdatesAddRoundsUntilDataGrowsEnough) {
   options.max_rounds = 40;
   options.incremental_rounds = 5;
   XGBoostCostModel model(options);
-  auto slice = [&](size_t from, size_t to) {
-    model.update(std::vector<ProgramFeatures>(d.features.begin() + from, d.features.begin() + to),
-                 std::vector<float>(d.labels.begin() + from, d.labels.begin() + to));
-  };
-  slice(0, 100);
+  auto add = [&](size_t from, size_t to) { model.update(slice(d.measured, from, to)); };
+  add(0, 100);
   int after_full = model.num_rounds();
   EXPECT_GT(after_full, 0);
-  slice(100, 110);  // +10%: keep boosting the same trees
+  add(100, 110);  // +10%: keep boosting the same trees
   EXPECT_EQ(model.num_rounds(), after_full + 5);
-  slice(110, 144);  // +44% since the full training: train from scratch
+  add(110, 144);  // +44% since the full training: train from scratch
   EXPECT_LE(model.num_rounds(), 40);
 }
 
 TEST(XGBoostCostModel, FailedProgramsScoreLowest) {
   const Dataset &d = gemm_dataset();
   XGBoostCostModel model;
-  model.update(d.features, d.labels);
+  model.update(d.measured);
   ProgramFeatures failed;
   failed.error = "lowering failed";
-  std::vector<float> scores = model.predict({d.features[0], failed});
+  std::vector<float> scores = model.predict({d.measured.programs[0], failed});
   EXPECT_TRUE(std::isfinite(scores[0]));
   EXPECT_EQ(scores[1], -std::numeric_limits<float>::infinity());
 }
@@ -169,7 +197,7 @@ TEST(XGBoostCostModel, FailedProgramsScoreLowest) {
 TEST(XGBoostCostModel, SaveLoadRoundTripGivesIdenticalPredictions) {
   const Dataset &d = gemm_dataset();
   XGBoostCostModel model;
-  model.update(d.features, d.labels);
+  model.update(d.measured);
   std::filesystem::path path =
       std::filesystem::temp_directory_path() / ("kiln_costmodel_" + std::to_string(getpid()) + ".json");
   model.save(path);
@@ -178,7 +206,7 @@ TEST(XGBoostCostModel, SaveLoadRoundTripGivesIdenticalPredictions) {
   std::filesystem::remove(path);
   EXPECT_TRUE(loaded.ready());
   EXPECT_EQ(loaded.num_rounds(), model.num_rounds());
-  EXPECT_EQ(loaded.predict(d.features), model.predict(d.features));
+  EXPECT_EQ(loaded.predict(d.measured.programs), model.predict(d.measured.programs));
 }
 
 TEST(XGBoostCostModel, LoadRejectsMissingFile) {
@@ -188,7 +216,7 @@ TEST(XGBoostCostModel, LoadRejectsMissingFile) {
 
 TEST(Evaluation, HoldoutBeatsRandomOnBothSplits) {
   const Dataset &d = gemm_dataset();
-  LabeledPrograms data{d.features, d.labels, d.tasks};
+  const Measurements &data = d.measured;
   HoldoutOptions options;
   options.seed = 3;
   HoldoutResult by_record = evaluate_holdout(data, options);
@@ -210,12 +238,13 @@ TEST(RandomCostModel, IsReadyAndDeterministicPerSeed) {
   const Dataset &d = gemm_dataset();
   RandomCostModel a(1), b(1);
   EXPECT_TRUE(a.ready());
-  EXPECT_EQ(a.predict(d.features), b.predict(d.features));
+  EXPECT_EQ(a.predict(d.measured.programs), b.predict(d.measured.programs));
 }
 
 TEST(Labels, NormalizedThroughputPerTask) {
-  std::vector<float> l = normalized_throughputs({2.0, 1.0, 4.0, 3.0, -1.0}, {"a", "a", "a", "b", "b"});
+  std::vector<float> l = normalized_throughputs(throughputs_of({2.0, 1.0, 4.0, 3.0, -1.0}), {"a", "a", "a", "b", "b"});
   EXPECT_EQ(l, (std::vector<float>{0.5f, 1.0f, 0.25f, 1.0f, 0.0f}));
+  EXPECT_EQ(normalized_throughputs({2.0, 0.0, 4.0}, {}), (std::vector<float>{0.5f, 0.0f, 1.0f}));
 }
 
 }  // namespace

@@ -132,11 +132,8 @@ TEST_F(TaskTunerTest, WarmStartTrainsOnOtherWorkloadsOnly) {
   MeasuredPrograms some = load_measured_programs(database, target.str(), capped);
   ASSERT_EQ(some.programs.size(), 3u);
   double best = *std::min_element(some.latencies.begin(), some.latencies.end());
-  EXPECT_EQ(best, some.task_best[0]);
-  EXPECT_EQ(best, dense.progress.best_seconds);
-  std::vector<float> labels = labels_against_task_best(some);
-  EXPECT_FLOAT_EQ(*std::max_element(labels.begin(), labels.end()), 1.0f);
-  EXPECT_LT(*std::min_element(labels.begin(), labels.end()), 1.0f);
+  EXPECT_EQ(best, dense.progress.best_seconds);  // the sample holds the task's best
+  EXPECT_LT(best, *std::max_element(some.latencies.begin(), some.latencies.end()));
 }
 
 TEST(EvolutionarySearch, SameSeedSameBatches) {
