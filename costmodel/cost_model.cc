@@ -49,26 +49,32 @@ std::vector<double> throughputs_of(const std::vector<double> &latencies) {
   return out;
 }
 
+std::vector<float> normalized_per_group(const std::vector<double> &throughputs, const std::vector<uint32_t> &group) {
+  if (throughputs.size() != group.size()) {
+    throw std::invalid_argument("normalized_per_group: " + std::to_string(throughputs.size()) + " throughputs but " +
+                                std::to_string(group.size()) + " group ids");
+  }
+  std::vector<double> best;
+  for (size_t i = 0; i < throughputs.size(); ++i) {
+    if (group[i] >= best.size()) best.resize(group[i] + 1, 0.0);
+    if (valid_throughput(throughputs[i])) best[group[i]] = std::max(best[group[i]], throughputs[i]);
+  }
+  std::vector<float> labels(throughputs.size(), 0.0f);
+  for (size_t i = 0; i < throughputs.size(); ++i) {
+    if (valid_throughput(throughputs[i])) labels[i] = static_cast<float>(throughputs[i] / best[group[i]]);
+  }
+  return labels;
+}
+
 std::vector<float> normalized_throughputs(const std::vector<double> &throughputs, const std::vector<std::string> &tasks) {
   if (!tasks.empty() && throughputs.size() != tasks.size()) {
     throw std::invalid_argument("normalized_throughputs: " + std::to_string(throughputs.size()) +
                                 " throughputs but " + std::to_string(tasks.size()) + " task names");
   }
-  auto task = [&](size_t i) -> const std::string & {
-    static const std::string kOnlyTask;
-    return tasks.empty() ? kOnlyTask : tasks[i];
-  };
-  std::unordered_map<std::string, double> best;
-  for (size_t i = 0; i < throughputs.size(); ++i) {
-    if (!valid_throughput(throughputs[i])) continue;
-    auto [it, inserted] = best.emplace(task(i), throughputs[i]);
-    if (!inserted) it->second = std::max(it->second, throughputs[i]);
-  }
-  std::vector<float> labels(throughputs.size(), 0.0f);
-  for (size_t i = 0; i < throughputs.size(); ++i) {
-    if (valid_throughput(throughputs[i])) labels[i] = static_cast<float>(throughputs[i] / best.at(task(i)));
-  }
-  return labels;
+  std::unordered_map<std::string, uint32_t> ids;
+  std::vector<uint32_t> group(throughputs.size(), 0);
+  for (size_t i = 0; i < tasks.size(); ++i) group[i] = ids.emplace(tasks[i], ids.size()).first->second;
+  return normalized_per_group(throughputs, group);
 }
 
 }  // namespace kiln::costmodel

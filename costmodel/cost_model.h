@@ -70,6 +70,11 @@ class RandomCostModel final : public CostModel {
 /// 1 / latency, or 0 for a failed measurement (latency <= 0 or not finite).
 std::vector<double> throughputs_of(const std::vector<double> &latencies);
 
+/// Per group, throughput / the group's best throughput: 1 for the fastest program of
+/// its group, in (0, 1] for the others, 0 for failures (throughput <= 0 or not
+/// finite). `group[i]` (a small integer id) is the group of `throughputs[i]`.
+std::vector<float> normalized_per_group(const std::vector<double> &throughputs, const std::vector<uint32_t> &group);
+
 /// Per task, throughput / the task's best throughput: 1 for the fastest program of
 /// its task, in (0, 1] for the others, 0 for failures (throughput <= 0 or not
 /// finite). `tasks[i]` is the task of `throughputs[i]`; empty: all one task.

@@ -40,6 +40,7 @@ HoldoutResult evaluate_holdout(const Measurements &data, const HoldoutOptions &o
 
   std::vector<std::string> test_tasks_of(test.size());
   for (size_t i = 0; i < test.size(); ++i) test_tasks_of[i] = test.task(i);
+  // Against the test part's own best: every metric is unchanged by scaling a task's labels.
   std::vector<float> test_labels = normalized_throughputs(test.throughputs, test_tasks_of);
   HoldoutResult result;
   result.train_samples = train.size();

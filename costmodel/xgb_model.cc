@@ -12,6 +12,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 namespace kiln::costmodel {
 
@@ -89,11 +90,14 @@ static PackedRows pack(const std::vector<ProgramFeatures> &programs) {
   return rows;
 }
 
-XGBoostCostModel::XGBoostCostModel(XGBoostOptions options) : options_(options), rng_(options.seed) {}
+XGBoostCostModel::XGBoostCostModel(XGBoostOptions options) : options_(options), rng_(options.seed) {
+  if (options_.loss == Loss::kPairwiseRank && options_.pairs_per_program == 0)
+    throw std::invalid_argument("cost model: the pairwise rank loss needs pairs_per_program >= 1");
+}
 XGBoostCostModel::~XGBoostCostModel() = default;
 
 bool XGBoostCostModel::ready() const {
-  return booster_ != nullptr && (pretrained_ || warm_started_ || programs_.size() >= options_.min_samples);
+  return booster_ != nullptr && (pretrained_ || warm_started_ || data_.programs.size() >= options_.min_samples);
 }
 
 size_t XGBoostCostModel::append_trainable(const Measurements &measured, const char *caller) {
@@ -101,33 +105,29 @@ size_t XGBoostCostModel::append_trainable(const Measurements &measured, const ch
   size_t added = 0;
   for (size_t i = 0; i < measured.size(); ++i) {
     if (!measured.programs[i].ok() || measured.programs[i].num_rows() == 0) continue;
-    programs_.push_back(measured.programs[i]);
+    data_.programs.push_back(measured.programs[i]);
     double t = measured.throughputs[i];
-    throughputs_.push_back(std::isfinite(t) && t > 0 ? t : 0.0);  // anything else is a failure
-    auto [it, inserted] = task_ids_.emplace(measured.task(i), static_cast<uint32_t>(task_ids_.size()));
-    task_of_.push_back(it->second);
+    data_.throughputs.push_back(std::isfinite(t) && t > 0 ? t : 0.0);  // anything else is a failure
+    auto [it, inserted] = data_.task_ids.emplace(measured.task(i), static_cast<uint32_t>(data_.task_ids.size()));
+    data_.task_of.push_back(it->second);
     ++added;
   }
   return added;
 }
 
 void XGBoostCostModel::warm_start(const Measurements &others) {
-  std::vector<ProgramFeatures> own = std::move(programs_);
-  std::vector<double> own_throughputs = std::move(throughputs_);
-  std::vector<uint32_t> own_tasks = std::move(task_of_);
-  std::unordered_map<std::string, uint32_t> own_ids = std::move(task_ids_);
-  programs_.clear();
-  throughputs_.clear();
-  task_of_.clear();
-  task_ids_.clear();
-  if (append_trainable(others, "warm start") > 0) {
-    train_from_scratch();
-    warm_started_ = true;
+  others.check_sizes("cost model warm start");
+  TrainingData own = std::exchange(data_, {});
+  try {
+    if (append_trainable(others, "warm start") > 0) {
+      train_from_scratch();
+      warm_started_ = true;
+    }
+  } catch (...) {
+    data_ = std::move(own);
+    throw;
   }
-  programs_ = std::move(own);
-  throughputs_ = std::move(own_throughputs);
-  task_of_ = std::move(own_tasks);
-  task_ids_ = std::move(own_ids);
+  data_ = std::move(own);
   trained_from_scratch_on_ = 0;  // this task's data trains from scratch once there is enough
 }
 
@@ -137,8 +137,8 @@ void XGBoostCostModel::update(const Measurements &measured) {
     boost(options_.incremental_rounds, 0);
     return;
   }
-  if (programs_.size() < options_.min_samples) return;  // cold, or ranking with the warm-start trees
-  bool grown = static_cast<double>(programs_.size()) >=
+  if (data_.programs.size() < options_.min_samples) return;  // cold, or ranking with the warm-start trees
+  bool grown = static_cast<double>(data_.programs.size()) >=
                static_cast<double>(trained_from_scratch_on_) * (1 + options_.retrain_growth);
   if (booster_ == nullptr || grown) {
     train_from_scratch();
@@ -150,11 +150,14 @@ void XGBoostCostModel::update(const Measurements &measured) {
 void XGBoostCostModel::train_from_scratch() {
   booster_ = std::make_unique<Booster>(options_);
   rounds_ = 0;
-  trained_from_scratch_on_ = programs_.size();
+  trained_from_scratch_on_ = data_.programs.size();
   boost(options_.max_rounds, options_.early_stopping_rounds);
 }
 
 namespace {
+
+/// log(1 + exp(x)) without overflow.
+double softplus(double x) { return x > 30 ? x : x < -30 ? std::exp(x) : std::log1p(std::exp(x)); }
 
 /// Two programs of one task, the first with the higher label.
 struct OrderedPair {
@@ -204,22 +207,17 @@ std::vector<OrderedPair> draw_pairs(const std::vector<float> &labels, const std:
 /// hessian q (1 - q) for both. With early stopping, stops after that many rounds
 /// without a lower training loss.
 void XGBoostCostModel::boost(int max_rounds, int early_stopping_rounds) {
-  PackedRows rows = pack(programs_);
+  PackedRows rows = pack(data_.programs);
   DMatrix matrix(rows);
   // Labels against each task's best throughput seen so far.
-  std::vector<double> task_best(task_ids_.size(), 0.0);
-  for (size_t p = 0; p < programs_.size(); ++p) task_best[task_of_[p]] = std::max(task_best[task_of_[p]], throughputs_[p]);
-  std::vector<float> labels(programs_.size(), 0.0f);
-  for (size_t p = 0; p < programs_.size(); ++p) {
-    if (throughputs_[p] > 0) labels[p] = static_cast<float>(throughputs_[p] / task_best[task_of_[p]]);
-  }
+  std::vector<float> labels = normalized_per_group(data_.throughputs, data_.task_of);
   std::vector<OrderedPair> pairs;
   if (options_.loss == Loss::kPairwiseRank) {
-    std::mt19937_64 pair_rng(options_.seed + static_cast<uint64_t>(programs_.size()));
-    pairs = draw_pairs(labels, task_of_, options_.pairs_per_program, pair_rng);
+    std::mt19937_64 pair_rng(options_.seed + static_cast<uint64_t>(data_.programs.size()));
+    pairs = draw_pairs(labels, data_.task_of, options_.pairs_per_program, pair_rng);
   }
   std::vector<float> grad(rows.num_rows()), hess(rows.num_rows());
-  std::vector<double> sums(programs_.size()), program_grad(programs_.size()), program_hess(programs_.size());
+  std::vector<double> sums(data_.programs.size()), program_grad(data_.programs.size()), program_hess(data_.programs.size());
   double best_loss = std::numeric_limits<double>::infinity();
   int best_round = 0;
   for (int round = 0; round < max_rounds; ++round) {
@@ -243,7 +241,7 @@ void XGBoostCostModel::boost(int max_rounds, int early_stopping_rounds) {
       for (const OrderedPair &pair : pairs) {
         double margin = sums[pair.faster] - sums[pair.slower];
         double q = 1 / (1 + std::exp(margin));  // probability of the wrong order
-        loss += margin > 30 ? std::exp(-margin) : std::log1p(std::exp(-margin));
+        loss += softplus(-margin);
         program_grad[pair.faster] -= q;
         program_grad[pair.slower] += q;
         program_hess[pair.faster] += q * (1 - q);

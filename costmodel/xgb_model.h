@@ -79,7 +79,7 @@ class XGBoostCostModel final : public CostModel {
   /// unreadable or was written for another feature layout.
   void load(const std::filesystem::path &path);
 
-  size_t num_samples() const { return programs_.size(); }
+  size_t num_samples() const { return data_.programs.size(); }
   /// Boosting rounds (trees) in the current model.
   int num_rounds() const { return rounds_; }
 
@@ -92,10 +92,13 @@ class XGBoostCostModel final : public CostModel {
   void boost(int max_rounds, int early_stopping_rounds);
 
   XGBoostOptions options_;
-  std::vector<ProgramFeatures> programs_;  ///< training programs, each with at least one row
-  std::vector<double> throughputs_;
-  std::vector<uint32_t> task_of_;  ///< index into task_ids_ of each training program
-  std::unordered_map<std::string, uint32_t> task_ids_;
+  struct TrainingData {
+    std::vector<ProgramFeatures> programs;  ///< each with at least one row
+    std::vector<double> throughputs;        ///< failures as 0
+    std::vector<uint32_t> task_of;          ///< id (in task_ids) of each program's task
+    std::unordered_map<std::string, uint32_t> task_ids;
+  };
+  TrainingData data_;
   std::unique_ptr<Booster> booster_;
   size_t trained_from_scratch_on_ = 0;
   bool pretrained_ = false;

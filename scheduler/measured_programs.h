@@ -26,8 +26,9 @@ struct LoadOptions {
   /// Leave out this workload's records ("" = none).
   std::string skip_workload;
   /// At most this many records per task, evenly spread over its records in
-  /// latency order (fast and slow alike, the task's best always among them, so
-  /// labels normalized against it mean the same with or without sampling); 0 = all.
+  /// latency order (fast and slow alike; the task's best is among them unless its
+  /// trace no longer replays, so labels normalized against it mean the same with or
+  /// without sampling); 0 = all.
   size_t max_per_task = 0;
 };
 

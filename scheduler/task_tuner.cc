@@ -33,7 +33,6 @@ ir::Trace sketch_of(const ir::Trace &full, size_t n) {
   return t;
 }
 
-// Normalized throughput against the best latency known so far (errors: 0).
 TaskTuner::TaskTuner(ir::Workload workload, Target target, TuneOptions options, db::Database *database,
                      measure::Builder &builder, measure::Runner &runner, costmodel::CostModel &model)
     : workload_(std::move(workload)),

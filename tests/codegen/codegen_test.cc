@@ -169,32 +169,32 @@ TEST_P(CodegenX86, UnscheduledAndRandomSchedulesMatchInterpreter) {
 INSTANTIATE_TEST_SUITE_P(Examples, CodegenX86, ::testing::ValuesIn(ops::small_example_workloads()),
                          [](const ::testing::TestParamInfo<ops::NamedWorkload> &info) { return info.param.name; });
 
-// A padded 3x3 stride-2 convolution of a 4-channel size x size image whose output
-// width is vectorized innermost: the padded input is read with stride 2.
-struct StrideTwoConv {
+// A padded 3x3 convolution of a 4-channel size x size image whose output width is
+// vectorized innermost: the padded input is read with the convolution's stride.
+struct StridedConv {
   te::ComputeDAG dag;
   ir::PrimFunc func;
   ir::Schedule sch;
 };
 
-StrideTwoConv stride_two_conv_vectorized_along_width(int64_t size) {
+StridedConv strided_conv_vectorized_along_width(int64_t size, int64_t stride) {
   ir::Workload w = ir::Workload::single(
       "conv2d", {{{1, 4, size, size}, ir::DType::kFloat32}, {{4, 4, 3, 3}, ir::DType::kFloat32}},
-      {{"strides", {2, 2}}, {"pads", {1, 1, 1, 1}}});
+      {{"strides", {stride, stride}}, {"pads", {1, 1, 1, 1}}});
   te::ComputeDAG dag = w.build_dag();
   ir::PrimFunc func = te::lower(dag, "conv_s2");
   ir::Schedule sch(func);
   std::vector<ir::LoopRV> l = sch.get_loops(sch.get_block("conv2d"));  // n k oh ow | c ry rx
   if (l.size() != 7u) throw std::logic_error("unexpected convolution loop nest");
   sch.reorder({l[4], l[5], l[6], l[3]});
-  sch.vectorize(l[3]);  // input index 2 * ow + rx
+  sch.vectorize(l[3]);  // input index stride * ow + rx
   return {std::move(dag), std::move(func), std::move(sch)};
 }
 
 // A stride-2 convolution vectorized along its output width reads its input with stride
 // 2: one contiguous span shuffled into lanes, not a gather, and still the right values.
 TEST(CodegenX86Strided, StrideTwoLoadsAreShuffledSpans) {
-  StrideTwoConv c = stride_two_conv_vectorized_along_width(21);  // 11 lanes
+  StridedConv c = strided_conv_vectorized_along_width(21, 2);  // 11 lanes
   std::string ir_text = compiler().emit_llvm_ir(c.sch.func(), host_target());
   EXPECT_NE(ir_text.find("shufflevector <21 x float>"), std::string::npos) << ir_text;
   EXPECT_EQ(ir_text.find("masked.gather"), std::string::npos) << ir_text;
@@ -206,12 +206,17 @@ TEST(CodegenX86Strided, StrideTwoLoadsAreShuffledSpans) {
 // ending at the last lane's element: an odd-sized span load (<15 x float>) is
 // legalized element by element.
 TEST(CodegenX86Strided, PowerOfTwoLanesLoadWholeVectors) {
-  StrideTwoConv c = stride_two_conv_vectorized_along_width(15);  // 8 lanes: elements 0..14 of a row
-  std::string ir_text = compiler().emit_llvm_ir(c.sch.func(), host_target());
-  EXPECT_EQ(ir_text.find("<15 x float>"), std::string::npos) << ir_text;
-  EXPECT_EQ(ir_text.find("masked.gather"), std::string::npos) << ir_text;
-
-  expect_artifact_matches(c.sch.func(), c.func, random_inputs(c.dag, 4), "strided_whole_vectors");
+  // 8 output columns each: a span of 15, 22 and 29 elements, read as 2, 3 and 4 vectors.
+  for (auto [size, stride] : {std::pair<int64_t, int64_t>{15, 2}, {22, 3}, {29, 4}}) {
+    std::string context = "stride " + std::to_string(stride);
+    StridedConv c = strided_conv_vectorized_along_width(size, stride);
+    std::string ir_text = compiler().emit_llvm_ir(c.sch.func(), host_target());
+    std::string span = "<" + std::to_string(7 * stride + 1) + " x float>";
+    EXPECT_EQ(ir_text.find(span), std::string::npos) << context << "\n" << ir_text;
+    EXPECT_NE(ir_text.find("load <8 x float>"), std::string::npos) << context << "\n" << ir_text;
+    EXPECT_EQ(ir_text.find("masked.gather"), std::string::npos) << context << "\n" << ir_text;
+    expect_artifact_matches(c.sch.func(), c.func, random_inputs(c.dag, 4), "strided_whole_vectors_" + std::to_string(stride));
+  }
 }
 
 // The same with the padding inlined: the stride-2 reads are masked at the borders. A

@@ -101,6 +101,21 @@ INSTANTIATE_TEST_SUITE_P(XGBoostCostModel, BothLosses, ::testing::Values(Loss::k
                                                                     : std::string("PairwiseRank");
                          });
 
+// Tasks larger than pairs_per_program + 1 pair each program with random partners.
+TEST(XGBoostCostModel, RankLossLearnsFromRandomPartners) {
+  Split s = split(gemm_dataset(), 7);
+  XGBoostOptions options;
+  options.loss = Loss::kPairwiseRank;
+  options.pairs_per_program = 4;  // tasks hold ~36 training programs: partners are drawn
+  XGBoostCostModel model(options);
+  model.update(s.train.measured);
+  RankingReport r = rank_by_task(model.predict(s.test.measured.programs), s.test.labels, s.test.measured.tasks);
+  EXPECT_GE(r.pairwise_accuracy, 0.85);
+
+  options.pairs_per_program = 0;
+  EXPECT_THROW(XGBoostCostModel{options}, std::invalid_argument);
+}
+
 // Labels are relative to the best program seen so far: when a batch ten times faster
 // arrives, the programs that were the best before must be fitted as slow ones.
 TEST(XGBoostCostModel, FasterProgramsRelabelEarlierOnes) {
