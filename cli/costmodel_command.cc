@@ -27,6 +27,7 @@ struct EvalArgs {
   uint64_t seed = 0;
   std::string split = "record";
   std::string loss = "squared";
+  costmodel::XGBoostOptions model;
 };
 
 void print_report(const char *name, const costmodel::RankingReport &r) {
@@ -47,6 +48,7 @@ void run_eval(const EvalArgs &args) {
   options.test_fraction = args.test_fraction;
   options.seed = args.seed;
   options.split = args.split == "task" ? costmodel::SplitBy::kTask : costmodel::SplitBy::kRecord;
+  options.model = args.model;
   options.model.loss = args.loss == "squared" ? costmodel::Loss::kSquaredError : costmodel::Loss::kPairwiseRank;
 
   scheduler::MeasuredPrograms loaded;
@@ -86,7 +88,9 @@ void run_eval(const EvalArgs &args) {
               "%zu programs without features\n",
               loaded.records_for_target, data.size(), task_count.size(), loaded.errors, loaded.unreplayable,
               failed);
-  std::printf("loss     %s\n", args.loss == "squared" ? "squared error (pack-sum)" : "pairwise rank (pack-sum)");
+  std::printf("model    %s loss (pack-sum), depth %d, eta %g, at most %d rounds, min_child_weight %g\n",
+              args.loss == "squared" ? "squared-error" : "pairwise-rank", options.model.max_depth, options.model.eta,
+              options.model.max_rounds, options.model.min_child_weight);
   std::printf("split    by %s, seed %llu: %zu train, %zu test (%zu test tasks)\n", args.split.c_str(),
               static_cast<unsigned long long>(args.seed), result.train_samples, result.test_samples,
               result.model.tasks);
@@ -116,6 +120,17 @@ void add_costmodel_command(CLI::App &app) {
                    "rank: logistic loss on the order of pairs within a task; squared: squared error on normalized "
                    "throughput (Ansor's)")
       ->check(CLI::IsMember({"rank", "squared"}))
+      ->capture_default_str();
+  eval->add_option("--max-depth", args->model.max_depth, "tree depth")->check(CLI::Range(1, 30))->capture_default_str();
+  eval->add_option("--eta", args->model.eta, "learning rate")->check(CLI::Range(1e-4, 1.0))->capture_default_str();
+  eval->add_option("--max-rounds", args->model.max_rounds, "boosting rounds at most (50 without a lower loss end it)")
+      ->check(CLI::Range(1, 100000))
+      ->capture_default_str();
+  eval->add_option("--min-child-weight", args->model.min_child_weight, "XGBoost's min_child_weight")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  eval->add_option("--pairs-per-program", args->model.pairs_per_program, "rank loss: partners drawn per program")
+      ->check(CLI::Range(1, 100000))
       ->capture_default_str();
   eval->callback([args] { run_eval(*args); });
 }
