@@ -40,12 +40,12 @@ void Measurements::check_sizes(const char *caller) const {
   }
 }
 
-static bool valid_throughput(double t) { return std::isfinite(t) && t > 0; }
+static bool positive_finite(double x) { return std::isfinite(x) && x > 0; }
 
 std::vector<double> throughputs_of(const std::vector<double> &latencies) {
   std::vector<double> out;
   out.reserve(latencies.size());
-  for (double l : latencies) out.push_back(std::isfinite(l) && l > 0 ? 1.0 / l : 0.0);
+  for (double l : latencies) out.push_back(positive_finite(l) ? 1.0 / l : 0.0);
   return out;
 }
 
@@ -57,11 +57,11 @@ std::vector<float> normalized_per_group(const std::vector<double> &throughputs, 
   std::vector<double> best;
   for (size_t i = 0; i < throughputs.size(); ++i) {
     if (group[i] >= best.size()) best.resize(group[i] + 1, 0.0);
-    if (valid_throughput(throughputs[i])) best[group[i]] = std::max(best[group[i]], throughputs[i]);
+    if (positive_finite(throughputs[i])) best[group[i]] = std::max(best[group[i]], throughputs[i]);
   }
   std::vector<float> labels(throughputs.size(), 0.0f);
   for (size_t i = 0; i < throughputs.size(); ++i) {
-    if (valid_throughput(throughputs[i])) labels[i] = static_cast<float>(throughputs[i] / best[group[i]]);
+    if (positive_finite(throughputs[i])) labels[i] = static_cast<float>(throughputs[i] / best[group[i]]);
   }
   return labels;
 }

@@ -106,8 +106,7 @@ size_t XGBoostCostModel::append_trainable(const Measurements &measured, const ch
   for (size_t i = 0; i < measured.size(); ++i) {
     if (!measured.programs[i].ok() || measured.programs[i].num_rows() == 0) continue;
     data_.programs.push_back(measured.programs[i]);
-    double t = measured.throughputs[i];
-    data_.throughputs.push_back(std::isfinite(t) && t > 0 ? t : 0.0);  // anything else is a failure
+    data_.throughputs.push_back(measured.throughputs[i]);
     auto [it, inserted] = data_.task_ids.emplace(measured.task(i), static_cast<uint32_t>(data_.task_ids.size()));
     data_.task_of.push_back(it->second);
     ++added;
@@ -169,18 +168,17 @@ struct OrderedPair {
 /// each program.
 std::vector<OrderedPair> draw_pairs(const std::vector<float> &labels, const std::vector<uint32_t> &task_of,
                                     size_t per_program, std::mt19937_64 &rng) {
-  std::unordered_map<uint32_t, std::vector<uint32_t>> members;
-  for (size_t p = 0; p < labels.size(); ++p) members[task_of[p]].push_back(static_cast<uint32_t>(p));
+  std::vector<std::vector<uint32_t>> members;  // by task id: ids are dense, from 0
+  for (size_t p = 0; p < labels.size(); ++p) {
+    if (task_of[p] >= members.size()) members.resize(task_of[p] + 1);
+    members[task_of[p]].push_back(static_cast<uint32_t>(p));
+  }
   std::vector<OrderedPair> pairs;
   auto add = [&](uint32_t a, uint32_t b) {
     if (labels[a] > labels[b]) pairs.push_back({a, b});
     if (labels[b] > labels[a]) pairs.push_back({b, a});
   };
-  std::vector<uint32_t> task_ids;
-  for (const auto &[task, list] : members) task_ids.push_back(task);
-  std::sort(task_ids.begin(), task_ids.end());  // the draw must not depend on hash order
-  for (uint32_t task : task_ids) {
-    const std::vector<uint32_t> &list = members[task];
+  for (const std::vector<uint32_t> &list : members) {
     if (list.size() <= per_program + 1) {
       for (size_t i = 0; i < list.size(); ++i)
         for (size_t j = i + 1; j < list.size(); ++j) add(list[i], list[j]);

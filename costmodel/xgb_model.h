@@ -94,7 +94,7 @@ class XGBoostCostModel final : public CostModel {
   XGBoostOptions options_;
   struct TrainingData {
     std::vector<ProgramFeatures> programs;  ///< each with at least one row
-    std::vector<double> throughputs;        ///< failures as 0
+    std::vector<double> throughputs;        ///< as given; normalized_per_group labels failures 0
     std::vector<uint32_t> task_of;          ///< id (in task_ids) of each program's task
     std::unordered_map<std::string, uint32_t> task_ids;
   };
