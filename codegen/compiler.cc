@@ -11,6 +11,8 @@
 #include <llvm/IR/Module.h>
 #include <llvm/MC/TargetRegistry.h>
 #include <llvm/Passes/PassBuilder.h>
+#include <llvm/Passes/StandardInstrumentations.h>
+#include <llvm/Support/CommandLine.h>
 #include <llvm/Support/TargetSelect.h>
 #include <llvm/Support/raw_ostream.h>
 #include <llvm/Target/TargetMachine.h>
@@ -18,9 +20,11 @@
 #include <llvm/TargetParser/Host.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <sstream>
 #include <mutex>
 
 #include "codegen/codegen.h"
@@ -42,6 +46,24 @@ void initialize_llvm_once() {
     llvm::InitializeAllTargets();
     llvm::InitializeAllTargetMCs();
     llvm::InitializeAllAsmPrinters();
+    // LLVM 16's loop vectorizer may put loads and stores of one address within an
+    // iteration into one interleaved access group and reorder them (LLVM issue 63602,
+    // fixed in LLVM 17). The x86 cost model makes such groups profitable only with
+    // AVX-512, so a register-tiled accumulator loop that Kiln left scalar came out wrong
+    // there and right on AVX2. Kiln vectorizes strided accesses itself (lower_llvm.cc),
+    // so LLVM's interleaved groups are off for every target.
+    // KILN_LLVM_ARGS adds LLVM options for debugging, e.g. "-opt-bisect-limit=400".
+    std::vector<std::string> words = {"kiln", "-enable-interleaved-mem-accesses=false"};
+    if (const char *extra = std::getenv("KILN_LLVM_ARGS")) {
+      std::istringstream in(extra);
+      for (std::string w; in >> w;) words.push_back(w);
+    }
+    std::vector<const char *> argv;
+    for (const std::string &w : words) argv.push_back(w.c_str());
+    std::string errors;
+    llvm::raw_string_ostream err(errors);
+    if (!llvm::cl::ParseCommandLineOptions(static_cast<int>(argv.size()), argv.data(), "", &err))
+      throw CodegenError("bad LLVM options in KILN_LLVM_ARGS: " + err.str());
   });
 }
 
@@ -85,7 +107,10 @@ void optimize(llvm::Module &mod, llvm::TargetMachine &tm) {
   llvm::PipelineTuningOptions pto;
   pto.LoopVectorization = true;
   pto.SLPVectorization = true;
-  llvm::PassBuilder pb(&tm, pto);
+  llvm::PassInstrumentationCallbacks pic;
+  llvm::StandardInstrumentations instrumentation(mod.getContext(), /*DebugLogging=*/false);
+  instrumentation.registerCallbacks(pic, &fam);
+  llvm::PassBuilder pb(&tm, pto, std::nullopt, &pic);
   pb.registerModuleAnalyses(mam);
   pb.registerCGSCCAnalyses(cgam);
   pb.registerFunctionAnalyses(fam);
