@@ -234,6 +234,28 @@ static void add_prune(CLI::App &db, Streams io) {
   });
 }
 
+static void add_retarget(CLI::App &db, Streams io) {
+  auto path = std::make_shared<std::string>();
+  auto from = std::make_shared<std::string>();
+  auto to = std::make_shared<std::string>();
+  CLI::App *cmd = db.add_subcommand(
+      "retarget", "move the records of one stored target to another, e.g. records an older Kiln stored under "
+                  "-mcpu=native to the CPU that measured them");
+  cmd->add_option("--db", *path, "database file")->required();
+  cmd->add_option("--from", *from, "stored target, as `kiln db stats` lists it (`native` is kept as written)")
+      ->required();
+  cmd->add_option("--to", *to, "target the records were measured on (`native` means this host)")->required();
+  cmd->callback([path, from, to, io] {
+    run_reporting_errors("retarget", io, [&] {
+      auto [moved, left] = kiln::db::Database::open(*path, kiln::db::OpenMode::read_write).retarget(*from, *to);
+      io.out << "moved " << moved << " records";
+      if (left > 0)
+        io.out << "; " << left << " stay under the old target (the new one already holds their traces)";
+      io.out << '\n';
+    });
+  });
+}
+
 void add_db_commands(CLI::App &app, std::ostream &out, std::ostream &err) {
   CLI::App *db = app.add_subcommand("db", "query and maintain tuning databases");
   db->require_subcommand(1);
@@ -244,6 +266,7 @@ void add_db_commands(CLI::App &app, std::ostream &out, std::ostream &err) {
   add_export(*db, io);
   add_import(*db, io);
   add_prune(*db, io);
+  add_retarget(*db, io);
 }
 
 void add_db_commands(CLI::App &app) { add_db_commands(app, std::cout, std::cerr); }

@@ -9,6 +9,8 @@
 #include <llvm/IR/LLVMContext.h>
 #include <llvm/IR/LegacyPassManager.h>
 #include <llvm/IR/Module.h>
+#include <llvm/Config/llvm-config.h>
+#include <llvm/MC/MCSubtargetInfo.h>
 #include <llvm/MC/TargetRegistry.h>
 #include <llvm/Passes/PassBuilder.h>
 #include <llvm/Passes/StandardInstrumentations.h>
@@ -83,8 +85,19 @@ std::unique_ptr<llvm::TargetMachine> make_target_machine(const Target &target) {
   const llvm::Target *t = llvm::TargetRegistry::lookupTarget(triple, error);
   if (!t) throw CodegenError("LLVM cannot generate code for triple '" + triple + "': " + error);
   std::string cpu = target.mcpu.empty() ? "generic" : target.mcpu;
+  // LLVM only warns about a CPU it does not know, then builds for a generic one (or
+  // aborts the process: "64-bit code requested on a subtarget that doesn't support it").
+  std::unique_ptr<llvm::MCSubtargetInfo> subtarget(t->createMCSubtargetInfo(triple, "", ""));
+  if (cpu != "generic" && cpu != "native" && (!subtarget || !subtarget->isCPUStringValid(cpu)))
+    throw CodegenError("LLVM " + std::to_string(LLVM_VERSION_MAJOR) + " does not know the CPU '" + cpu + "' for " +
+                       triple + "; `llc-" + std::to_string(LLVM_VERSION_MAJOR) +
+                       " -mtriple=" + triple + " -mcpu=help` lists the names it accepts");
   std::string features;
-  if (cpu == "native") {
+  // The host's own CPU (as `native` resolves to) is built with LLVM's view of the host,
+  // features included: a virtual machine may lack some of its model's features.
+  bool host_cpu_target = normalize_triple(target.mtriple) == normalize_triple(host_triple()) &&
+                         (cpu == "native" || cpu == host_cpu());
+  if (host_cpu_target) {
     cpu = llvm::sys::getHostCPUName().str();
     llvm::StringMap<bool> host;
     if (llvm::sys::getHostCPUFeatures(host)) {

@@ -22,6 +22,20 @@ Database &Database::operator=(Database &&) noexcept = default;
 int Database::schema_version() const { return impl_->version; }
 const std::string &Database::path() const { return impl_->path; }
 
+// kiln_vector_bits(device_model): the vector width an x86 CPU name implies (512 for
+// AVX-512, 256 otherwise, 0 for a legacy `native`), so that the fallback lookup can
+// rank records of the same ISA first.
+static void register_vector_bits_function(sqlite::Connection &conn) {
+  auto fn = [](sqlite3_context *ctx, int, sqlite3_value **argv) {
+    const unsigned char *text = sqlite3_value_text(argv[0]);
+    std::string_view model = text ? reinterpret_cast<const char *>(text) : "";
+    sqlite3_result_int(ctx, x86_vector_bits(model));
+  };
+  if (sqlite3_create_function_v2(conn.get(), "kiln_vector_bits", 1, SQLITE_UTF8 | SQLITE_DETERMINISTIC, nullptr, fn,
+                                 nullptr, nullptr, nullptr) != SQLITE_OK)
+    throw DbError(std::string("cannot register an SQL function: ") + sqlite3_errmsg(conn.get()));
+}
+
 Database Database::open(const std::filesystem::path &file, OpenMode mode) {
   std::string path = file.string();
   std::error_code ec;
@@ -35,6 +49,7 @@ Database Database::open(const std::filesystem::path &file, OpenMode mode) {
   auto impl = std::make_unique<Impl>(path, sqlite::Connection(path, flags));
   sqlite::Connection &conn = impl->conn;
   sqlite3_busy_timeout(conn.get(), kBusyTimeoutMs);
+  register_vector_bits_function(conn);
   // SQLite's default 2 MiB page cache makes a large commit spill pages to the
   // WAL again and again (index inserts land on random pages); 64 MiB keeps a
   // 100k-record batch in memory. Pages are allocated only as used.
@@ -130,7 +145,7 @@ CommitResult Database::commit(const std::vector<Record> &records) {
   prepared.reserve(records.size());
   for (size_t i = 0; i < records.size(); ++i) {
     try {
-      prepared.push_back(prepare_record(records[i]));
+      prepared.push_back(prepare_record(records[i], NativeCpu::kResolve));
     } catch (const DbError &e) {
       throw DbError("record " + std::to_string(i) + " of " + std::to_string(records.size()) +
                     " not committed (nothing was): " + e.what());
@@ -195,16 +210,19 @@ std::vector<Record> Database::top_k(std::string_view workload_hash, std::string_
     }
     if (out.size() == k || match == TargetMatch::exact_only)
       return out;
-    // Fallback tiers: same model first, then the rest of the device kind.
+    // Fallback tiers: same model first, then models of the same vector width (an
+    // AVX-512 schedule for an AVX-512 CPU), then the rest of the device kind.
     sqlite::Statement &same_kind = impl_->statement(
         impl_->lookup_same_kind, "SELECT " + std::string(kRecordColumns) +
                                      " FROM records r JOIN workloads w ON w.id = r.workload_id "
                                      "WHERE w.key_hash = ?1 AND r.device_kind = ?2 AND r.target <> ?3 "
                                      "AND r.mean_latency IS NOT NULL "
-                                     "ORDER BY r.device_model = ?4 DESC, r.mean_latency, r.id LIMIT ?5");
+                                     "ORDER BY r.device_model = ?4 DESC, kiln_vector_bits(r.device_model) = ?6 DESC, "
+                                     "r.mean_latency, r.id LIMIT ?5");
     sqlite::ResetOnExit guard(same_kind);
     same_kind.bind(1, workload_hash).bind(2, target.device_kind()).bind(3, canonical);
     same_kind.bind(4, target.device_model()).bind(5, limit - static_cast<int64_t>(out.size()));
+    same_kind.bind(6, static_cast<int64_t>(target.is_x86() ? x86_vector_bits(target.mcpu) : 0));
     read_rows(same_kind, k, out);
     return out;
   });

@@ -102,6 +102,13 @@ public:
   /// errors, which stop the search from measuring failing programs again.
   size_t prune(size_t keep_per_target);
 
+  /// Moves the records stored under target `from` (the exact stored string after
+  /// canonicalization, `-mcpu=native` kept as written) to target `to` (a user's
+  /// target: `native` is this host). For records an older Kiln stored under
+  /// `-mcpu=native`, by someone who knows which machine measured them. A record
+  /// whose trace `to` already holds stays under `from`. Returns {moved, left}.
+  std::pair<size_t, size_t> retarget(std::string_view from, std::string_view to);
+
   int schema_version() const;
   const std::string &path() const;
 

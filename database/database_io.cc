@@ -38,7 +38,7 @@ CommitResult Database::import_jsonl(std::istream &in) {
     if (line.find_first_not_of(" \t\r") == std::string::npos)
       continue;
     try {
-      prepared.push_back(prepare_record(record_from_jsonl(line)));
+      prepared.push_back(prepare_record(record_from_jsonl(line), NativeCpu::kKeepAsStored));
     } catch (const DbError &e) {
       throw DbError("import line " + std::to_string(number) + ": " + e.what() + "; nothing was imported");
     }

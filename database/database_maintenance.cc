@@ -4,6 +4,8 @@
 #include "database/database.h"
 
 #include "database/database_impl.h"
+#include "database/prepared_record.h"
+#include "ir/target.h"
 
 namespace kiln::db {
 
@@ -52,6 +54,33 @@ size_t Database::prune(size_t keep_per_target) {
     impl_->conn.exec("DELETE FROM workloads WHERE id NOT IN (SELECT workload_id FROM records)");
   });
   return static_cast<size_t>(deleted);
+}
+
+std::pair<size_t, size_t> Database::retarget(std::string_view from_text, std::string_view to_text) {
+  Target from, to;
+  try {
+    from = Target::parse(from_text, NativeCpu::kKeepAsStored);
+    to = Target::parse(to_text);
+  } catch (const std::invalid_argument &e) {
+    throw DbError(std::string("bad target: ") + e.what());
+  }
+  if (from.device_kind() != to.device_kind())
+    throw DbError("records of " + from.str() + " (" + from.device_kind() + ") cannot move to " + to.str() + " (" +
+                  to.device_kind() + "): their programs were built for another kind of device");
+  int64_t moved = 0, left = 0;
+  impl_->write_transaction([&] {
+    // OR IGNORE: a trace `to` already holds is one record per (workload, target, trace).
+    sqlite::Statement move(impl_->conn.get(), "UPDATE OR IGNORE records SET target = ?1, device_kind = ?2, "
+                                              "device_model = ?3 WHERE target = ?4");
+    move.bind(1, to.str()).bind(2, to.device_kind()).bind(3, to.device_model()).bind(4, from.str());
+    move.step();
+    moved = impl_->conn.changes();
+    sqlite::Statement count(impl_->conn.get(), "SELECT count(*) FROM records WHERE target = ?1");
+    count.bind(1, from.str());
+    count.step();
+    left = count.column_int(0);
+  });
+  return {static_cast<size_t>(moved), static_cast<size_t>(left)};
 }
 
 } // namespace kiln::db

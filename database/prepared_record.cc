@@ -44,7 +44,7 @@ static void check_latencies(const std::vector<double> &latencies) {
       throw DbError("latency " + std::to_string(l) + " s is not a positive finite number of seconds");
 }
 
-PreparedRecord prepare_record(const Record &record) {
+PreparedRecord prepare_record(const Record &record, NativeCpu native_cpu) {
   PreparedRecord p;
   p.workload = record.workload;
   if (p.workload.canonical_json.empty())
@@ -61,7 +61,7 @@ PreparedRecord prepare_record(const Record &record) {
 
   Target target;
   try {
-    target = Target::parse(record.target);
+    target = Target::parse(record.target, native_cpu);
   } catch (const std::invalid_argument &e) {
     throw DbError(std::string("bad target: ") + e.what());
   }

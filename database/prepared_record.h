@@ -6,6 +6,7 @@
 #pragma once
 
 #include "database/record.h"
+#include "ir/target.h"
 
 #include <string>
 #include <string_view>
@@ -30,10 +31,13 @@ struct PreparedRecord {
 };
 
 /// Validates `record` and computes its stored form. Throws DbError saying
-/// which field is wrong; the caller adds which record.
-PreparedRecord prepare_record(const Record &record);
+/// which field is wrong; the caller adds which record. A record committed here
+/// was measured here, so its `-mcpu=native` names this host; an imported one
+/// keeps a `native` written by an older Kiln (NativeCpu::kKeepAsStored).
+PreparedRecord prepare_record(const Record &record, NativeCpu native_cpu);
 
-/// The canonical form of a target string. Throws DbError for a bad one.
+/// The canonical form of a target string given by a user (`native` is this host).
+/// Throws DbError for a bad one.
 std::string canonical_target(std::string_view target);
 
 } // namespace kiln::db

@@ -73,7 +73,7 @@ static void migrate_v1_to_v2(sqlite::Connection &conn) {
   for (const std::string &target : targets) {
     Target parsed;
     try {
-      parsed = Target::parse(target);
+      parsed = Target::parse(target, NativeCpu::kKeepAsStored);
     } catch (const std::invalid_argument &) {
       continue;
     }

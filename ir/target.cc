@@ -32,21 +32,18 @@ static std::string triple_arch(const std::string &triple) {
   return triple.substr(0, triple.find('-'));
 }
 
-// CPUs (LLVM -mcpu names) whose vector registers are 512 bits wide.
-static bool has_avx512(const std::string &mcpu) {
+int x86_vector_bits(std::string_view mcpu) {
+  // CPUs (LLVM -mcpu names) whose vector registers are 512 bits wide.
   static constexpr std::array<std::string_view, 17> kAvx512Cpus = {
       "skylake-avx512", "cascadelake",  "cooperlake",  "cannonlake",  "icelake-client",
       "icelake-server", "tigerlake",    "rocketlake",  "sapphirerapids", "emeraldrapids",
       "graniterapids",  "znver4",       "znver5",      "knl",         "knm",
       "x86-64-v4",      "alderlake-avx512"};
-  if (mcpu == "native") {
-#if defined(__x86_64__)
-    return __builtin_cpu_supports("avx512f");
-#else
-    return false;
-#endif
-  }
-  return std::find(kAvx512Cpus.begin(), kAvx512Cpus.end(), mcpu) != kAvx512Cpus.end();
+  if (mcpu == "native")
+    return 0;
+  if (mcpu == "skx")
+    return 512;
+  return std::find(kAvx512Cpus.begin(), kAvx512Cpus.end(), mcpu) != kAvx512Cpus.end() ? 512 : 256;
 }
 
 static int parse_positive_int(std::string_view flag, std::string_view value, std::string_view text) {
@@ -103,7 +100,7 @@ static void reject_unknown_flags(const std::map<std::string, std::string> &flags
   }
 }
 
-static Target parse_llvm(const std::map<std::string, std::string> &flags, std::string_view text) {
+static Target parse_llvm(const std::map<std::string, std::string> &flags, std::string_view text, NativeCpu native_cpu) {
   reject_unknown_flags(flags, {"mtriple", "mcpu", "num-cores"}, "llvm", text);
   Target t;
   t.kind = "llvm";
@@ -113,21 +110,23 @@ static Target parse_llvm(const std::map<std::string, std::string> &flags, std::s
   };
   t.mtriple = get("mtriple") ? *get("mtriple") : host_triple();
   bool host = t.mtriple == host_triple();
-  t.mcpu = get("mcpu") ? *get("mcpu") : (host ? "native" : "generic");
-  if (t.mcpu == "native" && !host)
+  std::string requested = get("mcpu") ? *get("mcpu") : (host ? "native" : "generic");
+  bool native = requested == "native";
+  if (native && !host && native_cpu == NativeCpu::kResolve)
     throw std::invalid_argument("target '" + std::string(text) + "' asks for -mcpu=native on '" + t.mtriple +
                                 "', which is not this host (" + host_triple() + "); name the CPU");
+  t.mcpu = native && native_cpu == NativeCpu::kResolve ? host_cpu() : requested;
   if (get("num-cores"))
     t.num_cores = parse_positive_int("num-cores", *get("num-cores"), text);
-  else if (host && t.mcpu == "native")
+  else if (host && native)
     t.num_cores = std::max(1u, std::thread::hardware_concurrency());
   else
     t.num_cores = 1;
 
   if (t.is_aarch64())
     t.vector_width_bits = 128; // NEON; SVE widths vary per chip and are not modelled yet
-  else if (t.is_x86() && has_avx512(t.mcpu))
-    t.vector_width_bits = 512;
+  else if (t.is_x86())
+    t.vector_width_bits = x86_vector_bits(native ? host_cpu() : t.mcpu);
   else
     t.vector_width_bits = 256;
   return t;
@@ -158,7 +157,7 @@ static Target parse_cuda(const std::map<std::string, std::string> &flags, std::s
   return t;
 }
 
-Target Target::parse(std::string_view text) {
+Target Target::parse(std::string_view text, NativeCpu native_cpu) {
   std::vector<std::string_view> tokens = split_whitespace(text);
   if (tokens.empty())
     throw std::invalid_argument("empty target string; expected e.g. 'llvm -mcpu=native' or 'cuda -arch=sm_90'");
@@ -166,7 +165,7 @@ Target Target::parse(std::string_view text) {
   tokens.erase(tokens.begin());
   std::map<std::string, std::string> flags = parse_flags(tokens, text);
   if (kind == "llvm")
-    return parse_llvm(flags, text);
+    return parse_llvm(flags, text, native_cpu);
   if (kind == "cuda")
     return parse_cuda(flags, text);
   throw std::invalid_argument("unknown target kind '" + std::string(kind) + "'; expected llvm or cuda");

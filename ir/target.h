@@ -25,16 +25,25 @@ namespace kiln {
 ///   target *is* this host (host triple and mcpu `native` or unset). For any
 ///   other CPU we cannot know the core count, so it defaults to 1: a schedule
 ///   tuned for 1 core is slower elsewhere but never oversubscribes a board.
-/// - `-mcpu=native` is kept as the model string, not resolved to the host CPU
-///   name: resolution would make the same string mean different things on
-///   different hosts without saying so. Its vector width is read from the host
-///   (cpuid) because code for `native` only ever runs on this host.
+/// - `-mcpu=native` (and no -mcpu on the host triple) is resolved to the host
+///   CPU's LLVM name (host_cpu()) before anything else sees the target, so what
+///   is stored and looked up names the machine: a record made on an AVX2 EPYC
+///   says znver3, one made on an AVX-512 Xeon says sapphirerapids or
+///   emeraldrapids. Strings read back from storage keep a `native` written by
+///   older Kiln versions as it is (NativeCpu::kKeepAsStored): which machine it
+///   meant is not known.
 /// - The shared-memory default is the 48 KiB every CUDA GPU gives a block
 ///   without an opt-in; larger carve-outs must be requested explicitly.
+/// What Target::parse does with `-mcpu=native`.
+enum class NativeCpu {
+  kResolve,      ///< user input: native means this host, named by host_cpu()
+  kKeepAsStored, ///< a string read back from storage: a legacy `native` stays unresolved
+};
+
 struct Target {
   std::string kind;    ///< "llvm" or "cuda"
   std::string mtriple; ///< llvm only, e.g. "x86_64-linux-gnu"
-  std::string mcpu;    ///< llvm only, e.g. "sapphirerapids", "native", "generic"
+  std::string mcpu;    ///< llvm only, e.g. "sapphirerapids", "generic" ("native" only as stored by old versions)
   std::string arch;    ///< cuda only, e.g. "sm_90"
   int num_cores = 0;   ///< llvm: cores a kernel may use; cuda: 0
   int max_threads_per_block = 0;        ///< cuda only
@@ -43,7 +52,7 @@ struct Target {
 
   /// Parses a target string. Throws std::invalid_argument naming the bad
   /// part, e.g. "unknown target kind 'foo'; expected llvm or cuda".
-  static Target parse(std::string_view text);
+  static Target parse(std::string_view text, NativeCpu native_cpu = NativeCpu::kResolve);
 
   /// Canonical form: kind, then flags sorted by name. Every llvm flag is
   /// written (num-cores may depend on the host, so it must be explicit);
@@ -67,5 +76,15 @@ struct Target {
 
 /// The triple of the machine running Kiln, e.g. "x86_64-linux-gnu".
 std::string host_triple();
+
+/// The LLVM CPU name of the machine running Kiln ("znver4", "sapphirerapids",
+/// "neoverse-n1"), read from cpuid or /proc/cpuinfo. Where the model is not known,
+/// or a virtual machine hides part of its ISA, the x86-64 ISA level it implements
+/// ("x86-64-v3", "x86-64-v4") or "generic".
+const std::string &host_cpu();
+
+/// Width in bits of the vector registers an x86 -mcpu name implies: 512 for
+/// AVX-512 CPUs, 256 otherwise, 0 for an unresolved `native`.
+int x86_vector_bits(std::string_view mcpu);
 
 } // namespace kiln

@@ -415,6 +415,23 @@ TEST(CodegenX86Vectorizer, RepeatedAccumulatorUpdatesAreNotInterleaved) {
                             Target::parse("llvm -mcpu=skylake-avx512 -num-cores=2"));
 }
 
+// `native` resolves (without LLVM) to a CPU name that LLVM builds for; a CPU LLVM does
+// not know is a clear error, not a warning followed by generic code or an abort.
+TEST(CodegenX86Targets, HostCpuIsKnownToLlvmAndUnknownCpusAreRefused) {
+  ir::Workload w = ir::Workload::single("relu", {{{16}, ir::DType::kFloat32}});
+  ir::PrimFunc func = te::lower(w.build_dag(), "relu");
+  EXPECT_NO_THROW(compiler().emit_assembly(func, Target::parse("llvm -num-cores=2"))) << host_cpu();
+  for (const char *isa_level : {"x86-64-v3", "x86-64-v4"})
+    EXPECT_NO_THROW(compiler().emit_assembly(
+        func, Target::parse(std::string("llvm -mtriple=x86_64-linux-gnu -mcpu=") + isa_level)));
+  try {
+    compiler().emit_assembly(func, Target::parse("llvm -mtriple=x86_64-linux-gnu -mcpu=garbage"));
+    FAIL() << "an unknown CPU was accepted";
+  } catch (const CodegenError &e) {
+    EXPECT_NE(std::string(e.what()).find("does not know the CPU 'garbage'"), std::string::npos) << e.what();
+  }
+}
+
 // float32 exp, tanh, sigmoid and GELU's erf are polynomials in the vector registers
 // (codegen/vector_math.h), scalar and vectorized alike. Checked element by element
 // against double-precision libm over their whole useful range, the tiny values, the

@@ -3,6 +3,7 @@
 
 #include "cli/db_command.h"
 #include "test_util.h"
+#include "database/jsonl.h"
 
 #include <CLI/CLI.hpp>
 #include <gtest/gtest.h>
@@ -106,6 +107,26 @@ TEST_F(Cli, ExportImportPrune) {
   CliResult pruned = run_kiln({"db", "prune", "--db", copy, "--keep", "1"});
   ASSERT_EQ(pruned.exit_code, 0) << pruned.err;
   EXPECT_EQ(pruned.out, "deleted 2 records\n");
+}
+
+// Records an older Kiln stored under -mcpu=native move to the CPU that measured them;
+// a trace the new target already holds stays behind, and devices never cross kinds.
+TEST_F(Cli, RetargetMovesLegacyNativeRecords) {
+  const char *legacy = "llvm -mcpu=native -mtriple=x86_64-linux-gnu -num-cores=4";
+  std::string jsonl = (dir / "legacy.jsonl").string();
+  std::ofstream(jsonl) << record_to_jsonl(ok_record(1, legacy, R"({"t":"old"})", {5e-4})) << '\n'
+                       << record_to_jsonl(ok_record(1, legacy, R"({"t":"fast"})", {5e-4})) << '\n';
+  ASSERT_EQ(run_kiln({"db", "import", "--db", path, jsonl}).exit_code, 0);
+  CliResult moved = run_kiln({"db", "retarget", "--db", path, "--from", legacy, "--to", kSkylake});
+  ASSERT_EQ(moved.exit_code, 0) << moved.err;
+  EXPECT_EQ(moved.out, "moved 1 records; 1 stay under the old target (the new one already holds their traces)\n");
+  CliResult best = run_kiln({"db", "best", "--db", path, "--workload", w1, "--target", kSkylake, "--exact", "--json"});
+  ASSERT_EQ(best.exit_code, 0) << best.err;
+  EXPECT_NE(best.out.find("old"), std::string::npos) << best.out;
+  CliResult cross = run_kiln({"db", "retarget", "--db", path, "--from", legacy, "--to",
+                              "llvm -mtriple=aarch64-linux-gnu -mcpu=cortex-a78"});
+  EXPECT_EQ(cross.exit_code, 1);
+  EXPECT_NE(cross.err.find("another kind of device"), std::string::npos) << cross.err;
 }
 
 TEST_F(Cli, BadInputFailsWithMessage) {

@@ -3,7 +3,12 @@
 
 #include "test_util.h"
 
+#include "database/jsonl.h"
+#include "ir/target.h"
+
 #include <gtest/gtest.h>
+
+#include <sstream>
 
 namespace kiln::db {
 namespace {
@@ -85,6 +90,46 @@ TEST_F(Lookup, FallbackPrefersSameModelThenSameDeviceKind) {
   EXPECT_EQ(top[0].trace_json, R"({"t":"fast"})");
   EXPECT_EQ(top[3].trace_json, R"({"t":"skylake8"})");
   EXPECT_EQ(top[4].trace_json, R"({"t":"cascade"})");
+}
+
+TEST_F(Lookup, FallbackPrefersRecordsOfTheSameVectorWidth) {
+  // An AVX2 CPU without records of its own gets the fastest AVX2 (skylake) record,
+  // not the faster AVX-512 (cascadelake) one: its schedule assumes 16-lane vectors.
+  auto avx2 = db->best(w1, "llvm -mtriple=x86_64-linux-gnu -mcpu=znver3 -num-cores=2");
+  ASSERT_TRUE(avx2);
+  EXPECT_EQ(avx2->trace_json, R"({"t":"fast"})");
+  // And an AVX-512 CPU gets the AVX-512 record, although skylake's are many.
+  auto avx512 = db->best(w1, "llvm -mtriple=x86_64-linux-gnu -mcpu=sapphirerapids -num-cores=2");
+  ASSERT_TRUE(avx512);
+  EXPECT_EQ(avx512->trace_json, R"({"t":"cascade"})");
+}
+
+TEST_F(Lookup, NativeLooksUpThisHostsCpuAndLegacyNativeRecordsStayApart) {
+  // A record an older Kiln stored under -mcpu=native, imported: which machine it was
+  // measured on is unknown, so it keeps its label and is never an exact match.
+  Record legacy = ok_record(3, "llvm -mcpu=native -mtriple=x86_64-linux-gnu -num-cores=2", R"({"t":"legacy"})", {1e-4});
+  std::istringstream line(record_to_jsonl(legacy) + "\n");
+  ASSERT_EQ(db->import_jsonl(line).inserted, 1u);
+  std::string w3 = workload(3).key_hash;
+  std::vector<Record> stored = db->records_of(w3);
+  ASSERT_EQ(stored.size(), 1u);
+  EXPECT_EQ(stored[0].target, "llvm -mcpu=native -mtriple=x86_64-linux-gnu -num-cores=2");
+  EXPECT_FALSE(db->best(w3, "llvm -mcpu=native -num-cores=2", TargetMatch::exact_only));
+  auto fallback = db->best(w3, "llvm -mcpu=native -num-cores=2");
+  ASSERT_TRUE(fallback);
+  EXPECT_EQ(fallback->trace_json, R"({"t":"legacy"})");
+
+  // A record committed here under native is this host's: stored under its CPU, and
+  // found exactly by a native lookup on this host.
+  db->commit({ok_record(3, "llvm -mcpu=native -num-cores=2", R"({"t":"here"})", {2e-4})});
+  auto here = db->best(w3, "llvm -mcpu=native -num-cores=2", TargetMatch::exact_only);
+  ASSERT_TRUE(here);
+  EXPECT_EQ(here->trace_json, R"({"t":"here"})");
+  EXPECT_EQ(here->target, "llvm -mcpu=" + host_cpu() + " -mtriple=" + host_triple() + " -num-cores=2");
+  // The legacy record, faster, ranks after every record of the host's vector width.
+  std::vector<Record> top = db->top_k(w3, "llvm -mcpu=native -num-cores=2", 2);
+  ASSERT_EQ(top.size(), 2u);
+  EXPECT_EQ(top[1].trace_json, R"({"t":"legacy"})");
 }
 
 TEST_F(Lookup, ExactTargetIsPreferredOverFasterFallbacks) {

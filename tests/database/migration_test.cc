@@ -65,7 +65,7 @@ TEST(Migration, ReadWriteOpenMigratesV1ToV2AndKeepsRecords) {
     EXPECT_EQ(db.stats().targets.size(), 3u);
     // device_kind was filled from the target string, so v1 records now serve
     // fallback lookups.
-    auto fallback = db.best(workload(1).key_hash, "llvm -mtriple=x86_64-linux-gnu -mcpu=znver4 -num-cores=4");
+    auto fallback = db.best(workload(1).key_hash, "llvm -mtriple=x86_64-linux-gnu -mcpu=znver3 -num-cores=4");
     ASSERT_TRUE(fallback);
     EXPECT_EQ(fallback->trace_json, R"({"v":2})");
     // The unparsable v1 target stays reachable by its exact string only.

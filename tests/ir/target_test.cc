@@ -52,8 +52,36 @@ TEST(Target, CrossCpuDefaultsToOneCoreAndGenericCpu) {
 TEST(Target, NativeHostUsesHardwareConcurrency) {
   Target t = Target::parse("llvm");
   EXPECT_EQ(t.mtriple, host_triple());
-  EXPECT_EQ(t.mcpu, "native");
+  EXPECT_EQ(t.mcpu, host_cpu());
   EXPECT_EQ(t.num_cores, static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+}
+
+// `native` names this host's CPU before anything is stored or looked up, so records of
+// two machines never share a target; only strings read back from storage keep it.
+TEST(Target, NativeResolvesToTheHostCpu) {
+  Target t = Target::parse("llvm -mcpu=native -num-cores=2");
+  EXPECT_NE(t.mcpu, "native");
+  EXPECT_FALSE(t.mcpu.empty());
+  EXPECT_EQ(t.device_model(), host_cpu());
+  EXPECT_EQ(t.str(), "llvm -mcpu=" + host_cpu() + " -mtriple=" + host_triple() + " -num-cores=2");
+  EXPECT_EQ(Target::parse(t.str()), t);
+#if defined(__x86_64__)
+  bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
+  EXPECT_EQ(t.vector_width_bits, avx512 ? 512 : 256) << host_cpu();
+#endif
+  Target stored = Target::parse("llvm -mcpu=native -mtriple=x86_64-linux-gnu -num-cores=2", NativeCpu::kKeepAsStored);
+  EXPECT_EQ(stored.mcpu, "native");
+  EXPECT_EQ(stored.str(), "llvm -mcpu=native -mtriple=x86_64-linux-gnu -num-cores=2");
+  EXPECT_EQ(x86_vector_bits("native"), 0);
+}
+
+TEST(Target, VectorBitsOfX86Cpus) {
+  EXPECT_EQ(x86_vector_bits("znver3"), 256);
+  EXPECT_EQ(x86_vector_bits("x86-64-v3"), 256);
+  EXPECT_EQ(x86_vector_bits("znver4"), 512);
+  EXPECT_EQ(x86_vector_bits("emeraldrapids"), 512);
+  EXPECT_EQ(x86_vector_bits("x86-64-v4"), 512);
 }
 
 TEST(Target, ParsesCudaWithDefaults) {
