@@ -32,7 +32,9 @@ static void add_ops(CLI::App &app) {
         std::cout << op.name << " (" << inputs << " inputs)\n  " << op.summary << "\n  defaults: " << op.default_attrs.dump()
                   << "\n\n";
       } else {
-        std::string first = op.summary.substr(0, op.summary.find('.'));
+        // The first sentence: up to a period that ends a word ("0.5 * x" is not one).
+        std::string first = op.summary.substr(0, op.summary.find(". "));
+        if (!first.empty() && first.back() == '.') first.pop_back();
         std::cout << op.name << std::string(op.name.size() < 20 ? 20 - op.name.size() : 1, ' ') << inputs
                   << (inputs.size() < 4 ? std::string(4 - inputs.size(), ' ') : " ") << first << "\n";
       }

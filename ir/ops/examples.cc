@@ -84,6 +84,7 @@ std::vector<NamedWorkload> small_example_workloads() {
   single("clip", "clip", {f32({2, 13})}, {{"min", -0.5}, {"max", 0.25}});
   single("sigmoid", "sigmoid", {f32({5, 7})});
   single("tanh", "tanh", {f32({5, 7})});
+  single("erf", "erf", {f32({5, 7})});
   single("gelu", "gelu", {f32({3, 11})});
   single("exp", "exp", {f32({7, 3})});
   single("sqrt", "sqrt", {f32({5, 3})});

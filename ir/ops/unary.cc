@@ -73,6 +73,8 @@ std::vector<OpDef> unary_ops() {
                       [](const Expr &x) { return intrinsic(Intrinsic::kSigmoid, x); }));
   ops.push_back(unary("tanh", "tanh(x) (ONNX Tanh).", Domain::kFloat,
                       [](const Expr &x) { return intrinsic(Intrinsic::kTanh, x); }));
+  ops.push_back(unary("erf", "The Gauss error function (ONNX Erf).", Domain::kFloat,
+                      [](const Expr &x) { return intrinsic(Intrinsic::kErf, x); }));
   ops.push_back(unary("gelu", "0.5 * x * (1 + erf(x / sqrt(2))), the exact (erf) form (ONNX Gelu, approximate=none).",
                       Domain::kFloat, [](const Expr &x) {
                         return Expr(0.5) * x * (Expr(1.0) + intrinsic(Intrinsic::kErf, x * Expr(kInvSqrt2)));

@@ -382,6 +382,7 @@ const std::map<std::string, RefOp> &reference_ops() {
        }},
       {"sigmoid", unary([](double x) { return 1.0 / (1.0 + std::exp(-x)); })},
       {"tanh", unary([](double x) { return std::tanh(x); })},
+      {"erf", unary([](double x) { return std::erf(x); })},
       {"gelu", unary([](double x) { return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0))); })},
       {"exp", unary([](double x) { return std::exp(x); })},
       {"sqrt", unary([](double x) { return std::sqrt(x); })},

@@ -1,0 +1,161 @@
+#include "frontend/onnx_import.h"
+
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
+
+#include "frontend/import_context.h"
+#include "frontend/onnx_tensor.h"
+#include "frontend/passes.h"
+
+namespace kiln::frontend {
+namespace {
+
+bool is_default_domain(const std::string &domain) { return domain.empty() || domain == "ai.onnx"; }
+
+onnx::ModelProto parse_model(const std::string &bytes, const std::string &what) {
+  google::protobuf::io::ArrayInputStream raw(bytes.data(), static_cast<int>(bytes.size()));
+  google::protobuf::io::CodedInputStream coded(&raw);
+  coded.SetTotalBytesLimit(std::numeric_limits<int>::max());
+  coded.SetRecursionLimit(64);  // ONNX graphs nest only through subgraph attributes
+  onnx::ModelProto model;
+  if (!model.ParseFromCodedStream(&coded) || !coded.ConsumedEntireMessage())
+    throw ImportError(what + " is not an ONNX model (it does not parse as a ModelProto; truncated or another format?)");
+  if (model.ir_version() <= 0 || !model.has_graph())
+    throw ImportError(what + " is not an ONNX model (no IR version or no graph)");
+  return model;
+}
+
+// The opset of the default domain; checked before anything else reads the graph, so a
+// too-new model gets Kiln's message, not a confusing one about some node.
+int check_versions(const onnx::ModelProto &model, const std::string &what) {
+  if (model.ir_version() > kMaxIrVersion)
+    throw ImportError(what + " has ONNX IR version " + std::to_string(model.ir_version()) + "; Kiln reads up to " +
+                      std::to_string(kMaxIrVersion) + " (ONNX 1.12). Export with opset " + std::to_string(kMaxOpset) +
+                      " or older (torch.onnx.export(..., opset_version=" + std::to_string(kMaxOpset) + "))");
+  int opset = -1;
+  for (const onnx::OperatorSetIdProto &o : model.opset_import())
+    if (is_default_domain(o.domain())) opset = static_cast<int>(o.version());
+  if (opset < 0) throw ImportError(what + " does not import the default ONNX opset");
+  if (opset < kMinOpset || opset > kMaxOpset)
+    throw ImportError(what + " uses opset " + std::to_string(opset) + "; Kiln imports opsets " +
+                      std::to_string(kMinOpset) + " to " + std::to_string(kMaxOpset) + ". Re-export with opset_version=" +
+                      std::to_string(opset < kMinOpset ? kMinOpset : kMaxOpset));
+  return opset;
+}
+
+// One error naming every operator Kiln cannot import, with counts.
+void check_supported(const onnx::GraphProto &graph, const std::string &what) {
+  std::map<std::string, int> missing;
+  for (const onnx::NodeProto &n : graph.node()) {
+    std::string key = is_default_domain(n.domain()) ? n.op_type() : n.domain() + "::" + n.op_type();
+    if (!is_default_domain(n.domain()) || !op_importers().count(n.op_type())) ++missing[key];
+  }
+  if (missing.empty()) return;
+  std::string list;
+  for (const auto &[op, count] : missing) list += (list.empty() ? "" : ", ") + op + " (" + std::to_string(count) + ")";
+  throw ImportError(what + " uses operators Kiln does not import: " + list);
+}
+
+std::vector<int64_t> input_shape(const onnx::ValueInfoProto &in, const ImportOptions &options) {
+  auto fixed = options.input_shapes.find(in.name());
+  if (!in.type().has_tensor_type())
+    throw ImportError("graph input '" + in.name() + "' is not a tensor; Kiln imports tensor inputs only");
+  const onnx::TypeProto_Tensor &tensor = in.type().tensor_type();
+  if (fixed != options.input_shapes.end()) {
+    if (tensor.has_shape() && tensor.shape().dim_size() != static_cast<int>(fixed->second.size()))
+      throw ImportError("--shape " + in.name() + "=" + shape_string(fixed->second) + " has rank " +
+                        std::to_string(fixed->second.size()) + " but the model's input has rank " +
+                        std::to_string(tensor.shape().dim_size()));
+    return fixed->second;
+  }
+  if (!tensor.has_shape())
+    throw ImportError("graph input '" + in.name() + "' has no shape; give one with --shape " + in.name() + "=DIMS");
+  std::vector<int64_t> shape;
+  for (const onnx::TensorShapeProto_Dimension &d : tensor.shape().dim()) {
+    if (!d.has_dim_value() || d.dim_value() <= 0) {
+      std::string dim = d.has_dim_param() ? "'" + d.dim_param() + "'" : "an unknown dimension";
+      throw ImportError("graph input '" + in.name() + "' has a dynamic dimension " + dim +
+                        "; Kiln compiles static shapes: fix it with --shape " + in.name() + "=DIMS (e.g. 1x3x224x224)");
+    }
+    shape.push_back(d.dim_value());
+  }
+  return shape;
+}
+
+}  // namespace
+
+std::vector<std::string> supported_onnx_ops() {
+  std::vector<std::string> ops;
+  for (const auto &[name, importer] : op_importers()) ops.push_back(name);
+  return ops;
+}
+
+Graph import_onnx_bytes(const std::string &bytes, const ImportOptions &options, const std::string &what) {
+  onnx::ModelProto model = parse_model(bytes, what);
+  int opset = check_versions(model, what);
+  const onnx::GraphProto &graph = model.graph();
+  check_supported(graph, what);
+
+  std::set<std::string> graph_inputs, initializer_names;
+  for (const onnx::ValueInfoProto &in : graph.input()) graph_inputs.insert(in.name());
+  for (const onnx::TensorProto &t : graph.initializer()) initializer_names.insert(t.name());
+  for (const auto &[name, shape] : options.input_shapes)
+    if (!graph_inputs.count(name)) {
+      std::string names;
+      for (const onnx::ValueInfoProto &in : graph.input())
+        if (!initializer_names.count(in.name())) names += (names.empty() ? "" : ", ") + in.name();
+      throw ImportError("--shape names '" + name + "', which is not a graph input; the inputs are: " + names);
+    }
+  ImportContext ctx(opset);
+  for (const onnx::TensorProto &t : graph.initializer()) {
+    ctx.bind(t.name(), ctx.add_constant(tensor_from_onnx(t), t.name()));
+  }
+  for (const onnx::ValueInfoProto &in : graph.input()) {
+    if (initializer_names.count(in.name())) continue;  // an initializer with a default: a constant
+    Value v;
+    v.name = in.name();
+    v.type = {input_shape(in, options), dtype_from_onnx(in.type().tensor_type().elem_type(), "graph input '" + in.name() + "'")};
+    ValueId id = ctx.graph().add_value(std::move(v));
+    ctx.graph().inputs.push_back(id);
+    ctx.bind(in.name(), id);
+  }
+  for (const onnx::NodeProto &n : graph.node())
+    for (const std::string &in : n.input()) ctx.note_use(in);
+  for (const onnx::ValueInfoProto &out : graph.output()) ctx.note_use(out.name());
+
+  const std::map<std::string, OpImporter> &importers = op_importers();
+  for (const onnx::NodeProto &n : graph.node()) {
+    ctx.begin(n);
+    importers.at(n.op_type())(ctx);
+    for (int i = 0; i < n.output_size(); ++i)
+      if (!n.output(i).empty() && !ctx.lookup(n.output(i)) && i == 0) ctx.fail("produced no output");
+  }
+  for (const onnx::ValueInfoProto &out : graph.output()) {
+    std::optional<ValueId> v = ctx.lookup(out.name());
+    if (!v) throw ImportError("graph output '" + out.name() + "' is not produced by any node");
+    ctx.graph().outputs.push_back(*v);
+  }
+  Graph g = std::move(ctx.graph());
+  eliminate_dead_nodes(g);
+  return g;
+}
+
+Graph import_onnx_file(const std::string &path, const ImportOptions &options) {
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  if (!in) throw ImportError("cannot open model file '" + path + "'");
+  std::streamoff size = in.tellg();
+  if (size < 0) throw ImportError("cannot read model file '" + path + "'");
+  if (size > options.max_file_bytes)
+    throw ImportError("model file '" + path + "' is " + std::to_string(size) + " bytes; Kiln reads models up to " +
+                      std::to_string(options.max_file_bytes) + " bytes (protobuf's 2 GiB limit)");
+  std::string bytes(static_cast<size_t>(size), '\0');
+  in.seekg(0);
+  if (!in.read(bytes.data(), size)) throw ImportError("cannot read model file '" + path + "'");
+  return import_onnx_bytes(bytes, options, "'" + path + "'");
+}
+
+}  // namespace kiln::frontend

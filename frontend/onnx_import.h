@@ -1,0 +1,43 @@
+// ONNX import: a model file in, a Kiln graph (frontend/graph.h) out. Opsets 11-17 of the
+// default domain, static shapes, weights inside the file. Every problem a user can cause
+// is an ImportError whose message names the node, tensor or input and what to do.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "frontend/graph.h"
+
+namespace kiln::frontend {
+
+struct ImportError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+struct ImportOptions {
+  /// Fixes the shape of a graph input (`--shape NAME=1x3x224x224`): needed for inputs
+  /// with symbolic or unknown dimensions, allowed for any input.
+  std::map<std::string, std::vector<int64_t>> input_shapes;
+  /// Files larger than this are refused before they are read.
+  int64_t max_file_bytes = int64_t{2} << 30;
+};
+
+/// The ONNX opsets of the default domain Kiln imports.
+inline constexpr int kMinOpset = 11;
+inline constexpr int kMaxOpset = 17;
+/// The newest ONNX IR version Kiln reads (ONNX 1.12).
+inline constexpr int64_t kMaxIrVersion = 8;
+
+/// Reads and imports a model file.
+Graph import_onnx_file(const std::string &path, const ImportOptions &options = {});
+/// Imports a serialized ModelProto; `what` names it in messages.
+Graph import_onnx_bytes(const std::string &bytes, const ImportOptions &options = {},
+                        const std::string &what = "model");
+
+/// The ONNX operator types the importer understands, sorted.
+std::vector<std::string> supported_onnx_ops();
+
+}  // namespace kiln::frontend

@@ -1,0 +1,635 @@
+// One importer per ONNX operator type: each translates the node into Kiln operators
+// (ir/ops), or computes it when its inputs are constants (shape subgraphs).
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+
+#include "frontend/import_context.h"
+#include "frontend/onnx_tensor.h"
+
+namespace kiln::frontend {
+namespace {
+
+using nlohmann::json;
+using ir::DType;
+using ir::HostTensor;
+
+int64_t product(const std::vector<int64_t> &v) {
+  return std::accumulate(v.begin(), v.end(), int64_t{1}, std::multiplies<>());
+}
+
+// A negative axis counts from the end; fails for axes outside [-rank, rank).
+int64_t normalize_axis(ImportContext &c, int64_t axis, size_t rank) {
+  auto r = static_cast<int64_t>(rank);
+  if (axis < -r || axis >= r) c.fail("axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(r));
+  return axis < 0 ? axis + r : axis;
+}
+
+HostTensor scalar(DType dtype, double value) {
+  HostTensor t(dtype, {1});
+  t.set(0, value);
+  return t;
+}
+
+HostTensor int64_tensor(const std::vector<int64_t> &values) {
+  HostTensor t(DType::kInt64, {static_cast<int64_t>(values.size())});
+  if (!values.empty()) std::memcpy(t.data(), values.data(), values.size() * sizeof(int64_t));
+  return t;
+}
+
+// Element `flat` of a constant read as int64 exactly (double loses big int64 values).
+int64_t int_at(const HostTensor &t, int64_t flat) {
+  if (t.dtype() == DType::kInt64) return static_cast<const int64_t *>(t.data())[flat];
+  return static_cast<int64_t>(t.get(flat));
+}
+
+void set_int(HostTensor &t, int64_t flat, int64_t value) {
+  if (t.dtype() == DType::kInt64) static_cast<int64_t *>(t.data())[flat] = value;
+  else t.set(flat, static_cast<double>(value));
+}
+
+HostTensor cast_tensor(const HostTensor &in, DType to) {
+  HostTensor out(to, in.shape());
+  for (int64_t i = 0; i < in.size(); ++i) {
+    if (ir::is_int(to) && ir::is_int(in.dtype())) set_int(out, i, int_at(in, i));
+    else if (to == DType::kBool) out.set(i, in.get(i) != 0.0 ? 1.0 : 0.0);
+    else if (ir::is_int(to)) set_int(out, i, static_cast<int64_t>(std::trunc(in.get(i))));
+    else out.set(i, in.get(i));
+  }
+  return out;
+}
+
+std::vector<int64_t> strides_of(const std::vector<int64_t> &shape) {
+  std::vector<int64_t> s(shape.size(), 1);
+  for (size_t d = shape.size(); d-- > 1;) s[d - 1] = s[d] * shape[d];
+  return s;
+}
+
+// Numpy broadcasting of constants, element by element in int64 or double.
+HostTensor broadcast_constants(ImportContext &c, const HostTensor &a, const HostTensor &b, DType out_dtype,
+                               const std::function<double(double, double)> &f,
+                               const std::function<int64_t(int64_t, int64_t)> &fi) {
+  size_t rank = std::max(a.shape().size(), b.shape().size());
+  auto padded = [&](const std::vector<int64_t> &s) {
+    std::vector<int64_t> p(rank - s.size(), 1);
+    p.insert(p.end(), s.begin(), s.end());
+    return p;
+  };
+  std::vector<int64_t> sa = padded(a.shape()), sb = padded(b.shape()), out_shape(rank);
+  for (size_t d = 0; d < rank; ++d) {
+    if (sa[d] != sb[d] && sa[d] != 1 && sb[d] != 1)
+      c.fail("shapes " + shape_string(a.shape()) + " and " + shape_string(b.shape()) + " do not broadcast");
+    out_shape[d] = sa[d] == 1 ? sb[d] : sa[d];
+  }
+  HostTensor out(out_dtype, out_shape);
+  std::vector<int64_t> so = strides_of(out_shape), ta = strides_of(sa), tb = strides_of(sb);
+  for (int64_t i = 0; i < out.size(); ++i) {
+    int64_t ia = 0, ib = 0, rest = i;
+    for (size_t d = 0; d < rank; ++d) {
+      int64_t idx = rest / so[d];
+      rest %= so[d];
+      ia += (sa[d] == 1 ? 0 : idx) * ta[d];
+      ib += (sb[d] == 1 ? 0 : idx) * tb[d];
+    }
+    if (ir::is_int(out_dtype) && ir::is_int(a.dtype()) && ir::is_int(b.dtype()))
+      set_int(out, i, fi(int_at(a, ia), int_at(b, ib)));
+    else
+      out.set(i, f(a.get(ia), b.get(ib)));
+  }
+  return out;
+}
+
+// ---- element-wise ---------------------------------------------------------------------
+
+OpImporter unary(const std::string &op) {
+  return [op](ImportContext &c) { c.set_output(0, c.emit(op, {c.input(0)})); };
+}
+
+struct BinaryOp {
+  std::string kiln_op;
+  std::function<double(double, double)> f;
+  std::function<int64_t(int64_t, int64_t)> fi;
+};
+
+OpImporter binary(BinaryOp b) {
+  return [b](ImportContext &c) {
+    ValueId x = c.input(0), y = c.input(1);
+    const Value &vx = c.value(x), &vy = c.value(y);
+    if (vx.is_constant() && vy.is_constant()) {
+      DType t = vx.type.dtype;
+      c.set_output(0, c.constant(broadcast_constants(c, *vx.constant, *vy.constant, t, b.f, b.fi)));
+      return;
+    }
+    // A constant operand of another dtype (Pow's int64 exponent) takes the other's.
+    if (vx.type.dtype != vy.type.dtype) {
+      if (vy.is_constant()) y = c.constant(cast_tensor(*vy.constant, vx.type.dtype));
+      else if (vx.is_constant()) x = c.constant(cast_tensor(*vx.constant, vy.type.dtype));
+      else c.fail("operands have different element types");
+    }
+    c.set_output(0, c.emit(b.kiln_op, {x, y}));
+  };
+}
+
+void import_clip(ImportContext &c) {
+  double lo = -std::numeric_limits<float>::max(), hi = std::numeric_limits<float>::max();
+  if (c.opset() < 11) {
+    lo = c.attr_float("min", static_cast<float>(lo));
+    hi = c.attr_float("max", static_cast<float>(hi));
+  } else {
+    if (c.has_input(1)) lo = c.constant_input(1, "min").get(0);
+    if (c.has_input(2)) hi = c.constant_input(2, "max").get(0);
+  }
+  c.set_output(0, c.emit("clip", {c.input(0)}, {{"min", lo}, {"max", hi}}));
+}
+
+// alpha * x + beta, clamped to [0, 1]; HardSwish multiplies it by x.
+ValueId hard_sigmoid(ImportContext &c, ValueId x, double alpha, double beta) {
+  DType t = c.type(x).dtype;
+  ValueId ax = c.emit("mul", {x, c.constant(scalar(t, alpha))});
+  ValueId shifted = c.emit("add", {ax, c.constant(scalar(t, beta))});
+  return c.emit("clip", {shifted}, {{"min", 0.0}, {"max", 1.0}});
+}
+
+// ---- convolution, matrix products, pooling --------------------------------------------
+
+// Explicit [top, left, bottom, right] pads from `pads` or `auto_pad`.
+std::vector<int64_t> spatial_pads(ImportContext &c, const std::vector<int64_t> &in, const std::vector<int64_t> &kernel,
+                                  const std::vector<int64_t> &strides, const std::vector<int64_t> &dilations) {
+  std::string auto_pad = c.attr_string("auto_pad", "NOTSET");
+  if (auto_pad == "NOTSET") {
+    std::vector<int64_t> pads = c.attr_ints("pads", {0, 0, 0, 0});
+    if (pads.size() != 4) c.fail("pads must have 4 values for a 2-d window");
+    return pads;
+  }
+  if (auto_pad == "VALID") return {0, 0, 0, 0};
+  if (auto_pad != "SAME_UPPER" && auto_pad != "SAME_LOWER")
+    c.fail("auto_pad '" + auto_pad + "' is not one of NOTSET, VALID, SAME_UPPER, SAME_LOWER");
+  std::vector<int64_t> pads(4);
+  for (size_t d = 0; d < 2; ++d) {
+    int64_t out = (in[d] + strides[d] - 1) / strides[d];
+    int64_t total = std::max<int64_t>(0, (out - 1) * strides[d] + (kernel[d] - 1) * dilations[d] + 1 - in[d]);
+    int64_t small = total / 2, large = total - small;
+    pads[d] = auto_pad == "SAME_UPPER" ? small : large;
+    pads[d + 2] = auto_pad == "SAME_UPPER" ? large : small;
+  }
+  return pads;
+}
+
+void require_2d_window(ImportContext &c, ValueId x) {
+  if (c.type(x).shape.size() != 4)
+    c.fail("input has shape " + shape_string(c.type(x).shape) + "; Kiln supports 2-d windows on NCHW (4-d) inputs");
+}
+
+void import_conv(ImportContext &c) {
+  ValueId x = c.input(0), w = c.input(1);
+  require_2d_window(c, x);
+  const std::vector<int64_t> &ws = c.type(w).shape;
+  if (ws.size() != 4) c.fail("weight has shape " + shape_string(ws) + "; expected OIHW");
+  std::vector<int64_t> strides = c.attr_ints("strides", {1, 1}), dilations = c.attr_ints("dilations", {1, 1});
+  std::vector<int64_t> in = {c.type(x).shape[2], c.type(x).shape[3]};
+  std::vector<int64_t> pads = spatial_pads(c, in, {ws[2], ws[3]}, strides, dilations);
+  json attrs{{"strides", strides}, {"dilations", dilations}, {"pads", pads}, {"groups", c.attr_int("group", 1)}};
+  std::vector<ValueId> inputs = {x, w};
+  if (c.has_input(2)) inputs.push_back(c.input(2));
+  c.set_output(0, c.emit("conv2d", inputs, attrs));
+}
+
+void import_pool(ImportContext &c, const std::string &op) {
+  ValueId x = c.input(0);
+  require_2d_window(c, x);
+  std::vector<int64_t> kernel = c.attr_ints("kernel_shape", {});
+  if (kernel.size() != 2) c.fail("kernel_shape must have 2 values");
+  std::vector<int64_t> strides = c.attr_ints("strides", {1, 1}), dilations = c.attr_ints("dilations", {1, 1});
+  std::vector<int64_t> in = {c.type(x).shape[2], c.type(x).shape[3]};
+  std::vector<int64_t> pads = spatial_pads(c, in, kernel, strides, dilations);
+  if (c.attr_int("ceil_mode", 0) != 0) {
+    // ceil_mode changes the output only where a last, partial window exists.
+    for (size_t d = 0; d < 2; ++d) {
+      int64_t span = in[d] + pads[d] + pads[d + 2] - dilations[d] * (kernel[d] - 1) - 1;
+      if (span % strides[d] != 0) c.fail("ceil_mode=1 with a partial last window is not supported");
+    }
+  }
+  if (c.attr_int("storage_order", 0) != 0) c.fail("storage_order=1 is not supported");
+  c.require_unused_output(1, "Indices");
+  json attrs{{"kernel", kernel}, {"strides", strides}, {"pads", pads}, {"dilations", dilations}};
+  if (op == "avg_pool2d") attrs["count_include_pad"] = c.attr_int("count_include_pad", 0) != 0;
+  c.set_output(0, c.emit(op, {x}, attrs));
+}
+
+ValueId reshape(ImportContext &c, ValueId x, const std::vector<int64_t> &shape) {
+  if (c.type(x).shape == shape) return x;
+  return c.emit("reshape", {x}, {{"shape", shape}});
+}
+
+void import_gemm(ImportContext &c) {
+  ValueId a = c.input(0), b = c.input(1);
+  if (c.type(a).shape.size() != 2 || c.type(b).shape.size() != 2) c.fail("Gemm needs 2-d A and B");
+  bool trans_a = c.attr_int("transA", 0) != 0, trans_b = c.attr_int("transB", 0) != 0;
+  double alpha = c.attr_float("alpha", 1.0f), beta = c.attr_float("beta", 1.0f);
+  int64_t n = c.type(b).shape[trans_b ? 0 : 1];
+  std::optional<ValueId> bias;
+  if (c.has_input(2)) bias = c.input(2);
+  bool bias_is_row = bias && product(c.type(*bias).shape) == n && c.type(*bias).shape.back() == n;
+  if (!trans_a && trans_b && alpha == 1.0 && (!bias || (beta == 1.0 && bias_is_row))) {
+    std::vector<ValueId> inputs = {a, b};
+    if (bias) inputs.push_back(reshape(c, *bias, {n}));
+    c.set_output(0, c.emit("dense", inputs));
+    return;
+  }
+  DType t = c.type(a).dtype;
+  ValueId y = c.emit("matmul", {a, b}, {{"transpose_a", trans_a}, {"transpose_b", trans_b}});
+  if (alpha != 1.0) y = c.emit("mul", {y, c.constant(scalar(t, alpha))});
+  if (bias) {
+    ValueId scaled = beta == 1.0 ? *bias : c.emit("mul", {*bias, c.constant(scalar(t, beta))});
+    y = c.emit("add", {y, scaled});
+  }
+  c.set_output(0, y);
+}
+
+// ONNX MatMul (numpy matmul) through Kiln's 2-d matmul and 3-d batch_matmul.
+void import_matmul(ImportContext &c) {
+  ValueId a = c.input(0), b = c.input(1);
+  std::vector<int64_t> sa = c.type(a).shape, sb = c.type(b).shape;
+  if (sa.empty() || sb.empty()) c.fail("MatMul of a scalar");
+  bool a_vector = sa.size() == 1, b_vector = sb.size() == 1;
+  if (a_vector) a = reshape(c, a, sa = {1, sa[0]});
+  if (b_vector) b = reshape(c, b, sb = {sb[0], 1});
+  int64_t m = sa[sa.size() - 2], k = sa.back(), n = sb.back();
+  if (sb[sb.size() - 2] != k) c.fail("inner dimensions differ: " + shape_string(sa) + " x " + shape_string(sb));
+  std::vector<int64_t> batch_a(sa.begin(), sa.end() - 2), batch_b(sb.begin(), sb.end() - 2);
+  std::vector<int64_t> out_batch;
+  ValueId y;
+  if (batch_b.empty() || product(batch_b) == 1) {
+    // One B for every row of A: fold A's batch into M, one 2-d product.
+    ValueId a2 = reshape(c, a, {product(batch_a) * m, k});
+    y = c.emit("matmul", {a2, reshape(c, b, {k, n})});
+    out_batch = batch_a.size() >= batch_b.size() ? batch_a : batch_b;
+  } else {
+    size_t rank = std::max(batch_a.size(), batch_b.size());
+    batch_a.insert(batch_a.begin(), rank - batch_a.size(), 1);
+    batch_b.insert(batch_b.begin(), rank - batch_b.size(), 1);
+    if (product(batch_a) != 1 && batch_a != batch_b)
+      c.fail("batch dimensions " + shape_string(batch_a) + " and " + shape_string(batch_b) +
+             " broadcast partially, which Kiln does not support");
+    out_batch = batch_b;
+    ValueId a3 = reshape(c, a, {product(batch_a), m, k});
+    ValueId b3 = reshape(c, b, {product(batch_b), k, n});
+    y = c.emit("batch_matmul", {a3, b3});
+  }
+  std::vector<int64_t> out = out_batch;
+  if (!a_vector) out.push_back(m);
+  if (!b_vector) out.push_back(n);
+  c.set_output(0, reshape(c, y, out));
+}
+
+// ---- layout -------------------------------------------------------------------------
+
+void import_reshape(ImportContext &c) {
+  std::vector<int64_t> shape = c.int_list_input(1, "shape");
+  if (c.attr_int("allowzero", 0) != 0 && std::count(shape.begin(), shape.end(), 0) > 0)
+    c.fail("allowzero=1 with a 0 in the shape is not supported");
+  c.set_output(0, c.emit("reshape", {c.input(0)}, {{"shape", shape}}));
+}
+
+std::vector<int64_t> axes_of(ImportContext &c, int input, const std::string &what) {
+  if (c.opset() >= 13 && c.has_input(input)) return c.int_list_input(input, what);
+  return c.attr_ints("axes", {});
+}
+
+void import_squeeze(ImportContext &c) {
+  ValueId x = c.input(0);
+  const std::vector<int64_t> &in = c.type(x).shape;
+  std::vector<int64_t> axes = c.opset() >= 13 ? (c.has_input(1) ? c.int_list_input(1, "axes") : std::vector<int64_t>{})
+                                              : c.attr_ints("axes", {});
+  std::vector<bool> drop(in.size(), axes.empty());
+  for (int64_t a : axes) {
+    int64_t d = normalize_axis(c, a, in.size());
+    if (in[static_cast<size_t>(d)] != 1) c.fail("cannot squeeze axis " + std::to_string(a) + " of extent " + std::to_string(in[static_cast<size_t>(d)]));
+    drop[static_cast<size_t>(d)] = true;
+  }
+  std::vector<int64_t> out;
+  for (size_t d = 0; d < in.size(); ++d)
+    if (!(drop[d] && in[d] == 1)) out.push_back(in[d]);
+  c.set_output(0, reshape(c, x, out));
+}
+
+void import_unsqueeze(ImportContext &c) {
+  ValueId x = c.input(0);
+  const std::vector<int64_t> &in = c.type(x).shape;
+  std::vector<int64_t> axes = c.opset() >= 13 ? c.int_list_input(1, "axes") : c.attr_ints("axes", {});
+  size_t rank = in.size() + axes.size();
+  std::vector<bool> inserted(rank, false);
+  for (int64_t a : axes) {
+    int64_t d = normalize_axis(c, a, rank);
+    if (inserted[static_cast<size_t>(d)]) c.fail("axis " + std::to_string(a) + " is given twice");
+    inserted[static_cast<size_t>(d)] = true;
+  }
+  std::vector<int64_t> out;
+  size_t next = 0;
+  for (size_t d = 0; d < rank; ++d) out.push_back(inserted[d] ? 1 : in[next++]);
+  c.set_output(0, reshape(c, x, out));
+}
+
+void import_transpose(ImportContext &c) {
+  c.set_output(0, c.emit("transpose", {c.input(0)}, {{"perm", c.attr_ints("perm", {})}}));
+}
+
+void import_flatten(ImportContext &c) {
+  c.set_output(0, c.emit("flatten", {c.input(0)}, {{"axis", c.attr_int("axis", 1)}}));
+}
+
+void import_concat(ImportContext &c) {
+  std::vector<ValueId> inputs;
+  for (int i = 0; i < c.num_inputs(); ++i) inputs.push_back(c.input(i));
+  c.set_output(0, c.emit("concat", inputs, {{"axis", c.attr_int("axis", 0)}}));
+}
+
+// Constant padding as a concatenation with constant blocks, axis by axis.
+void import_pad(ImportContext &c) {
+  if (c.attr_string("mode", "constant") != "constant") c.fail("only mode 'constant' is supported");
+  ValueId x = c.input(0);
+  size_t rank = c.type(x).shape.size();
+  std::vector<int64_t> pads = c.opset() >= 11 ? c.int_list_input(1, "pads") : c.attr_ints("pads", {});
+  if (pads.size() != 2 * rank) c.fail("pads needs " + std::to_string(2 * rank) + " values");
+  double fill = c.has_input(2) ? c.constant_input(2, "constant_value").get(0) : 0.0;
+  for (size_t d = 0; d < rank; ++d) {
+    int64_t before = pads[d], after = pads[d + rank];
+    if (before < 0 || after < 0) c.fail("negative pads (cropping) are not supported");
+    if (before == 0 && after == 0) continue;
+    std::vector<ValueId> parts;
+    auto block = [&](int64_t extent) {
+      std::vector<int64_t> shape = c.type(x).shape;
+      shape[d] = extent;
+      HostTensor t(c.type(x).dtype, shape);
+      t.fill(fill);
+      return c.constant(std::move(t));
+    };
+    if (before > 0) parts.push_back(block(before));
+    parts.push_back(x);
+    if (after > 0) parts.push_back(block(after));
+    x = c.emit("concat", parts, {{"axis", static_cast<int64_t>(d)}});
+  }
+  c.set_output(0, x);
+}
+
+// ---- reductions and normalization ---------------------------------------------------
+
+OpImporter reduce(const std::string &op) {
+  return [op](ImportContext &c) {
+    // ReduceSum takes its axes as an input from opset 13, the others from opset 18.
+    std::vector<int64_t> axes = op == "reduce_sum" ? axes_of(c, 1, "axes") : c.attr_ints("axes", {});
+    if (axes.empty() && c.attr_int("noop_with_empty_axes", 0) != 0) {
+      c.set_output(0, c.input(0));
+      return;
+    }
+    c.set_output(0, c.emit(op, {c.input(0)}, {{"axes", axes}, {"keepdims", c.attr_int("keepdims", 1) != 0}}));
+  };
+}
+
+void import_softmax(ImportContext &c) {
+  ValueId x = c.input(0);
+  size_t rank = c.type(x).shape.size();
+  int64_t axis = normalize_axis(c, c.attr_int("axis", c.opset() >= 13 ? -1 : 1), rank);
+  if (c.opset() < 13) {
+    // Before opset 13 Softmax normalizes over all axes from `axis` on (a 2-d view): the
+    // same as over `axis` alone only when the later axes have extent 1.
+    for (size_t d = static_cast<size_t>(axis) + 1; d < rank; ++d)
+      if (c.type(x).shape[d] != 1) c.fail("opset < 13 Softmax over several axes is not supported");
+  }
+  c.set_output(0, c.emit("softmax", {x}, {{"axis", axis}}));
+}
+
+void import_layer_norm(ImportContext &c) {
+  if (c.attr_int("stash_type", 1) != 1) c.fail("only stash_type=1 (float) is supported");
+  c.require_unused_output(1, "Mean");
+  c.require_unused_output(2, "InvStdDev");
+  std::vector<ValueId> inputs = {c.input(0), c.input(1)};
+  if (c.has_input(2)) inputs.push_back(c.input(2));
+  c.set_output(0, c.emit("layer_norm", inputs, {{"axis", c.attr_int("axis", -1)}, {"epsilon", c.attr_float("epsilon", 1e-5f)}}));
+}
+
+// Inference BatchNormalization: y = x * s + (B - mean * s), s = scale / sqrt(var + eps),
+// with s and the shift constants broadcast over the channel axis.
+void import_batch_norm(ImportContext &c) {
+  ValueId x = c.input(0);
+  const std::vector<int64_t> &shape = c.type(x).shape;
+  if (shape.size() < 2) c.fail("input must have a channel axis");
+  const HostTensor &scale = c.constant_input(1, "scale"), &bias = c.constant_input(2, "B");
+  const HostTensor &mean = c.constant_input(3, "input_mean"), &var = c.constant_input(4, "input_var");
+  double eps = c.attr_float("epsilon", 1e-5f);
+  for (int i = 1; i < 5; ++i) c.require_unused_output(i, "training statistics");
+  int64_t channels = shape[1];
+  std::vector<int64_t> bshape(shape.size() - 1, 1);
+  bshape[0] = channels;
+  HostTensor s(c.type(x).dtype, bshape), shift(c.type(x).dtype, bshape);
+  for (const HostTensor *t : {&scale, &bias, &mean, &var})
+    if (t->size() != channels) c.fail("scale, B, mean and var need " + std::to_string(channels) + " values");
+  for (int64_t k = 0; k < channels; ++k) {
+    double factor = scale.get(k) / std::sqrt(var.get(k) + eps);
+    s.set(k, factor);
+    shift.set(k, bias.get(k) - mean.get(k) * factor);
+  }
+  ValueId scaled = c.emit("mul", {x, c.constant(std::move(s))});
+  c.set_output(0, c.emit("add", {scaled, c.constant(std::move(shift))}));
+}
+
+// ---- constants and shape computations -------------------------------------------------
+
+void import_constant(ImportContext &c) {
+  if (const onnx::AttributeProto *a = c.attr("value")) {
+    c.set_output(0, c.constant(tensor_from_onnx(a->t())));
+  } else if (const onnx::AttributeProto *f = c.attr("value_float")) {
+    c.set_output(0, c.constant(scalar(DType::kFloat32, f->f())));
+  } else if (const onnx::AttributeProto *fs = c.attr("value_floats")) {
+    HostTensor t(DType::kFloat32, {fs->floats_size()});
+    for (int i = 0; i < fs->floats_size(); ++i) t.set(i, fs->floats(i));
+    c.set_output(0, c.constant(std::move(t)));
+  } else if (c.has_attr("value_int")) {
+    c.set_output(0, c.constant(int64_tensor({c.attr_int("value_int", 0)})));
+  } else if (c.has_attr("value_ints")) {
+    c.set_output(0, c.constant(int64_tensor(c.attr_ints("value_ints", {}))));
+  } else {
+    c.fail("needs a value, value_float(s) or value_int(s) attribute (sparse and string values are not supported)");
+  }
+}
+
+void import_shape(ImportContext &c) {
+  const std::vector<int64_t> &shape = c.type(c.input(0)).shape;
+  auto rank = static_cast<int64_t>(shape.size());
+  int64_t start = c.attr_int("start", 0), end = c.attr_int("end", rank);
+  auto clamp = [&](int64_t v) { return std::clamp(v < 0 ? v + rank : v, int64_t{0}, rank); };
+  start = clamp(start);
+  end = std::max(start, clamp(end));
+  c.set_output(0, c.constant(int64_tensor({shape.begin() + start, shape.begin() + end})));
+}
+
+void import_constant_of_shape(ImportContext &c) {
+  std::vector<int64_t> shape = c.int_list_input(0, "shape");
+  HostTensor value = scalar(DType::kFloat32, 0.0);
+  if (const onnx::AttributeProto *a = c.attr("value")) value = tensor_from_onnx(a->t());
+  HostTensor out(value.dtype(), shape);
+  out.fill(value.get(0));
+  c.set_output(0, c.constant(std::move(out)));
+}
+
+void import_cast(ImportContext &c) {
+  ValueId x = c.input(0);
+  DType to = dtype_from_onnx(static_cast<int32_t>(c.attr_int("to", 0)), "Cast's target type");
+  if (c.type(x).dtype == to) {
+    c.set_output(0, x);
+    return;
+  }
+  c.set_output(0, c.constant(cast_tensor(c.constant_input(0, "input"), to)));
+}
+
+void import_gather(ImportContext &c) {
+  const HostTensor &data = c.constant_input(0, "data (embedding lookups of computed tables are not supported yet)");
+  const HostTensor &indices = c.constant_input(1, "indices");
+  int64_t axis = normalize_axis(c, c.attr_int("axis", 0), data.shape().size());
+  const std::vector<int64_t> &ds = data.shape();
+  std::vector<int64_t> out_shape(ds.begin(), ds.begin() + axis);
+  out_shape.insert(out_shape.end(), indices.shape().begin(), indices.shape().end());
+  out_shape.insert(out_shape.end(), ds.begin() + axis + 1, ds.end());
+  int64_t outer = product({ds.begin(), ds.begin() + axis}), inner = product({ds.begin() + axis + 1, ds.end()});
+  int64_t extent = ds[static_cast<size_t>(axis)];
+  HostTensor out(data.dtype(), out_shape);
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t i = 0; i < indices.size(); ++i) {
+      int64_t at = int_at(indices, i);
+      if (at < -extent || at >= extent) c.fail("index " + std::to_string(at) + " is out of range for extent " + std::to_string(extent));
+      if (at < 0) at += extent;
+      for (int64_t r = 0; r < inner; ++r) {
+        int64_t dst = (o * indices.size() + i) * inner + r, src = (o * extent + at) * inner + r;
+        if (ir::is_int(data.dtype())) set_int(out, dst, int_at(data, src));
+        else out.set(dst, data.get(src));
+      }
+    }
+  c.set_output(0, c.constant(std::move(out)));
+}
+
+void import_slice(ImportContext &c) {
+  const HostTensor &data = c.constant_input(0, "data (slicing a computed tensor is not supported yet)");
+  std::vector<int64_t> starts = c.int_list_input(1, "starts"), ends = c.int_list_input(2, "ends");
+  const std::vector<int64_t> &ds = data.shape();
+  std::vector<int64_t> axes(starts.size()), steps(starts.size(), 1);
+  std::iota(axes.begin(), axes.end(), 0);
+  if (c.has_input(3)) axes = c.int_list_input(3, "axes");
+  if (c.has_input(4)) steps = c.int_list_input(4, "steps");
+  if (ends.size() != starts.size() || axes.size() != starts.size() || steps.size() != starts.size())
+    c.fail("starts, ends, axes and steps differ in length");
+  std::vector<int64_t> begin(ds.size(), 0), step(ds.size(), 1), out_shape = ds;
+  for (size_t i = 0; i < starts.size(); ++i) {
+    auto d = static_cast<size_t>(normalize_axis(c, axes[i], ds.size()));
+    int64_t n = ds[d], s = steps[i];
+    if (s == 0) c.fail("a step is 0");
+    auto clamp = [&](int64_t v, int64_t lo, int64_t hi) { return std::clamp(v < 0 ? v + n : v, lo, hi); };
+    int64_t b = s > 0 ? clamp(starts[i], 0, n) : clamp(starts[i], -1, n - 1);
+    int64_t e = s > 0 ? clamp(ends[i], 0, n) : clamp(ends[i], -1, n - 1);
+    begin[d] = b;
+    step[d] = s;
+    out_shape[d] = s > 0 ? std::max<int64_t>(0, (e - b + s - 1) / s) : std::max<int64_t>(0, (b - e - s - 1) / -s);
+  }
+  HostTensor out(data.dtype(), out_shape);
+  std::vector<int64_t> so = strides_of(out_shape), si = strides_of(ds);
+  for (int64_t i = 0; i < out.size(); ++i) {
+    int64_t src = 0, rest = i;
+    for (size_t d = 0; d < ds.size(); ++d) {
+      src += (begin[d] + (rest / so[d]) * step[d]) * si[d];
+      rest %= so[d];
+    }
+    if (ir::is_int(data.dtype())) set_int(out, i, int_at(data, src));
+    else out.set(i, data.get(src));
+  }
+  c.set_output(0, c.constant(std::move(out)));
+}
+
+// Expand(x, shape): x * ones(shape) broadcasts exactly (x * 1 keeps -0 and NaN).
+void import_expand(ImportContext &c) {
+  std::vector<int64_t> shape = c.int_list_input(1, "shape");
+  HostTensor ones(c.type(c.input(0)).dtype, shape);
+  ones.fill(1.0);
+  ValueId one = c.constant(std::move(ones));
+  ValueId x = c.input(0);
+  if (c.value(x).is_constant()) {
+    c.set_output(0, c.constant(broadcast_constants(c, *c.value(x).constant, *c.value(one).constant, c.type(x).dtype,
+                                                   [](double a, double) { return a; },
+                                                   [](int64_t a, int64_t) { return a; })));
+    return;
+  }
+  c.set_output(0, c.emit("mul", {x, one}));
+}
+
+void import_identity(ImportContext &c) {
+  c.require_unused_output(1, "mask");
+  c.set_output(0, c.input(0));
+}
+
+double safe_div(double a, double b) { return a / b; }
+int64_t int_div(int64_t a, int64_t b) { return b == 0 ? 0 : a / b; }
+
+}  // namespace
+
+const std::map<std::string, OpImporter> &op_importers() {
+  static const std::map<std::string, OpImporter> table = [] {
+    std::map<std::string, OpImporter> t;
+    for (auto [onnx_op, kiln_op] : std::vector<std::pair<const char *, const char *>>{
+             {"Relu", "relu"}, {"Sigmoid", "sigmoid"}, {"Tanh", "tanh"}, {"Exp", "exp"}, {"Sqrt", "sqrt"},
+             {"Log", "log"}, {"Neg", "neg"}, {"Abs", "abs"}, {"Erf", "erf"}})
+      t[onnx_op] = unary(kiln_op);
+    t["Add"] = binary({"add", std::plus<double>(), std::plus<int64_t>()});
+    t["Sub"] = binary({"sub", std::minus<double>(), std::minus<int64_t>()});
+    t["Mul"] = binary({"mul", std::multiplies<double>(), std::multiplies<int64_t>()});
+    t["Div"] = binary({"div", safe_div, int_div});
+    t["Pow"] = binary({"pow", [](double a, double b) { return std::pow(a, b); },
+                       [](int64_t a, int64_t b) { return static_cast<int64_t>(std::pow(a, b)); }});
+    t["Max"] = binary({"maximum", [](double a, double b) { return std::max(a, b); },
+                       [](int64_t a, int64_t b) { return std::max(a, b); }});
+    t["Min"] = binary({"minimum", [](double a, double b) { return std::min(a, b); },
+                       [](int64_t a, int64_t b) { return std::min(a, b); }});
+    t["Clip"] = import_clip;
+    t["HardSigmoid"] = [](ImportContext &c) {
+      c.set_output(0, hard_sigmoid(c, c.input(0), c.attr_float("alpha", 0.2f), c.attr_float("beta", 0.5f)));
+    };
+    t["HardSwish"] = [](ImportContext &c) {
+      ValueId x = c.input(0);
+      c.set_output(0, c.emit("mul", {x, hard_sigmoid(c, x, 1.0 / 6.0, 0.5)}));
+    };
+    t["Conv"] = import_conv;
+    t["Gemm"] = import_gemm;
+    t["MatMul"] = import_matmul;
+    t["MaxPool"] = [](ImportContext &c) { import_pool(c, "max_pool2d"); };
+    t["AveragePool"] = [](ImportContext &c) { import_pool(c, "avg_pool2d"); };
+    t["GlobalAveragePool"] = [](ImportContext &c) {
+      require_2d_window(c, c.input(0));
+      c.set_output(0, c.emit("global_avg_pool2d", {c.input(0)}));
+    };
+    t["Reshape"] = import_reshape;
+    t["Flatten"] = import_flatten;
+    t["Squeeze"] = import_squeeze;
+    t["Unsqueeze"] = import_unsqueeze;
+    t["Transpose"] = import_transpose;
+    t["Concat"] = import_concat;
+    t["Pad"] = import_pad;
+    t["ReduceMean"] = reduce("reduce_mean");
+    t["ReduceSum"] = reduce("reduce_sum");
+    t["ReduceMax"] = reduce("reduce_max");
+    t["ReduceMin"] = reduce("reduce_min");
+    t["Softmax"] = import_softmax;
+    t["LayerNormalization"] = import_layer_norm;
+    t["BatchNormalization"] = import_batch_norm;
+    t["Constant"] = import_constant;
+    t["Shape"] = import_shape;
+    t["ConstantOfShape"] = import_constant_of_shape;
+    t["Cast"] = import_cast;
+    t["Gather"] = import_gather;
+    t["Slice"] = import_slice;
+    t["Expand"] = import_expand;
+    t["Identity"] = import_identity;
+    t["Dropout"] = import_identity;
+    return t;
+  }();
+  return table;
+}
+
+}  // namespace kiln::frontend

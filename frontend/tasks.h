@@ -1,0 +1,28 @@
+// Task extraction: the workloads a model's graph needs tuned, one per distinct workload
+// key, with how often the model runs each (its weight) and its FLOPs.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "frontend/graph.h"
+#include "ir/workload.h"
+
+namespace kiln::frontend {
+
+struct Task {
+  ir::Workload workload;
+  std::string key_hash;
+  int weight = 0;            ///< occurrences in the graph
+  double flops = 0;          ///< of one occurrence
+  std::vector<size_t> nodes; ///< indices into Graph::nodes, in model order
+};
+
+/// The workload of one node: its operator on its inputs' types.
+ir::Workload node_workload(const Graph &graph, const Node &node);
+
+/// One task per distinct workload key over the graph's nodes, in model order. Each
+/// node is its own subgraph until fusion groups them.
+std::vector<Task> extract_tasks(const Graph &graph);
+
+}  // namespace kiln::frontend

@@ -1,0 +1,308 @@
+// ONNX import: real exported models evaluate to PyTorch's outputs; hand-built models
+// check each importer's semantics and every class of bad input.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include <onnx/onnx_pb.h>
+
+#include "frontend/onnx_import.h"
+#include "frontend/reference.h"
+#include "frontend/tasks.h"
+
+namespace kiln::frontend {
+namespace {
+
+std::string models_dir() { return KILN_FRONTEND_MODELS; }
+
+std::string read_file(const std::string &path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+ir::HostTensor read_floats(const std::string &path, std::vector<int64_t> shape) {
+  std::string bytes = read_file(path);
+  ir::HostTensor t(ir::DType::kFloat32, std::move(shape));
+  EXPECT_EQ(static_cast<int64_t>(bytes.size()), t.size() * 4) << path;
+  std::memcpy(t.data(), bytes.data(), std::min<size_t>(bytes.size(), static_cast<size_t>(t.size()) * 4));
+  return t;
+}
+
+// The exported models (PyTorch, random weights) evaluate, node by node in the
+// interpreter, to PyTorch's own outputs.
+class FixtureModel : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(FixtureModel, EvaluatesToTheExportersOutput) {
+  const std::string base = models_dir() + "/" + GetParam();
+  Graph g = import_onnx_file(base + ".onnx");
+  ASSERT_EQ(g.inputs.size(), 1u);
+  ASSERT_EQ(g.outputs.size(), 1u);
+  ir::HostTensor input = read_floats(base + ".input.bin", g.values[static_cast<size_t>(g.inputs[0])].type.shape);
+  ir::HostTensor got = evaluate_reference(g, {input}).at(0);
+  ir::HostTensor want = read_floats(base + ".ref.bin", got.shape());
+  double max_abs = 0;
+  for (int64_t i = 0; i < got.size(); ++i) max_abs = std::max(max_abs, std::fabs(got.get(i) - want.get(i)));
+  EXPECT_LE(ir::relative_l2_error(got, want), 1e-4) << "max abs error " << max_abs;
+  EXPECT_FALSE(extract_tasks(g).empty());
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, FixtureModel, ::testing::Values("tiny_cnn", "mlp", "bert_tiny", "bert_tiny_opset17"));
+
+// ---- hand-built models ----------------------------------------------------------------
+
+struct ModelBuilder {
+  onnx::ModelProto model;
+  onnx::GraphProto *graph;
+
+  explicit ModelBuilder(int opset = 13) : graph(model.mutable_graph()) {
+    model.set_ir_version(8);
+    auto *o = model.add_opset_import();
+    o->set_domain("");
+    o->set_version(opset);
+    graph->set_name("g");
+  }
+  void input(const std::string &name, std::vector<int64_t> shape, int elem = onnx::TensorProto::FLOAT) {
+    onnx::ValueInfoProto *v = graph->add_input();
+    v->set_name(name);
+    auto *t = v->mutable_type()->mutable_tensor_type();
+    t->set_elem_type(elem);
+    for (int64_t d : shape) {
+      auto *dim = t->mutable_shape()->add_dim();
+      if (d > 0) dim->set_dim_value(d);
+      else dim->set_dim_param("batch");
+    }
+  }
+  void output(const std::string &name) { graph->add_output()->set_name(name); }
+  onnx::TensorProto *floats(const std::string &name, std::vector<int64_t> shape, std::vector<float> values) {
+    onnx::TensorProto *t = graph->add_initializer();
+    t->set_name(name);
+    t->set_data_type(onnx::TensorProto::FLOAT);
+    for (int64_t d : shape) t->add_dims(d);
+    for (float v : values) t->add_float_data(v);
+    return t;
+  }
+  void ints(const std::string &name, std::vector<int64_t> values) {
+    onnx::TensorProto *t = graph->add_initializer();
+    t->set_name(name);
+    t->set_data_type(onnx::TensorProto::INT64);
+    t->add_dims(static_cast<int64_t>(values.size()));
+    for (int64_t v : values) t->add_int64_data(v);
+  }
+  onnx::NodeProto *node(const std::string &op, std::vector<std::string> inputs, std::vector<std::string> outputs) {
+    onnx::NodeProto *n = graph->add_node();
+    n->set_op_type(op);
+    n->set_name(op + "_" + std::to_string(graph->node_size()));
+    for (auto &i : inputs) n->add_input(i);
+    for (auto &o : outputs) n->add_output(o);
+    return n;
+  }
+  static void attr(onnx::NodeProto *n, const std::string &name, int64_t v) {
+    auto *a = n->add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto::INT);
+    a->set_i(v);
+  }
+  static void attr(onnx::NodeProto *n, const std::string &name, float v) {
+    auto *a = n->add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto::FLOAT);
+    a->set_f(v);
+  }
+  Graph import(const ImportOptions &options = {}) const { return import_onnx_bytes(model.SerializeAsString(), options); }
+  std::string error(const ImportOptions &options = {}) const {
+    try {
+      import(options);
+    } catch (const ImportError &e) {
+      return e.what();
+    }
+    return "<imported>";
+  }
+};
+
+ir::HostTensor tensor(std::vector<int64_t> shape, std::vector<double> values) {
+  ir::HostTensor t(ir::DType::kFloat32, std::move(shape));
+  for (size_t i = 0; i < values.size(); ++i) t.set(static_cast<int64_t>(i), values[i]);
+  return t;
+}
+
+void expect_values(const ir::HostTensor &got, std::vector<int64_t> shape, std::vector<double> want) {
+  ASSERT_EQ(got.shape(), shape);
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got.get(static_cast<int64_t>(i)), want[i], 1e-5) << "element " << i;
+}
+
+TEST(OnnxImport, GemmWithTransposesAlphaAndBeta) {
+  ModelBuilder m;
+  m.input("a", {3, 2});  // transA: A is K x M
+  m.floats("b", {2, 3}, {1, 2, 3, 4, 5, 6});  // K x N
+  m.floats("c", {1, 2}, {10, 20});
+  auto *n = m.node("Gemm", {"a", "b", "c"}, {"y"});
+  ModelBuilder::attr(n, "transA", int64_t{1});
+  ModelBuilder::attr(n, "transB", int64_t{1});
+  ModelBuilder::attr(n, "alpha", 2.0f);
+  ModelBuilder::attr(n, "beta", 0.5f);
+  m.output("y");
+  // B is N x K with transB: B as given is 2x3, so N = 2, K = 3: y = 2 * A^T B^T + 0.5 c.
+  Graph g = m.import();
+  ir::HostTensor a = tensor({3, 2}, {1, 0, 0, 1, 1, 1});  // A^T = [[1,0,1],[0,1,1]]
+  // A^T B^T: row0 = [1+3, 4+6] = [4, 10], row1 = [2+3, 5+6] = [5, 11]
+  expect_values(evaluate_reference(g, {a}).at(0), {2, 2}, {2 * 4 + 5, 2 * 10 + 10, 2 * 5 + 5, 2 * 11 + 10});
+}
+
+TEST(OnnxImport, MatMulBroadcastsBatchesAndVectors) {
+  ModelBuilder m;
+  m.input("x", {2, 1, 2, 3});
+  m.floats("w", {3, 2}, {1, 0, 0, 1, 1, 1});
+  m.floats("v", {2}, {1, -1});
+  m.node("MatMul", {"x", "w"}, {"xw"});  // 2x1x2x2
+  m.node("MatMul", {"xw", "v"}, {"y"});  // 2x1x2
+  m.output("y");
+  Graph g = m.import();
+  ir::HostTensor x = tensor({2, 1, 2, 3}, {1, 2, 3, 4, 5, 6, 0, 0, 1, 1, 0, 0});
+  // x @ w rows: [1+3, 2+3] = [4,5]; [4+6, 5+6] = [10,11]; [1,1]; [1,0]; then @ [1,-1].
+  expect_values(evaluate_reference(g, {x}).at(0), {2, 1, 2}, {-1, -1, 0, 1});
+}
+
+// A Reshape fed by Shape -> Gather -> Unsqueeze -> Concat (what exporters emit for
+// x.view(x.size(0), -1)) folds away: one reshape node with a constant shape remains.
+TEST(OnnxImport, ShapeSubgraphsFoldToConstants) {
+  ModelBuilder m;
+  m.input("x", {2, 3, 4});
+  m.ints("zero", {0});
+  m.ints("minus_one", {-1});
+  m.node("Shape", {"x"}, {"s"});
+  auto *gather = m.node("Gather", {"s", "zero"}, {"n"});
+  ModelBuilder::attr(gather, "axis", int64_t{0});
+  auto *concat = m.node("Concat", {"n", "minus_one"}, {"shape"});
+  ModelBuilder::attr(concat, "axis", int64_t{0});
+  m.node("Reshape", {"x", "shape"}, {"y"});
+  m.node("Relu", {"y"}, {"z"});
+  m.output("z");
+  Graph g = m.import();
+  ASSERT_EQ(g.nodes.size(), 2u) << g.to_string();
+  EXPECT_EQ(g.nodes[0].op, "reshape");
+  EXPECT_EQ(g.nodes[0].attrs["shape"], nlohmann::json({2, -1}));
+  EXPECT_EQ(g.values[static_cast<size_t>(g.outputs[0])].type.shape, (std::vector<int64_t>{2, 12}));
+}
+
+TEST(OnnxImport, PadSqueezeUnsqueezeAndDeadNodes) {
+  ModelBuilder m;
+  m.input("x", {1, 2});
+  m.ints("pads", {0, 1, 0, 2});
+  m.ints("axes", {0});
+  m.node("Pad", {"x", "pads"}, {"p"});    // 1x5: [0, x0, x1, 0, 0]
+  m.node("Squeeze", {"p", "axes"}, {"s"});  // 5
+  m.node("Unsqueeze", {"s", "axes"}, {"u"});  // 1x5
+  m.node("Neg", {"x"}, {"unused"});
+  m.output("u");
+  Graph g = m.import();
+  for (const Node &n : g.nodes) EXPECT_NE(n.op, "neg") << "a node no output needs survived";
+  expect_values(evaluate_reference(g, {tensor({1, 2}, {3, 4})}).at(0), {1, 5}, {0, 3, 4, 0, 0});
+}
+
+TEST(OnnxImport, DynamicDimensionsNeedAShape) {
+  ModelBuilder m;
+  m.input("x", {-1, 4});
+  m.node("Relu", {"x"}, {"y"});
+  m.output("y");
+  std::string error = m.error();
+  EXPECT_NE(error.find("graph input 'x' has a dynamic dimension 'batch'"), std::string::npos) << error;
+  EXPECT_NE(error.find("--shape x=DIMS"), std::string::npos) << error;
+  ImportOptions fixed;
+  fixed.input_shapes["x"] = {3, 4};
+  Graph g = m.import(fixed);
+  EXPECT_EQ(g.values[static_cast<size_t>(g.inputs[0])].type.shape, (std::vector<int64_t>{3, 4}));
+  ImportOptions wrong;
+  wrong.input_shapes["y"] = {3, 4};
+  EXPECT_NE(m.error(wrong).find("--shape names 'y', which is not a graph input; the inputs are: x"), std::string::npos);
+}
+
+TEST(OnnxImport, EveryUnsupportedOperatorIsListedOnce) {
+  ModelBuilder m;
+  m.input("x", {4});
+  m.node("FooOp", {"x"}, {"a"});
+  m.node("FooOp", {"a"}, {"b"});
+  m.node("NonMaxSuppression", {"b"}, {"c"});
+  m.node("Relu", {"c"}, {"d"})->set_domain("com.example");
+  m.output("d");
+  EXPECT_NE(m.error().find("uses operators Kiln does not import: FooOp (2), NonMaxSuppression (1), com.example::Relu (1)"),
+            std::string::npos)
+      << m.error();
+}
+
+TEST(OnnxImport, VersionsOutsideTheSupportedRangeAreRefusedFirst) {
+  ModelBuilder newer(18);
+  newer.input("x", {4});
+  newer.node("FooOp", {"x"}, {"y"});
+  newer.output("y");
+  EXPECT_NE(newer.error().find("uses opset 18; Kiln imports opsets 11 to 17"), std::string::npos) << newer.error();
+  ModelBuilder ir9;
+  ir9.model.set_ir_version(9);
+  EXPECT_NE(ir9.error().find("has ONNX IR version 9; Kiln reads up to 8"), std::string::npos) << ir9.error();
+}
+
+TEST(OnnxImport, BadFilesAndTensorsAreClearErrors) {
+  std::string bytes = read_file(models_dir() + "/tiny_cnn.onnx");
+  for (const std::string &junk : {bytes.substr(0, bytes.size() / 2), std::string("hello, not a model"), std::string()}) {
+    try {
+      import_onnx_bytes(junk);
+      ADD_FAILURE() << "junk of " << junk.size() << " bytes imported";
+    } catch (const ImportError &e) {
+      EXPECT_NE(std::string(e.what()).find("is not an ONNX model"), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_THROW(import_onnx_file("/nonexistent/model.onnx"), ImportError);
+
+  ModelBuilder huge;
+  huge.input("x", {4});
+  onnx::TensorProto *w = huge.floats("w", {1 << 20, 1 << 9}, {});
+  w->set_raw_data(std::string(4, '\0'));
+  huge.node("Add", {"x", "w"}, {"y"});
+  huge.output("y");
+  EXPECT_NE(huge.error().find("tensor 'w' (1048576x512 float32) needs 2147483648 bytes but holds 4"), std::string::npos)
+      << huge.error();
+
+  ModelBuilder external;
+  external.input("x", {2});
+  onnx::TensorProto *e = external.floats("w", {2}, {});
+  e->set_data_location(onnx::TensorProto::EXTERNAL);
+  auto *entry = e->add_external_data();
+  entry->set_key("location");
+  entry->set_value("weights.bin");
+  external.node("Add", {"x", "w"}, {"y"});
+  external.output("y");
+  EXPECT_NE(external.error().find("external data not supported: tensor 'w' is stored in 'weights.bin'"), std::string::npos)
+      << external.error();
+}
+
+TEST(OnnxImport, DanglingInputsCyclesAndShapeMismatchesNameTheNode) {
+  ModelBuilder dangling;
+  dangling.input("x", {4});
+  dangling.node("Add", {"x", "nowhere"}, {"y"});
+  dangling.output("y");
+  EXPECT_NE(dangling.error().find("node 'Add_1' (Add): input 'nowhere' is not defined before this node"), std::string::npos)
+      << dangling.error();
+
+  ModelBuilder cycle;
+  cycle.input("x", {4});
+  cycle.node("Add", {"x", "b"}, {"a"});
+  cycle.node("Relu", {"a"}, {"b"});
+  cycle.output("b");
+  EXPECT_NE(cycle.error().find("(a cycle or a dangling input)"), std::string::npos) << cycle.error();
+
+  ModelBuilder mismatch;
+  mismatch.input("x", {2, 3});
+  mismatch.floats("w", {4}, {1, 2, 3, 4});
+  mismatch.node("Add", {"x", "w"}, {"y"});
+  mismatch.output("y");
+  std::string error = mismatch.error();
+  EXPECT_NE(error.find("node 'Add_1' (Add): "), std::string::npos) << error;
+  EXPECT_NE(error.find("broadcast"), std::string::npos) << error;
+}
+
+}  // namespace
+}  // namespace kiln::frontend
