@@ -5,7 +5,9 @@
 #include <memory>
 
 #include "cli/workload_args.h"
+#include "frontend/fusion.h"
 #include "frontend/onnx_import.h"
+#include "frontend/passes.h"
 #include "frontend/tasks.h"
 
 namespace kiln::cli {
@@ -50,7 +52,7 @@ void print_tasks(const std::vector<frontend::Task> &tasks) {
 
 void add_import_command(CLI::App &app) {
   auto args = std::make_shared<ImportArgs>();
-  auto *cmd = app.add_subcommand("import", "Import an ONNX model: print its graph after import and its tuning tasks");
+  auto *cmd = app.add_subcommand("import", "Import an ONNX model: print its graph after the passes, its fused subgraphs and its tuning tasks");
   cmd->add_option("--model", args->model, "ONNX model file (opsets 11-17, weights inside the file)")->required();
   cmd->add_option("--shape", args->shapes,
                   "NAME=DIMS: fix a graph input's shape (needed for dynamic dimensions), e.g. input=1x3x224x224");
@@ -62,9 +64,13 @@ void add_import_command(CLI::App &app) {
     } catch (const frontend::ImportError &e) {
       fail(e.what());
     }
-    std::vector<frontend::Task> tasks = frontend::extract_tasks(graph);
+    frontend::run_default_passes(graph);
+    std::vector<frontend::Subgraph> subgraphs = frontend::fuse(graph);
+    std::vector<frontend::Task> tasks = frontend::extract_tasks(subgraphs);
     if (args->json) {
-      nlohmann::json out{{"graph", graph.to_json()}, {"tasks", nlohmann::json::array()}};
+      nlohmann::json out{{"graph", graph.to_json()}, {"subgraphs", nlohmann::json::array()},
+                         {"tasks", nlohmann::json::array()}};
+      for (const frontend::Subgraph &s : subgraphs) out["subgraphs"].push_back(s.workload.summary());
       for (const frontend::Task &t : tasks)
         out["tasks"].push_back({{"key_hash", t.key_hash}, {"summary", t.workload.summary()}, {"weight", t.weight},
                                 {"flops", t.flops}, {"workload", t.workload.to_json()}});
@@ -72,6 +78,8 @@ void add_import_command(CLI::App &app) {
       return;
     }
     std::cout << graph.to_string();
+    std::cout << '\n' << subgraphs.size() << " subgraphs:\n";
+    for (size_t i = 0; i < subgraphs.size(); ++i) std::cout << "  " << i << ": " << subgraphs[i].workload.summary() << '\n';
     print_tasks(tasks);
   });
 }

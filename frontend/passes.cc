@@ -1,8 +1,75 @@
 #include "frontend/passes.h"
 
+#include "frontend/fusion.h"
+
+#include <cmath>
+#include <algorithm>
+#include <map>
+#include <set>
+#include <optional>
+#include <tuple>
 #include <vector>
 
 namespace kiln::frontend {
+namespace {
+
+// Who reads each value: node indices, and whether a graph output is it.
+struct Uses {
+  std::vector<std::vector<size_t>> readers;
+  std::vector<bool> is_output;
+
+  explicit Uses(const Graph &g) : readers(g.values.size()), is_output(g.values.size(), false) {
+    for (size_t i = 0; i < g.nodes.size(); ++i)
+      for (ValueId in : g.nodes[i].inputs) readers[static_cast<size_t>(in)].push_back(i);
+    for (ValueId v : g.outputs) is_output[static_cast<size_t>(v)] = true;
+  }
+  // Read by exactly one node and not a graph output: a rewrite may absorb it.
+  bool single_use(ValueId v) const {
+    return readers[static_cast<size_t>(v)].size() == 1 && !is_output[static_cast<size_t>(v)];
+  }
+};
+
+// Replaces every read of `from` with `to`.
+void replace_uses(Graph &g, ValueId from, ValueId to) {
+  for (Node &n : g.nodes)
+    for (ValueId &in : n.inputs)
+      if (in == from) in = to;
+  for (ValueId &out : g.outputs)
+    if (out == from) out = to;
+}
+
+// The single element of a constant, when the value is one.
+std::optional<double> scalar_constant(const Graph &g, ValueId v) {
+  const Value &value = g.values[static_cast<size_t>(v)];
+  if (!value.is_constant() || value.constant->size() != 1) return std::nullopt;
+  return value.constant->get(0);
+}
+
+bool near(std::optional<double> value, double want) {
+  return value && std::fabs(*value - want) <= 1e-4 * std::max(1.0, std::fabs(want));
+}
+
+// Index of the node producing `v`, if any.
+std::optional<size_t> producer_index(const Graph &g, ValueId v) {
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    if (g.nodes[i].output == v) return i;
+  return std::nullopt;
+}
+
+// For a binary node with operands {a, b}: the operand that is not `known`.
+std::optional<ValueId> other_operand(const Node &n, ValueId known) {
+  if (n.inputs.size() != 2) return std::nullopt;
+  if (n.inputs[0] == known) return n.inputs[1];
+  if (n.inputs[1] == known) return n.inputs[0];
+  return std::nullopt;
+}
+
+const Node *sole_reader(const Graph &g, const Uses &u, ValueId v) {
+  if (!u.single_use(v)) return nullptr;
+  return &g.nodes[u.readers[static_cast<size_t>(v)][0]];
+}
+
+}  // namespace
 
 int eliminate_dead_nodes(Graph &graph) {
   std::vector<bool> live(graph.values.size(), false);
@@ -20,6 +87,235 @@ int eliminate_dead_nodes(Graph &graph) {
   int removed = static_cast<int>(graph.nodes.size() - kept.size());
   graph.nodes = std::move(kept);
   return removed;
+}
+
+int eliminate_common_subexpressions(Graph &graph) {
+  std::map<std::tuple<std::string, std::string, std::vector<ValueId>>, ValueId> seen;
+  std::vector<Node> kept;
+  int removed = 0;
+  for (size_t i = 0; i < graph.nodes.size(); ++i) {
+    Node n = graph.nodes[i];  // its inputs may have been renamed by an earlier merge
+    auto [it, fresh] = seen.emplace(std::make_tuple(n.op, n.attrs.dump(), n.inputs), n.output);
+    if (fresh) {
+      kept.push_back(std::move(n));
+      continue;
+    }
+    ++removed;
+    replace_uses(graph, n.output, it->second);
+  }
+  graph.nodes = std::move(kept);
+  return removed;
+}
+
+int rewrite_gelu(Graph &graph) {
+  int rewritten = 0;
+  for (size_t e = 0; e < graph.nodes.size(); ++e) {
+    Uses u(graph);
+    const Node &erf = graph.nodes[e];
+    if (erf.op != "erf") continue;
+    // erf(x / sqrt(2)) or erf(x * (1 / sqrt(2)))
+    std::optional<size_t> scale_i = producer_index(graph, erf.inputs[0]);
+    if (!scale_i || !u.single_use(erf.inputs[0])) continue;
+    const Node &scale = graph.nodes[*scale_i];
+    if (scale.inputs.size() != 2) continue;
+    ValueId x = scale.inputs[0];
+    bool scaled = (scale.op == "div" && near(scalar_constant(graph, scale.inputs[1]), std::sqrt(2.0))) ||
+                  (scale.op == "mul" && near(scalar_constant(graph, scale.inputs[1]), 1 / std::sqrt(2.0)));
+    if (!scaled) continue;
+    // + 1
+    const Node *plus = sole_reader(graph, u, erf.output);
+    std::optional<ValueId> one = plus && plus->op == "add" ? other_operand(*plus, erf.output) : std::nullopt;
+    if (!one || !near(scalar_constant(graph, *one), 1.0)) continue;
+    // * x and * 0.5, in either order: x * (1 + erf) then * 0.5, or (x * 0.5) * (1 + erf)
+    const Node *times = sole_reader(graph, u, plus->output);
+    if (!times || times->op != "mul") continue;
+    std::optional<ValueId> factor = other_operand(*times, plus->output);
+    ValueId result;
+    std::vector<size_t> absorbed;
+    if (factor && *factor == x) {
+      const Node *half = sole_reader(graph, u, times->output);
+      std::optional<ValueId> h = half && half->op == "mul" ? other_operand(*half, times->output) : std::nullopt;
+      if (!h || !near(scalar_constant(graph, *h), 0.5)) continue;
+      result = half->output;
+    } else if (factor) {
+      std::optional<size_t> half_i = producer_index(graph, *factor);
+      if (!half_i || !u.single_use(*factor)) continue;
+      const Node &half = graph.nodes[*half_i];
+      std::optional<ValueId> h = half.op == "mul" ? other_operand(half, x) : std::nullopt;
+      if (!h || !near(scalar_constant(graph, *h), 0.5)) continue;
+      result = times->output;
+    } else {
+      continue;
+    }
+    if (graph.values[static_cast<size_t>(x)].type.shape != graph.values[static_cast<size_t>(result)].type.shape) continue;
+    // The chain's last node becomes gelu(x); the rest is dead and removed below.
+    for (Node &n : graph.nodes)
+      if (n.output == result) {
+        n = Node{"gelu", nlohmann::json::object(), {x}, result, n.source};
+      }
+    ++rewritten;
+    eliminate_dead_nodes(graph);
+    e = 0;
+  }
+  return rewritten;
+}
+
+int rewrite_layer_norm(Graph &graph) {
+  int rewritten = 0;
+  bool changed = true;
+  while (changed) {
+    changed = false;
+    Uses u(graph);
+    for (const Node &mean : graph.nodes) {
+      if (mean.op != "reduce_mean" || mean.attrs.value("keepdims", false) != true) continue;
+      ValueId x = mean.inputs[0];
+      const std::vector<int64_t> shape = graph.values[static_cast<size_t>(x)].type.shape;
+      auto last_axis_only = [&](const Node &n) {
+        std::vector<int64_t> axes = n.attrs.value("axes", std::vector<int64_t>{});
+        return axes.size() == 1 && (axes[0] == -1 || axes[0] == static_cast<int64_t>(shape.size()) - 1);
+      };
+      if (!last_axis_only(mean)) continue;
+      // d = x - mean, read by the square and by the division
+      const std::vector<size_t> &mean_readers = u.readers[static_cast<size_t>(mean.output)];
+      if (mean_readers.size() != 1 || u.is_output[static_cast<size_t>(mean.output)]) continue;
+      const Node &sub = graph.nodes[mean_readers[0]];
+      if (sub.op != "sub" || sub.inputs[0] != x || sub.inputs[1] != mean.output) continue;
+      const std::vector<size_t> &d_readers = u.readers[static_cast<size_t>(sub.output)];
+      if (d_readers.size() != 2 || u.is_output[static_cast<size_t>(sub.output)]) continue;
+      const Node *pow = nullptr, *div = nullptr;
+      for (size_t r : d_readers) {
+        const Node &n = graph.nodes[r];
+        if (n.op == "pow" && n.inputs[0] == sub.output && near(scalar_constant(graph, n.inputs[1]), 2.0)) pow = &n;
+        if (n.op == "div" && n.inputs[0] == sub.output) div = &n;
+      }
+      if (!pow || !div) continue;
+      const Node *var = sole_reader(graph, u, pow->output);
+      if (!var || var->op != "reduce_mean" || var->attrs.value("keepdims", false) != true || !last_axis_only(*var)) continue;
+      const Node *add_eps = sole_reader(graph, u, var->output);
+      std::optional<ValueId> eps_v = add_eps && add_eps->op == "add" ? other_operand(*add_eps, var->output) : std::nullopt;
+      std::optional<double> eps = eps_v ? scalar_constant(graph, *eps_v) : std::nullopt;
+      if (!eps || *eps < 0) continue;
+      const Node *sqrt = sole_reader(graph, u, add_eps->output);
+      if (!sqrt || sqrt->op != "sqrt" || !u.single_use(sqrt->output) || div->inputs[1] != sqrt->output) continue;
+      const Node *scale = sole_reader(graph, u, div->output);
+      std::optional<ValueId> gamma = scale && scale->op == "mul" ? other_operand(*scale, div->output) : std::nullopt;
+      if (!gamma) continue;
+      const Node *shift = sole_reader(graph, u, scale->output);
+      std::optional<ValueId> beta = shift && shift->op == "add" ? other_operand(*shift, scale->output) : std::nullopt;
+      if (!beta) continue;
+      // gamma and beta must be shaped like the normalized (last) axis.
+      std::vector<int64_t> axis_shape = {shape.back()};
+      auto per_channel = [&](ValueId v) {
+        const Value &value = graph.values[static_cast<size_t>(v)];
+        if (!value.is_constant()) return false;
+        int64_t n = value.constant->size();
+        return n == shape.back() && value.type.shape.back() == shape.back();
+      };
+      if (!per_channel(*gamma) || !per_channel(*beta)) continue;
+      ValueId result = shift->output;
+      auto flat = [&](ValueId v) {
+        Value copy = graph.values[static_cast<size_t>(v)];
+        ir::HostTensor t = *copy.constant;
+        ir::HostTensor reshaped(t.dtype(), axis_shape);
+        for (int64_t i = 0; i < t.size(); ++i) reshaped.set(i, t.get(i));
+        copy.type.shape = axis_shape;
+        copy.constant = std::make_shared<const ir::HostTensor>(std::move(reshaped));
+        copy.name += "_ln";
+        return graph.add_value(std::move(copy));
+      };
+      ValueId g = flat(*gamma), b = flat(*beta);
+      for (Node &n : graph.nodes)
+        if (n.output == result)
+          n = Node{"layer_norm", {{"axis", -1}, {"epsilon", *eps}}, {x, g, b}, result, n.source};
+      ++rewritten;
+      eliminate_dead_nodes(graph);
+      changed = true;
+      break;
+    }
+  }
+  return rewritten;
+}
+
+int sink_reshapes_below_bias(Graph &graph) {
+  static const std::set<std::string> elementwise_binary = {"add", "sub", "mul", "div", "maximum", "minimum"};
+  int moved = 0;
+  Uses u(graph);
+  for (size_t i = 0; i < graph.nodes.size(); ++i) {
+    Node &op = graph.nodes[i];
+    bool unary = op.inputs.size() == 1 && op_pattern(op.op) == OpPattern::kElementwise;
+    if (!elementwise_binary.count(op.op) && !unary) continue;
+    for (int side = 0; side < static_cast<int>(op.inputs.size()); ++side) {
+      ValueId reshaped = op.inputs[static_cast<size_t>(side)];
+      std::optional<size_t> r = producer_index(graph, reshaped);
+      if (!r || graph.nodes[*r].op != "reshape" || !u.single_use(reshaped)) continue;
+      ValueId source = graph.nodes[*r].inputs[0];
+      const std::vector<int64_t> &from = graph.values[static_cast<size_t>(source)].type.shape;
+      const std::vector<int64_t> &to = graph.values[static_cast<size_t>(reshaped)].type.shape;
+      const std::vector<int64_t> &out = graph.values[static_cast<size_t>(op.output)].type.shape;
+      // The constant varies along the last axis only, the reshape keeps that axis, and
+      // the operation's result has the reshaped shape (the constant does not grow it).
+      // A unary operation commutes with any reshape.
+      if (!unary) {
+        const Value &c = graph.values[static_cast<size_t>(op.inputs[static_cast<size_t>(1 - side)])];
+        bool last_axis_only = c.is_constant() && !c.type.shape.empty() && !from.empty() && !to.empty() &&
+                              from.back() == to.back() && out == to && c.type.shape.size() <= from.size() &&
+                              std::all_of(c.type.shape.begin(), c.type.shape.end() - 1, [](int64_t d) { return d == 1; });
+        if (!last_axis_only) continue;
+      }
+      // op(reshape(y), c) -> reshape(op(y, c)): the operation takes y's shape and the
+      // reshape moves to its result.
+      ValueId result = op.output;
+      Value narrow = graph.values[static_cast<size_t>(result)];
+      narrow.type.shape = from;
+      narrow.name += "_unreshaped";
+      ValueId inner = graph.add_value(std::move(narrow));
+      Node &reshape = graph.nodes[*r];
+      Node &binary = graph.nodes[i];
+      binary.inputs[static_cast<size_t>(side)] = source;
+      binary.output = inner;
+      reshape.inputs = {inner};
+      reshape.output = result;
+      // The reshape now reads the operation's result: it must come after it.
+      Node moved_reshape = reshape;
+      graph.nodes.erase(graph.nodes.begin() + static_cast<long>(*r));
+      graph.nodes.insert(graph.nodes.begin() + static_cast<long>(i), moved_reshape);
+      ++moved;
+      u = Uses(graph);
+      break;
+    }
+  }
+  return moved;
+}
+
+int merge_reshapes(Graph &graph) {
+  int merged = 0;
+  for (size_t i = 0; i < graph.nodes.size(); ++i) {
+    Node &n = graph.nodes[i];
+    if (n.op != "reshape" && n.op != "flatten") continue;
+    std::optional<size_t> p = producer_index(graph, n.inputs[0]);
+    if (p && (graph.nodes[*p].op == "reshape" || graph.nodes[*p].op == "flatten")) {
+      // Row-major reshapes compose: the outer one alone gives the same elements.
+      const std::vector<int64_t> &shape = graph.values[static_cast<size_t>(n.output)].type.shape;
+      n = Node{"reshape", {{"shape", shape}}, {graph.nodes[*p].inputs[0]}, n.output, n.source};
+      ++merged;
+    }
+    ValueId source = n.inputs[0];
+    if (graph.values[static_cast<size_t>(source)].type.shape == graph.values[static_cast<size_t>(n.output)].type.shape) {
+      replace_uses(graph, n.output, source);
+      ++merged;
+    }
+  }
+  eliminate_dead_nodes(graph);
+  return merged;
+}
+
+void run_default_passes(Graph &graph) {
+  eliminate_common_subexpressions(graph);
+  rewrite_layer_norm(graph);
+  rewrite_gelu(graph);
+  sink_reshapes_below_bias(graph);
+  merge_reshapes(graph);
+  eliminate_dead_nodes(graph);
 }
 
 }  // namespace kiln::frontend

@@ -1,4 +1,5 @@
-// Graph passes over the imported graph, each a function from graph to graph.
+// Graph passes over the imported graph, each a function that rewrites the graph in
+// place and says how much it changed. `run_default_passes` applies them in order.
 #pragma once
 
 #include "frontend/graph.h"
@@ -7,5 +8,32 @@ namespace kiln::frontend {
 
 /// Removes nodes whose result no graph output depends on. Returns how many.
 int eliminate_dead_nodes(Graph &graph);
+
+/// Merges nodes that apply the same operator with the same attributes to the same
+/// inputs (the three reshapes of one activation feeding Q, K and V). Returns how many
+/// nodes were removed.
+int eliminate_common_subexpressions(Graph &graph);
+
+/// Recognizes the exact GELU that exporters spell x * 0.5 * (1 + erf(x / sqrt(2)))
+/// (in any operand order) and replaces it with one `gelu`. Returns how many.
+int rewrite_gelu(Graph &graph);
+
+/// Recognizes opset-13 LayerNorm (ReduceMean, Sub, Pow 2, ReduceMean, Add eps, Sqrt,
+/// Div, Mul gamma, Add beta over the last axis) and replaces it with `layer_norm`.
+/// Returns how many.
+int rewrite_layer_norm(Graph &graph);
+
+/// Moves a reshape below a unary element-wise operation, and below a binary one whose
+/// other operand is a constant varying along the last axis alone (kept by the
+/// reshape): add(reshape(y), bias) becomes reshape(add(y, bias)), so a bias and an
+/// activation join their matrix product's subgraph. Returns how many.
+int sink_reshapes_below_bias(Graph &graph);
+
+/// A reshape (or flatten) of a reshape reads the inner one's input; a reshape to its
+/// input's own shape disappears. Returns how many were merged or removed.
+int merge_reshapes(Graph &graph);
+
+/// CSE, the pattern rewrites, reshape sinking and merging, then dead-node elimination.
+void run_default_passes(Graph &graph);
 
 }  // namespace kiln::frontend

@@ -18,23 +18,23 @@ ir::Workload node_workload(const Graph &graph, const Node &node) {
   return w;
 }
 
-std::vector<Task> extract_tasks(const Graph &graph) {
+std::vector<Task> extract_tasks(const std::vector<Subgraph> &subgraphs) {
   std::vector<Task> tasks;
   std::map<std::string, size_t> by_key;
-  for (size_t i = 0; i < graph.nodes.size(); ++i) {
-    ir::Workload w = node_workload(graph, graph.nodes[i]);
+  for (size_t i = 0; i < subgraphs.size(); ++i) {
+    const ir::Workload &w = subgraphs[i].workload;
     std::string key = w.key_hash();
     auto [it, fresh] = by_key.emplace(key, tasks.size());
     if (fresh) {
       Task t;
       t.flops = ir::estimate_flops(w.build_dag());
-      t.workload = std::move(w);
+      t.workload = w;
       t.key_hash = key;
       tasks.push_back(std::move(t));
     }
     Task &t = tasks[it->second];
     ++t.weight;
-    t.nodes.push_back(i);
+    t.subgraphs.push_back(i);
   }
   return tasks;
 }

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "frontend/fusion.h"
 #include "frontend/graph.h"
 #include "ir/workload.h"
 
@@ -15,14 +16,13 @@ struct Task {
   std::string key_hash;
   int weight = 0;            ///< occurrences in the graph
   double flops = 0;          ///< of one occurrence
-  std::vector<size_t> nodes; ///< indices into Graph::nodes, in model order
+  std::vector<size_t> subgraphs; ///< indices of the subgraphs it tunes, in model order
 };
 
 /// The workload of one node: its operator on its inputs' types.
 ir::Workload node_workload(const Graph &graph, const Node &node);
 
-/// One task per distinct workload key over the graph's nodes, in model order. Each
-/// node is its own subgraph until fusion groups them.
-std::vector<Task> extract_tasks(const Graph &graph);
+/// One task per distinct workload key among `subgraphs` (see fuse()), in model order.
+std::vector<Task> extract_tasks(const std::vector<Subgraph> &subgraphs);
 
 }  // namespace kiln::frontend

@@ -9,7 +9,9 @@
 
 #include <onnx/onnx_pb.h>
 
+#include "frontend/fusion.h"
 #include "frontend/onnx_import.h"
+#include "frontend/passes.h"
 #include "frontend/reference.h"
 #include "frontend/tasks.h"
 
@@ -43,12 +45,48 @@ TEST_P(FixtureModel, EvaluatesToTheExportersOutput) {
   ASSERT_EQ(g.inputs.size(), 1u);
   ASSERT_EQ(g.outputs.size(), 1u);
   ir::HostTensor input = read_floats(base + ".input.bin", g.values[static_cast<size_t>(g.inputs[0])].type.shape);
-  ir::HostTensor got = evaluate_reference(g, {input}).at(0);
-  ir::HostTensor want = read_floats(base + ".ref.bin", got.shape());
-  double max_abs = 0;
-  for (int64_t i = 0; i < got.size(); ++i) max_abs = std::max(max_abs, std::fabs(got.get(i) - want.get(i)));
-  EXPECT_LE(ir::relative_l2_error(got, want), 1e-4) << "max abs error " << max_abs;
-  EXPECT_FALSE(extract_tasks(g).empty());
+  ir::HostTensor imported = evaluate_reference(g, {input}).at(0);
+  ir::HostTensor want = read_floats(base + ".ref.bin", imported.shape());
+  auto expect_matches = [&](const ir::HostTensor &got, const std::string &stage) {
+    double max_abs = 0;
+    for (int64_t i = 0; i < got.size(); ++i) max_abs = std::max(max_abs, std::fabs(got.get(i) - want.get(i)));
+    EXPECT_LE(ir::relative_l2_error(got, want), 1e-4) << stage << ": max abs error " << max_abs;
+  };
+  expect_matches(imported, "as imported");
+  // After the passes, and subgraph by subgraph as a compiled model runs.
+  run_default_passes(g);
+  expect_matches(evaluate_reference(g, {input}).at(0), "after the passes");
+  std::vector<Subgraph> subgraphs = fuse(g);
+  expect_matches(evaluate_subgraphs(g, subgraphs, {input}).at(0), "fused");
+  EXPECT_FALSE(extract_tasks(subgraphs).empty());
+}
+
+// What the passes and fusion make of the exports: LayerNorm and GELU chains become one
+// operator each (the opset-13 graph then equals the opset-17 one), Q/K/V's shared
+// reshape is one node, and epilogues ride with their anchors.
+TEST(FixtureGraphs, PassesAndFusionShapeTheTasks) {
+  auto count = [](const Graph &g, const std::string &op) {
+    return std::count_if(g.nodes.begin(), g.nodes.end(), [&](const Node &n) { return n.op == op; });
+  };
+  Graph bert13 = import_onnx_file(models_dir() + "/bert_tiny.onnx");
+  Graph bert17 = import_onnx_file(models_dir() + "/bert_tiny_opset17.onnx");
+  EXPECT_EQ(count(bert13, "layer_norm"), 0);
+  run_default_passes(bert13);
+  run_default_passes(bert17);
+  EXPECT_EQ(count(bert13, "layer_norm"), 4);
+  EXPECT_EQ(count(bert13, "gelu"), 2);
+  EXPECT_EQ(count(bert13, "erf"), 0);
+  EXPECT_EQ(count(bert13, "reduce_mean"), 0);
+  EXPECT_EQ(bert13.nodes.size(), bert17.nodes.size()) << bert13.to_string() << "\n" << bert17.to_string();
+  std::vector<Task> bert_tasks = extract_tasks(fuse(bert13));
+  EXPECT_EQ(bert_tasks.size(), extract_tasks(fuse(bert17)).size());
+
+  Graph cnn = import_onnx_file(models_dir() + "/tiny_cnn.onnx");
+  run_default_passes(cnn);
+  std::vector<Subgraph> subgraphs = fuse(cnn);
+  std::vector<std::string> summaries;
+  for (const Subgraph &s : subgraphs) summaries.push_back(s.workload.summary().substr(0, s.workload.summary().find(' ')));
+  EXPECT_EQ(summaries, (std::vector<std::string>{"conv2d+relu", "conv2d+relu", "avg_pool2d", "flatten", "dense"}));
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, FixtureModel, ::testing::Values("tiny_cnn", "mlp", "bert_tiny", "bert_tiny_opset17"));
@@ -202,6 +240,46 @@ TEST(OnnxImport, PadSqueezeUnsqueezeAndDeadNodes) {
   Graph g = m.import();
   for (const Node &n : g.nodes) EXPECT_NE(n.op, "neg") << "a node no output needs survived";
   expect_values(evaluate_reference(g, {tensor({1, 2}, {3, 4})}).at(0), {1, 5}, {0, 3, 4, 0, 0});
+}
+
+// x * 0.5 * (1 + erf(x / sqrt(2))) in both operand orders becomes gelu; the same chain
+// with another constant stays as it is. Identical nodes merge.
+TEST(GraphPasses, GeluIsRecognizedOnlyWhenExactAndDuplicatesMerge) {
+  auto build = [](float half, bool half_first) {
+    ModelBuilder m;
+    m.input("x", {2, 3});
+    m.floats("sqrt2", {}, {1.4142135f});
+    m.floats("one", {}, {1.0f});
+    m.floats("half", {}, {half});
+    m.node("Div", {"x", "sqrt2"}, {"d"});
+    m.node("Erf", {"d"}, {"e"});
+    m.node("Add", {"e", "one"}, {"p"});
+    if (half_first) {
+      m.node("Mul", {"x", "half"}, {"xh"});
+      m.node("Mul", {"xh", "p"}, {"y"});
+    } else {
+      m.node("Mul", {"x", "p"}, {"xp"});
+      m.node("Mul", {"xp", "half"}, {"y"});
+    }
+    m.node("Relu", {"y"}, {"r1"});
+    m.node("Relu", {"y"}, {"r2"});
+    m.node("Add", {"r1", "r2"}, {"z"});
+    m.output("z");
+    return m.import();
+  };
+  ir::HostTensor x = tensor({2, 3}, {-2, -0.5, 0, 0.3, 1, 3});
+  for (bool half_first : {false, true}) {
+    Graph g = build(0.5f, half_first);
+    ir::HostTensor before = evaluate_reference(g, {x}).at(0);
+    EXPECT_EQ(eliminate_common_subexpressions(g), 1);
+    EXPECT_EQ(rewrite_gelu(g), 1);
+    std::vector<std::string> ops;
+    for (const Node &n : g.nodes) ops.push_back(n.op);
+    EXPECT_EQ(ops, (std::vector<std::string>{"gelu", "relu", "add"})) << g.to_string();
+    EXPECT_LE(ir::relative_l2_error(evaluate_reference(g, {x}).at(0), before), 1e-6);
+    Graph other = build(0.6f, half_first);
+    EXPECT_EQ(rewrite_gelu(other), 0) << other.to_string();
+  }
 }
 
 TEST(OnnxImport, DynamicDimensionsNeedAShape) {

@@ -1,0 +1,31 @@
+// Fusion: the graph's nodes grouped into subgraphs, each compiled and tuned as one
+// workload. As TVM's fusion levels: an operator with data reuse (convolution, matrix
+// products, pooling, reductions, softmax, layer norm) or an element-wise operator
+// starts a group; element-wise and broadcast consumers join their producer's group
+// while the producer has no other reader; layout operators (reshape, transpose,
+// flatten, concat) are groups of their own.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "frontend/graph.h"
+#include "ir/workload.h"
+
+namespace kiln::frontend {
+
+enum class OpPattern { kElementwise, kReuse, kLayout };
+/// How fusion treats an operator of the library.
+OpPattern op_pattern(const std::string &op);
+
+struct Subgraph {
+  std::vector<size_t> nodes;    ///< indices into Graph::nodes, producers first
+  std::vector<ValueId> inputs;  ///< values read from outside: activations and constants
+  ValueId output = -1;          ///< the one value leaving the group
+  ir::Workload workload;        ///< inputs in `inputs` order, ops in `nodes` order
+};
+
+/// Groups every node of `graph` (in topological order) into subgraphs.
+std::vector<Subgraph> fuse(const Graph &graph);
+
+}  // namespace kiln::frontend
