@@ -373,4 +373,11 @@ std::vector<std::unique_ptr<ScheduleRule>> default_rules(const Target &target) {
   return rules;
 }
 
+std::vector<std::unique_ptr<ScheduleRule>> untuned_rules(const Target &target) {
+  std::vector<std::unique_ptr<ScheduleRule>> rules;
+  rules.push_back(std::make_unique<AutoInline>());
+  rules.push_back(std::make_unique<ParallelVectorizeUnroll>(target));
+  return rules;
+}
+
 }  // namespace kiln::search

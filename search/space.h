@@ -50,6 +50,10 @@ struct WeightedMutator {
 
 std::vector<std::unique_ptr<ScheduleRule>> default_rules(const Target &target);
 std::vector<std::unique_ptr<Postprocessor>> default_postprocessors(const Target &target);
+/// The rules of a schedule that needs no tuning (what a model compiles with before its
+/// tasks are tuned): element-wise producers inlined, loops annotated to run parallel
+/// outside and vectorized inside; no tiling.
+std::vector<std::unique_ptr<ScheduleRule>> untuned_rules(const Target &target);
 std::vector<WeightedMutator> default_mutators(const Target &target);
 
 /// Applies `rules` to every block in reverse topological order (consumers first) and

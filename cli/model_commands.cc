@@ -1,0 +1,246 @@
+#include "cli/model_commands.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <random>
+
+#include "cli/workload_args.h"
+#include "executor/compile.h"
+#include "executor/model.h"
+#include "frontend/fusion.h"
+#include "frontend/onnx_import.h"
+#include "frontend/passes.h"
+#include "frontend/tasks.h"
+
+namespace kiln::cli {
+
+namespace {
+
+struct ImportArgs {
+  std::string model;
+  std::vector<std::string> shapes;
+  bool json = false;
+};
+
+frontend::ImportOptions options_from(const ImportArgs &args) {
+  frontend::ImportOptions options;
+  for (const std::string &spec : args.shapes) {
+    size_t eq = spec.rfind('=');
+    if (eq == std::string::npos || eq == 0)
+      fail("--shape '" + spec + "' must look like NAME=DIMS, e.g. input=1x3x224x224");
+    try {
+      options.input_shapes[spec.substr(0, eq)] = ir::parse_shape(spec.substr(eq + 1));
+    } catch (const std::invalid_argument &e) {
+      fail("--shape '" + spec + "': " + e.what());
+    }
+  }
+  return options;
+}
+
+// Imports, runs the passes and fuses: what import and compile share.
+struct LoadedGraph {
+  frontend::Graph graph;
+  std::vector<frontend::Subgraph> subgraphs;
+};
+
+LoadedGraph load_graph(const ImportArgs &args) {
+  LoadedGraph g;
+  try {
+    g.graph = frontend::import_onnx_file(args.model, options_from(args));
+  } catch (const frontend::ImportError &e) {
+    fail(e.what());
+  }
+  frontend::run_default_passes(g.graph);
+  g.subgraphs = frontend::fuse(g.graph);
+  return g;
+}
+
+void add_import_flags(CLI::App &cmd, ImportArgs &args) {
+  cmd.add_option("--model", args.model, "ONNX model file (opsets 11-17, weights inside the file)")->required();
+  cmd.add_option("--shape", args.shapes,
+                 "NAME=DIMS: fix a graph input's shape (needed for dynamic dimensions), e.g. input=1x3x224x224");
+}
+
+void print_tasks(const std::vector<frontend::Task> &tasks) {
+  double total = 0;
+  for (const frontend::Task &t : tasks) total += t.flops * t.weight;
+  std::printf("\n%-3s  %-12s  %-28s  %6s  %9s  %6s\n", "#", "key", "ops  shapes", "weight", "GFLOP", "share");
+  for (size_t i = 0; i < tasks.size(); ++i) {
+    const frontend::Task &t = tasks[i];
+    double flops = t.flops * t.weight;
+    std::printf("%-3zu  %-12s  %-28s  %6d  %9.4f  %5.1f%%\n", i, t.key_hash.substr(0, 12).c_str(),
+                t.workload.summary().c_str(), t.weight, flops / 1e9, total > 0 ? 100.0 * flops / total : 0.0);
+  }
+  std::printf("%zu tasks, %.4f GFLOP per inference\n", tasks.size(), total / 1e9);
+}
+
+
+void add_import(CLI::App &app) {
+  auto args = std::make_shared<ImportArgs>();
+  auto *cmd = app.add_subcommand("import", "Import an ONNX model: print its graph after the passes, its fused subgraphs and its tuning tasks");
+  add_import_flags(*cmd, *args);
+  cmd->add_flag("--json", args->json, "print the graph, the subgraphs and the tasks as one JSON object");
+  cmd->callback([args] {
+    auto [graph, subgraphs] = load_graph(*args);
+    std::vector<frontend::Task> tasks = frontend::extract_tasks(subgraphs);
+    if (args->json) {
+      nlohmann::json out{{"graph", graph.to_json()}, {"subgraphs", nlohmann::json::array()},
+                         {"tasks", nlohmann::json::array()}};
+      for (const frontend::Subgraph &s : subgraphs) out["subgraphs"].push_back(s.workload.summary());
+      for (const frontend::Task &t : tasks)
+        out["tasks"].push_back({{"key_hash", t.key_hash}, {"summary", t.workload.summary()}, {"weight", t.weight},
+                                {"flops", t.flops}, {"workload", t.workload.to_json()}});
+      std::cout << out.dump(2) << '\n';
+      return;
+    }
+    std::cout << graph.to_string();
+    std::cout << '\n' << subgraphs.size() << " subgraphs:\n";
+    for (size_t i = 0; i < subgraphs.size(); ++i) std::cout << "  " << i << ": " << subgraphs[i].workload.summary() << '\n';
+    print_tasks(tasks);
+  });
+}
+
+void add_compile(CLI::App &app) {
+  auto args = std::make_shared<ImportArgs>();
+  auto options = std::make_shared<executor::CompileOptions>();
+  auto out = std::make_shared<std::string>();
+  auto *cmd = app.add_subcommand("compile", "Compile an ONNX model into a folder that kiln run loads: each subgraph with "
+                                            "its best schedule in the database, or the untuned default");
+  add_import_flags(*cmd, *args);
+  cmd->add_option("--db", options->db_path, "tuning database to take schedules from (default: none, all untuned)");
+  cmd->add_option("--target", options->target, "target to build for")->capture_default_str();
+  cmd->add_option("-o,--output", *out, "output folder (replaced if it exists), e.g. m.kiln")->required();
+  cmd->callback([args, options, out] {
+    auto [graph, subgraphs] = load_graph(*args);
+    executor::CompileReport report;
+    try {
+      report = executor::compile_model(graph, subgraphs, *options, *out, [](size_t done, size_t total) {
+        std::fprintf(stderr, "\rcompiling subgraph %zu/%zu", done, total);
+        if (done == total) std::fprintf(stderr, "\n");
+      });
+    } catch (const std::exception &e) {
+      fail(e.what());
+    }
+    std::printf("compiled %zu subgraphs into %s in %.1f s: %zu with tuned schedules, %zu untuned\n", report.subgraphs,
+                out->c_str(), report.seconds, report.tuned, report.untuned);
+  });
+}
+
+ir::HostTensor read_raw_tensor(const std::string &path, const ir::TensorType &type) {
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  if (!in) fail("cannot open '" + path + "'");
+  ir::HostTensor t(type.dtype, type.shape);
+  auto want = static_cast<std::streamoff>(t.size() * ir::dtype_bytes(type.dtype));
+  if (in.tellg() != want)
+    fail("'" + path + "' holds " + std::to_string(in.tellg()) + " bytes; the input needs " + std::to_string(want) +
+         " (raw little-endian " + ir::dtype_name(type.dtype) + ", " + frontend::shape_string(type.shape) + ")");
+  in.seekg(0);
+  in.read(static_cast<char *>(t.data()), want);
+  return t;
+}
+
+executor::Model load_model(const std::string &dir) {
+  try {
+    return executor::Model::load(dir);
+  } catch (const executor::ModelError &e) {
+    fail(e.what());
+  }
+}
+
+void add_run(CLI::App &app) {
+  struct RunArgs {
+    std::string model, input, output, compare;
+    double tolerance = 1e-4;
+  };
+  auto args = std::make_shared<RunArgs>();
+  auto *cmd = app.add_subcommand("run", "Run a compiled model once on an input file");
+  cmd->add_option("--model", args->model, "compiled model folder (kiln compile)")->required();
+  cmd->add_option("--input", args->input, "input: raw little-endian tensor data of the model's input")->required();
+  cmd->add_option("--output", args->output, "write the output there (raw, like the input)");
+  cmd->add_option("--compare", args->compare, "reference output (raw): print the error, fail beyond --tolerance");
+  cmd->add_option("--tolerance", args->tolerance, "largest relative L2 error --compare accepts")->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->callback([args] {
+    executor::Model model = load_model(args->model);
+    if (model.input_types().size() != 1) fail("kiln run feeds one input; this model has " + std::to_string(model.input_types().size()));
+    ir::HostTensor input = read_raw_tensor(args->input, model.input_types()[0]);
+    auto start = std::chrono::steady_clock::now();
+    std::vector<ir::HostTensor> outputs;
+    try {
+      outputs = model.run({input});
+    } catch (const executor::ModelError &e) {
+      fail(e.what());
+    }
+    double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    const ir::HostTensor &out = outputs.at(0);
+    std::printf("output '%s': %s %s, %.3f ms\n", model.output_names()[0].c_str(), frontend::shape_string(out.shape()).c_str(),
+                ir::dtype_name(out.dtype()), ms);
+    if (!args->output.empty()) {
+      std::ofstream f(args->output, std::ios::binary);
+      f.write(static_cast<const char *>(out.data()), out.size() * ir::dtype_bytes(out.dtype()));
+      if (!f) fail("cannot write '" + args->output + "'");
+    }
+    if (!args->compare.empty()) {
+      ir::HostTensor want = read_raw_tensor(args->compare, {out.shape(), out.dtype()});
+      double max_abs = 0;
+      for (int64_t i = 0; i < out.size(); ++i) max_abs = std::max(max_abs, std::fabs(out.get(i) - want.get(i)));
+      double rel = ir::relative_l2_error(out, want);
+      std::printf("compare: max abs error %.3g, relative L2 error %.3g (tolerance %.3g)\n", max_abs, rel, args->tolerance);
+      if (!(rel <= args->tolerance)) fail("the output differs from '" + args->compare + "' beyond the tolerance");
+    }
+  });
+}
+
+void add_bench(CLI::App &app) {
+  struct BenchArgs {
+    std::string model;
+    int threads = 0;
+    int repeat = 50;
+  };
+  auto args = std::make_shared<BenchArgs>();
+  auto *cmd = app.add_subcommand("bench", "Time a compiled model on random inputs: median and min over repeats");
+  cmd->add_option("--model", args->model, "compiled model folder (kiln compile)")->required();
+  cmd->add_option("--threads", args->threads, "threads of the runtime pool (default: all cores)")->check(CLI::Range(1, 1024));
+  cmd->add_option("--repeat", args->repeat, "timed inferences after 3 warm-up runs")->capture_default_str()->check(CLI::Range(1, 1000000));
+  cmd->callback([args] {
+    executor::Model model = load_model(args->model);
+    if (args->threads > 0) executor::Model::set_threads(args->threads);
+    std::mt19937_64 rng(0);
+    std::vector<ir::HostTensor> inputs;
+    for (const ir::TensorType &t : model.input_types()) {
+      inputs.emplace_back(t.dtype, t.shape);
+      inputs.back().fill_random(rng);
+    }
+    std::vector<double> ms;
+    try {
+      for (int i = 0; i < 3; ++i) model.run(inputs);
+      for (int i = 0; i < args->repeat; ++i) {
+        auto start = std::chrono::steady_clock::now();
+        model.run(inputs);
+        ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+      }
+    } catch (const executor::ModelError &e) {
+      fail(e.what());
+    }
+    std::sort(ms.begin(), ms.end());
+    std::printf("%s: %zu subgraphs, median %.3f ms, min %.3f ms over %d runs\n", args->model.c_str(), model.num_steps(),
+                ms[ms.size() / 2], ms.front(), args->repeat);
+  });
+}
+
+}  // namespace
+
+void add_model_commands(CLI::App &app) {
+  add_import(app);
+  add_compile(app);
+  add_run(app);
+  add_bench(app);
+}
+
+}  // namespace kiln::cli

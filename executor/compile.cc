@@ -1,0 +1,107 @@
+#include "executor/compile.h"
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "codegen/codegen.h"
+#include "database/database.h"
+#include "executor/model.h"
+#include "ir/schedule/schedule.h"
+#include "ir/schedule/trace.h"
+#include "ir/te.h"
+#include "search/space.h"
+
+namespace kiln::executor {
+namespace {
+
+// The untuned default: auto-inline plus parallel/vectorize annotations, decisions from
+// a fixed seed so that the same model compiles to the same code.
+ir::PrimFunc default_schedule(const ir::PrimFunc &func, const Target &target) {
+  std::vector<ir::Trace> sketches = search::generate_sketches(func, search::untuned_rules(target), 0);
+  auto post = search::default_postprocessors(target);
+  for (const ir::Trace &sketch : sketches)
+    if (std::optional<search::Candidate> c = search::realize(func, sketch, post, 0)) return c->func;
+  return func;
+}
+
+}  // namespace
+
+CompileReport compile_model(const frontend::Graph &graph, const std::vector<frontend::Subgraph> &subgraphs,
+                            const CompileOptions &options, const std::string &out_dir,
+                            const std::function<void(size_t, size_t)> &progress) {
+  auto start = std::chrono::steady_clock::now();
+  Target target;
+  try {
+    target = Target::parse(options.target);
+  } catch (const std::invalid_argument &e) {
+    throw ModelError(std::string("bad target: ") + e.what());
+  }
+  std::optional<db::Database> db;
+  if (!options.db_path.empty()) db.emplace(db::Database::open(options.db_path, db::OpenMode::read_only));
+
+  std::filesystem::path root(out_dir);
+  std::error_code ec;
+  std::filesystem::remove_all(root, ec);
+  std::filesystem::create_directories(root, ec);
+  if (ec) throw ModelError("cannot create '" + out_dir + "': " + ec.message());
+
+  nlohmann::json manifest{{"kiln_model", kModelFormatVersion}, {"target", target.str()}};
+  std::ofstream weights(root / "weights.bin", std::ios::binary);
+  int64_t offset = 0;
+  manifest["values"] = nlohmann::json::array();
+  for (const frontend::Value &v : graph.values) {
+    nlohmann::json j{{"name", v.name}, {"shape", v.type.shape}, {"dtype", ir::dtype_name(v.type.dtype)}};
+    if (v.is_constant()) {
+      auto bytes = static_cast<int64_t>(v.constant->size() * ir::dtype_bytes(v.type.dtype));
+      weights.write(static_cast<const char *>(v.constant->data()), bytes);
+      j["offset"] = offset;
+      offset += bytes;
+    }
+    manifest["values"].push_back(j);
+  }
+  if (!weights) throw ModelError("cannot write '" + (root / "weights.bin").string() + "'");
+  manifest["inputs"] = graph.inputs;
+  manifest["outputs"] = graph.outputs;
+  manifest["steps"] = nlohmann::json::array();
+
+  CompileReport report;
+  report.subgraphs = subgraphs.size();
+  codegen::Compiler compiler;
+  for (size_t i = 0; i < subgraphs.size(); ++i) {
+    const frontend::Subgraph &s = subgraphs[i];
+    ir::PrimFunc func = te::lower(s.workload.build_dag(), "subgraph" + std::to_string(i));
+    ir::PrimFunc scheduled;
+    bool tuned = false;
+    if (db) {
+      if (std::optional<db::Record> best = db->best(s.workload.key_hash(), target.str())) {
+        try {
+          scheduled = ir::Schedule::replay(func, ir::Trace::from_json(nlohmann::json::parse(best->trace_json))).func();
+          tuned = true;
+        } catch (const std::exception &) {
+          // A record that no longer replays (an older trace format) is no schedule.
+        }
+      }
+    }
+    if (!tuned) scheduled = default_schedule(func, target);
+    std::string artifact = "sg" + std::to_string(i) + ".so";
+    try {
+      compiler.build_artifact(scheduled, target, (root / artifact).string());
+    } catch (const codegen::CodegenError &e) {
+      throw ModelError("subgraph " + std::to_string(i) + " (" + s.workload.summary() + "): " + e.what());
+    }
+    nlohmann::json args = s.inputs;
+    args.push_back(s.output);
+    manifest["steps"].push_back({{"artifact", artifact}, {"args", args}, {"workload", s.workload.summary()},
+                                 {"key_hash", s.workload.key_hash()}, {"tuned", tuned}});
+    (tuned ? report.tuned : report.untuned)++;
+    if (progress) progress(i + 1, subgraphs.size());
+  }
+  std::ofstream(root / "model.json") << manifest.dump(1) << '\n';
+  report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return report;
+}
+
+}  // namespace kiln::executor

@@ -1,0 +1,53 @@
+// A compiled model: a folder with one artifact per fused subgraph, the weights, and a
+// manifest (model.json) saying which buffers each artifact reads and writes. Loading
+// and running it needs no compiler: artifacts are loaded with dlopen and call the
+// runtime's thread pool.
+#pragma once
+
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "ir/host_tensor.h"
+#include "ir/workload.h"
+
+namespace kiln::executor {
+
+struct ModelError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+inline constexpr int kModelFormatVersion = 1;
+
+/// A loaded model. Every buffer (inputs, weights, intermediates, outputs) is allocated
+/// once at load: an inference allocates nothing.
+class Model {
+ public:
+  static Model load(const std::string &dir);
+  Model(Model &&) noexcept;
+  Model &operator=(Model &&) noexcept;
+  ~Model();
+
+  /// The graph inputs and outputs: names and types, in model order.
+  const std::vector<std::string> &input_names() const;
+  const std::vector<ir::TensorType> &input_types() const;
+  const std::vector<std::string> &output_names() const;
+  const std::vector<ir::TensorType> &output_types() const;
+  /// The target the artifacts were built for.
+  const std::string &target() const;
+  size_t num_steps() const;
+
+  /// Threads of the runtime's pool for parallel loops (process-wide).
+  static void set_threads(int threads);
+
+  /// Runs one inference; inputs are checked against input_types().
+  std::vector<ir::HostTensor> run(const std::vector<ir::HostTensor> &inputs);
+
+ private:
+  struct Impl;
+  explicit Model(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace kiln::executor

@@ -1,0 +1,144 @@
+// Compiled models: the exported models compile (untuned, and with a tuned record for a
+// subgraph), load, run and give PyTorch's outputs; bad folders and inputs are errors.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "database/database.h"
+#include "executor/compile.h"
+#include "executor/model.h"
+#include "frontend/onnx_import.h"
+#include "frontend/passes.h"
+#include "ir/te.h"
+#include "search/space.h"
+
+namespace kiln::executor {
+namespace {
+
+std::string models_dir() { return KILN_FRONTEND_MODELS; }
+
+std::filesystem::path temp_dir();
+
+struct RemoveTempDir : ::testing::Environment {
+  void TearDown() override { std::filesystem::remove_all(temp_dir()); }
+};
+const auto *const kCleanup = ::testing::AddGlobalTestEnvironment(new RemoveTempDir);
+
+std::filesystem::path temp_dir() {
+  static std::filesystem::path dir = [] {
+    auto d = std::filesystem::temp_directory_path() / ("kiln_executor_test_" + std::to_string(getpid()));
+    std::filesystem::create_directories(d);
+    return d;
+  }();
+  return dir;
+}
+
+ir::HostTensor read_floats(const std::string &path, const ir::TensorType &type) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  std::string bytes = s.str();
+  ir::HostTensor t(type.dtype, type.shape);
+  EXPECT_EQ(static_cast<int64_t>(bytes.size()), t.size() * 4) << path;
+  std::memcpy(t.data(), bytes.data(), std::min<size_t>(bytes.size(), static_cast<size_t>(t.size()) * 4));
+  return t;
+}
+
+struct Fused {
+  frontend::Graph graph;
+  std::vector<frontend::Subgraph> subgraphs;
+};
+
+Fused import(const std::string &name) {
+  Fused f{frontend::import_onnx_file(models_dir() + "/" + name + ".onnx"), {}};
+  frontend::run_default_passes(f.graph);
+  f.subgraphs = frontend::fuse(f.graph);
+  return f;
+}
+
+void expect_reference_output(Model &model, const std::string &name) {
+  ir::HostTensor input = read_floats(models_dir() + "/" + name + ".input.bin", model.input_types().at(0));
+  ir::HostTensor got = model.run({input}).at(0);
+  ir::HostTensor want = read_floats(models_dir() + "/" + name + ".ref.bin", model.output_types().at(0));
+  EXPECT_LE(ir::relative_l2_error(got, want), 1e-4) << name;
+  // A second inference reuses every buffer and gives the same result.
+  EXPECT_TRUE(ir::exactly_equal(model.run({input}).at(0), got)) << name;
+}
+
+class CompiledModel : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(CompiledModel, UntunedMatchesTheExporter) {
+  Fused f = import(GetParam());
+  std::string dir = (temp_dir() / (GetParam() + ".kiln")).string();
+  CompileReport report = compile_model(f.graph, f.subgraphs, {"llvm -num-cores=2", ""}, dir);
+  EXPECT_EQ(report.subgraphs, f.subgraphs.size());
+  EXPECT_EQ(report.untuned, f.subgraphs.size());
+  Model model = Model::load(dir);
+  EXPECT_EQ(model.num_steps(), f.subgraphs.size());
+  expect_reference_output(model, GetParam());
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, CompiledModel, ::testing::Values("tiny_cnn", "mlp", "bert_tiny"));
+
+// A database record for a subgraph's workload key is the schedule it compiles with.
+TEST(CompiledModelWithDatabase, TunedRecordsAreUsed) {
+  Fused f = import("tiny_cnn");
+  const std::string target = "llvm -num-cores=2";
+  std::filesystem::path db_path = temp_dir() / "tuned.db";
+  {
+    auto db = db::Database::open(db_path, db::OpenMode::create);
+    const frontend::Subgraph &conv = f.subgraphs.at(0);  // conv2d+relu
+    ir::PrimFunc func = te::lower(conv.workload.build_dag(), "conv");
+    Target t = Target::parse(target);
+    std::vector<ir::Trace> sketches = search::generate_sketches(func, search::default_rules(t), 1);
+    std::optional<search::Candidate> c;
+    for (uint64_t seed = 0; !c && seed < 16; ++seed) c = search::realize(func, sketches.front(), search::default_postprocessors(t), seed);
+    ASSERT_TRUE(c);
+    db::Record r;
+    r.workload.canonical_json = conv.workload.canonical_string();
+    r.target = target;
+    r.trace_json = c->trace.to_json().dump();
+    r.outcome = std::vector<double>{1e-4};
+    db.commit({r});
+  }
+  std::string dir = (temp_dir() / "tuned.kiln").string();
+  CompileReport report = compile_model(f.graph, f.subgraphs, {target, db_path.string()}, dir);
+  EXPECT_EQ(report.tuned, 1u);
+  EXPECT_EQ(report.untuned, f.subgraphs.size() - 1);
+  Model model = Model::load(dir);
+  expect_reference_output(model, "tiny_cnn");
+}
+
+TEST(CompiledModelErrors, BadFoldersAndInputsAreClearErrors) {
+  auto error_of = [](const std::function<void()> &f) {
+    try {
+      f();
+    } catch (const ModelError &e) {
+      return std::string(e.what());
+    }
+    return std::string("<no error>");
+  };
+  EXPECT_NE(error_of([] { Model::load((temp_dir() / "nothing").string()); }).find("is not a compiled model"), std::string::npos);
+  std::filesystem::path damaged = temp_dir() / "damaged.kiln";
+  std::filesystem::create_directories(damaged);
+  std::ofstream(damaged / "model.json") << "{\"kiln_model\": 1, \"target\": ";
+  EXPECT_NE(error_of([&] { Model::load(damaged.string()); }).find("is damaged"), std::string::npos);
+
+  Fused f = import("mlp");
+  std::string dir = (temp_dir() / "mlp_errors.kiln").string();
+  compile_model(f.graph, f.subgraphs, {"llvm -num-cores=2", ""}, dir);
+  Model model = Model::load(dir);
+  ir::HostTensor wrong(ir::DType::kFloat32, {1, 783});
+  EXPECT_NE(error_of([&] { model.run({wrong}); }).find("input 'input' must be float32 of 784 elements"), std::string::npos);
+  EXPECT_NE(error_of([&] { model.run({}); }).find("the model has 1 inputs, 0 given"), std::string::npos);
+  std::filesystem::remove(std::filesystem::path(dir) / "weights.bin");
+  std::ofstream(std::filesystem::path(dir) / "weights.bin") << "short";
+  EXPECT_NE(error_of([&] { Model::load(dir); }).find("weights.bin' is shorter than its manifest says"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace kiln::executor
