@@ -7,6 +7,8 @@
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 
+#include <onnx/defs/schema.h>
+
 #include "frontend/import_context.h"
 #include "frontend/onnx_tensor.h"
 #include "frontend/passes.h"
@@ -40,10 +42,24 @@ int check_versions(const onnx::ModelProto &model, const std::string &what) {
   for (const onnx::OperatorSetIdProto &o : model.opset_import())
     if (is_default_domain(o.domain())) opset = static_cast<int>(o.version());
   if (opset < 0) throw ImportError(what + " does not import the default ONNX opset");
-  if (opset < kMinOpset || opset > kMaxOpset)
-    throw ImportError(what + " uses opset " + std::to_string(opset) + "; Kiln imports opsets " +
+  auto refuse = [&](const std::string &detail) {
+    throw ImportError(what + " uses opset " + std::to_string(opset) + detail + "; Kiln imports opsets " +
                       std::to_string(kMinOpset) + " to " + std::to_string(kMaxOpset) + ". Re-export with opset_version=" +
                       std::to_string(opset < kMinOpset ? kMinOpset : kMaxOpset));
+  };
+  if (opset > kMaxOpset) refuse("");
+  if (opset < kMinOpset) {
+    // An older opset means the same as opset 11 for every operator whose definition
+    // did not change in between (ONNX's schema registry knows when each changed).
+    for (const onnx::NodeProto &n : model.graph().node()) {
+      if (!is_default_domain(n.domain())) continue;
+      const onnx::OpSchema *then = onnx::OpSchemaRegistry::Schema(n.op_type(), opset, "");
+      const onnx::OpSchema *now = onnx::OpSchemaRegistry::Schema(n.op_type(), kMinOpset, "");
+      if (then && now && then->SinceVersion() != now->SinceVersion())
+        refuse(", and " + n.op_type() + " changed meaning by opset " + std::to_string(now->SinceVersion()));
+    }
+    return kMinOpset;
+  }
   return opset;
 }
 

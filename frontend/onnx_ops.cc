@@ -112,23 +112,31 @@ struct BinaryOp {
   std::function<int64_t(int64_t, int64_t)> fi;
 };
 
-OpImporter binary(BinaryOp b) {
-  return [b](ImportContext &c) {
-    ValueId x = c.input(0), y = c.input(1);
-    const Value &vx = c.value(x), &vy = c.value(y);
-    if (vx.is_constant() && vy.is_constant()) {
-      DType t = vx.type.dtype;
-      c.set_output(0, c.constant(broadcast_constants(c, *vx.constant, *vy.constant, t, b.f, b.fi)));
-      return;
-    }
-    // A constant operand of another dtype (Pow's int64 exponent) takes the other's.
-    if (vx.type.dtype != vy.type.dtype) {
-      if (vy.is_constant()) y = c.constant(cast_tensor(*vy.constant, vx.type.dtype));
-      else if (vx.is_constant()) x = c.constant(cast_tensor(*vx.constant, vy.type.dtype));
-      else c.fail("operands have different element types");
-    }
-    c.set_output(0, c.emit(b.kiln_op, {x, y}));
+// Combines two operands; variadic ONNX operators (Max, Min, Sum) fold over all inputs.
+ValueId combine(ImportContext &c, const BinaryOp &b, ValueId x, ValueId y);
+
+OpImporter binary(BinaryOp b, bool variadic = false) {
+  return [b, variadic](ImportContext &c) {
+    if (!variadic && c.num_inputs() != 2) c.fail("needs 2 inputs");
+    if (c.num_inputs() < 1) c.fail("needs at least one input");
+    ValueId acc = c.input(0);
+    for (int i = 1; i < c.num_inputs(); ++i) acc = combine(c, b, acc, c.input(i));
+    c.set_output(0, acc);
   };
+}
+
+ValueId combine(ImportContext &c, const BinaryOp &b, ValueId x, ValueId y) {
+  // Copies: adding a constant below may move the graph's values.
+  std::shared_ptr<const HostTensor> cx = c.value(x).constant, cy = c.value(y).constant;
+  DType tx = c.type(x).dtype, ty = c.type(y).dtype;
+  if (cx && cy) return c.constant(broadcast_constants(c, *cx, *cy, tx, b.f, b.fi));
+  // A constant operand of another dtype (Pow's int64 exponent) takes the other's.
+  if (tx != ty) {
+    if (cy) y = c.constant(cast_tensor(*cy, tx));
+    else if (cx) x = c.constant(cast_tensor(*cx, ty));
+    else c.fail("operands have different element types");
+  }
+  return c.emit(b.kiln_op, {x, y});
 }
 
 void import_clip(ImportContext &c) {
@@ -565,6 +573,13 @@ void import_identity(ImportContext &c) {
   c.set_output(0, c.input(0));
 }
 
+// Inference Dropout is the identity; training mode (a true third input) is not.
+void import_dropout(ImportContext &c) {
+  if (c.has_input(2) && c.constant_input(2, "training_mode").get(0) != 0.0)
+    c.fail("training mode is not supported; export the model in eval mode");
+  import_identity(c);
+}
+
 double safe_div(double a, double b) { return a / b; }
 int64_t int_div(int64_t a, int64_t b) { return b == 0 ? 0 : a / b; }
 
@@ -584,9 +599,10 @@ const std::map<std::string, OpImporter> &op_importers() {
     t["Pow"] = binary({"pow", [](double a, double b) { return std::pow(a, b); },
                        [](int64_t a, int64_t b) { return static_cast<int64_t>(std::pow(a, b)); }});
     t["Max"] = binary({"maximum", [](double a, double b) { return std::max(a, b); },
-                       [](int64_t a, int64_t b) { return std::max(a, b); }});
+                       [](int64_t a, int64_t b) { return std::max(a, b); }}, true);
     t["Min"] = binary({"minimum", [](double a, double b) { return std::min(a, b); },
-                       [](int64_t a, int64_t b) { return std::min(a, b); }});
+                       [](int64_t a, int64_t b) { return std::min(a, b); }}, true);
+    t["Sum"] = binary({"add", std::plus<double>(), std::plus<int64_t>()}, true);
     t["Clip"] = import_clip;
     t["HardSigmoid"] = [](ImportContext &c) {
       c.set_output(0, hard_sigmoid(c, c.input(0), c.attr_float("alpha", 0.2f), c.attr_float("beta", 0.5f)));
@@ -626,7 +642,7 @@ const std::map<std::string, OpImporter> &op_importers() {
     t["Slice"] = import_slice;
     t["Expand"] = import_expand;
     t["Identity"] = import_identity;
-    t["Dropout"] = import_identity;
+    t["Dropout"] = import_dropout;
     return t;
   }();
   return table;
