@@ -3,14 +3,21 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <atomic>
+#include <csignal>
 #include <cstdio>
+#include <unistd.h>
 #include <cstring>
 #include <fstream>
 #include <iostream>
 #include <memory>
 #include <random>
 
+#include "cli/tune_command.h"
 #include "cli/workload_args.h"
+#include "measure/local_builder_pool.h"
+#include "measure/local_runner.h"
+#include "scheduler/task_scheduler.h"
 #include "executor/compile.h"
 #include "executor/model.h"
 #include "frontend/fusion.h"
@@ -234,10 +241,152 @@ void add_bench(CLI::App &app) {
   });
 }
 
+std::atomic<bool> interrupted{false};
+extern "C" void on_interrupt(int) { interrupted = true; }
+
+// Median of `runs` timed inferences, after warm-up.
+double median_ms(executor::Model &model, const std::vector<ir::HostTensor> &inputs, int runs) {
+  for (int i = 0; i < 2; ++i) model.run(inputs);
+  std::vector<double> ms;
+  for (int i = 0; i < runs; ++i) {
+    auto start = std::chrono::steady_clock::now();
+    model.run(inputs);
+    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+  }
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
+}
+
+void add_tune(CLI::App &app) {
+  struct ModelTuneArgs : TuningArgs {
+    ImportArgs model;
+    std::string allocation = "gradient";
+    int early_stop = 8;
+    bool measure = true;
+  };
+  auto a = std::make_shared<ModelTuneArgs>();
+  a->confirm_top = 4;
+  auto *cmd = app.add_subcommand("tune", "Tune every task of an ONNX model with the task scheduler, store the results in "
+                                         "the database, and measure the model before and after");
+  add_import_flags(*cmd, a->model);
+  add_tuning_flags(cmd, *a);
+  cmd->add_option("--task-scheduler", a->allocation,
+                  "how rounds are given to tasks: gradient (expected gain in model latency) or round-robin (ablation)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"gradient", "round-robin"}));
+  cmd->add_option("--early-stop", a->early_stop, "rounds of a task without improvement before it stops (0: never)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_flag("!--no-measure", a->measure, "skip compiling and timing the model untuned and tuned at the end");
+  cmd->callback([a] {
+    measure::LocalRunner runner;  // forks its server before any thread exists
+    auto [graph, subgraphs] = load_graph(a->model);
+    std::vector<frontend::Task> tasks = frontend::extract_tasks(subgraphs);
+    Target target;
+    std::optional<db::Database> database;
+    try {
+      target = Target::parse(a->target);
+      database.emplace(db::Database::open(a->db, db::OpenMode::create));
+    } catch (const std::exception &e) {
+      fail(e.what());
+    }
+    std::vector<scheduler::TaskScheduler::Task> jobs;
+    for (const frontend::Task &t : tasks) jobs.push_back({t.workload, t.weight});
+    scheduler::SchedulerOptions options;
+    options.trials = a->trials;
+    options.time_limit_seconds = a->time_limit;
+    options.allocation = a->allocation == "gradient" ? scheduler::Allocation::kGradient : scheduler::Allocation::kRoundRobin;
+    options.early_stop_rounds = a->early_stop;
+    options.task = tune_options(*a);
+    std::filesystem::path work = std::filesystem::temp_directory_path() / ("kiln_tune_" + std::to_string(getpid()));
+    measure::LocalBuilderPool pool(a->builders, work, 60.0);
+    std::unique_ptr<costmodel::CostModel> model = make_cost_model(*a);
+    std::signal(SIGINT, on_interrupt);
+    std::signal(SIGTERM, on_interrupt);
+    std::cerr << "tuning " << tasks.size() << " tasks of " << a->model.model << " on " << target.str() << " (database "
+              << a->db << ", " << a->trials << " trials)\n";
+    bool tty = isatty(STDERR_FILENO);
+    scheduler::SchedulerResult result;
+    try {
+      scheduler::TaskScheduler ts(jobs, target, options, &*database, pool, runner, *model);
+      result = ts.run(
+          [&](const scheduler::SchedulerProgress &p) {
+            if (a->quiet) return;
+            double rate = p.elapsed_seconds > 0 ? static_cast<double>(p.trials) / p.elapsed_seconds : 0;
+            std::fprintf(stderr, "%s[round %4lld] trials %6lld/%lld  estimated model latency %10.4f ms  %5.1f trials/s  %6.0f s%s",
+                         tty ? "\r" : "", (long long)p.round, (long long)p.trials, (long long)a->trials,
+                         p.estimated_latency * 1e3, rate, p.elapsed_seconds, tty ? "" : "\n");
+            std::fflush(stderr);
+          },
+          [] { return interrupted.load(); });
+    } catch (const std::exception &e) {
+      std::filesystem::remove_all(work);
+      fail(e.what());
+    }
+    std::filesystem::remove_all(work);
+    if (!a->quiet && tty) std::cerr << "\n";
+    if (interrupted) std::cerr << "interrupted: stopped after the running round; every measurement is stored, a rerun resumes\n";
+    const scheduler::SchedulerProgress &p = result.progress;
+    double total = p.estimated_latency;
+    std::printf("%-3s  %-34s %6s %7s %11s %9s %6s\n", "#", "task", "weight", "trials", "best ms", "GFLOP/s", "share");
+    for (size_t i = 0; i < p.tasks.size(); ++i) {
+      const scheduler::TaskState &t = p.tasks[i];
+      double best = t.progress.best_seconds;
+      std::printf("%-3zu  %-34s %6d %7lld %11.4f %9.2f %5.1f%%\n", i, t.summary.substr(0, 34).c_str(), t.weight,
+                  (long long)t.progress.trials, best * 1e3, best > 0 ? t.flops / best / 1e9 : 0.0,
+                  total > 0 ? 100.0 * t.weight * best / total : 0.0);
+    }
+    scheduler::TimeBreakdown time;
+    for (const scheduler::TuneResult &r : result.tasks) {
+      time.search += r.progress.time.search;
+      time.features += r.progress.time.features;
+      time.training += r.progress.time.training;
+      time.build += r.progress.time.build;
+      time.run += r.progress.time.run;
+      time.database += r.progress.time.database;
+    }
+    std::printf("measured %lld candidates in %.0f s (%.1f trials/s); estimated model latency %.4f ms\n",
+                (long long)p.trials, p.elapsed_seconds, p.elapsed_seconds > 0 ? p.trials / p.elapsed_seconds : 0.0,
+                total * 1e3);
+    std::printf("time: search %.1f s, features %.1f s, training %.1f s, build %.1f s, run %.1f s, database %.1f s\n",
+                time.search, time.features, time.training, time.build, time.run, time.database);
+    if (!a->measure || interrupted) return;
+    // The model measured, not estimated: untuned defaults and tuned, alternating.
+    std::filesystem::path dir = std::filesystem::temp_directory_path() / ("kiln_tune_models_" + std::to_string(getpid()));
+    try {
+      database.reset();
+      executor::compile_model(graph, subgraphs, {target.str(), ""}, (dir / "untuned").string());
+      executor::compile_model(graph, subgraphs, {target.str(), a->db}, (dir / "tuned").string());
+      executor::Model untuned = executor::Model::load((dir / "untuned").string());
+      executor::Model tuned = executor::Model::load((dir / "tuned").string());
+      std::mt19937_64 rng(0);
+      std::vector<ir::HostTensor> inputs;
+      for (const ir::TensorType &t : tuned.input_types()) {
+        inputs.emplace_back(t.dtype, t.shape);
+        inputs.back().fill_random(rng);
+      }
+      std::vector<double> before, after;
+      for (int block = 0; block < 3; ++block) {
+        before.push_back(median_ms(untuned, inputs, 5));
+        after.push_back(median_ms(tuned, inputs, 5));
+      }
+      std::sort(before.begin(), before.end());
+      std::sort(after.begin(), after.end());
+      std::printf("measured model latency: untuned %.3f ms, tuned %.3f ms (%.2fx), medians of 3 alternating blocks\n",
+                  before[1], after[1], before[1] / after[1]);
+    } catch (const std::exception &e) {
+      std::filesystem::remove_all(dir);
+      fail(std::string("measuring the model: ") + e.what());
+    }
+    std::filesystem::remove_all(dir);
+  });
+}
+
 }  // namespace
 
 void add_model_commands(CLI::App &app) {
   add_import(app);
+  add_tune(app);
   add_compile(app);
   add_run(app);
   add_bench(app);

@@ -17,34 +17,13 @@
 namespace kiln::cli {
 
 namespace {
-struct TuneArgs {
+struct TuneArgs : TuningArgs {
   WorkloadArgs workload;
-  std::string target = "llvm -mcpu=native";
-  std::string db = "kiln.db";
-  int64_t trials = 1000;
-  int batch = 32;
-  double time_limit = 0;
-  uint64_t seed = 0;
-  int builders = 2;
-  std::string cost_model = "xgb";
-  int population = 128;
-  int generations = 3;
-  double eps = 0.05;
-  int repeat = 3;
-  double min_repeat_ms = 10;
-  double give_up_factor = 3.0;
-  int confirm_top = 8;
-  int confirm_runs = 3;
-  bool warm_start = false;
-  bool quiet = false;
 };
 }  // namespace
 
-void add_tune_command(CLI::App &app) {
-  auto *cmd = app.add_subcommand(
-      "tune-op", "Tune one operator (or a workload file) and store the results; without --op, a BERT dense layer");
-  auto a = std::make_shared<TuneArgs>();
-  a->workload.add_to(*cmd);
+void add_tuning_flags(CLI::App *cmd, TuningArgs &args) {
+  TuningArgs *a = &args;
   cmd->add_option("--target", a->target, "target string")->capture_default_str();
   cmd->add_option("--db", a->db, "SQLite tuning database (created if missing; a rerun resumes)")->capture_default_str();
   cmd->add_option("--trials", a->trials, "candidates to measure in this run")->capture_default_str()->check(CLI::PositiveNumber);
@@ -81,6 +60,38 @@ void add_tune_command(CLI::App &app) {
                 "rank the first rounds with a cost model trained on the database's records of other workloads "
                 "for this target, until this task has enough programs of its own");
   cmd->add_flag("-q,--quiet", a->quiet, "no progress line");
+}
+
+scheduler::TuneOptions tune_options(const TuningArgs &a) {
+  scheduler::TuneOptions opts;
+  opts.trials = a.trials;
+  opts.batch = a.batch;
+  opts.time_limit_seconds = a.time_limit;
+  opts.seed = a.seed;
+  opts.evolution.population = a.population;
+  opts.evolution.generations = a.generations;
+  opts.evolution.eps_greedy = a.eps;
+  opts.timing.repeat = a.repeat;
+  opts.timing.min_repeat_ms = a.min_repeat_ms;
+  opts.give_up_factor = a.give_up_factor;
+  opts.warm_start = a.warm_start;
+  opts.confirm_top = a.confirm_top;
+  opts.confirm_runs = a.confirm_runs;
+  return opts;
+}
+
+std::unique_ptr<costmodel::CostModel> make_cost_model(const TuningArgs &a) {
+  if (a.cost_model == "random") return std::make_unique<costmodel::RandomCostModel>(a.seed);
+  return std::make_unique<costmodel::XGBoostCostModel>();
+}
+
+
+void add_tune_command(CLI::App &app) {
+  auto *cmd = app.add_subcommand(
+      "tune-op", "Tune one operator (or a workload file) and store the results; without --op, a BERT dense layer");
+  auto a = std::make_shared<TuneArgs>();
+  a->workload.add_to(*cmd);
+  add_tuning_flags(cmd, *a);
   cmd->callback([a] {
     // The runner forks its server before any thread exists.
     measure::LocalRunner runner;
@@ -105,26 +116,8 @@ void add_tune_command(CLI::App &app) {
     }
     std::filesystem::path work = std::filesystem::temp_directory_path() / ("kiln_tune_" + std::to_string(getpid()));
     measure::LocalBuilderPool pool(a->builders, work, 60.0);
-    std::unique_ptr<costmodel::CostModel> model;
-    if (a->cost_model == "random") {
-      model = std::make_unique<costmodel::RandomCostModel>(a->seed);
-    } else {
-      model = std::make_unique<costmodel::XGBoostCostModel>();
-    }
-    scheduler::TuneOptions opts;
-    opts.trials = a->trials;
-    opts.batch = a->batch;
-    opts.time_limit_seconds = a->time_limit;
-    opts.seed = a->seed;
-    opts.evolution.population = a->population;
-    opts.evolution.generations = a->generations;
-    opts.evolution.eps_greedy = a->eps;
-    opts.timing.repeat = a->repeat;
-    opts.timing.min_repeat_ms = a->min_repeat_ms;
-    opts.give_up_factor = a->give_up_factor;
-    opts.warm_start = a->warm_start;
-    opts.confirm_top = a->confirm_top;
-    opts.confirm_runs = a->confirm_runs;
+    std::unique_ptr<costmodel::CostModel> model = make_cost_model(*a);
+    scheduler::TuneOptions opts = tune_options(*a);
     std::cerr << "tuning " << w.summary() << " on " << target.str() << " (key " << w.key_hash().substr(0, 16)
               << ", database " << a->db << ")\n";
     scheduler::TuneResult r;

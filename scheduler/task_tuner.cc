@@ -83,7 +83,9 @@ void TaskTuner::resume_from_database() {
       best_trace_ = r.trace_json;
     }
   }
-  if (!features.empty()) model_.update({std::move(features), costmodel::throughputs_of(latencies), {}});
+  // Measurements carry their task, so that one model can learn from several tasks' tuners.
+  std::vector<std::string> tasks(features.size(), workload_.key_hash());
+  if (!features.empty()) model_.update({std::move(features), costmodel::throughputs_of(latencies), std::move(tasks)});
 }
 
 void TaskTuner::warm_start_from_other_tasks() {
@@ -103,116 +105,130 @@ void TaskTuner::warm_start_from_other_tasks() {
   progress_.warm_start_programs = static_cast<int64_t>(other.programs.size());
 }
 
-TuneResult TaskTuner::run(const std::function<void(const Progress &)> &on_round) {
-  double start = now();
+// Tuners of several tasks share one builder's folder: names carry the task.
+std::string TaskTuner::artifact_name(const std::string &what) const { return workload_.key_hash().substr(0, 16) + "_" + what; }
+
+void TaskTuner::prepare() {
+  start_ = now();
   if (options_.warm_start) warm_start_from_other_tasks();
   resume_from_database();
-  TuneResult result;
   if (progress_.best_seconds > 0) progress_.best_gflops = flops_ / progress_.best_seconds / 1e9;
   // The unscheduled program, built once, is every candidate's correctness reference.
-  {
-    double t0 = now();
-    std::vector<measure::BuildResult> ref = builder_.build({measure::BuildInput{func_, target_, "reference"}});
-    progress_.time.build += now() - t0;
-    if (!ref[0].ok()) throw std::runtime_error("cannot build the reference program: " + ref[0].message);
-    reference_artifact_ = ref[0].artifact_path;
-  }
-  while (progress_.trials < options_.trials) {
-    if (options_.time_limit_seconds > 0 && now() - start >= options_.time_limit_seconds) break;
-    int n = static_cast<int>(std::min<int64_t>(options_.batch, options_.trials - progress_.trials));
-    double t0 = now();
-    search::Scorer scorer = [&](const std::vector<ir::PrimFunc> &funcs) {
-      double f0 = now();
-      std::vector<costmodel::ProgramFeatures> feats = costmodel::extract_features_batch(funcs, options_.feature_threads);
-      progress_.time.features += now() - f0;
-      std::vector<float> p = model_.predict(feats);
-      return std::vector<double>(p.begin(), p.end());
-    };
-    std::vector<search::Candidate> batch = search_->next_batch(n, scorer, model_.ready());
-    progress_.time.search += now() - t0;
-    if (batch.empty()) break;  // the space is exhausted
+  double t0 = now();
+  std::vector<measure::BuildResult> ref = builder_.build({measure::BuildInput{func_, target_, artifact_name("reference")}});
+  progress_.time.build += now() - t0;
+  if (!ref[0].ok()) throw std::runtime_error("cannot build the reference program: " + ref[0].message);
+  reference_artifact_ = ref[0].artifact_path;
+}
 
-    std::vector<measure::BuildInput> builds;
-    for (size_t i = 0; i < batch.size(); ++i)
-      builds.push_back(measure::BuildInput{batch[i].func, target_, "c" + std::to_string(progress_.trials + i)});
-    t0 = now();
-    std::vector<measure::BuildResult> built = builder_.build(builds);
-    progress_.time.build += now() - t0;
-    std::vector<measure::RunInput> runs;
-    std::vector<size_t> run_index;
-    for (size_t i = 0; i < built.size(); ++i) {
-      if (!built[i].ok()) continue;
-      measure::RunInput in = run_input(built[i].artifact_path);
-      if (options_.give_up_factor > 0 && progress_.best_seconds > 0)
-        in.timing.give_up_after_seconds = options_.give_up_factor * progress_.best_seconds;
-      runs.push_back(in);
-      run_index.push_back(i);
-    }
-    t0 = now();
-    std::vector<measure::RunResult> ran = runner_.run(runs);
-    progress_.time.run += now() - t0;
-
-    std::vector<db::Record> records;
-    std::vector<double> new_latencies;
-    for (size_t i = 0; i < batch.size(); ++i) {
-      db::Record rec;
-      rec.workload = workload_record_;
-      rec.target = target_.str();
-      rec.trace_json = batch[i].trace.to_json().dump();
-      nlohmann::json meta{{"sketch_instructions", batch[i].sketch.instructions.size()},
-                          {"build_seconds", built[i].build_seconds}};
-      double latency = 0;
-      auto pos = std::find(run_index.begin(), run_index.end(), i);
-      if (!built[i].ok()) {
-        rec.outcome = db::MeasureError{to_db_error(built[i].error), built[i].message};
-      } else {
-        const measure::RunResult &r = ran[static_cast<size_t>(pos - run_index.begin())];
-        meta["number"] = r.number;
-        meta["run_seconds"] = r.run_seconds;
-        if (r.ok()) {
-          rec.outcome = r.repeat_seconds;
-          latency = mean(r.repeat_seconds);
-        } else {
-          rec.outcome = db::MeasureError{to_db_error(r.error), r.message};
-        }
-      }
-      rec.metadata_json = meta.dump();
-      records.push_back(rec);
-      search_->add_measured(batch[i].sketch, batch[i].func, rec.trace_json, latency > 0 ? 1.0 / latency : 0);
-      ++progress_.trials;
-      if (latency <= 0) ++progress_.errors;
-      if (latency > 0 && !db_) measured_.emplace_back(latency, rec.trace_json);
-      if (latency > 0 && (progress_.best_seconds == 0 || latency < progress_.best_seconds)) {
-        progress_.best_seconds = latency;
-        best_trace_ = rec.trace_json;
-      }
-      progress_.best_gflops = progress_.best_seconds > 0 ? flops_ / progress_.best_seconds / 1e9 : 0;
-      result.best_gflops_curve.push_back(progress_.best_gflops);
-      new_latencies.push_back(latency);
-    }
-    t0 = now();
-    if (db_) db_->commit(records);
-    progress_.time.database += now() - t0;
-
-    // Train on the new measurements; the model relabels everything against the best.
-    t0 = now();
-    std::vector<ir::PrimFunc> funcs;
-    for (const search::Candidate &c : batch) funcs.push_back(c.func);
+bool TaskTuner::run_round(int n) {
+  double t0 = now();
+  search::Scorer scorer = [&](const std::vector<ir::PrimFunc> &funcs) {
+    double f0 = now();
     std::vector<costmodel::ProgramFeatures> feats = costmodel::extract_features_batch(funcs, options_.feature_threads);
-    progress_.time.features += now() - t0;
-    t0 = now();
-    model_.update({std::move(feats), costmodel::throughputs_of(new_latencies), {}});
-    progress_.time.training += now() - t0;
-
-    ++progress_.round;
-    progress_.elapsed_seconds = now() - start;
-    if (on_round) on_round(progress_);
+    progress_.time.features += now() - f0;
+    std::vector<float> p = model_.predict(feats);
+    return std::vector<double>(p.begin(), p.end());
+  };
+  std::vector<search::Candidate> batch = search_->next_batch(n, scorer, model_.ready());
+  progress_.time.search += now() - t0;
+  if (batch.empty()) return false;  // the space is exhausted
+  std::vector<measure::BuildInput> builds;
+  for (size_t i = 0; i < batch.size(); ++i)
+    builds.push_back(measure::BuildInput{batch[i].func, target_, artifact_name("c" + std::to_string(progress_.trials + i))});
+  t0 = now();
+  std::vector<measure::BuildResult> built = builder_.build(builds);
+  progress_.time.build += now() - t0;
+  std::vector<measure::RunInput> runs;
+  std::vector<size_t> run_index;
+  for (size_t i = 0; i < built.size(); ++i) {
+    if (!built[i].ok()) continue;
+    measure::RunInput in = run_input(built[i].artifact_path);
+    if (options_.give_up_factor > 0 && progress_.best_seconds > 0)
+      in.timing.give_up_after_seconds = options_.give_up_factor * progress_.best_seconds;
+    runs.push_back(in);
+    run_index.push_back(i);
   }
-  result.confirmed = confirm_best(start);
-  progress_.elapsed_seconds = now() - start;
+  t0 = now();
+  std::vector<measure::RunResult> ran = runner_.run(runs);
+  progress_.time.run += now() - t0;
+
+  std::vector<db::Record> records;
+  std::vector<double> new_latencies;
+  for (size_t i = 0; i < batch.size(); ++i) {
+    db::Record rec;
+    rec.workload = workload_record_;
+    rec.target = target_.str();
+    rec.trace_json = batch[i].trace.to_json().dump();
+    nlohmann::json meta{{"sketch_instructions", batch[i].sketch.instructions.size()},
+                        {"build_seconds", built[i].build_seconds}};
+    double latency = 0;
+    auto pos = std::find(run_index.begin(), run_index.end(), i);
+    if (!built[i].ok()) {
+      rec.outcome = db::MeasureError{to_db_error(built[i].error), built[i].message};
+    } else {
+      const measure::RunResult &r = ran[static_cast<size_t>(pos - run_index.begin())];
+      meta["number"] = r.number;
+      meta["run_seconds"] = r.run_seconds;
+      if (r.ok()) {
+        rec.outcome = r.repeat_seconds;
+        latency = mean(r.repeat_seconds);
+      } else {
+        rec.outcome = db::MeasureError{to_db_error(r.error), r.message};
+      }
+    }
+    rec.metadata_json = meta.dump();
+    records.push_back(rec);
+    search_->add_measured(batch[i].sketch, batch[i].func, rec.trace_json, latency > 0 ? 1.0 / latency : 0);
+    ++progress_.trials;
+    if (latency <= 0) ++progress_.errors;
+    if (latency > 0 && !db_) measured_.emplace_back(latency, rec.trace_json);
+    if (latency > 0 && (progress_.best_seconds == 0 || latency < progress_.best_seconds)) {
+      progress_.best_seconds = latency;
+      best_trace_ = rec.trace_json;
+    }
+    progress_.best_gflops = progress_.best_seconds > 0 ? flops_ / progress_.best_seconds / 1e9 : 0;
+    best_gflops_curve_.push_back(progress_.best_gflops);
+    new_latencies.push_back(latency);
+  }
+  t0 = now();
+  if (db_) db_->commit(records);
+  progress_.time.database += now() - t0;
+
+  // Train on the new measurements; the model relabels everything against the best.
+  t0 = now();
+  std::vector<ir::PrimFunc> funcs;
+  for (const search::Candidate &c : batch) funcs.push_back(c.func);
+  std::vector<costmodel::ProgramFeatures> feats = costmodel::extract_features_batch(funcs, options_.feature_threads);
+  progress_.time.features += now() - t0;
+  t0 = now();
+  std::vector<std::string> tasks(feats.size(), workload_.key_hash());
+  model_.update({std::move(feats), costmodel::throughputs_of(new_latencies), std::move(tasks)});
+  progress_.time.training += now() - t0;
+
+  ++progress_.round;
+  progress_.elapsed_seconds = now() - start_;
+  return true;
+}
+
+TuneResult TaskTuner::finish() {
+  TuneResult result;
+  result.confirmed = confirm_best(start_);
+  progress_.elapsed_seconds = now() - start_;
   result.progress = progress_;
   result.best_trace_json = best_trace_;
+  result.best_gflops_curve = best_gflops_curve_;
   return result;
+}
+
+TuneResult TaskTuner::run(const std::function<void(const Progress &)> &on_round) {
+  prepare();
+  while (progress_.trials < options_.trials) {
+    if (options_.time_limit_seconds > 0 && now() - start_ >= options_.time_limit_seconds) break;
+    if (!run_round(static_cast<int>(std::min<int64_t>(options_.batch, options_.trials - progress_.trials)))) break;
+    if (on_round) on_round(progress_);
+  }
+  return finish();
 }
 
 measure::RunInput TaskTuner::run_input(const std::string &artifact) const {
@@ -248,7 +264,7 @@ int TaskTuner::confirm_best(double started) {
     } catch (const std::exception &) {
       continue;  // not replayable by this Kiln: it keeps its single measurement
     }
-    builds.push_back(measure::BuildInput{program, target_, "confirm" + std::to_string(i)});
+    builds.push_back(measure::BuildInput{program, target_, artifact_name("confirm" + std::to_string(i))});
     program_of_build.push_back(i);
   }
   std::vector<measure::BuildResult> built = builder_.build(builds);

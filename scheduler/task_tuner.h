@@ -84,13 +84,27 @@ class TaskTuner {
   TaskTuner(ir::Workload workload, Target target, TuneOptions options, db::Database *database,
             measure::Builder &builder, measure::Runner &runner, costmodel::CostModel &model);
 
-  /// Runs the loop; `on_round` is called after every round.
+  /// Runs the loop (prepare, rounds until a budget is spent, finish); `on_round` is
+  /// called after every round.
   TuneResult run(const std::function<void(const Progress &)> &on_round = {});
+
+  // The loop's steps, for a scheduler that interleaves the rounds of several tasks.
+  /// Warm start, resume from the database, build the reference. Once, first.
+  void prepare();
+  /// Searches, builds, measures, stores and trains on up to `n` candidates; false when
+  /// the space has nothing new.
+  bool run_round(int n);
+  /// The confirmation of the best programs (TuneOptions::confirm_top) and the result.
+  TuneResult finish();
+  const Progress &progress() const { return progress_; }
+  double flops() const { return flops_; }
+  const ir::Workload &workload() const { return workload_; }
 
  private:
   void resume_from_database();
   void warm_start_from_other_tasks();
   int confirm_best(double started);
+  std::string artifact_name(const std::string &what) const;
   /// Checked against the reference, timed with the task's options.
   measure::RunInput run_input(const std::string &artifact) const;
 
@@ -111,6 +125,8 @@ class TaskTuner {
   /// Without a database: this run's successful measurements (latency, trace), the
   /// confirmation's candidates (with one, the database's top records are).
   std::vector<std::pair<double, std::string>> measured_;
+  std::vector<double> best_gflops_curve_;
+  double start_ = 0;  ///< when prepare() ran, in the clock of now()
 };
 
 /// Sketch length stored in a record's metadata, so the sketch (what mutators change)

@@ -1,0 +1,136 @@
+#include "scheduler/task_scheduler.h"
+
+#include <algorithm>
+#include <chrono>
+#include <limits>
+#include <random>
+
+namespace kiln::scheduler {
+namespace {
+
+double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+
+// The operators of a task ("conv2d+relu"): tasks with the same ones are similar.
+std::string ops_of(const std::string &summary) { return summary.substr(0, summary.find(' ')); }
+
+double best_of(const TaskState &t) { return t.best_curve.empty() ? 0 : t.best_curve.back(); }
+
+}  // namespace
+
+TaskScheduler::TaskScheduler(std::vector<Task> tasks, Target target, SchedulerOptions options, db::Database *database,
+                             measure::Builder &builder, measure::Runner &runner, costmodel::CostModel &model)
+    : options_(std::move(options)) {
+  for (size_t i = 0; i < tasks.size(); ++i) {
+    TuneOptions task_options = options_.task;
+    task_options.seed = options_.task.seed + i;
+    tuners_.push_back(std::make_unique<TaskTuner>(tasks[i].workload, target, task_options, database, builder, runner, model));
+    TaskState s;
+    s.summary = tasks[i].workload.summary();
+    s.weight = tasks[i].weight;
+    s.flops = tuners_.back()->flops();
+    states_.push_back(s);
+  }
+}
+
+int TaskScheduler::pick_gradient(const std::vector<TaskState> &tasks, const SchedulerOptions &options, double random01) {
+  std::vector<int> open;
+  for (size_t i = 0; i < tasks.size(); ++i)
+    if (!tasks[i].stopped) open.push_back(static_cast<int>(i));
+  if (open.empty()) return -1;
+  for (int i : open)
+    if (best_of(tasks[static_cast<size_t>(i)]) <= 0) return i;  // warm-up: a program for everyone first
+  if (random01 < options.epsilon) {
+    auto k = static_cast<size_t>(random01 / options.epsilon * static_cast<double>(open.size()));
+    return open[std::min(k, open.size() - 1)];
+  }
+  int pick = -1;
+  double most_negative = std::numeric_limits<double>::infinity();
+  for (int i : open) {
+    const TaskState &t = tasks[static_cast<size_t>(i)];
+    double g = best_of(t);
+    auto rounds = static_cast<int>(t.best_curve.size());
+    int window = std::min(options.backward_window, rounds - 1);
+    double backward = window > 0 ? (g - t.best_curve[static_cast<size_t>(rounds - 1 - window)]) / window : 0;
+    double forward = -g / std::max(1, rounds);
+    double best_similar = 0;
+    for (const TaskState &other : tasks)
+      if (&other != &t && ops_of(other.summary) == ops_of(t.summary) && best_of(other) > 0 && other.flops > 0)
+        best_similar = std::max(best_similar, other.flops / best_of(other));
+    if (best_similar > 0 && t.flops > 0) forward = std::min(forward, options.beta * t.flops / best_similar - g);
+    double gradient = t.weight * (options.alpha * backward + (1 - options.alpha) * forward);
+    if (gradient < most_negative) {
+      most_negative = gradient;
+      pick = i;
+    }
+  }
+  return pick;
+}
+
+SchedulerResult TaskScheduler::run(const std::function<void(const SchedulerProgress &)> &on_round,
+                                   const std::function<bool()> &should_stop) {
+  double start = now();
+  SchedulerResult result;
+  SchedulerProgress &p = result.progress;
+  for (size_t i = 0; i < tuners_.size(); ++i) {
+    tuners_[i]->prepare();
+    states_[i].progress = tuners_[i]->progress();
+    if (states_[i].progress.best_seconds > 0) states_[i].best_curve.push_back(states_[i].progress.best_seconds);
+  }
+  std::mt19937_64 rng(options_.task.seed);
+  std::uniform_real_distribution<double> uniform(0, 1);
+  size_t next_in_turn = 0;
+  auto estimate = [&] {
+    double total = 0;
+    for (const TaskState &t : states_) {
+      if (best_of(t) <= 0) return 0.0;
+      total += t.weight * best_of(t);
+    }
+    return total;
+  };
+  while (p.trials < options_.trials) {
+    if (options_.time_limit_seconds > 0 && now() - start >= options_.time_limit_seconds) break;
+    if (should_stop && should_stop()) break;
+    int pick = -1;
+    if (options_.allocation == Allocation::kGradient) {
+      pick = pick_gradient(states_, options_, uniform(rng));
+    } else {
+      for (size_t k = 0; k < states_.size() && pick < 0; ++k) {
+        size_t i = (next_in_turn + k) % states_.size();
+        if (!states_[i].stopped) pick = static_cast<int>(i);
+      }
+      next_in_turn = static_cast<size_t>(pick + 1);
+    }
+    if (pick < 0) break;  // every task stopped
+    TaskState &state = states_[static_cast<size_t>(pick)];
+    TaskTuner &tuner = *tuners_[static_cast<size_t>(pick)];
+    int64_t before = tuner.progress().trials;
+    int n = static_cast<int>(std::min<int64_t>(options_.task.batch, options_.trials - p.trials));
+    bool more = tuner.run_round(n);
+    state.progress = tuner.progress();
+    p.trials += state.progress.trials - before;
+    ++state.rounds;
+    ++p.round;
+    if (!more) state.stopped = true;
+    if (state.progress.best_seconds > 0) state.best_curve.push_back(state.progress.best_seconds);
+    size_t k = static_cast<size_t>(options_.early_stop_rounds);
+    bool stalled = k > 0 && state.best_curve.size() > k && state.best_curve[state.best_curve.size() - 1 - k] <= best_of(state);
+    bool never_measured = k > 0 && state.best_curve.empty() && state.rounds >= options_.early_stop_rounds;
+    if (stalled || never_measured) state.stopped = true;
+    p.estimated_latency = estimate();
+    if (p.estimated_latency > 0) result.latency_curve.emplace_back(p.trials, p.estimated_latency);
+    p.elapsed_seconds = now() - start;
+    p.tasks = states_;
+    if (on_round) on_round(p);
+  }
+  for (size_t i = 0; i < tuners_.size(); ++i) {
+    result.tasks.push_back(tuners_[i]->finish());
+    states_[i].progress = result.tasks.back().progress;
+    if (states_[i].progress.best_seconds > 0) states_[i].best_curve.push_back(states_[i].progress.best_seconds);
+  }
+  p.estimated_latency = estimate();
+  p.elapsed_seconds = now() - start;
+  p.tasks = states_;
+  return result;
+}
+
+}  // namespace kiln::scheduler

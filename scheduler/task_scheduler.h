@@ -1,0 +1,99 @@
+// The task scheduler: tunes all tasks of a model at once and gives each round to the
+// task whose tuning is expected to cut the model's latency most, as Ansor's does.
+//
+// Objective: the model's estimated latency, sum over tasks of weight x best latency.
+// Warm-up: every task gets rounds in turn until each has a measured program. Then, for
+// each task i with weight w_i, best latency g_i after t_i of its rounds, FLOPs C_i:
+//
+//   backward_i = (g_i(t_i) - g_i(t_i - window)) / window              (<= 0: progress)
+//   forward_i  = min(-g_i(t_i) / t_i,                                  (optimistic)
+//                    beta * C_i / best_similar_throughput - g_i(t_i))  (what similar tasks reach)
+//   gradient_i = w_i * (alpha * backward_i + (1 - alpha) * forward_i)
+//
+// and the next round goes to the task with the most negative gradient (epsilon-greedy:
+// a random task with probability `epsilon`). Similar tasks: the same operators (the
+// workload summary's ops), other shapes; without one the forward term is the
+// optimistic one alone. A task stops when it has not improved for
+// `early_stop_rounds` of its rounds, or when its search space is exhausted.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "scheduler/task_tuner.h"
+
+namespace kiln::scheduler {
+
+enum class Allocation { kGradient, kRoundRobin };
+
+struct SchedulerOptions {
+  /// Measured candidates over all tasks (records already in the database do not count).
+  int64_t trials = 1000;
+  /// Wall-clock budget in seconds; 0 = none. Both budgets hold to within one round.
+  double time_limit_seconds = 0;
+  Allocation allocation = Allocation::kGradient;
+  double alpha = 0.2;
+  double beta = 2.0;
+  int backward_window = 3;
+  double epsilon = 0.05;
+  /// Rounds of one task without improvement before it stops; 0 = never.
+  int early_stop_rounds = 8;
+  /// Per task: batch size (the round), search, timing and confirmation options.
+  TuneOptions task;
+};
+
+struct TaskState {
+  std::string summary;     ///< the workload summary, e.g. "conv2d+relu 1x64x56x56"
+  int weight = 0;
+  double flops = 0;
+  int rounds = 0;
+  Progress progress;
+  std::vector<double> best_curve;  ///< best latency after each of its rounds (0 = none yet)
+  bool stopped = false;
+};
+
+struct SchedulerProgress {
+  int64_t trials = 0;
+  int64_t round = 0;
+  double elapsed_seconds = 0;
+  /// Sum of weight x best latency; 0 while some task has no measured program.
+  double estimated_latency = 0;
+  std::vector<TaskState> tasks;
+};
+
+struct SchedulerResult {
+  SchedulerProgress progress;
+  std::vector<TuneResult> tasks;
+  /// (trials so far, estimated latency) after each round once every task has a program.
+  std::vector<std::pair<int64_t, double>> latency_curve;
+};
+
+class TaskScheduler {
+ public:
+  struct Task {
+    ir::Workload workload;
+    int weight = 1;
+  };
+  /// One cost model is shared by all tasks (features are task-independent).
+  TaskScheduler(std::vector<Task> tasks, Target target, SchedulerOptions options, db::Database *database,
+                measure::Builder &builder, measure::Runner &runner, costmodel::CostModel &model);
+
+  /// Tunes until a budget is spent, every task stopped, or `should_stop` returns true
+  /// (checked between rounds: an interrupt ends the job after the running round).
+  SchedulerResult run(const std::function<void(const SchedulerProgress &)> &on_round = {},
+                      const std::function<bool()> &should_stop = {});
+
+  /// The gradient rule above for the current states (exposed for tests): the index of
+  /// the task to tune next, or -1 when every task is stopped.
+  static int pick_gradient(const std::vector<TaskState> &tasks, const SchedulerOptions &options, double random01);
+
+ private:
+  std::vector<std::unique_ptr<TaskTuner>> tuners_;
+  std::vector<TaskState> states_;
+  SchedulerOptions options_;
+};
+
+}  // namespace kiln::scheduler
