@@ -66,6 +66,16 @@ int TaskScheduler::pick_gradient(const std::vector<TaskState> &tasks, const Sche
   return pick;
 }
 
+void TaskScheduler::record_round(TaskState &task, double best_seconds, bool space_left, const SchedulerOptions &options) {
+  ++task.rounds;
+  if (!space_left) task.stopped = true;
+  if (best_seconds > 0) task.best_curve.push_back(best_seconds);
+  auto k = static_cast<size_t>(options.early_stop_rounds);
+  bool stalled = k > 0 && task.best_curve.size() > k && task.best_curve[task.best_curve.size() - 1 - k] <= best_of(task);
+  bool never_measured = k > 0 && task.best_curve.empty() && task.rounds >= options.early_stop_rounds;
+  if (stalled || never_measured) task.stopped = true;
+}
+
 SchedulerResult TaskScheduler::run(const std::function<void(const SchedulerProgress &)> &on_round,
                                    const std::function<bool()> &should_stop) {
   double start = now();
@@ -108,14 +118,8 @@ SchedulerResult TaskScheduler::run(const std::function<void(const SchedulerProgr
     bool more = tuner.run_round(n);
     state.progress = tuner.progress();
     p.trials += state.progress.trials - before;
-    ++state.rounds;
     ++p.round;
-    if (!more) state.stopped = true;
-    if (state.progress.best_seconds > 0) state.best_curve.push_back(state.progress.best_seconds);
-    size_t k = static_cast<size_t>(options_.early_stop_rounds);
-    bool stalled = k > 0 && state.best_curve.size() > k && state.best_curve[state.best_curve.size() - 1 - k] <= best_of(state);
-    bool never_measured = k > 0 && state.best_curve.empty() && state.rounds >= options_.early_stop_rounds;
-    if (stalled || never_measured) state.stopped = true;
+    record_round(state, state.progress.best_seconds, more, options_);
     p.estimated_latency = estimate();
     if (p.estimated_latency > 0) result.latency_curve.emplace_back(p.trials, p.estimated_latency);
     p.elapsed_seconds = now() - start;

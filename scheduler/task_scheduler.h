@@ -89,6 +89,9 @@ class TaskScheduler {
   /// The gradient rule above for the current states (exposed for tests): the index of
   /// the task to tune next, or -1 when every task is stopped.
   static int pick_gradient(const std::vector<TaskState> &tasks, const SchedulerOptions &options, double random01);
+  /// Books a finished round of `task`: its best latency so far (0 = none yet) and
+  /// whether its search space had anything new; stops it when exhausted or stalled.
+  static void record_round(TaskState &task, double best_seconds, bool space_left, const SchedulerOptions &options);
 
  private:
   std::vector<std::unique_ptr<TaskTuner>> tuners_;

@@ -1,0 +1,140 @@
+// The task scheduler: its allocation rule on synthetic latency curves, and a real
+// multi-task job (builds, measurements, SQLite) that resumes without re-measuring.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <set>
+
+#include "costmodel/xgb_model.h"
+#include "measure/local_builder_pool.h"
+#include "measure/local_runner.h"
+#include "scheduler/task_scheduler.h"
+
+namespace kiln::scheduler {
+namespace {
+
+namespace fs = std::filesystem;
+
+measure::LocalRunner &scheduler_runner() {
+  static measure::LocalRunner r;
+  return r;
+}
+const auto *const kEarlyRunner = &scheduler_runner();
+
+TaskState task(const std::string &summary, int weight, double flops, std::vector<double> curve) {
+  TaskState t;
+  t.summary = summary;
+  t.weight = weight;
+  t.flops = flops;
+  t.best_curve = std::move(curve);
+  t.rounds = static_cast<int>(t.best_curve.size());
+  return t;
+}
+
+// Replays the scheduler's rule and bookkeeping against curves that follow a fixed law:
+// each pick books the next point of the picked task's curve (early stop included).
+// Returns how many rounds each task got.
+std::vector<int> allocate(std::vector<TaskState> tasks, const std::vector<std::function<double(int)>> &law, int rounds) {
+  SchedulerOptions options;
+  options.epsilon = 0;
+  std::vector<int> picks(tasks.size(), 0);
+  for (int r = 0; r < rounds; ++r) {
+    int i = TaskScheduler::pick_gradient(tasks, options, 0.5);
+    if (i < 0) break;
+    ++picks[static_cast<size_t>(i)];
+    TaskState &t = tasks[static_cast<size_t>(i)];
+    TaskScheduler::record_round(t, law[static_cast<size_t>(i)](static_cast<int>(t.best_curve.size())), true, options);
+  }
+  return picks;
+}
+
+TEST(TaskSchedulerAllocation, UnmeasuredTasksComeFirst) {
+  std::vector<TaskState> tasks = {task("dense 1x64", 1, 1e6, {1e-3}), task("relu 1x64", 1, 0, {})};
+  EXPECT_EQ(TaskScheduler::pick_gradient(tasks, {}, 0.5), 1);
+  tasks[1].stopped = true;
+  EXPECT_EQ(TaskScheduler::pick_gradient(tasks, {}, 0.5), 0);
+  tasks[0].stopped = true;
+  EXPECT_EQ(TaskScheduler::pick_gradient(tasks, {}, 0.5), -1);
+}
+
+TEST(TaskSchedulerAllocation, FlatCurvesGetFewerRoundsAndHeavyTasksMore) {
+  // Task 0 improves 10% per round; task 1 (same weight and size) is flat.
+  auto improving = [](int n) { return 1e-3 * std::pow(0.9, n); };
+  auto flat = [](int) { return 1e-3; };
+  std::vector<TaskState> two = {task("conv2d 1x8", 1, 1e6, {1e-3}), task("matmul 8x8", 1, 1e6, {1e-3})};
+  std::vector<int> picks = allocate(two, {improving, flat}, 40);
+  EXPECT_GT(picks[0], 2 * picks[1]) << picks[0] << " vs " << picks[1];
+
+  // The same curves, but the flat task runs 20 times per inference: it matters more.
+  auto slow_gain = [](int n) { return 1e-3 * std::pow(0.97, n); };
+  std::vector<TaskState> weighted = {task("conv2d 1x8", 1, 1e6, {1e-3}), task("matmul 8x8", 20, 1e6, {1e-3})};
+  picks = allocate(weighted, {slow_gain, slow_gain}, 40);
+  EXPECT_GT(picks[1], 2 * picks[0]) << picks[0] << " vs " << picks[1];
+}
+
+TEST(TaskSchedulerAllocation, SimilarTasksPullLaggardsUp) {
+  // Task 0 has been flat at 10 GFLOP/s for 40 rounds; task 1, just started, improves.
+  // Alone, task 1 is the better bet. But when task 1 is a convolution of the same kind
+  // at 100 GFLOP/s, task 0 can expect to get there too (the forward estimate from
+  // similar tasks), and gets the round.
+  SchedulerOptions options;
+  options.epsilon = 0;
+  std::vector<TaskState> unrelated = {task("conv2d 1x8", 1, 1e9, std::vector<double>(40, 0.1)),
+                                      task("matmul 8x8", 1, 1e9, {0.012, 0.01})};
+  EXPECT_EQ(TaskScheduler::pick_gradient(unrelated, options, 0.5), 1);
+  std::vector<TaskState> similar = {task("conv2d 1x8", 1, 1e9, std::vector<double>(40, 0.1)),
+                                    task("conv2d 1x16", 1, 1e9, {0.012, 0.01})};
+  EXPECT_EQ(TaskScheduler::pick_gradient(similar, options, 0.5), 0);
+}
+
+ir::Workload dense(int64_t m, int64_t n, int64_t k) {
+  return ir::Workload::single("dense", {{{m, k}, ir::DType::kFloat32}, {{n, k}, ir::DType::kFloat32}});
+}
+
+TEST(TaskSchedulerJob, TunesEveryTaskStoresEachTrialOnceAndResumes) {
+  fs::path dir = fs::temp_directory_path() / ("kiln_task_scheduler_test_" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  Target target = Target::parse("llvm -mcpu=native -num-cores=2");
+  auto db = db::Database::open(dir / "tune.db", db::OpenMode::create);
+  measure::LocalBuilderPool pool(2, dir / "work", 60.0);
+  SchedulerOptions options;
+  options.trials = 48;
+  options.task.batch = 8;
+  options.task.evolution.population = 32;
+  options.task.evolution.generations = 1;
+  options.task.timing.repeat = 2;
+  options.task.timing.min_repeat_ms = 1;
+  options.task.confirm_top = 0;
+  std::vector<TaskScheduler::Task> tasks = {{dense(16, 24, 32), 2}, {dense(8, 16, 16), 1}, {dense(4, 8, 8), 1}};
+  {
+    costmodel::XGBoostCostModel model;
+    TaskScheduler scheduler(tasks, target, options, &db, pool, scheduler_runner(), model);
+    SchedulerResult r = scheduler.run();
+    EXPECT_EQ(r.progress.trials, 48);
+    ASSERT_EQ(r.progress.tasks.size(), 3u);
+    double estimate = 0;
+    for (const TaskState &t : r.progress.tasks) {
+      EXPECT_GT(t.progress.best_seconds, 0) << t.summary << " has no valid program";
+      estimate += t.weight * t.progress.best_seconds;
+    }
+    EXPECT_DOUBLE_EQ(r.progress.estimated_latency, estimate);
+    EXPECT_FALSE(r.latency_curve.empty());
+  }
+  EXPECT_EQ(db.stats().records, 48);
+  // A second job on the same database resumes: new programs only, none measured twice.
+  options.trials = 24;
+  options.task.seed = 7;
+  costmodel::XGBoostCostModel model;
+  TaskScheduler again(tasks, target, options, &db, pool, scheduler_runner(), model);
+  int rounds_seen = 0;
+  SchedulerResult r = again.run([&](const SchedulerProgress &) { ++rounds_seen; },
+                                [&] { return rounds_seen >= 2; });  // an interrupt after two rounds
+  EXPECT_EQ(rounds_seen, 2);
+  EXPECT_EQ(r.progress.trials, 16);
+  EXPECT_EQ(db.stats().records, 48 + 16);  // every new trial stored once; none was measured again
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace kiln::scheduler
