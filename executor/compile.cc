@@ -44,7 +44,13 @@ CompileReport compile_model(const frontend::Graph &graph, const std::vector<fron
 
   std::filesystem::path root(out_dir);
   std::error_code ec;
-  std::filesystem::remove_all(root, ec);
+  // Only a compiled model (or an empty folder) is replaced: never a folder of the user's.
+  if (std::filesystem::exists(root, ec)) {
+    bool empty = std::filesystem::is_directory(root, ec) && std::filesystem::is_empty(root, ec);
+    if (!empty && !std::filesystem::exists(root / "model.json", ec))
+      throw ModelError("'" + out_dir + "' exists and is not a compiled model; choose another output folder");
+    std::filesystem::remove_all(root, ec);
+  }
   std::filesystem::create_directories(root, ec);
   if (ec) throw ModelError("cannot create '" + out_dir + "': " + ec.message());
 

@@ -129,6 +129,14 @@ TEST(CompiledModelErrors, BadFoldersAndInputsAreClearErrors) {
   EXPECT_NE(error_of([&] { Model::load(damaged.string()); }).find("is damaged"), std::string::npos);
 
   Fused f = import("mlp");
+  // An existing folder that is not a compiled model is never replaced.
+  std::filesystem::path mine = temp_dir() / "my_files";
+  std::filesystem::create_directories(mine);
+  std::ofstream(mine / "notes.txt") << "keep me";
+  EXPECT_NE(error_of([&] { compile_model(f.graph, f.subgraphs, {"llvm -num-cores=2", ""}, mine.string()); })
+                .find("exists and is not a compiled model"),
+            std::string::npos);
+  EXPECT_TRUE(std::filesystem::exists(mine / "notes.txt"));
   std::string dir = (temp_dir() / "mlp_errors.kiln").string();
   compile_model(f.graph, f.subgraphs, {"llvm -num-cores=2", ""}, dir);
   Model model = Model::load(dir);
