@@ -51,7 +51,7 @@ Record record_from_jsonl(std::string_view line) {
   json j;
   try {
     j = json::parse(line);
-  } catch (const json::parse_error &e) {
+  } catch (const json::exception &e) {  // syntax errors and out-of-range numbers alike
     throw DbError(std::string("not valid JSON: ") + e.what());
   }
   if (!j.is_object())

@@ -18,7 +18,7 @@ namespace kiln::db {
 static nlohmann::json parse_json(std::string_view text, const char *field) {
   try {
     return nlohmann::json::parse(text);
-  } catch (const nlohmann::json::parse_error &e) {
+  } catch (const nlohmann::json::exception &e) {  // syntax errors and out-of-range numbers alike
     throw DbError(std::string(field) + " is not valid JSON: " + e.what());
   }
 }

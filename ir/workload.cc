@@ -133,6 +133,9 @@ std::vector<int64_t> parse_shape(const std::string &text) {
     shape.push_back(v);
   }
   if (shape.empty()) throw std::invalid_argument("empty shape; expected e.g. 1x64x56x56");
+  // getline drops a trailing empty piece: "2x3x" would read as 2x3.
+  if (text.back() == 'x')
+    throw std::invalid_argument("bad shape '" + text + "'; expected positive integers joined by 'x', e.g. 1x64x56x56");
   return shape;
 }
 

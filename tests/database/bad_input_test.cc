@@ -112,6 +112,7 @@ TEST(BadInput, MalformedJsonlImportNamesTheLineAndWritesNothing) {
   };
   std::vector<Case> cases = {
       {"{not json", "import line 3: not valid JSON"},
+      {R"({"a":1e999})", "import line 3: not valid JSON"},  // a number past double's range
       {R"({"format":"kiln-record-9"})", "import line 3: unknown format \"kiln-record-9\""},
       {R"({"format":"kiln-record-1","target":"llvm"})", "import line 3: missing field \"workload\""},
       {R"({"format":"kiln-record-1","workload":{"key_hash":"x","canonical_json":"{}"},"target":"llvm","trace":{},)"

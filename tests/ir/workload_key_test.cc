@@ -305,3 +305,17 @@ TEST(WorkloadKey, InvalidAttributesAreRejectedNotHashed) {
 
 }  // namespace
 }  // namespace kiln::ir
+
+namespace kiln::ir {
+namespace {
+
+// Shapes on the command line: positive integers joined by 'x', nothing else.
+TEST(ParseShape, AcceptsOnlyWholeShapes) {
+  EXPECT_EQ(parse_shape("1x64x56x56"), (std::vector<int64_t>{1, 64, 56, 56}));
+  EXPECT_EQ(parse_shape("7"), (std::vector<int64_t>{7}));
+  for (const char *bad : {"2x3x", "x2", "2xx3", "0x3", "-1", "4.5", "", "2x3 ", "ax3"})
+    EXPECT_THROW(parse_shape(bad), std::invalid_argument) << "'" << bad << "'";
+}
+
+}  // namespace
+}  // namespace kiln::ir
