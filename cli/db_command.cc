@@ -51,14 +51,6 @@ static void run_reporting_errors(const char *name, Streams io, const std::functi
   }
 }
 
-// Accepts a key hash or the canonical workload JSON, like the C API.
-static std::string workload_hash_from_argument(const std::string &workload) {
-  size_t first = workload.find_first_not_of(" \t\r\n");
-  if (first != std::string::npos && workload[first] == '{')
-    return kiln::db::workload_hash_of(workload);
-  return workload;
-}
-
 static nlohmann::json record_json(const kiln::db::Record &r, const std::string &requested_target) {
   nlohmann::json j = {{"id", r.id},
                       {"workload_hash", r.workload.key_hash},
@@ -94,7 +86,7 @@ static void add_best(CLI::App &db, Streams io) {
     run_reporting_errors("best", io, [&] {
       auto database = kiln::db::Database::open(o->db, kiln::db::OpenMode::read_only);
       auto match = o->exact ? kiln::db::TargetMatch::exact_only : kiln::db::TargetMatch::allow_same_device_kind;
-      std::optional<kiln::db::Record> best = database.best(workload_hash_from_argument(o->workload), o->target, match);
+      std::optional<kiln::db::Record> best = database.best(kiln::db::workload_hash_from_argument(o->workload), o->target, match);
       if (!best) {
         io.err << "kiln db best: no successful record for this workload on '" << o->target << "'\n";
         throw CLI::RuntimeError(kExitNotFound);
@@ -119,7 +111,7 @@ static void add_top(CLI::App &db, Streams io) {
     run_reporting_errors("top", io, [&] {
       auto database = kiln::db::Database::open(o->db, kiln::db::OpenMode::read_only);
       auto match = o->exact ? kiln::db::TargetMatch::exact_only : kiln::db::TargetMatch::allow_same_device_kind;
-      std::vector<kiln::db::Record> top = database.top_k(workload_hash_from_argument(o->workload), o->target, o->k, match);
+      std::vector<kiln::db::Record> top = database.top_k(kiln::db::workload_hash_from_argument(o->workload), o->target, o->k, match);
       if (top.empty()) {
         io.err << "kiln db top: no successful record for this workload on '" << o->target << "'\n";
         throw CLI::RuntimeError(kExitNotFound);

@@ -188,7 +188,7 @@ std::vector<Record> Database::top_k(std::string_view workload_hash, std::string_
   try {
     target = Target::parse(target_text);
   } catch (const std::invalid_argument &e) {
-    throw DbError(std::string("bad target: ") + e.what());
+    throw DbInvalidArgument(std::string("bad target: ") + e.what());
   }
   std::string canonical = target.str();
   std::vector<Record> out;

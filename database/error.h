@@ -16,4 +16,11 @@ public:
   using std::runtime_error::runtime_error;
 };
 
+/// A malformed argument of a lookup (a workload that is neither a key hash nor JSON,
+/// a bad target): the C API reports it as KILN_DB_INVALID_ARGUMENT.
+class DbInvalidArgument : public DbError {
+public:
+  using DbError::DbError;
+};
+
 } // namespace kiln::db

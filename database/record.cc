@@ -3,6 +3,12 @@
 
 #include "database/record.h"
 
+#include <algorithm>
+
+#include <nlohmann/json.hpp>
+
+#include "database/error.h"
+
 #include "ir/sha256.h"
 
 #include <array>
@@ -44,5 +50,28 @@ double Record::mean_latency() const {
 std::string_view kiln_version() { return KILN_VERSION_STRING; }
 
 std::string workload_hash_of(std::string_view canonical_json) { return sha256_hex(canonical_json); }
+
+std::string workload_hash_from_argument(std::string_view workload) {
+  size_t first = workload.find_first_not_of(" \t\r\n");
+  auto excerpt = [&] {
+    return std::string(workload.substr(0, 80)) + (workload.size() > 80 ? "..." : "");
+  };
+  if (first != std::string_view::npos && workload[first] == '{') {
+    try {
+      nlohmann::json parsed = nlohmann::json::parse(workload);
+      static_cast<void>(parsed);
+    } catch (const nlohmann::json::exception &e) {
+      throw DbInvalidArgument("bad workload '" + excerpt() + "': not valid JSON (" + e.what() + ")");
+    }
+    return workload_hash_of(workload);
+  }
+  bool hex = workload.size() == 64 && std::all_of(workload.begin(), workload.end(), [](char c) {
+               return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+             });
+  if (!hex)
+    throw DbInvalidArgument("bad workload '" + excerpt() +
+                            "': expected a key hash (64 lowercase hex digits) or the canonical workload JSON");
+  return std::string(workload);
+}
 
 } // namespace kiln::db

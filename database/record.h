@@ -64,4 +64,9 @@ std::string_view kiln_version();
 /// sha256_hex of a workload's canonical JSON: the key other compilers look up.
 std::string workload_hash_of(std::string_view canonical_json);
 
+/// The key hash a lookup argument names: the hash itself (64 hex digits), or the
+/// canonical workload JSON (hashed as given). Throws DbInvalidArgument for anything
+/// else, e.g. JSON that does not parse or a truncated hash.
+std::string workload_hash_from_argument(std::string_view workload);
+
 } // namespace kiln::db

@@ -34,6 +34,8 @@ template <class F> static kiln_db_status guarded(kiln_db db, F &&body) {
   try {
     db->last_error.clear();
     return body();
+  } catch (const kiln::db::DbInvalidArgument &e) {
+    return fail(db, KILN_DB_INVALID_ARGUMENT, e.what());
   } catch (const kiln::db::DbError &e) {
     return fail(db, KILN_DB_ERROR, e.what());
   } catch (const std::bad_alloc &) {
@@ -76,11 +78,6 @@ extern "C" kiln_db_status kiln_db_open(const char *path, unsigned flags, kiln_db
   });
 }
 
-static bool starts_json_object(const char *text) {
-  while (*text == ' ' || *text == '\t' || *text == '\n' || *text == '\r')
-    ++text;
-  return *text == '{';
-}
 
 extern "C" kiln_db_status kiln_db_best(kiln_db db, const char *workload, const char *target,
                                        const kiln_db_record **out_record) {
@@ -93,7 +90,7 @@ extern "C" kiln_db_status kiln_db_best(kiln_db db, const char *workload, const c
   if (!db->database)
     return fail(db, KILN_DB_INVALID_ARGUMENT, "kiln_db_best: the database was not opened");
   return guarded(db, [&] {
-    std::string hash = starts_json_object(workload) ? kiln::db::workload_hash_of(workload) : std::string(workload);
+    std::string hash = kiln::db::workload_hash_from_argument(workload);
     std::optional<kiln::db::Record> best = db->database->best(hash, target);
     if (!best)
       return fail(db, KILN_DB_NOT_FOUND, "no successful record for workload " + hash + " on '" + target + "'");

@@ -80,9 +80,12 @@ KILN_DB_API kiln_db_status kiln_db_open(const char *path, unsigned flags, kiln_d
  * "llvm -mtriple=x86_64-linux-gnu -mcpu=skylake -num-cores=8".
  * Records of the exact target come first; when it has none, the best record
  * of the same device model, then of the same device kind, is returned with
- * exact_target = 0. Error records are never returned.
+ * exact_target = 0 (the same vector width ranks before the rest of the kind).
+ * Error records are never returned. A target of -mcpu=native means the CPU of
+ * the machine calling.
  * Returns KILN_DB_OK and sets *out_record, or KILN_DB_NOT_FOUND and sets
- * *out_record to NULL.
+ * *out_record to NULL. A workload that is neither 64 lowercase hex digits nor
+ * JSON, or a target that does not parse, is KILN_DB_INVALID_ARGUMENT.
  * since: 1.0 */
 KILN_DB_API kiln_db_status kiln_db_best(kiln_db db, const char *workload, const char *target,
                                         const kiln_db_record **out_record);

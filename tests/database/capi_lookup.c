@@ -75,8 +75,13 @@ int main(int argc, char **argv) {
   CHECK(kiln_db_best(db, "{\"ops\":[]}", kSkylake, &record) == KILN_DB_NOT_FOUND);
 
   /* Bad input: a status and a message, never a crash. */
-  CHECK(kiln_db_best(db, kWorkloadJson, "tpu -v=5", &record) == KILN_DB_ERROR);
+  CHECK(kiln_db_best(db, kWorkloadJson, "tpu -v=5", &record) == KILN_DB_INVALID_ARGUMENT);
   CHECK(strstr(kiln_db_last_error(db), "unknown target kind 'tpu'") != NULL);
+  /* A malformed hash or workload JSON is an argument error, not "not found". */
+  CHECK(kiln_db_best(db, "abc123", kSkylake, &record) == KILN_DB_INVALID_ARGUMENT);
+  CHECK(strstr(kiln_db_last_error(db), "bad workload 'abc123': expected a key hash") != NULL);
+  CHECK(kiln_db_best(db, "{bad json", kSkylake, &record) == KILN_DB_INVALID_ARGUMENT);
+  CHECK(strstr(kiln_db_last_error(db), "not valid JSON") != NULL);
   CHECK(kiln_db_best(db, NULL, kSkylake, &record) == KILN_DB_INVALID_ARGUMENT);
   CHECK(kiln_db_best(NULL, kWorkloadJson, kSkylake, &record) == KILN_DB_INVALID_ARGUMENT);
   CHECK(strlen(kiln_db_last_error(NULL)) > 0);

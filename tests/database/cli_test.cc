@@ -140,6 +140,14 @@ TEST_F(Cli, BadInputFailsWithMessage) {
   EXPECT_EQ(bad_target.exit_code, 1);
   EXPECT_NE(bad_target.err.find("bad flag '-q'"), std::string::npos) << bad_target.err;
 
+  // A malformed workload is a bad argument (exit 1), not "not found" (exit 2).
+  CliResult bad_workload = run_kiln({"db", "best", "--db", path, "--workload", "{bad json", "--target", kSkylake});
+  EXPECT_EQ(bad_workload.exit_code, 1);
+  EXPECT_NE(bad_workload.err.find("bad workload '{bad json': not valid JSON"), std::string::npos) << bad_workload.err;
+  CliResult short_hash = run_kiln({"db", "best", "--db", path, "--workload", "12ab", "--target", kSkylake});
+  EXPECT_EQ(short_hash.exit_code, 1);
+  EXPECT_NE(short_hash.err.find("expected a key hash (64 lowercase hex digits)"), std::string::npos) << short_hash.err;
+
   CliResult missing_flag = run_kiln({"db", "best", "--db", path});
   EXPECT_NE(missing_flag.exit_code, 0);
   CliResult zero_keep = run_kiln({"db", "prune", "--db", path, "--keep", "0"});
