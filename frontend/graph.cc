@@ -16,10 +16,10 @@ ValueId Graph::add_value(Value v) {
   return static_cast<ValueId>(values.size() - 1);
 }
 
-const Node *Graph::producer(ValueId v) const {
-  for (const Node &n : nodes)
-    if (n.output == v) return &n;
-  return nullptr;
+std::optional<size_t> Graph::producer(ValueId v) const {
+  for (size_t i = 0; i < nodes.size(); ++i)
+    if (nodes[i].output == v) return i;
+  return std::nullopt;
 }
 
 static std::string value_ref(const Graph &g, ValueId v) {

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -44,8 +45,8 @@ struct Graph {
   std::vector<ValueId> outputs;  ///< graph outputs, in model order
 
   ValueId add_value(Value v);
-  /// The node producing `v`, or nullptr for inputs and constants.
-  const Node *producer(ValueId v) const;
+  /// Index in `nodes` of the node producing `v`; nullopt for inputs and constants.
+  std::optional<size_t> producer(ValueId v) const;
 
   /// One line per node: "%5 = conv2d(%0, %w1, %b1) {...} : 1x64x112x112 float32".
   std::string to_string() const;

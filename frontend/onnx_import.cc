@@ -147,8 +147,7 @@ Graph import_onnx_bytes(const std::string &bytes, const ImportOptions &options, 
   for (const onnx::NodeProto &n : graph.node()) {
     ctx.begin(n);
     importers.at(n.op_type())(ctx);
-    for (int i = 0; i < n.output_size(); ++i)
-      if (!n.output(i).empty() && !ctx.lookup(n.output(i)) && i == 0) ctx.fail("produced no output");
+    if (n.output_size() > 0 && !n.output(0).empty() && !ctx.lookup(n.output(0))) ctx.fail("produced no output");
   }
   for (const onnx::ValueInfoProto &out : graph.output()) {
     std::optional<ValueId> v = ctx.lookup(out.name());

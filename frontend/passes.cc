@@ -49,12 +49,6 @@ bool near(std::optional<double> value, double want) {
   return value && std::fabs(*value - want) <= 1e-4 * std::max(1.0, std::fabs(want));
 }
 
-// Index of the node producing `v`, if any.
-std::optional<size_t> producer_index(const Graph &g, ValueId v) {
-  for (size_t i = 0; i < g.nodes.size(); ++i)
-    if (g.nodes[i].output == v) return i;
-  return std::nullopt;
-}
 
 // For a binary node with operands {a, b}: the operand that is not `known`.
 std::optional<ValueId> other_operand(const Node &n, ValueId known) {
@@ -110,11 +104,11 @@ int eliminate_common_subexpressions(Graph &graph) {
 int rewrite_gelu(Graph &graph) {
   int rewritten = 0;
   for (size_t e = 0; e < graph.nodes.size(); ++e) {
+    if (graph.nodes[e].op != "erf") continue;
     Uses u(graph);
     const Node &erf = graph.nodes[e];
-    if (erf.op != "erf") continue;
     // erf(x / sqrt(2)) or erf(x * (1 / sqrt(2)))
-    std::optional<size_t> scale_i = producer_index(graph, erf.inputs[0]);
+    std::optional<size_t> scale_i = graph.producer(erf.inputs[0]);
     if (!scale_i || !u.single_use(erf.inputs[0])) continue;
     const Node &scale = graph.nodes[*scale_i];
     if (scale.inputs.size() != 2) continue;
@@ -138,7 +132,7 @@ int rewrite_gelu(Graph &graph) {
       if (!h || !near(scalar_constant(graph, *h), 0.5)) continue;
       result = half->output;
     } else if (factor) {
-      std::optional<size_t> half_i = producer_index(graph, *factor);
+      std::optional<size_t> half_i = graph.producer(*factor);
       if (!half_i || !u.single_use(*factor)) continue;
       const Node &half = graph.nodes[*half_i];
       std::optional<ValueId> h = half.op == "mul" ? other_operand(half, x) : std::nullopt;
@@ -246,7 +240,7 @@ int sink_reshapes_below_bias(Graph &graph) {
     if (!elementwise_binary.count(op.op) && !unary) continue;
     for (int side = 0; side < static_cast<int>(op.inputs.size()); ++side) {
       ValueId reshaped = op.inputs[static_cast<size_t>(side)];
-      std::optional<size_t> r = producer_index(graph, reshaped);
+      std::optional<size_t> r = graph.producer(reshaped);
       if (!r || graph.nodes[*r].op != "reshape" || !u.single_use(reshaped)) continue;
       ValueId source = graph.nodes[*r].inputs[0];
       const std::vector<int64_t> &from = graph.values[static_cast<size_t>(source)].type.shape;
@@ -292,7 +286,7 @@ int merge_reshapes(Graph &graph) {
   for (size_t i = 0; i < graph.nodes.size(); ++i) {
     Node &n = graph.nodes[i];
     if (n.op != "reshape" && n.op != "flatten") continue;
-    std::optional<size_t> p = producer_index(graph, n.inputs[0]);
+    std::optional<size_t> p = graph.producer(n.inputs[0]);
     if (p && (graph.nodes[*p].op == "reshape" || graph.nodes[*p].op == "flatten")) {
       // Row-major reshapes compose: the outer one alone gives the same elements.
       const std::vector<int64_t> &shape = graph.values[static_cast<size_t>(n.output)].type.shape;

@@ -10,17 +10,14 @@
 #include "measure/local_builder_pool.h"
 #include "measure/local_runner.h"
 #include "scheduler/task_scheduler.h"
+#include "tests/scheduler/test_runner.h"
 
 namespace kiln::scheduler {
 namespace {
 
 namespace fs = std::filesystem;
 
-measure::LocalRunner &scheduler_runner() {
-  static measure::LocalRunner r;
-  return r;
-}
-const auto *const kEarlyRunner = &scheduler_runner();
+const auto *const kEarlyRunner = &test_runner();
 
 TaskState task(const std::string &summary, int weight, double flops, std::vector<double> curve) {
   TaskState t;
@@ -109,7 +106,7 @@ TEST(TaskSchedulerJob, TunesEveryTaskStoresEachTrialOnceAndResumes) {
   std::vector<TaskScheduler::Task> tasks = {{dense(16, 24, 32), 2}, {dense(8, 16, 16), 1}, {dense(4, 8, 8), 1}};
   {
     costmodel::XGBoostCostModel model;
-    TaskScheduler scheduler(tasks, target, options, &db, pool, scheduler_runner(), model);
+    TaskScheduler scheduler(tasks, target, options, &db, pool, test_runner(), model);
     SchedulerResult r = scheduler.run();
     EXPECT_EQ(r.progress.trials, 48);
     ASSERT_EQ(r.progress.tasks.size(), 3u);
@@ -126,7 +123,7 @@ TEST(TaskSchedulerJob, TunesEveryTaskStoresEachTrialOnceAndResumes) {
   options.trials = 24;
   options.task.seed = 7;
   costmodel::XGBoostCostModel model;
-  TaskScheduler again(tasks, target, options, &db, pool, scheduler_runner(), model);
+  TaskScheduler again(tasks, target, options, &db, pool, test_runner(), model);
   int rounds_seen = 0;
   SchedulerResult r = again.run([&](const SchedulerProgress &) { ++rounds_seen; },
                                 [&] { return rounds_seen >= 2; });  // an interrupt after two rounds

@@ -14,18 +14,15 @@
 #include "scheduler/measured_programs.h"
 #include "scheduler/task_tuner.h"
 #include "search/evolutionary.h"
+#include "tests/scheduler/test_runner.h"
 
 namespace kiln::scheduler {
 namespace {
 
 namespace fs = std::filesystem;
 
-// One runner for the whole binary, forked before any test starts threads.
-measure::LocalRunner &runner() {
-  static measure::LocalRunner r;
-  return r;
-}
-const auto *const kEarlyRunner = &runner();
+const auto *const kEarlyRunner = &test_runner();
+measure::LocalRunner &runner() { return test_runner(); }
 
 ir::Workload small_dense() {
   return ir::Workload::single("dense", {{{16, 32}, ir::DType::kFloat32}, {{24, 32}, ir::DType::kFloat32}});
