@@ -47,6 +47,12 @@ const ir::HostTensor &ImportContext::constant_input(int i, const std::string &wh
   return *v.constant;
 }
 
+double ImportContext::scalar_input(int i, const std::string &what) const {
+  const ir::HostTensor &t = constant_input(i, what);
+  if (t.size() != 1) fail(what + " must hold one element, not " + std::to_string(t.size()));
+  return t.get(0);
+}
+
 std::vector<int64_t> ImportContext::int_list_input(int i, const std::string &what) const {
   const ir::HostTensor &t = constant_input(i, what);
   if (!ir::is_int(t.dtype())) fail(what + " must be an integer tensor");
@@ -96,6 +102,20 @@ std::vector<int64_t> ImportContext::attr_ints(const std::string &name, std::vect
   return {a->ints().begin(), a->ints().end()};
 }
 
+void ImportContext::check_constant_shape(const std::vector<int64_t> &shape, const std::string &what) const {
+  int64_t elements = 1;
+  for (int64_t d : shape) {
+    if (d < 0) fail(what + " has a negative extent (" + shape_string(shape) + ")");
+    if (d != 0 && elements > kMaxConstantElements / d)
+      fail(what + " (" + shape_string(shape) + ") would have more than " + std::to_string(kMaxConstantElements) +
+           " elements, the most a constant computed at import may have");
+    elements *= d;
+  }
+  if (elements > kMaxConstantElements)
+    fail(what + " (" + shape_string(shape) + ") would have more than " + std::to_string(kMaxConstantElements) +
+         " elements, the most a constant computed at import may have");
+}
+
 ValueId ImportContext::constant(ir::HostTensor data) {
   return add_constant(std::move(data), node_->output_size() ? node_->output(0) : "const");
 }
@@ -121,6 +141,7 @@ ValueId ImportContext::emit(const std::string &op, const std::vector<ValueId> &i
   std::string base = node_->output_size() ? node_->output(0) : op;
   bool all_constant = std::all_of(inputs.begin(), inputs.end(), [&](ValueId v) { return value(v).is_constant(); });
   if (all_constant) {
+    check_constant_shape(result.shape(), "the constant result");
     std::vector<ir::HostTensor> args;
     for (ValueId v : inputs) args.push_back(*value(v).constant);
     std::vector<ir::HostTensor> out = ir::interpret(te::lower(dag, op), args);

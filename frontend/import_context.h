@@ -40,6 +40,8 @@ class ImportContext {
   const ir::TensorType &type(ValueId v) const { return value(v).type; }
   /// The constant data of input `i` (`what` names it in the error otherwise).
   const ir::HostTensor &constant_input(int i, const std::string &what) const;
+  /// The single element of a constant input (Clip's bounds, Pad's value).
+  double scalar_input(int i, const std::string &what) const;
   /// An integer constant input as a list (shapes, axes, pads).
   std::vector<int64_t> int_list_input(int i, const std::string &what) const;
 
@@ -54,6 +56,11 @@ class ImportContext {
   /// result; shape and attribute errors come back as this node's errors.
   ValueId emit(const std::string &op, const std::vector<ValueId> &inputs,
                nlohmann::json attrs = nlohmann::json::object());
+  /// Fails unless `shape` is a shape a constant may have here: no negative extent and
+  /// at most kMaxConstantElements elements (a model may ask for a 10^12-element
+  /// ConstantOfShape in a few bytes).
+  void check_constant_shape(const std::vector<int64_t> &shape, const std::string &what) const;
+  static constexpr int64_t kMaxConstantElements = int64_t{1} << 28;
   /// A constant computed by the importer itself.
   ValueId constant(ir::HostTensor data);
   /// Binds output `i` of the node; a node output nobody reads may stay unbound.

@@ -82,6 +82,7 @@ HostTensor broadcast_constants(ImportContext &c, const HostTensor &a, const Host
       c.fail("shapes " + shape_string(a.shape()) + " and " + shape_string(b.shape()) + " do not broadcast");
     out_shape[d] = sa[d] == 1 ? sb[d] : sa[d];
   }
+  c.check_constant_shape(out_shape, "the constant result");
   HostTensor out(out_dtype, out_shape);
   std::vector<int64_t> so = strides_of(out_shape), ta = strides_of(sa), tb = strides_of(sb);
   for (int64_t i = 0; i < out.size(); ++i) {
@@ -145,8 +146,8 @@ void import_clip(ImportContext &c) {
     lo = c.attr_float("min", static_cast<float>(lo));
     hi = c.attr_float("max", static_cast<float>(hi));
   } else {
-    if (c.has_input(1)) lo = c.constant_input(1, "min").get(0);
-    if (c.has_input(2)) hi = c.constant_input(2, "max").get(0);
+    if (c.has_input(1)) lo = c.scalar_input(1, "min");
+    if (c.has_input(2)) hi = c.scalar_input(2, "max");
   }
   c.set_output(0, c.emit("clip", {c.input(0)}, {{"min", lo}, {"max", hi}}));
 }
@@ -360,7 +361,7 @@ void import_pad(ImportContext &c) {
   size_t rank = c.type(x).shape.size();
   std::vector<int64_t> pads = c.opset() >= 11 ? c.int_list_input(1, "pads") : c.attr_ints("pads", {});
   if (pads.size() != 2 * rank) c.fail("pads needs " + std::to_string(2 * rank) + " values");
-  double fill = c.has_input(2) ? c.constant_input(2, "constant_value").get(0) : 0.0;
+  double fill = c.has_input(2) ? c.scalar_input(2, "constant_value") : 0.0;
   for (size_t d = 0; d < rank; ++d) {
     int64_t before = pads[d], after = pads[d + rank];
     if (before < 0 || after < 0) c.fail("negative pads (cropping) are not supported");
@@ -369,6 +370,7 @@ void import_pad(ImportContext &c) {
     auto block = [&](int64_t extent) {
       std::vector<int64_t> shape = c.type(x).shape;
       shape[d] = extent;
+      c.check_constant_shape(shape, "a padding block");
       HostTensor t(c.type(x).dtype, shape);
       t.fill(fill);
       return c.constant(std::move(t));
@@ -476,6 +478,8 @@ void import_constant_of_shape(ImportContext &c) {
   std::vector<int64_t> shape = c.int_list_input(0, "shape");
   HostTensor value = scalar(DType::kFloat32, 0.0);
   if (const onnx::AttributeProto *a = c.attr("value")) value = tensor_from_onnx(a->t());
+  c.check_constant_shape(shape, "the output");
+  if (value.size() < 1) c.fail("value must hold one element");
   HostTensor out(value.dtype(), shape);
   out.fill(value.get(0));
   c.set_output(0, c.constant(std::move(out)));
@@ -501,6 +505,7 @@ void import_gather(ImportContext &c) {
   out_shape.insert(out_shape.end(), ds.begin() + axis + 1, ds.end());
   int64_t outer = product({ds.begin(), ds.begin() + axis}), inner = product({ds.begin() + axis + 1, ds.end()});
   int64_t extent = ds[static_cast<size_t>(axis)];
+  c.check_constant_shape(out_shape, "the output");
   HostTensor out(data.dtype(), out_shape);
   for (int64_t o = 0; o < outer; ++o)
     for (int64_t i = 0; i < indices.size(); ++i) {
@@ -555,6 +560,7 @@ void import_slice(ImportContext &c) {
 // Expand(x, shape): x * ones(shape) broadcasts exactly (x * 1 keeps -0 and NaN).
 void import_expand(ImportContext &c) {
   std::vector<int64_t> shape = c.int_list_input(1, "shape");
+  c.check_constant_shape(shape, "the expanded shape");
   HostTensor ones(c.type(c.input(0)).dtype, shape);
   ones.fill(1.0);
   ValueId one = c.constant(std::move(ones));
@@ -575,7 +581,7 @@ void import_identity(ImportContext &c) {
 
 // Inference Dropout is the identity; training mode (a true third input) is not.
 void import_dropout(ImportContext &c) {
-  if (c.has_input(2) && c.constant_input(2, "training_mode").get(0) != 0.0)
+  if (c.has_input(2) && c.scalar_input(2, "training_mode") != 0.0)
     c.fail("training mode is not supported; export the model in eval mode");
   import_identity(c);
 }
