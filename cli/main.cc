@@ -6,6 +6,7 @@
 #include "cli/model_commands.h"
 #include "cli/ir_commands.h"
 #include "cli/measure_command.h"
+#include "cli/tracker_commands.h"
 #include "cli/tune_command.h"
 
 int main(int argc, char **argv) {
@@ -17,6 +18,7 @@ int main(int argc, char **argv) {
   kiln::cli::add_tune_command(app);
   kiln::cli::add_db_commands(app);
   kiln::cli::add_costmodel_command(app);
+  kiln::cli::add_tracker_commands(app);
   CLI11_PARSE(app, argc, argv);
   return 0;
 }

@@ -279,7 +279,8 @@ void add_tune(CLI::App &app) {
       ->check(CLI::NonNegativeNumber);
   cmd->add_flag("!--no-measure", a->measure, "skip compiling and timing the model untuned and tuned at the end");
   cmd->callback([a] {
-    measure::LocalRunner runner;  // forks its server before any thread exists
+    // A local runner forks its server before any thread exists.
+    std::unique_ptr<measure::Runner> runner = make_runner(*a);
     auto [graph, subgraphs] = load_graph(a->model);
     std::vector<frontend::Task> tasks = frontend::extract_tasks(subgraphs);
     Target target;
@@ -308,7 +309,7 @@ void add_tune(CLI::App &app) {
     bool tty = isatty(STDERR_FILENO);
     scheduler::SchedulerResult result;
     try {
-      scheduler::TaskScheduler ts(jobs, target, options, &*database, pool, runner, *model);
+      scheduler::TaskScheduler ts(jobs, target, options, &*database, pool, *runner, *model);
       result = ts.run(
           [&](const scheduler::SchedulerProgress &p) {
             if (a->quiet) return;

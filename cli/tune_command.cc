@@ -12,6 +12,7 @@
 #include "costmodel/xgb_model.h"
 #include "measure/local_builder_pool.h"
 #include "measure/local_runner.h"
+#include "rpc/remote_runner.h"
 #include "scheduler/task_tuner.h"
 
 namespace kiln::cli {
@@ -24,7 +25,27 @@ struct TuneArgs : TuningArgs {
 
 void add_tuning_flags(CLI::App *cmd, TuningArgs &args) {
   TuningArgs *a = &args;
-  cmd->add_option("--target", a->target, "target string")->capture_default_str();
+  cmd->add_option("--target", a->target,
+                  "target string (default: this host, e.g. llvm -mcpu=znver4; with a tracker runner, the target "
+                  "its runners report)");
+  cmd->add_option("--runner", a->runner,
+                  "where candidates run: local (this machine) or tracker://HOST:PORT/KEY (the runners of KEY "
+                  "behind a kiln tracker)")
+      ->capture_default_str();
+  cmd->add_option("--tracker-token-file", a->tracker_token_file, "file whose first line is the tracker's token")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--tracker-tls-ca", a->tracker_tls_ca, "PEM CA certificate of the tracker (enables TLS)")
+      ->check(CLI::ExistingFile);
+  cmd->add_flag("--tracker-insecure", a->tracker_insecure, "allow plaintext to a non-loopback tracker");
+  cmd->add_option("--queue-deadline", a->queue_deadline,
+                  "with a tracker: seconds a candidate may wait for a runner before tuning stops with an error")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--run-timeout", a->run_timeout,
+                  "seconds one candidate run (load, check, timing) may take before it is killed (a remote "
+                  "runner applies its own --run-timeout; this bounds the tracker's lease)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--db", a->db, "SQLite tuning database (created if missing; a rerun resumes)")->capture_default_str();
   cmd->add_option("--trials", a->trials, "candidates to measure in this run")->capture_default_str()->check(CLI::PositiveNumber);
   cmd->add_option("--batch", a->batch, "candidates built and measured per round")->capture_default_str()->check(CLI::PositiveNumber);
@@ -80,6 +101,31 @@ scheduler::TuneOptions tune_options(const TuningArgs &a) {
   return opts;
 }
 
+std::unique_ptr<measure::Runner> make_runner(TuningArgs &a) {
+  try {
+    if (a.runner == "local") {
+      if (a.target.empty()) a.target = "llvm -mcpu=native";
+      measure::LocalRunnerOptions options;
+      options.run_timeout_seconds = a.run_timeout;
+      return std::make_unique<measure::LocalRunner>(options);
+    }
+    rpc::TrackerUri uri = rpc::parse_tracker_uri(a.runner);
+    rpc::RemoteRunnerOptions options;
+    options.tracker.address = uri.address;
+    options.tracker.insecure = a.tracker_insecure;
+    if (!a.tracker_token_file.empty()) options.tracker.token = rpc::read_token_file(a.tracker_token_file);
+    if (!a.tracker_tls_ca.empty()) options.tracker.tls_ca_pem = rpc::read_pem_file(a.tracker_tls_ca, "CA certificate");
+    options.key = uri.key;
+    options.queue_deadline_seconds = a.queue_deadline;
+    options.run_timeout_seconds = a.run_timeout;
+    options.log = &std::cerr;
+    if (a.target.empty()) a.target = rpc::remote_target(options.tracker, uri.key);
+    return std::make_unique<rpc::RemoteRunner>(options);
+  } catch (const std::exception &e) {
+    fail(e.what());
+  }
+}
+
 std::unique_ptr<costmodel::CostModel> make_cost_model(const TuningArgs &a) {
   if (a.cost_model == "random") return std::make_unique<costmodel::RandomCostModel>(a.seed);
   return std::make_unique<costmodel::XGBoostCostModel>();
@@ -93,8 +139,8 @@ void add_tune_command(CLI::App &app) {
   a->workload.add_to(*cmd);
   add_tuning_flags(cmd, *a);
   cmd->callback([a] {
-    // The runner forks its server before any thread exists.
-    measure::LocalRunner runner;
+    // A local runner forks its server before any thread exists.
+    std::unique_ptr<measure::Runner> runner = make_runner(*a);
     if (a->workload.op.empty() && a->workload.workload_file.empty()) {
       // The embedded default: a BERT-base dense layer with bias and GELU.
       a->workload.op = "dense";
@@ -122,7 +168,7 @@ void add_tune_command(CLI::App &app) {
               << ", database " << a->db << ")\n";
     scheduler::TuneResult r;
     try {
-      scheduler::TaskTuner tuner(w, target, opts, &*database, pool, runner, *model);
+      scheduler::TaskTuner tuner(w, target, opts, &*database, pool, *runner, *model);
       r = tuner.run([&](const scheduler::Progress &p) {
         if (a->quiet) return;
         std::fprintf(stderr, "\r[round %3lld] trials %5lld/%lld  errors %4lld  best %9.4f ms  %8.2f GFLOP/s  %6.0f s",

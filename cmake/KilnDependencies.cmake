@@ -12,10 +12,6 @@ endfunction()
 
 find_package(Threads REQUIRED)
 
-find_package(LLVM 16 CONFIG QUIET HINTS /usr/lib/llvm-16/lib/cmake/llvm)
-kiln_require(LLVM_FOUND llvm-16-dev)
-find_program(KILN_LLD NAMES ld.lld-16 ld.lld HINTS /usr/lib/llvm-16/bin)
-kiln_require(KILN_LLD lld-16)
 
 find_package(Protobuf CONFIG QUIET)
 if(NOT Protobuf_FOUND)
@@ -30,6 +26,25 @@ kiln_require(GRPCPP_FOUND libgrpc++-dev)
 find_program(KILN_GRPC_CPP_PLUGIN grpc_cpp_plugin)
 kiln_require(KILN_GRPC_CPP_PLUGIN protobuf-compiler-grpc)
 
+find_package(nlohmann_json 3 QUIET)
+kiln_require(nlohmann_json_FOUND nlohmann-json3-dev)
+
+find_package(CLI11 QUIET)
+kiln_require(CLI11_FOUND libcli11-dev)
+
+find_package(OpenSSL QUIET)
+kiln_require(OpenSSL_FOUND libssl-dev)
+
+# The slim runner build (KILN_RUNNER_ONLY) needs nothing below.
+if(KILN_RUNNER_ONLY)
+  return()
+endif()
+
+find_package(LLVM 16 CONFIG QUIET HINTS /usr/lib/llvm-16/lib/cmake/llvm)
+kiln_require(LLVM_FOUND llvm-16-dev)
+find_program(KILN_LLD NAMES ld.lld-16 ld.lld HINTS /usr/lib/llvm-16/bin)
+kiln_require(KILN_LLD lld-16)
+
 find_path(KILN_XGBOOST_INCLUDE xgboost/c_api.h)
 find_library(KILN_XGBOOST_LIB xgboost)
 if(KILN_XGBOOST_INCLUDE AND KILN_XGBOOST_LIB)
@@ -40,20 +55,12 @@ kiln_require(KILN_XGBOOST_FOUND libxgboost-dev)
 find_package(SQLite3 QUIET)
 kiln_require(SQLite3_FOUND libsqlite3-dev)
 
-find_package(nlohmann_json 3 QUIET)
-kiln_require(nlohmann_json_FOUND nlohmann-json3-dev)
-
 find_package(GTest QUIET)
 kiln_require(GTest_FOUND libgtest-dev)
 
 find_package(ONNX QUIET)
 kiln_require(ONNX_FOUND libonnx-dev)
 
-find_package(CLI11 QUIET)
-kiln_require(CLI11_FOUND libcli11-dev)
-
-find_package(OpenSSL QUIET)
-kiln_require(OpenSSL_FOUND libssl-dev)
 
 find_program(KILN_AARCH64_CXX aarch64-linux-gnu-g++)
 kiln_require(KILN_AARCH64_CXX g++-aarch64-linux-gnu)

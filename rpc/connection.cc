@@ -1,0 +1,138 @@
+#include "rpc/connection.h"
+
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+
+#include "rpc/digest.h"
+
+namespace kiln::rpc {
+
+namespace {
+
+std::string trim(std::string text) {
+  const char *blanks = " \t\r\n";
+  size_t begin = text.find_first_not_of(blanks);
+  if (begin == std::string::npos) return "";
+  size_t end = text.find_last_not_of(blanks);
+  return text.substr(begin, end - begin + 1);
+}
+
+const char *code_name(grpc::StatusCode code) {
+  switch (code) {
+    case grpc::OK: return "OK";
+    case grpc::CANCELLED: return "CANCELLED";
+    case grpc::UNKNOWN: return "UNKNOWN";
+    case grpc::INVALID_ARGUMENT: return "INVALID_ARGUMENT";
+    case grpc::DEADLINE_EXCEEDED: return "DEADLINE_EXCEEDED";
+    case grpc::NOT_FOUND: return "NOT_FOUND";
+    case grpc::ALREADY_EXISTS: return "ALREADY_EXISTS";
+    case grpc::PERMISSION_DENIED: return "PERMISSION_DENIED";
+    case grpc::RESOURCE_EXHAUSTED: return "RESOURCE_EXHAUSTED";
+    case grpc::FAILED_PRECONDITION: return "FAILED_PRECONDITION";
+    case grpc::ABORTED: return "ABORTED";
+    case grpc::OUT_OF_RANGE: return "OUT_OF_RANGE";
+    case grpc::UNIMPLEMENTED: return "UNIMPLEMENTED";
+    case grpc::INTERNAL: return "INTERNAL";
+    case grpc::UNAVAILABLE: return "UNAVAILABLE";
+    case grpc::DATA_LOSS: return "DATA_LOSS";
+    case grpc::UNAUTHENTICATED: return "UNAUTHENTICATED";
+    default: return "unknown code";
+  }
+}
+
+}  // namespace
+
+std::string read_token_file(const std::filesystem::path &path) {
+  std::ifstream in(path);
+  if (!in) throw std::runtime_error("cannot read the token file " + path.string());
+  std::string line;
+  std::getline(in, line);
+  line = trim(line);
+  if (line.empty()) throw std::runtime_error("the token file " + path.string() + " is empty; put the token on its first line");
+  return line;
+}
+
+std::string read_pem_file(const std::filesystem::path &path, const char *what) {
+  std::ifstream in(path);
+  if (!in) throw std::runtime_error(std::string("cannot read the ") + what + " file " + path.string());
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (text.str().find("-----BEGIN") == std::string::npos) {
+    throw std::runtime_error(std::string("the ") + what + " file " + path.string() + " is not PEM");
+  }
+  return text.str();
+}
+
+bool is_loopback_address(const std::string &address) {
+  std::string host = address;
+  if (host.rfind("ipv4:", 0) == 0) host = host.substr(5);
+  if (!host.empty() && host[0] == '[') {
+    host = host.substr(1, host.find(']') - 1);
+  } else if (host.find(':') != std::string::npos && host.find(':') == host.rfind(':')) {
+    host = host.substr(0, host.find(':'));
+  }
+  return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
+}
+
+std::shared_ptr<grpc::Channel> make_channel(const ClientOptions &options) {
+  std::shared_ptr<grpc::ChannelCredentials> credentials;
+  if (!options.tls_ca_pem.empty()) {
+    grpc::SslCredentialsOptions ssl;
+    ssl.pem_root_certs = options.tls_ca_pem;
+    credentials = grpc::SslCredentials(ssl);
+  } else {
+    if (!options.insecure && !is_loopback_address(options.address)) {
+      throw std::runtime_error("refusing to talk to the tracker at " + options.address +
+                               " in plaintext: pass --tls-ca with the CA of the tracker's certificate, "
+                               "or --insecure on a network you trust");
+    }
+    credentials = grpc::InsecureChannelCredentials();
+  }
+  grpc::ChannelArguments args;
+  // Dead peers and silently dropped paths are noticed by pings, not by waiting.
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 20000);
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 10000);
+  args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, static_cast<int>(options.max_reconnect_backoff.count()));
+  args.SetMaxReceiveMessageSize(kMaxMessageBytes);
+  args.SetMaxSendMessageSize(kMaxMessageBytes);
+  return grpc::CreateCustomChannel(options.address, credentials, args);
+}
+
+std::unique_ptr<grpc::ClientContext> make_context(const ClientOptions &options, double timeout_seconds) {
+  auto context = std::make_unique<grpc::ClientContext>();
+  if (!options.token.empty()) context->AddMetadata("authorization", "Bearer " + options.token);
+  if (timeout_seconds > 0) {
+    context->set_deadline(std::chrono::system_clock::now() +
+                          std::chrono::duration_cast<std::chrono::system_clock::duration>(
+                              std::chrono::duration<double>(timeout_seconds)));
+  }
+  return context;
+}
+
+grpc::Status check_token(const grpc::ServerContext &context, const std::string &expected) {
+  if (expected.empty()) return grpc::Status::OK;
+  const auto &metadata = context.client_metadata();
+  auto it = metadata.find("authorization");
+  if (it == metadata.end()) {
+    return grpc::Status(grpc::UNAUTHENTICATED,
+                        "this tracker requires a token: pass --token-file with the tracker's token");
+  }
+  std::string presented(it->second.data(), it->second.size());
+  const std::string prefix = "Bearer ";
+  if (presented.rfind(prefix, 0) != 0 || !secrets_equal(presented.substr(prefix.size()), expected)) {
+    return grpc::Status(grpc::UNAUTHENTICATED, "the token was refused: check --token-file");
+  }
+  return grpc::Status::OK;
+}
+
+std::string describe(const grpc::Status &status) {
+  std::string text = status.error_message();
+  if (text.empty()) text = "no message";
+  return text + " (" + code_name(status.error_code()) + ")";
+}
+
+}  // namespace kiln::rpc

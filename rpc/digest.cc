@@ -1,0 +1,72 @@
+#include "rpc/digest.h"
+
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+
+namespace kiln::rpc {
+
+struct Sha256::State {
+  EVP_MD_CTX *context = nullptr;
+};
+
+Sha256::Sha256() : state_(std::make_unique<State>()) {
+  state_->context = EVP_MD_CTX_new();
+  if (!state_->context || EVP_DigestInit_ex(state_->context, EVP_sha256(), nullptr) != 1) {
+    throw std::runtime_error("OpenSSL could not start a SHA-256 digest");
+  }
+}
+
+Sha256::~Sha256() { EVP_MD_CTX_free(state_->context); }
+
+void Sha256::update(std::string_view bytes) {
+  if (EVP_DigestUpdate(state_->context, bytes.data(), bytes.size()) != 1) {
+    throw std::runtime_error("OpenSSL could not update a SHA-256 digest");
+  }
+}
+
+std::string Sha256::hex() {
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int length = 0;
+  if (EVP_DigestFinal_ex(state_->context, digest, &length) != 1) {
+    throw std::runtime_error("OpenSSL could not finish a SHA-256 digest");
+  }
+  static const char *kHex = "0123456789abcdef";
+  std::string text;
+  for (unsigned int i = 0; i < length; ++i) {
+    text += kHex[digest[i] >> 4];
+    text += kHex[digest[i] & 15];
+  }
+  return text;
+}
+
+std::string sha256_hex(std::string_view bytes) {
+  Sha256 hash;
+  hash.update(bytes);
+  return hash.hex();
+}
+
+v1::Digest digest_of(std::string_view bytes) {
+  v1::Digest digest;
+  digest.set_sha256(sha256_hex(bytes));
+  digest.set_size_bytes(static_cast<int64_t>(bytes.size()));
+  return digest;
+}
+
+std::string read_file_bytes(const std::filesystem::path &path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error("cannot read " + path.string());
+  std::ostringstream bytes;
+  bytes << in.rdbuf();
+  return std::move(bytes).str();
+}
+
+bool secrets_equal(std::string_view a, std::string_view b) {
+  std::string da = sha256_hex(a), db = sha256_hex(b);
+  return CRYPTO_memcmp(da.data(), db.data(), da.size()) == 0;
+}
+
+}  // namespace kiln::rpc

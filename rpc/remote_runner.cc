@@ -1,0 +1,254 @@
+#include "rpc/remote_runner.h"
+
+#include <chrono>
+#include <random>
+#include <set>
+#include <stdexcept>
+#include <thread>
+
+#include "rpc/blob_transfer.h"
+#include "rpc/digest.h"
+
+namespace kiln::rpc {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr double kCallTimeoutSeconds = 60;
+constexpr double kResultWaitSeconds = 10;
+
+measure::ErrorKind error_kind_of(v1::ResultCode code) {
+  switch (code) {
+    case v1::OK: return measure::ErrorKind::none;
+    case v1::LOAD_ERROR:
+    case v1::ARTIFACT_REJECTED: return measure::ErrorKind::load_error;
+    case v1::RUN_TIMEOUT: return measure::ErrorKind::run_timeout;
+    case v1::WRONG_RESULT: return measure::ErrorKind::wrong_result;
+    default: return measure::ErrorKind::runtime_error;
+  }
+}
+
+measure::RunResult run_result_of(const v1::JobResult &job) {
+  measure::RunResult result;
+  result.error = error_kind_of(job.code());
+  result.message = job.message();
+  if (job.code() == v1::RUNNER_LOST || job.code() == v1::ARTIFACT_REJECTED || job.code() == v1::INTERNAL ||
+      job.code() == v1::CANCELLED) {
+    result.message = v1::ResultCode_Name(job.code()) + ": " + result.message;
+  }
+  result.repeat_seconds.assign(job.repeat_seconds().begin(), job.repeat_seconds().end());
+  result.number = job.number();
+  result.calibration_calls = job.calibration_calls();
+  result.run_seconds = job.run_seconds();
+  return result;
+}
+
+std::string file_identity(const std::string &path) {
+  std::error_code ec;
+  auto size = fs::file_size(path, ec);
+  auto time = fs::last_write_time(path, ec).time_since_epoch().count();
+  return std::to_string(size) + ":" + std::to_string(time);
+}
+
+}  // namespace
+
+TrackerUri parse_tracker_uri(const std::string &text) {
+  const std::string scheme = "tracker://";
+  std::string rest = text.rfind(scheme, 0) == 0 ? text.substr(scheme.size()) : "";
+  size_t slash = rest.find('/');
+  if (rest.empty() || slash == std::string::npos || slash == 0 || slash + 1 == rest.size() ||
+      rest.find(':') == std::string::npos || rest.find(':') > slash) {
+    throw std::invalid_argument("'" + text + "' is not a runner; expected local or tracker://HOST:PORT/KEY");
+  }
+  return {rest.substr(0, slash), rest.substr(slash + 1)};
+}
+
+RemoteRunner::RemoteRunner(RemoteRunnerOptions options) : options_(std::move(options)) {
+  channel_ = make_channel(options_.tracker);
+  stub_ = v1::Tracker::NewStub(channel_);
+  std::random_device random;
+  session_id_ = "session-" + std::to_string(random()) + std::to_string(random()) + std::to_string(random());
+}
+
+template <class Call>
+grpc::Status RemoteRunner::call_with_retry(const char *what, Call call) {
+  auto start = std::chrono::steady_clock::now();
+  double delay = 0.1;
+  for (;;) {
+    grpc::Status status = call();
+    if (status.ok()) return status;
+    grpc::StatusCode code = status.error_code();
+    bool transient = code == grpc::UNAVAILABLE || code == grpc::DEADLINE_EXCEEDED || code == grpc::CANCELLED ||
+                     code == grpc::ABORTED;
+    double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (!transient || waited > options_.give_up_after_seconds) {
+      throw std::runtime_error(std::string("the tracker at ") + options_.tracker.address + " failed " + what + ": " +
+                               describe(status) +
+                               (transient ? "; it stayed unreachable for " + std::to_string(static_cast<int>(waited)) + " s"
+                                          : ""));
+    }
+    if (options_.log && delay >= 1.6) {
+      *options_.log << "remote runner: tracker " << options_.tracker.address << " unreachable (" << describe(status)
+                    << "); retrying" << std::endl;
+    }
+    std::this_thread::sleep_for(std::chrono::duration<double>(delay));
+    delay = std::min(5.0, delay * 1.6);
+  }
+}
+
+const RemoteRunner::Blob &RemoteRunner::blob_for(const std::string &path) {
+  std::string identity = file_identity(path);
+  auto it = blobs_.find(path);
+  if (it != blobs_.end() && it->second.first == identity) return it->second.second;
+  auto &[stored_identity, blob] = blobs_[path];
+  stored_identity = identity;
+  blob.bytes = read_file_bytes(path);
+  blob.digest = digest_of(blob.bytes);
+  return blob;
+}
+
+void RemoteRunner::upload_missing(const std::vector<const Blob *> &blobs) {
+  v1::FindMissingBlobsRequest request;
+  std::map<std::string, const Blob *> by_sha;
+  for (const Blob *blob : blobs) {
+    if (by_sha.emplace(blob->digest.sha256(), blob).second) *request.add_digests() = blob->digest;
+  }
+  v1::FindMissingBlobsResponse response;
+  call_with_retry("to list missing blobs", [&] {
+    auto context = make_context(options_.tracker, kCallTimeoutSeconds);
+    return stub_->FindMissingBlobs(context.get(), request, &response);
+  });
+  for (const v1::Digest &digest : response.missing()) {
+    const Blob *blob = by_sha.at(digest.sha256());
+    call_with_retry("to store an artifact", [&] {
+      return upload_blob(*stub_, options_.tracker, blob->digest, blob->bytes, kCallTimeoutSeconds);
+    });
+  }
+}
+
+std::string RemoteRunner::submit(const std::vector<v1::JobSpec> &jobs, std::map<std::string, v1::JobResult> &rejected) {
+  v1::SubmitRequest request;
+  request.set_protocol_version(v1::PROTOCOL_VERSION_1);
+  request.set_session_id(session_id_);
+  request.set_key(options_.key);
+  request.set_queue_deadline_seconds(options_.queue_deadline_seconds);
+  for (const v1::JobSpec &job : jobs) *request.add_jobs() = job;
+  v1::SubmitResponse response;
+  call_with_retry("to accept jobs", [&] {
+    auto context = make_context(options_.tracker, kCallTimeoutSeconds);
+    return stub_->Submit(context.get(), request, &response);
+  });
+  for (const v1::JobResult &r : response.rejected()) rejected[r.job_id()] = r;
+  return response.tracker_instance_id();
+}
+
+std::vector<measure::RunResult> RemoteRunner::run(const std::vector<measure::RunInput> &batch) {
+  std::vector<measure::RunResult> results(batch.size());
+  if (batch.empty()) return results;
+  // Candidates' artifacts are used by one batch; what repeats (the reference) is read
+  // again at most once per batch after this.
+  if (blobs_.size() > 256) blobs_.clear();
+  std::vector<v1::JobSpec> jobs;
+  std::vector<const Blob *> blobs;
+  std::map<std::string, size_t> index_of_job;
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const measure::RunInput &input = batch[i];
+    v1::JobSpec job;
+    job.set_job_id(std::to_string(next_job_++));
+    const Blob &artifact = blob_for(input.artifact_path);
+    *job.mutable_artifact() = artifact.digest;
+    blobs.push_back(&artifact);
+    if (!input.reference_artifact_path.empty()) {
+      const Blob &reference = blob_for(input.reference_artifact_path);
+      *job.mutable_reference() = reference.digest;
+      blobs.push_back(&reference);
+    }
+    v1::TimingConfig *t = job.mutable_timing();
+    t->set_number(input.timing.number);
+    t->set_repeat(input.timing.repeat);
+    t->set_min_repeat_ms(input.timing.min_repeat_ms);
+    t->set_max_number(input.timing.max_number);
+    t->set_flush_cache(input.timing.flush_cache);
+    t->set_give_up_after_seconds(input.timing.give_up_after_seconds);
+    job.set_input_seed(input.input_seed);
+    job.set_rtol(input.tolerance.rtol);
+    job.set_atol(input.tolerance.atol);
+    job.set_run_timeout_seconds(options_.run_timeout_seconds);
+    job.set_label(fs::path(input.artifact_path).stem().string());
+    index_of_job[job.job_id()] = i;
+    jobs.push_back(std::move(job));
+  }
+
+  upload_missing(blobs);
+  std::map<std::string, v1::JobResult> done;
+  std::string instance = submit(jobs, done);
+  while (done.size() < jobs.size()) {
+    v1::PollResultsRequest request;
+    request.set_session_id(session_id_);
+    request.set_wait_seconds(kResultWaitSeconds);
+    v1::PollResultsResponse response;
+    call_with_retry("to report results", [&] {
+      auto context = make_context(options_.tracker, kResultWaitSeconds + kCallTimeoutSeconds);
+      return stub_->PollResults(context.get(), request, &response);
+    });
+    if (response.tracker_instance_id() != instance) {
+      // The tracker restarted and forgot the jobs: submit what is not done again, under
+      // the same ids (blobs first: its store is empty).
+      std::vector<v1::JobSpec> again;
+      for (const v1::JobSpec &job : jobs) {
+        if (!done.count(job.job_id())) again.push_back(job);
+      }
+      if (options_.log) {
+        *options_.log << "remote runner: the tracker restarted; submitting " << again.size() << " jobs again"
+                      << std::endl;
+      }
+      upload_missing(blobs);
+      instance = submit(again, done);
+      resubmitted_ += static_cast<int64_t>(again.size());
+      continue;
+    }
+    v1::AckResultsRequest ack;
+    ack.set_session_id(session_id_);
+    for (const v1::JobResult &result : response.results()) {
+      ack.add_job_ids(result.job_id());
+      if (!index_of_job.count(result.job_id())) continue;  // an earlier batch's, acknowledged late
+      done.emplace(result.job_id(), result);                // the first result of a job wins
+    }
+    if (ack.job_ids_size() > 0) {
+      v1::AckResultsResponse ignored;
+      call_with_retry("to forget delivered results", [&] {
+        auto context = make_context(options_.tracker, kCallTimeoutSeconds);
+        return stub_->AckResults(context.get(), ack, &ignored);
+      });
+    }
+  }
+  for (const auto &[job_id, result] : done) {
+    if (result.code() == v1::NO_RUNNER) {
+      throw std::runtime_error("no runner measured the batch: " + result.message());
+    }
+    results[index_of_job.at(job_id)] = run_result_of(result);
+  }
+  return results;
+}
+
+std::string remote_target(const ClientOptions &tracker, const std::string &key) {
+  auto stub = v1::Tracker::NewStub(make_channel(tracker));
+  auto context = make_context(tracker, 30);
+  v1::GetTargetRequest request;
+  request.set_key(key);
+  v1::GetTargetResponse response;
+  grpc::Status status = stub->GetTarget(context.get(), request, &response);
+  if (!status.ok()) {
+    throw std::runtime_error("cannot ask the tracker at " + tracker.address + " for the target of key '" + key +
+                             "': " + describe(status));
+  }
+  if (response.runners() == 0 || response.target().empty()) {
+    throw std::runtime_error("the tracker at " + tracker.address + " has no runner of key '" + key +
+                             "' to take the target from; start one (kiln runner --key " + key +
+                             ") or pass --target");
+  }
+  return response.target();
+}
+
+}  // namespace kiln::rpc

@@ -1,0 +1,79 @@
+// The tuner's side of distributed measurement: a measure::Runner that sends each
+// batch through the tracker to the runners of one key (`--runner tracker://ADDR/KEY`).
+#pragma once
+
+#include <map>
+#include <memory>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "measure/runner.h"
+#include "rpc/connection.h"
+#include "rpc/proto/kiln_tracker.grpc.pb.h"
+
+namespace kiln::rpc {
+
+/// tracker://HOST:PORT/KEY, parsed.
+struct TrackerUri {
+  std::string address;
+  std::string key;
+};
+/// Throws std::invalid_argument with the expected form when `text` is not one.
+TrackerUri parse_tracker_uri(const std::string &text);
+
+struct RemoteRunnerOptions {
+  ClientOptions tracker;
+  std::string key;
+  /// A job no runner of the key takes within this long fails the batch (the tuner
+  /// stops with an error naming the key; a rerun resumes).
+  double queue_deadline_seconds = 600;
+  /// Sent with every job: bounds the tracker's lease beyond the runner's own timeout.
+  double run_timeout_seconds = 10;
+  /// The tracker unreachable for this long fails the batch.
+  double give_up_after_seconds = 300;
+  /// Progress and reconnect messages; nullptr: quiet.
+  std::ostream *log = nullptr;
+};
+
+/// Artifacts are read from the paths in each RunInput (the builder pool's output),
+/// uploaded once per content digest, and measured on the device; the reference runs
+/// there too, so correctness is judged by the device's own arithmetic. Results come
+/// back in input order. Each input is one job with its own id: a job whose runner is
+/// lost is run again elsewhere, and its result is taken once.
+class RemoteRunner : public measure::Runner {
+ public:
+  explicit RemoteRunner(RemoteRunnerOptions options);
+
+  std::vector<measure::RunResult> run(const std::vector<measure::RunInput> &batch) override;
+
+  /// Jobs submitted again after the tracker restarted, over this runner's life.
+  int64_t resubmitted_jobs() const { return resubmitted_; }
+
+ private:
+  struct Blob {
+    v1::Digest digest;
+    std::string bytes;
+  };
+  const Blob &blob_for(const std::string &path);
+  void upload_missing(const std::vector<const Blob *> &blobs);
+  /// Submits `jobs`; returns the tracker's instance id. Throws on a refusal.
+  std::string submit(const std::vector<v1::JobSpec> &jobs, std::map<std::string, v1::JobResult> &rejected);
+  template <class Call>
+  grpc::Status call_with_retry(const char *what, Call call);
+
+  RemoteRunnerOptions options_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::Tracker::Stub> stub_;
+  std::string session_id_;
+  int64_t next_job_ = 0;
+  int64_t resubmitted_ = 0;
+  /// By path, with the file's identity (size, mtime) to notice a rebuilt file.
+  std::map<std::string, std::pair<std::string, Blob>> blobs_;
+};
+
+/// The target of the key's runners, as the tracker knows it; throws
+/// std::runtime_error when the tracker cannot be reached or has no runner of the key.
+std::string remote_target(const ClientOptions &tracker, const std::string &key);
+
+}  // namespace kiln::rpc

@@ -1,0 +1,124 @@
+#include "rpc/runner_command.h"
+
+#include <CLI/CLI.hpp>
+
+#include <atomic>
+#include <csignal>
+#include <cstdlib>
+#include <iostream>
+
+#include "ir/target.h"
+#include "rpc/runner_daemon.h"
+
+namespace kiln::rpc {
+
+namespace {
+
+std::atomic<bool> stop_requested{false};
+void on_stop_signal(int) { stop_requested = true; }
+
+struct RunnerArgs {
+  std::string tracker;
+  std::string key;
+  std::string token_file;
+  std::string tls_ca;
+  bool insecure = false;
+  std::string runner_id;
+  std::string target;
+  std::string cache_dir;
+  double run_timeout = 10;
+  int64_t memory_limit_mb = 4096;
+  int threads = 0;
+  int64_t max_blob_mb = 64;
+  int64_t max_cache_mb = 1024;
+  int64_t max_jobs = 0;
+  double poll_wait = 20;
+  double max_backoff = 10;
+};
+
+std::string default_cache_dir() {
+  if (const char *xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg) return std::string(xdg) + "/kiln/runner";
+  if (const char *home = std::getenv("HOME"); home && *home) return std::string(home) + "/.cache/kiln/runner";
+  return "/tmp/kiln-runner";
+}
+
+[[noreturn]] void fail(const std::string &message) {
+  std::cerr << "error: " << message << "\n";
+  std::exit(1);
+}
+
+int run_runner(const RunnerArgs &a) {
+  // Forks its server before gRPC starts any thread.
+  measure::LocalRunnerOptions local;
+  local.run_timeout_seconds = a.run_timeout;
+  local.memory_limit_bytes = a.memory_limit_mb << 20;
+  local.num_threads = a.threads;
+  measure::LocalRunner measurer(local);
+
+  RunnerDaemonOptions options;
+  options.key = a.key;
+  options.runner_id = a.runner_id;
+  options.cache_dir = a.cache_dir.empty() ? default_cache_dir() : a.cache_dir;
+  options.max_blob_bytes = a.max_blob_mb << 20;
+  options.max_cache_bytes = a.max_cache_mb << 20;
+  options.max_jobs = a.max_jobs;
+  options.poll_wait_seconds = a.poll_wait;
+  options.max_backoff_seconds = a.max_backoff;
+  options.tracker.address = a.tracker;
+  options.tracker.insecure = a.insecure;
+  try {
+    options.target = Target::parse(a.target.empty() ? "llvm" : a.target).str();
+    if (!a.token_file.empty()) options.tracker.token = read_token_file(a.token_file);
+    if (!a.tls_ca.empty()) options.tracker.tls_ca_pem = read_pem_file(a.tls_ca, "CA certificate");
+    std::signal(SIGINT, on_stop_signal);
+    std::signal(SIGTERM, on_stop_signal);
+    RunnerDaemon daemon(options, measurer, std::cerr);
+    int64_t jobs = daemon.run(stop_requested);
+    std::cerr << "kiln runner: stopped after " << jobs << " jobs\n";
+  } catch (const std::exception &e) {
+    fail(e.what());
+  }
+  return 0;
+}
+
+}  // namespace
+
+void add_runner_command(CLI::App &app, bool as_main) {
+  CLI::App *cmd = as_main ? &app
+                          : app.add_subcommand("runner",
+                                               "Serve measurements for a tracker: take jobs of one key, run them "
+                                               "on this machine, report the results");
+  auto a = std::make_shared<RunnerArgs>();
+  cmd->add_option("--tracker", a->tracker, "the tracker's HOST:PORT")->required();
+  cmd->add_option("--key", a->key, "the device key this runner serves (tuners use tracker://HOST:PORT/KEY)")->required();
+  cmd->add_option("--token-file", a->token_file, "file whose first line is the tracker's token")->check(CLI::ExistingFile);
+  cmd->add_option("--tls-ca", a->tls_ca, "PEM CA certificate that signed the tracker's certificate (enables TLS)")
+      ->check(CLI::ExistingFile);
+  cmd->add_flag("--insecure", a->insecure, "allow plaintext to a non-loopback tracker (the token travels in the clear)");
+  cmd->add_option("--runner-id", a->runner_id, "stable name of this runner (default: kept in the cache directory)");
+  cmd->add_option("--target", a->target,
+                  "target reported to the tracker (default: this host, e.g. llvm -mcpu=znver4); tuners without "
+                  "--target compile for it");
+  cmd->add_option("--cache-dir", a->cache_dir, "where fetched artifacts are kept (default: ~/.cache/kiln/runner)");
+  cmd->add_option("--run-timeout", a->run_timeout, "seconds one run (load, check, timing) may take before it is killed")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--memory-limit-mb", a->memory_limit_mb, "address space a kernel's process may add")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--threads", a->threads, "threads kernels use (0: all cores)")->capture_default_str()->check(CLI::NonNegativeNumber);
+  cmd->add_option("--max-blob-mb", a->max_blob_mb, "refuse larger artifacts without fetching them")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--max-cache-mb", a->max_cache_mb, "size of the artifact cache")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--max-jobs", a->max_jobs, "exit after this many jobs (0: serve until SIGINT/SIGTERM)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--poll-wait", a->poll_wait, "seconds one idle poll waits for a job")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--max-backoff", a->max_backoff, "longest wait between reconnect attempts, in seconds")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->callback([a] { run_runner(*a); });
+}
+
+}  // namespace kiln::rpc

@@ -1,0 +1,12 @@
+// kiln-runner: the runner daemon alone (`kiln runner` without the compiler), for the
+// boards that measure. See rpc/README.md.
+#include <CLI/CLI.hpp>
+
+#include "rpc/runner_command.h"
+
+int main(int argc, char **argv) {
+  CLI::App app{"kiln-runner: serve measurements for a Kiln tracker"};
+  kiln::rpc::add_runner_command(app, /*as_main=*/true);
+  CLI11_PARSE(app, argc, argv);
+  return 0;
+}

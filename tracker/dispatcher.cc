@@ -1,0 +1,385 @@
+#include "tracker/dispatcher.h"
+
+#include <algorithm>
+#include <chrono>
+
+namespace kiln::tracker {
+
+namespace {
+
+// Long polls re-check timeouts at least this often, so a lost runner's job moves on
+// while other pollers wait.
+constexpr auto kExpiryTick = std::chrono::milliseconds(500);
+
+}  // namespace
+
+Dispatcher::Dispatcher(DispatcherOptions options, Clock clock, std::string instance_id)
+    : options_(options), clock_(std::move(clock)), instance_id_(std::move(instance_id)), started_at_(clock_()) {}
+
+std::string Dispatcher::job_key(const std::string &session_id, const std::string &job_id) {
+  return session_id + '\n' + job_id;
+}
+
+v1::JobResult Dispatcher::failure(const Job &job, v1::ResultCode code, const std::string &message) const {
+  v1::JobResult result;
+  result.set_job_id(job.spec.job_id());
+  result.set_lease_id(job.lease_id);
+  result.set_code(code);
+  result.set_message(message);
+  return result;
+}
+
+v1::SubmitResponse Dispatcher::submit(const v1::SubmitRequest &request,
+                                      const std::function<bool(const v1::Digest &)> &has_blob) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  double now = clock_();
+  expire_locked(now);
+  v1::SubmitResponse response;
+  response.set_tracker_instance_id(instance_id_);
+  double deadline_seconds = request.queue_deadline_seconds() > 0 ? request.queue_deadline_seconds()
+                                                                  : options_.default_queue_deadline_seconds;
+  Session &session = sessions_[request.session_id()];
+  for (const v1::JobSpec &spec : request.jobs()) {
+    std::string id = job_key(request.session_id(), spec.job_id());
+    if (jobs_.count(id)) {
+      response.add_accepted_job_ids(spec.job_id());
+      continue;
+    }
+    Job job;
+    job.session_id = request.session_id();
+    job.key = request.key();
+    job.spec = spec;
+    job.submitted_at = now;
+    job.queue_deadline = now + deadline_seconds;
+    std::string why;
+    if (spec.job_id().empty()) {
+      why = "the job has no job_id";
+    } else if (!has_blob(spec.artifact())) {
+      why = "the tracker does not hold the artifact " + spec.artifact().sha256() + "; upload it first";
+    } else if (!spec.reference().sha256().empty() && !has_blob(spec.reference())) {
+      why = "the tracker does not hold the reference " + spec.reference().sha256() + "; upload it first";
+    } else if (spec.run_timeout_seconds() <= 0) {
+      why = "run_timeout_seconds must be positive";
+    }
+    if (!why.empty()) {
+      *response.add_rejected() = failure(job, v1::ARTIFACT_REJECTED, why);
+      continue;
+    }
+    jobs_.emplace(id, std::move(job));
+    queues_[request.key()].push_back(id);
+    ++session.unresolved;
+    ++submitted_;
+    response.add_accepted_job_ids(spec.job_id());
+  }
+  changed_.notify_all();
+  return response;
+}
+
+bool Dispatcher::assign(const std::string &runner_id, Runner &runner, double now, v1::RunnerPollResponse &response) {
+  auto queue = queues_.find(runner.key);
+  if (queue == queues_.end()) return false;
+  while (!queue->second.empty()) {
+    std::string id = queue->second.front();
+    queue->second.pop_front();
+    auto it = jobs_.find(id);
+    if (it == jobs_.end() || it->second.state != JobState::queued) continue;  // cancelled or resolved
+    Job &job = it->second;
+    job.state = JobState::leased;
+    job.lease_id = next_lease_id_++;
+    job.runner_id = runner_id;
+    job.leased_at = now;
+    leases_[job.lease_id] = id;
+    runner.leases.insert(job.lease_id);
+    v1::Assignment *assignment = response.add_assignments();
+    assignment->set_lease_id(job.lease_id);
+    *assignment->mutable_job() = job.spec;
+    return true;
+  }
+  return false;
+}
+
+v1::RunnerPollResponse Dispatcher::poll_runner(const v1::RunnerPollRequest &request) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  auto wait_until = std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                                           std::chrono::duration<double>(std::max(0.0, request.wait_seconds())));
+  v1::RunnerPollResponse response;
+  response.set_tracker_instance_id(instance_id_);
+  response.set_heartbeat_seconds(options_.heartbeat_seconds);
+  const std::string &runner_id = request.runner_id();
+  // Not expired while it waits here: the reference stays valid through the waits.
+  Runner &runner = runners_[runner_id];
+  ++runner.polling;
+  for (;;) {
+    double now = clock_();
+    expire_locked(now);
+    if (runner.first_seen == 0) runner.first_seen = now;
+    if (runner.key != request.key()) {
+      // A runner that changed its key keeps nothing it was given under the old one.
+      for (uint64_t lease : std::set<uint64_t>(runner.leases)) {
+        auto job = leases_.find(lease);
+        if (job != leases_.end()) lose_lease(jobs_.at(job->second), now, "the runner re-registered under another key");
+      }
+      runner.key = request.key();
+    }
+    runner.facts = request.facts();
+    runner.last_seen = now;
+    std::set<uint64_t> held(request.held_leases().begin(), request.held_leases().end());
+    for (uint64_t lease : held) {
+      if (!runner.leases.count(lease)) response.add_revoked_leases(lease);
+    }
+    for (uint64_t lease : std::set<uint64_t>(runner.leases)) {
+      if (held.count(lease)) continue;
+      // Assigned but not held: the runner restarted, or never received the assignment.
+      auto job = leases_.find(lease);
+      if (job != leases_.end()) lose_lease(jobs_.at(job->second), now, "the runner no longer held the job");
+      runner.leases.erase(lease);
+    }
+    if (!runner.leases.empty() || !response.revoked_leases().empty()) break;
+    if (assign(runner_id, runner, now, response)) break;
+    if (shutting_down_ || std::chrono::steady_clock::now() >= wait_until) break;
+    changed_.wait_until(lock, std::min(wait_until, std::chrono::steady_clock::now() + kExpiryTick));
+  }
+  --runner.polling;
+  return response;
+}
+
+bool Dispatcher::report_result(const std::string &runner_id, v1::JobResult result) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  double now = clock_();
+  expire_locked(now);
+  auto runner = runners_.find(runner_id);
+  if (runner != runners_.end()) {
+    runner->second.last_seen = now;
+    runner->second.leases.erase(result.lease_id());
+  }
+  auto lease = leases_.find(result.lease_id());
+  if (lease == leases_.end()) {
+    ++stale_results_;
+    return false;
+  }
+  Job &job = jobs_.at(lease->second);
+  if (job.state != JobState::leased || job.lease_id != result.lease_id() || job.runner_id != runner_id ||
+      job.spec.job_id() != result.job_id()) {
+    ++stale_results_;
+    return false;
+  }
+  if (runner != runners_.end()) {
+    ++runner->second.done;
+    if (result.code() != v1::OK) ++runner->second.failed;
+  }
+  result.set_runner_id(runner_id);
+  resolve(job, std::move(result));
+  return true;
+}
+
+void Dispatcher::resolve(Job &job, v1::JobResult result) {
+  if (job.state == JobState::leased) {
+    leases_.erase(job.lease_id);
+    auto runner = runners_.find(job.runner_id);
+    if (runner != runners_.end()) runner->second.leases.erase(job.lease_id);
+  }
+  if (result.message().size() > options_.max_message_bytes) {
+    result.mutable_message()->resize(options_.max_message_bytes);
+  }
+  job.state = JobState::resolved;
+  job.result = std::move(result);
+  Session &session = sessions_[job.session_id];
+  session.resolved.push_back(job.spec.job_id());
+  --session.unresolved;
+  ++resolved_;
+  changed_.notify_all();
+}
+
+void Dispatcher::lose_lease(Job &job, double now, const std::string &why) {
+  leases_.erase(job.lease_id);
+  auto runner = runners_.find(job.runner_id);
+  if (runner != runners_.end()) runner->second.leases.erase(job.lease_id);
+  ++job.runner_losses;
+  if (job.runner_losses >= options_.max_runner_losses) {
+    resolve(job, failure(job, v1::RUNNER_LOST,
+                         "the runner measuring this job was lost " + std::to_string(job.runner_losses) +
+                             " times (last: runner '" + job.runner_id + "', " + why +
+                             "); the kernel may take its device down, so it is not dispatched again"));
+    return;
+  }
+  job.state = JobState::queued;
+  job.runner_id.clear();
+  // Back to the front: it has waited its turn already.
+  queues_[job.key].push_front(job_key(job.session_id, job.spec.job_id()));
+  ++redispatches_;
+  changed_.notify_all();
+}
+
+void Dispatcher::expire() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  expire_locked(clock_());
+}
+
+void Dispatcher::expire_locked(double now) {
+  for (auto it = runners_.begin(); it != runners_.end();) {
+    Runner &runner = it->second;
+    if (runner.polling > 0 || now - runner.last_seen <= options_.runner_lost_after_seconds) {
+      ++it;
+      continue;
+    }
+    std::string why = "no poll for " + std::to_string(static_cast<int>(now - runner.last_seen)) + " s";
+    for (uint64_t lease : std::set<uint64_t>(runner.leases)) {
+      auto job = leases_.find(lease);
+      if (job != leases_.end()) lose_lease(jobs_.at(job->second), now, why);
+    }
+    it = runners_.erase(it);
+  }
+  for (auto &[lease, id] : std::map<uint64_t, std::string>(leases_)) {
+    Job &job = jobs_.at(id);
+    if (now - job.leased_at > job.spec.run_timeout_seconds() * 2 + options_.lease_grace_seconds) {
+      lose_lease(job, now, "the job ran far past its run timeout");
+    }
+  }
+  for (auto &[id, job] : jobs_) {
+    if (job.state == JobState::queued && now > job.queue_deadline) {
+      resolve(job, failure(job, v1::NO_RUNNER,
+                           "no runner of key '" + job.key + "' took the job within " +
+                               std::to_string(static_cast<int>(job.queue_deadline - job.submitted_at)) +
+                               " s; start one with: kiln runner --tracker ADDR --key " + job.key));
+    }
+  }
+}
+
+v1::PollResultsResponse Dispatcher::poll_results(const std::string &session_id, double wait_seconds) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  auto wait_until = std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                                           std::chrono::duration<double>(std::max(0.0, wait_seconds)));
+  v1::PollResultsResponse response;
+  response.set_tracker_instance_id(instance_id_);
+  for (;;) {
+    expire_locked(clock_());
+    auto session = sessions_.find(session_id);
+    if (session == sessions_.end()) break;
+    if (!session->second.resolved.empty() || session->second.unresolved == 0) {
+      for (const std::string &job_id : session->second.resolved) {
+        *response.add_results() = jobs_.at(job_key(session_id, job_id)).result;
+      }
+      response.set_pending_jobs(static_cast<int32_t>(session->second.unresolved));
+      break;
+    }
+    response.set_pending_jobs(static_cast<int32_t>(session->second.unresolved));
+    if (shutting_down_ || std::chrono::steady_clock::now() >= wait_until) break;
+    changed_.wait_until(lock, std::min(wait_until, std::chrono::steady_clock::now() + kExpiryTick));
+  }
+  return response;
+}
+
+void Dispatcher::ack_results(const std::string &session_id, const std::vector<std::string> &job_ids) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto session = sessions_.find(session_id);
+  if (session == sessions_.end()) return;
+  std::set<std::string> acked(job_ids.begin(), job_ids.end());
+  auto &resolved = session->second.resolved;
+  for (auto it = resolved.begin(); it != resolved.end();) {
+    if (acked.count(*it)) {
+      jobs_.erase(job_key(session_id, *it));
+      it = resolved.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  if (resolved.empty() && session->second.unresolved == 0) sessions_.erase(session);
+}
+
+int Dispatcher::cancel(const std::string &session_id, const std::vector<std::string> &job_ids) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::set<std::string> wanted(job_ids.begin(), job_ids.end());
+  int cancelled = 0;
+  for (auto &[id, job] : jobs_) {
+    if (job.session_id != session_id || job.state == JobState::resolved) continue;
+    if (!wanted.empty() && !wanted.count(job.spec.job_id())) continue;
+    // A running job's runner learns on its next poll that the lease is revoked.
+    resolve(job, failure(job, v1::CANCELLED, "cancelled by the submitter"));
+    ++cancelled;
+  }
+  return cancelled;
+}
+
+v1::GetTargetResponse Dispatcher::target_of(const std::string &key) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  expire_locked(clock_());
+  v1::GetTargetResponse response;
+  double newest = -1;
+  for (const auto &[id, runner] : runners_) {
+    if (runner.key != key) continue;
+    response.set_runners(response.runners() + 1);
+    if (runner.last_seen > newest) {
+      newest = runner.last_seen;
+      response.set_target(runner.facts.target());
+    }
+  }
+  return response;
+}
+
+Status Dispatcher::status() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  double now = clock_();
+  expire_locked(now);
+  Status status;
+  status.set_tracker_instance_id(instance_id_);
+  status.set_uptime_seconds(now - started_at_);
+  std::map<std::string, v1::KeyStatus> keys;
+  for (const auto &[id, runner] : runners_) {
+    v1::RunnerStatus *r = status.add_runners();
+    r->set_runner_id(id);
+    r->set_key(runner.key);
+    *r->mutable_facts() = runner.facts;
+    r->set_state(runner.leases.empty() ? "idle" : "busy");
+    r->set_seconds_since_poll(now - runner.last_seen);
+    r->set_jobs_done(runner.done);
+    r->set_jobs_failed(runner.failed);
+    double alive = now - runner.first_seen;
+    r->set_jobs_per_second(alive > 0 ? static_cast<double>(runner.done) / alive : 0);
+    if (!runner.leases.empty()) {
+      auto job = leases_.find(*runner.leases.begin());
+      if (job != leases_.end()) {
+        const Job &j = jobs_.at(job->second);
+        r->set_current_job(j.spec.label().empty() ? j.spec.job_id() : j.spec.label());
+      }
+    }
+    v1::KeyStatus &key = keys[runner.key];
+    key.set_key(runner.key);
+    key.set_runners(key.runners() + 1);
+  }
+  for (const auto &[id, job] : jobs_) {
+    if (job.state == JobState::resolved) continue;
+    v1::KeyStatus &key = keys[job.key];
+    key.set_key(job.key);
+    if (job.state == JobState::queued) {
+      key.set_queued(key.queued() + 1);
+      key.set_oldest_queued_seconds(std::max(key.oldest_queued_seconds(), now - job.submitted_at));
+    } else {
+      key.set_in_flight(key.in_flight() + 1);
+    }
+  }
+  for (auto &[name, key] : keys) *status.add_keys() = key;
+  status.set_jobs_submitted(submitted_);
+  status.set_jobs_resolved(resolved_);
+  status.set_redispatches(redispatches_);
+  status.set_stale_results(stale_results_);
+  return status;
+}
+
+std::set<std::string> Dispatcher::blobs_in_use() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::set<std::string> in_use;
+  for (const auto &[id, job] : jobs_) {
+    if (job.state == JobState::resolved) continue;
+    in_use.insert(job.spec.artifact().sha256());
+    if (!job.spec.reference().sha256().empty()) in_use.insert(job.spec.reference().sha256());
+  }
+  return in_use;
+}
+
+void Dispatcher::shut_down() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  shutting_down_ = true;
+  changed_.notify_all();
+}
+
+}  // namespace kiln::tracker

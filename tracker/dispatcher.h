@@ -1,0 +1,150 @@
+// The tracker's logic: runners by key, job queues, leases, re-dispatch and results
+// recorded at most once. No gRPC types: the service (tracker_service.h) translates
+// calls into these methods, and tests drive it directly with a fake clock.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "rpc/proto/kiln_tracker.pb.h"
+
+namespace kiln::tracker {
+
+namespace v1 = kiln::rpc::v1;
+
+struct DispatcherOptions {
+  /// Runners poll at least this often while they run a job (told in every poll reply).
+  double heartbeat_seconds = 5;
+  /// A runner not heard from for this long is lost: its lease goes back to the queue.
+  double runner_lost_after_seconds = 15;
+  /// A job whose runner was lost this often ends as RUNNER_LOST instead of being
+  /// dispatched again: a kernel that takes its device down must not take every
+  /// device of the key down one after the other.
+  int max_runner_losses = 2;
+  /// A job still queued this long after submission ends as NO_RUNNER, unless the
+  /// submission asks for another deadline.
+  double default_queue_deadline_seconds = 600;
+  /// A lease is also lost when its job runs this much longer than its own run timeout
+  /// (fetching blobs, loading, a reference run), even if the runner keeps polling.
+  double lease_grace_seconds = 120;
+  /// Jobs one submission may carry.
+  int max_jobs_per_submit = 4096;
+  /// Result messages are cut to this many bytes.
+  size_t max_message_bytes = 4096;
+};
+
+/// Counters and per-runner facts for `kiln tracker status`.
+using Status = v1::StatusResponse;
+
+/// Thread-safe. Every method takes the current time from the injected clock.
+class Dispatcher {
+ public:
+  using Clock = std::function<double()>;  // seconds, monotonic
+
+  Dispatcher(DispatcherOptions options, Clock clock, std::string instance_id);
+
+  const std::string &instance_id() const { return instance_id_; }
+  const DispatcherOptions &options() const { return options_; }
+
+  /// Queues the jobs of `request` not seen before in its session (resubmitting a job id
+  /// is a no-op). `has_blob` tells whether the tracker holds a blob; a job whose blobs
+  /// are missing is rejected with ARTIFACT_REJECTED.
+  v1::SubmitResponse submit(const v1::SubmitRequest &request,
+                            const std::function<bool(const v1::Digest &)> &has_blob);
+
+  /// A runner's poll: registers or refreshes it, re-queues leases it no longer holds,
+  /// and, when it holds none, waits up to `request.wait_seconds()` for a job.
+  v1::RunnerPollResponse poll_runner(const v1::RunnerPollRequest &request);
+
+  /// Records `result` if its lease is the job's current one; false for a late or
+  /// unknown result (discarded).
+  bool report_result(const std::string &runner_id, v1::JobResult result);
+
+  /// The session's resolved, unacknowledged results; waits up to `wait_seconds` while
+  /// there are none but jobs are pending.
+  v1::PollResultsResponse poll_results(const std::string &session_id, double wait_seconds);
+
+  /// Forgets acknowledged results.
+  void ack_results(const std::string &session_id, const std::vector<std::string> &job_ids);
+
+  /// Resolves queued or running jobs of the session as CANCELLED; empty `job_ids`:
+  /// all of them. Returns how many were cancelled.
+  int cancel(const std::string &session_id, const std::vector<std::string> &job_ids);
+
+  /// The target of the key's most recently seen runner, and the key's runner count.
+  v1::GetTargetResponse target_of(const std::string &key);
+
+  Status status();
+
+  /// Digests of blobs that unresolved jobs still need (the blob store keeps them).
+  std::set<std::string> blobs_in_use();
+
+  /// Applies timeouts (lost runners, expired leases, queue deadlines). Every public
+  /// method does this first; the service also calls it periodically.
+  void expire();
+
+  /// Wakes every waiting poll so that it returns (service shutdown).
+  void shut_down();
+
+ private:
+  enum class JobState { queued, leased, resolved };
+  struct Job {
+    std::string session_id;
+    std::string key;
+    v1::JobSpec spec;
+    JobState state = JobState::queued;
+    uint64_t lease_id = 0;
+    std::string runner_id;
+    double leased_at = 0;
+    double submitted_at = 0;
+    double queue_deadline = 0;
+    int runner_losses = 0;
+    v1::JobResult result;
+  };
+  struct Runner {
+    std::string key;
+    v1::DeviceFacts facts;
+    double first_seen = 0;
+    double last_seen = 0;
+    std::set<uint64_t> leases;
+    int64_t done = 0;
+    int64_t failed = 0;
+    int polling = 0;  // polls of this runner waiting now
+  };
+  struct Session {
+    std::deque<std::string> resolved;  // job ids, oldest first
+    int64_t unresolved = 0;
+  };
+
+  static std::string job_key(const std::string &session_id, const std::string &job_id);
+  void expire_locked(double now);
+  void lose_lease(Job &job, double now, const std::string &why);
+  void resolve(Job &job, v1::JobResult result);
+  v1::JobResult failure(const Job &job, v1::ResultCode code, const std::string &message) const;
+  bool assign(const std::string &runner_id, Runner &runner, double now, v1::RunnerPollResponse &response);
+
+  DispatcherOptions options_;
+  Clock clock_;
+  std::string instance_id_;
+  double started_at_;
+
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  bool shutting_down_ = false;
+  uint64_t next_lease_id_ = 1;
+  std::map<std::string, Job> jobs_;                       // by job_key
+  std::map<uint64_t, std::string> leases_;                // lease id -> job_key
+  std::map<std::string, std::deque<std::string>> queues_;  // key -> job_keys
+  std::map<std::string, Runner> runners_;
+  std::map<std::string, Session> sessions_;
+  int64_t submitted_ = 0, resolved_ = 0, redispatches_ = 0, stale_results_ = 0;
+};
+
+}  // namespace kiln::tracker

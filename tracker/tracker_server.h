@@ -1,0 +1,64 @@
+// `kiln tracker`: the gRPC front of the dispatcher and the blob store. The handlers
+// only authenticate, translate and call; all decisions are the dispatcher's.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "tracker/blob_store.h"
+#include "tracker/dispatcher.h"
+
+namespace grpc {
+class Server;
+}
+
+namespace kiln::tracker {
+
+struct TrackerOptions {
+  /// host:port; port 0 picks a free port (see TrackerServer::port).
+  std::string listen_address = "127.0.0.1:9190";
+  /// Required from every caller when not empty.
+  std::string token;
+  /// PEM certificate and key; both empty: plaintext, allowed only on loopback
+  /// addresses unless `insecure`.
+  std::string tls_cert_pem;
+  std::string tls_key_pem;
+  bool insecure = false;
+  DispatcherOptions dispatcher;
+  BlobStoreOptions blobs;
+};
+
+class TrackerServer {
+ public:
+  /// Binds and starts serving; throws std::runtime_error with a message when the
+  /// address cannot be bound or the options are refused.
+  explicit TrackerServer(TrackerOptions options);
+  ~TrackerServer();
+  TrackerServer(const TrackerServer &) = delete;
+  TrackerServer &operator=(const TrackerServer &) = delete;
+
+  int port() const { return port_; }
+  Dispatcher &dispatcher() { return *dispatcher_; }
+
+  /// Blocks until shut_down() is called (from a signal-watching thread, say).
+  void wait();
+  void shut_down();
+
+ private:
+  class Service;
+  TrackerOptions options_;
+  std::unique_ptr<Dispatcher> dispatcher_;
+  std::unique_ptr<BlobStore> blobs_;
+  std::unique_ptr<Service> service_;
+  std::unique_ptr<grpc::Server> server_;
+  int port_ = 0;
+  std::atomic<bool> stopping_{false};
+  std::thread expiry_;
+};
+
+/// A random identifier (hex) for tracker instances and sessions.
+std::string random_id();
+
+}  // namespace kiln::tracker
