@@ -34,6 +34,7 @@ struct RunnerArgs {
   int64_t max_jobs = 0;
   double poll_wait = 20;
   double max_backoff = 10;
+  std::string measurement_lock = measure::default_measurement_lock_path().string();
 };
 
 std::string default_cache_dir() {
@@ -53,6 +54,7 @@ int run_runner(const RunnerArgs &a) {
   local.run_timeout_seconds = a.run_timeout;
   local.memory_limit_bytes = a.memory_limit_mb << 20;
   local.num_threads = a.threads;
+  local.lock_path = a.measurement_lock;
   measure::LocalRunner measurer(local);
 
   RunnerDaemonOptions options;
@@ -118,6 +120,10 @@ void add_runner_command(CLI::App &app, bool as_main) {
   cmd->add_option("--max-backoff", a->max_backoff, "longest wait between reconnect attempts, in seconds")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  cmd->add_option("--measurement-lock", a->measurement_lock,
+                  "lock file held while a kernel is timed, shared with every Kiln process on this host that "
+                  "builds or times (empty: none)")
+      ->capture_default_str();
   cmd->callback([a] { run_runner(*a); });
 }
 

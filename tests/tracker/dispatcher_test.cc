@@ -1,0 +1,208 @@
+// The dispatcher's rules, driven directly with a fake clock: leases, re-dispatch after
+// lost runners, results taken at most once, deadlines, cancel.
+#include <gtest/gtest.h>
+
+#include "tracker/dispatcher.h"
+
+namespace kiln::tracker {
+namespace {
+
+class DispatcherTest : public ::testing::Test {
+ protected:
+  DispatcherTest() : dispatcher_(options(), [this] { return now_; }, "instance-1") {}
+
+  static DispatcherOptions options() {
+    DispatcherOptions o;
+    o.runner_lost_after_seconds = 15;
+    o.max_runner_losses = 2;
+    o.default_queue_deadline_seconds = 100;
+    return o;
+  }
+
+  static v1::Digest digest(char c) {
+    v1::Digest d;
+    d.set_sha256(std::string(64, c));
+    d.set_size_bytes(10);
+    return d;
+  }
+
+  v1::SubmitResponse submit(const std::vector<std::string> &ids, const std::string &session = "s",
+                            const std::string &key = "cpu") {
+    v1::SubmitRequest request;
+    request.set_protocol_version(v1::PROTOCOL_VERSION_1);
+    request.set_session_id(session);
+    request.set_key(key);
+    for (const std::string &id : ids) {
+      v1::JobSpec *job = request.add_jobs();
+      job->set_job_id(id);
+      *job->mutable_artifact() = digest('a');
+      job->set_run_timeout_seconds(10);
+    }
+    return dispatcher_.submit(request, [](const v1::Digest &d) { return d.sha256()[0] == 'a'; });
+  }
+
+  v1::RunnerPollResponse poll(const std::string &runner, std::vector<uint64_t> held = {}, const std::string &key = "cpu") {
+    v1::RunnerPollRequest request;
+    request.set_protocol_version(v1::PROTOCOL_VERSION_1);
+    request.set_runner_id(runner);
+    request.set_key(key);
+    request.mutable_facts()->set_target("llvm -mcpu=znver3");
+    for (uint64_t lease : held) request.add_held_leases(lease);
+    request.set_wait_seconds(0);
+    return dispatcher_.poll_runner(request);
+  }
+
+  bool report(const std::string &runner, const v1::Assignment &assignment, v1::ResultCode code = v1::OK) {
+    v1::JobResult result;
+    result.set_job_id(assignment.job().job_id());
+    result.set_lease_id(assignment.lease_id());
+    result.set_code(code);
+    result.add_repeat_seconds(1e-3);
+    return dispatcher_.report_result(runner, result);
+  }
+
+  double now_ = 1000;
+  Dispatcher dispatcher_;
+};
+
+TEST_F(DispatcherTest, ARunnerGetsOneJobAtATimeAndItsResultReachesTheSession) {
+  EXPECT_EQ(submit({"1", "2"}).accepted_job_ids_size(), 2);
+  auto first = poll("r1");
+  ASSERT_EQ(first.assignments_size(), 1);
+  EXPECT_EQ(first.assignments(0).job().job_id(), "1");
+  // Busy: a heartbeat with the lease gets no second job.
+  EXPECT_EQ(poll("r1", {first.assignments(0).lease_id()}).assignments_size(), 0);
+  EXPECT_TRUE(report("r1", first.assignments(0)));
+  auto results = dispatcher_.poll_results("s", 0);
+  ASSERT_EQ(results.results_size(), 1);
+  EXPECT_EQ(results.results(0).job_id(), "1");
+  EXPECT_EQ(results.results(0).runner_id(), "r1");
+  EXPECT_EQ(results.pending_jobs(), 1);
+  // Unacknowledged results are delivered again; acknowledged ones are forgotten.
+  EXPECT_EQ(dispatcher_.poll_results("s", 0).results_size(), 1);
+  dispatcher_.ack_results("s", {"1"});
+  EXPECT_EQ(dispatcher_.poll_results("s", 0).results_size(), 0);
+}
+
+TEST_F(DispatcherTest, ResubmittingAJobIdIsANoOp) {
+  submit({"1"});
+  EXPECT_EQ(submit({"1"}).accepted_job_ids_size(), 1);
+  ASSERT_EQ(poll("r1").assignments_size(), 1);
+  EXPECT_EQ(poll("r2").assignments_size(), 0);
+  EXPECT_EQ(dispatcher_.status().jobs_submitted(), 1);
+}
+
+TEST_F(DispatcherTest, JobsWithBlobsTheTrackerLacksAreRejected) {
+  v1::SubmitRequest request;
+  request.set_session_id("s");
+  request.set_key("cpu");
+  v1::JobSpec *job = request.add_jobs();
+  job->set_job_id("x");
+  *job->mutable_artifact() = digest('b');
+  job->set_run_timeout_seconds(1);
+  auto response = dispatcher_.submit(request, [](const v1::Digest &) { return false; });
+  EXPECT_EQ(response.accepted_job_ids_size(), 0);
+  ASSERT_EQ(response.rejected_size(), 1);
+  EXPECT_EQ(response.rejected(0).code(), v1::ARTIFACT_REJECTED);
+  EXPECT_NE(response.rejected(0).message().find("upload it first"), std::string::npos);
+}
+
+TEST_F(DispatcherTest, ASilentRunnerLosesItsJobToAnotherAndItsLateResultIsDiscarded) {
+  submit({"1"});
+  auto lost = poll("r1").assignments(0);
+  now_ += 16;  // r1 missed its heartbeats
+  auto again = poll("r2");
+  ASSERT_EQ(again.assignments_size(), 1);
+  EXPECT_EQ(again.assignments(0).job().job_id(), "1");
+  EXPECT_NE(again.assignments(0).lease_id(), lost.lease_id());
+  EXPECT_FALSE(report("r1", lost));  // stale lease
+  EXPECT_TRUE(report("r2", again.assignments(0)));
+  EXPECT_FALSE(report("r2", again.assignments(0)));  // at most once
+  auto results = dispatcher_.poll_results("s", 0);
+  ASSERT_EQ(results.results_size(), 1);
+  EXPECT_EQ(results.results(0).runner_id(), "r2");
+  EXPECT_EQ(dispatcher_.status().redispatches(), 1);
+  EXPECT_EQ(dispatcher_.status().stale_results(), 2);
+}
+
+TEST_F(DispatcherTest, ARestartedRunnerThatNoLongerHoldsItsLeaseGivesTheJobBackAtOnce) {
+  submit({"1"});
+  auto first = poll("r1").assignments(0);
+  // Same runner id, no held leases: it restarted.
+  auto second = poll("r1");
+  ASSERT_EQ(second.assignments_size(), 1);
+  EXPECT_EQ(second.assignments(0).job().job_id(), "1");
+  EXPECT_FALSE(report("r1", first));
+  EXPECT_TRUE(report("r1", second.assignments(0)));
+}
+
+TEST_F(DispatcherTest, AJobThatKeepsLosingRunnersEndsAsRunnerLost) {
+  submit({"killer", "fine"});
+  poll("r1");
+  now_ += 16;
+  poll("r2");  // takes "killer" again (front of the queue)
+  now_ += 16;
+  auto results = dispatcher_.poll_results("s", 0);
+  ASSERT_EQ(results.results_size(), 1);
+  EXPECT_EQ(results.results(0).job_id(), "killer");
+  EXPECT_EQ(results.results(0).code(), v1::RUNNER_LOST);
+  // The other job still runs.
+  auto next = poll("r3");
+  ASSERT_EQ(next.assignments_size(), 1);
+  EXPECT_EQ(next.assignments(0).job().job_id(), "fine");
+}
+
+TEST_F(DispatcherTest, AJobNoRunnerTakesEndsAsNoRunnerAtItsDeadline) {
+  submit({"1"}, "s", "jetson");
+  poll("r1");  // another key
+  now_ += 101;
+  auto results = dispatcher_.poll_results("s", 0);
+  ASSERT_EQ(results.results_size(), 1);
+  EXPECT_EQ(results.results(0).code(), v1::NO_RUNNER);
+  EXPECT_NE(results.results(0).message().find("--key jetson"), std::string::npos);
+}
+
+TEST_F(DispatcherTest, CancelledJobsAreResolvedAndTheirLeasesRevoked) {
+  submit({"1", "2"});
+  auto running = poll("r1").assignments(0);
+  EXPECT_EQ(dispatcher_.cancel("s", {}), 2);
+  auto heartbeat = poll("r1", {running.lease_id()});
+  ASSERT_EQ(heartbeat.revoked_leases_size(), 1);
+  EXPECT_EQ(heartbeat.revoked_leases(0), running.lease_id());
+  EXPECT_FALSE(report("r1", running));
+  auto results = dispatcher_.poll_results("s", 0);
+  ASSERT_EQ(results.results_size(), 2);
+  EXPECT_EQ(results.results(0).code(), v1::CANCELLED);
+}
+
+TEST_F(DispatcherTest, SessionsOnlySeeTheirOwnResultsAndKeysTheirOwnRunners) {
+  submit({"1"}, "a", "cpu");
+  submit({"1"}, "b", "arm");
+  auto cpu = poll("x86", {}, "cpu");
+  auto arm = poll("board", {}, "arm");
+  ASSERT_EQ(cpu.assignments_size(), 1);
+  ASSERT_EQ(arm.assignments_size(), 1);
+  report("board", arm.assignments(0), v1::WRONG_RESULT);
+  EXPECT_EQ(dispatcher_.poll_results("a", 0).results_size(), 0);
+  auto b = dispatcher_.poll_results("b", 0);
+  ASSERT_EQ(b.results_size(), 1);
+  EXPECT_EQ(b.results(0).code(), v1::WRONG_RESULT);
+  EXPECT_EQ(dispatcher_.target_of("arm").runners(), 1);
+  EXPECT_EQ(dispatcher_.target_of("arm").target(), "llvm -mcpu=znver3");
+  EXPECT_EQ(dispatcher_.target_of("gpu").runners(), 0);
+}
+
+TEST_F(DispatcherTest, LongResultMessagesAreCut) {
+  submit({"1"});
+  auto a = poll("r1").assignments(0);
+  v1::JobResult result;
+  result.set_job_id("1");
+  result.set_lease_id(a.lease_id());
+  result.set_code(v1::RUNTIME_ERROR);
+  result.set_message(std::string(100000, 'x'));
+  EXPECT_TRUE(dispatcher_.report_result("r1", result));
+  EXPECT_EQ(dispatcher_.poll_results("s", 0).results(0).message().size(), options().max_message_bytes);
+}
+
+}  // namespace
+}  // namespace kiln::tracker

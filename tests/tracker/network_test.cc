@@ -1,0 +1,268 @@
+// The measurement network with real processes on loopback: a `kiln tracker`, several
+// `kiln runner`s and the tuner's RemoteRunner, with runners killed, the tracker
+// restarted, kernels that hang, tokens, TLS and size caps.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <random>
+#include <thread>
+
+#include "rpc/remote_runner.h"
+#include "tests/tracker/processes.h"
+
+namespace kiln::tracker {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::kiln_binary;
+using testing::Process;
+
+std::string fixture(const std::string &name) { return std::string(KILN_MEASURE_FIXTURE_DIR) + "/" + name + ".so"; }
+
+measure::RunInput job(const std::string &artifact, double min_repeat_ms = 1) {
+  measure::RunInput input;
+  input.artifact_path = fixture(artifact);
+  input.reference_artifact_path = fixture("reference_add");
+  input.input_seed = 7;
+  input.timing.repeat = 1;
+  input.timing.min_repeat_ms = min_repeat_ms;
+  return input;
+}
+
+class Network : public ::testing::Test {
+ protected:
+  Network() {
+    const auto *info = ::testing::UnitTest::GetInstance()->current_test_info();
+    dir_ = fs::temp_directory_path() / ("kiln-tracker-test-" + std::string(info->name()) + "-" + std::to_string(getpid()));
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  ~Network() override {
+    runners_.clear();
+    tracker_.reset();
+    if (!HasFailure()) fs::remove_all(dir_);
+  }
+
+  /// Starts the tracker (on `port`, or any free port for 0) with quick loss detection.
+  void start_tracker(std::vector<std::string> extra = {}, int port = 0) {
+    fs::remove(dir_ / "port");
+    std::vector<std::string> args = {kiln_binary(), "tracker", "--listen", "127.0.0.1:" + std::to_string(port),
+                                     "--port-file", (dir_ / "port").string(), "--heartbeat", "0.5",
+                                     "--runner-lost-after", "3"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    tracker_ = std::make_unique<Process>(args, dir_ / "tracker.log");
+    port_ = testing::wait_for_port(dir_ / "port");
+  }
+
+  std::vector<std::string> runner_args(const std::string &id, std::vector<std::string> extra = {}) {
+    std::vector<std::string> args = {kiln_binary(), "runner", "--tracker", address(), "--key", "cpu",
+                                     "--runner-id", id, "--cache-dir", (dir_ / ("cache-" + id)).string(),
+                                     "--measurement-lock", (dir_ / "measure.lock").string(), "--poll-wait", "2",
+                                     "--max-backoff", "0.3", "--memory-limit-mb", "512"};
+    if (std::find(extra.begin(), extra.end(), "--run-timeout") == extra.end()) extra.insert(extra.end(), {"--run-timeout", "5"});
+    args.insert(args.end(), extra.begin(), extra.end());
+    return args;
+  }
+
+  Process &start_runner(const std::string &id, std::vector<std::string> extra = {}) {
+    runners_.push_back(std::make_unique<Process>(runner_args(id, extra), dir_ / ("runner-" + id + ".log")));
+    return *runners_.back();
+  }
+
+  std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
+
+  rpc::RemoteRunnerOptions remote_options() const {
+    rpc::RemoteRunnerOptions options;
+    options.tracker.address = address();
+    options.key = "cpu";
+    options.queue_deadline_seconds = 120;
+    options.give_up_after_seconds = 60;
+    return options;
+  }
+
+  fs::path dir_;
+  int port_ = 0;
+  std::unique_ptr<Process> tracker_;
+  std::vector<std::unique_ptr<Process>> runners_;
+};
+
+TEST_F(Network, EveryJobHasOneResultWhileRunnersAreKilledTwentyTimes) {
+  start_tracker({"--max-runner-losses", "50"});
+  for (int i = 0; i < 3; ++i) start_runner("r" + std::to_string(i));
+  std::vector<measure::RunInput> batch;
+  // Jobs long enough (a 20 ms timed repeat each) that kills land mid-job.
+  for (int i = 0; i < 240; ++i) batch.push_back(job(i % 2 ? "good_add" : "parallel_add", 20));
+  std::atomic<bool> done{false};
+  std::vector<measure::RunResult> results;
+  std::thread tuner([&] {
+    rpc::RemoteRunner remote(remote_options());
+    results = remote.run(batch);
+    done = true;
+  });
+  std::mt19937 random(1234);
+  int kills = 0;
+  while (!done && kills < 20) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(std::uniform_int_distribution<int>(100, 400)(random)));
+    size_t victim = std::uniform_int_distribution<size_t>(0, runners_.size() - 1)(random);
+    runners_[victim]->signal(SIGKILL);
+    runners_[victim]->wait();
+    ++kills;
+    // Half come back under their old id (the tracker sees a restart), half as new runners.
+    std::string id = kills % 2 ? "r" + std::to_string(victim) : "r" + std::to_string(victim) + "-" + std::to_string(kills);
+    runners_[victim] = std::make_unique<Process>(runner_args(id), dir_ / ("runner-" + id + ".log"));
+  }
+  tuner.join();
+  EXPECT_EQ(kills, 20) << "the batch ended before 20 kills; make its jobs longer";
+  ASSERT_EQ(results.size(), batch.size());
+  for (size_t i = 0; i < results.size(); ++i) {
+    EXPECT_TRUE(results[i].ok()) << "job " << i << ": " << results[i].message;
+    EXPECT_EQ(results[i].repeat_seconds.size(), 1u);
+  }
+  // Each job resolved exactly once at the tracker too.
+  Process status({kiln_binary(), "tracker", "status", "--tracker", address(), "--json"}, dir_ / "status.json");
+  ASSERT_EQ(status.wait(), 0);
+  std::string text = status.log();
+  EXPECT_NE(text.find("\"jobsSubmitted\": \"240\""), std::string::npos) << text;
+  EXPECT_NE(text.find("\"jobsResolved\": \"240\""), std::string::npos) << text;
+}
+
+TEST_F(Network, ARestartedTrackerGetsTheJobsAgainAndTheBatchCompletes) {
+  start_tracker();
+  int port = port_;
+  start_runner("a");
+  start_runner("b");
+  std::vector<measure::RunInput> batch;
+  for (int i = 0; i < 120; ++i) batch.push_back(job("good_add", 20));
+  std::atomic<bool> done{false};
+  std::vector<measure::RunResult> results;
+  int64_t resubmitted = 0;
+  std::thread tuner([&] {
+    rpc::RemoteRunner remote(remote_options());
+    results = remote.run(batch);
+    resubmitted = remote.resubmitted_jobs();
+    done = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  ASSERT_FALSE(done) << "the batch ended before the tracker was restarted; make its jobs longer";
+  tracker_->signal(SIGKILL);
+  tracker_->wait();
+  start_tracker({}, port);
+  tuner.join();
+  ASSERT_EQ(results.size(), batch.size());
+  for (size_t i = 0; i < results.size(); ++i) EXPECT_TRUE(results[i].ok()) << "job " << i << ": " << results[i].message;
+  EXPECT_GT(resubmitted, 0);
+  EXPECT_LT(resubmitted, static_cast<int64_t>(batch.size()));
+}
+
+TEST_F(Network, FailingKernelsAreClassifiedAndAHangIsKilledByTheRunnersTimeout) {
+  start_tracker();
+  start_runner("only", {"--run-timeout", "1"});
+  rpc::RemoteRunner remote(remote_options());
+  std::vector<measure::RunResult> results =
+      remote.run({job("hang"), job("good_add"), job("segfault"), job("wrong_result"), job("no_entry")});
+  ASSERT_EQ(results.size(), 5u);
+  EXPECT_EQ(results[0].error, measure::ErrorKind::run_timeout) << results[0].message;
+  EXPECT_TRUE(results[1].ok()) << results[1].message;
+  EXPECT_EQ(results[2].error, measure::ErrorKind::runtime_error) << results[2].message;
+  EXPECT_NE(results[2].message.find("SIGSEGV"), std::string::npos) << results[2].message;
+  EXPECT_EQ(results[3].error, measure::ErrorKind::wrong_result) << results[3].message;
+  EXPECT_EQ(results[4].error, measure::ErrorKind::load_error) << results[4].message;
+}
+
+TEST_F(Network, CallersWithoutTheTokenAreRefused) {
+  std::ofstream(dir_ / "token") << "s3cret-token\n";
+  std::ofstream(dir_ / "wrong") << "guess\n";
+  start_tracker({"--token-file", (dir_ / "token").string()});
+  Process &intruder = start_runner("intruder", {"--token-file", (dir_ / "wrong").string()});
+  EXPECT_EQ(intruder.wait_for(30), 1);
+  EXPECT_NE(intruder.log().find("token was refused"), std::string::npos) << intruder.log();
+  start_runner("member", {"--token-file", (dir_ / "token").string()});
+
+  rpc::RemoteRunnerOptions anonymous = remote_options();
+  try {
+    rpc::RemoteRunner(anonymous).run({job("good_add")});
+    ADD_FAILURE() << "a submission without a token was accepted";
+  } catch (const std::runtime_error &e) {
+    EXPECT_NE(std::string(e.what()).find("requires a token"), std::string::npos) << e.what();
+  }
+  rpc::RemoteRunnerOptions member = remote_options();
+  member.tracker.token = "s3cret-token";
+  std::vector<measure::RunResult> results = rpc::RemoteRunner(member).run({job("good_add")});
+  EXPECT_TRUE(results.at(0).ok()) << results[0].message;
+}
+
+TEST_F(Network, TlsWithACertificateMadeForTheTest) {
+  std::string command = "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=localhost "
+                        "-addext subjectAltName=DNS:localhost,IP:127.0.0.1 -keyout " +
+                        (dir_ / "key.pem").string() + " -out " + (dir_ / "cert.pem").string() + " 2>/dev/null";
+  ASSERT_EQ(std::system(command.c_str()), 0) << "openssl could not make a certificate";
+  std::ofstream(dir_ / "token") << "tls-token\n";
+  start_tracker({"--tls-cert", (dir_ / "cert.pem").string(), "--tls-key", (dir_ / "key.pem").string(),
+                 "--token-file", (dir_ / "token").string()});
+  start_runner("tls", {"--tls-ca", (dir_ / "cert.pem").string(), "--token-file", (dir_ / "token").string()});
+  rpc::RemoteRunnerOptions options = remote_options();
+  options.tracker.token = "tls-token";
+  options.tracker.tls_ca_pem = rpc::read_pem_file(dir_ / "cert.pem", "CA certificate");
+  std::vector<measure::RunResult> results = rpc::RemoteRunner(options).run({job("good_add"), job("wrong_result")});
+  EXPECT_TRUE(results.at(0).ok()) << results[0].message;
+  EXPECT_EQ(results.at(1).error, measure::ErrorKind::wrong_result);
+
+  // Plaintext against the TLS port never gets through.
+  rpc::RemoteRunnerOptions plaintext = remote_options();
+  plaintext.tracker.token = "tls-token";
+  plaintext.give_up_after_seconds = 2;
+  EXPECT_THROW(rpc::RemoteRunner(plaintext).run({job("good_add")}), std::runtime_error);
+}
+
+TEST_F(Network, AnArtifactOverTheCapIsRefusedWithAMessage) {
+  start_tracker({"--max-blob-mb", "1"});
+  fs::path big = dir_ / "big.so";
+  std::ofstream(big) << std::string((1 << 20) + 1, 'x');
+  measure::RunInput input = job("good_add");
+  input.artifact_path = big.string();
+  try {
+    rpc::RemoteRunner(remote_options()).run({input});
+    ADD_FAILURE() << "an oversized artifact was accepted";
+  } catch (const std::runtime_error &e) {
+    EXPECT_NE(std::string(e.what()).find("over the tracker's cap"), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(Network, AKeyWithoutRunnersEndsTheBatchWithAClearError) {
+  start_tracker();
+  rpc::RemoteRunnerOptions options = remote_options();
+  options.key = "jetson-orin";
+  options.queue_deadline_seconds = 1;
+  try {
+    rpc::RemoteRunner(options).run({job("good_add")});
+    ADD_FAILURE() << "a batch without runners did not fail";
+  } catch (const std::runtime_error &e) {
+    EXPECT_NE(std::string(e.what()).find("--key jetson-orin"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(rpc::remote_target(options.tracker, "jetson-orin"), std::runtime_error);
+}
+
+TEST_F(Network, TuneOpThroughTheTrackerStoresOneRecordPerCandidate) {
+  start_tracker();
+  start_runner("a");
+  start_runner("b");
+  fs::path db = dir_ / "tune.db";
+  Process tune({kiln_binary(), "tune-op", "--op", "matmul", "--shape", "32x32", "--shape", "32x32", "--trials", "48",
+                "--batch", "16", "--runner", "tracker://" + address() + "/cpu", "--db", db.string(), "--repeat", "1",
+                "--min-repeat-ms", "1", "--confirm-top", "0", "-q"},
+               dir_ / "tune.log");
+  ASSERT_EQ(tune.wait(), 0) << tune.log();
+  // The target came from the runners: this host's concrete CPU, not "native".
+  EXPECT_EQ(tune.log().find("-mcpu=native"), std::string::npos) << tune.log();
+  Process stats({kiln_binary(), "db", "stats", "--db", db.string()}, dir_ / "stats.log");
+  ASSERT_EQ(stats.wait(), 0) << stats.log();
+  EXPECT_NE(stats.log().find("48"), std::string::npos) << stats.log();
+}
+
+}  // namespace
+}  // namespace kiln::tracker
