@@ -1,5 +1,6 @@
 #include "measure/local_runner.h"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -40,6 +41,21 @@ void LocalRunner::start_server() {
   server_options.num_threads = options_.num_threads;
   server_options.reference_cache_bytes = options_.reference_cache_bytes;
   server_options.runtime_library = options_.runtime_library;
+  // Built before the fork: the child of a threaded process must not allocate.
+  std::vector<std::string> exec_args;
+  if (!options_.server_command.empty()) {
+    exec_args = options_.server_command;
+    for (const std::string &arg :
+         {std::string("--fd"), std::string("3"), std::string("--run-timeout"),
+          std::to_string(options_.run_timeout_seconds), std::string("--memory-limit"),
+          std::to_string(options_.memory_limit_bytes), std::string("--threads"), std::to_string(options_.num_threads),
+          std::string("--reference-cache"), std::to_string(options_.reference_cache_bytes)}) {
+      exec_args.push_back(arg);
+    }
+  }
+  std::vector<char *> exec_argv;
+  for (std::string &arg : exec_args) exec_argv.push_back(arg.data());
+  if (!exec_argv.empty()) exec_argv.push_back(nullptr);
   pid_t pid = fork();
   if (pid < 0) {
     int error = errno;
@@ -50,6 +66,11 @@ void LocalRunner::start_server() {
   if (pid == 0) {
     close(sockets[0]);
     int fd = detail::keep_only_fd(sockets[1]);
+    if (!exec_argv.empty()) {
+      fcntl(fd, F_SETFD, 0);  // keep the socket open across exec
+      execvp(exec_argv[0], exec_argv.data());
+      _exit(127);  // the parent sees the server gone at its first request
+    }
     try {
       detail::serve(fd, server_options);
     } catch (...) {

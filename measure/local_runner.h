@@ -31,6 +31,11 @@ struct LocalRunnerOptions {
   int64_t reference_cache_bytes = int64_t{1} << 30;
   /// Loaded into the server when the process does not already provide kiln_rt_*.
   std::string runtime_library = default_runtime_library_path();
+  /// Empty: the server is a fork of this process. Otherwise the server is this
+  /// program (kiln-measure-server, or a wrapper and its arguments before it, e.g.
+  /// `qemu-aarch64 -L /usr/aarch64-linux-gnu kiln-measure-server-aarch64` to measure
+  /// AArch64 artifacts here); it gets its socket and the options above as flags.
+  std::vector<std::string> server_command;
 };
 
 /// Thread-safe: concurrent run() calls are served one at a time (timing runs alone).

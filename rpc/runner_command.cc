@@ -6,6 +6,8 @@
 #include <csignal>
 #include <cstdlib>
 #include <iostream>
+#include <sstream>
+#include <vector>
 
 #include "ir/target.h"
 #include "rpc/runner_daemon.h"
@@ -35,7 +37,16 @@ struct RunnerArgs {
   double poll_wait = 20;
   double max_backoff = 10;
   std::string measurement_lock = measure::default_measurement_lock_path().string();
+  std::string measure_server;
+  std::string exec_wrapper;
 };
+
+std::vector<std::string> split_words(const std::string &text) {
+  std::istringstream in(text);
+  std::vector<std::string> words;
+  for (std::string word; in >> word;) words.push_back(word);
+  return words;
+}
 
 std::string default_cache_dir() {
   if (const char *xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg) return std::string(xdg) + "/kiln/runner";
@@ -55,6 +66,14 @@ int run_runner(const RunnerArgs &a) {
   local.memory_limit_bytes = a.memory_limit_mb << 20;
   local.num_threads = a.threads;
   local.lock_path = a.measurement_lock;
+  if (!a.exec_wrapper.empty() && a.measure_server.empty()) {
+    fail("--exec-wrapper runs the measurement server under a wrapper: give the server with --measure-server "
+         "(e.g. kiln-measure-server-aarch64 for qemu-aarch64)");
+  }
+  if (!a.measure_server.empty()) {
+    local.server_command = split_words(a.exec_wrapper);
+    local.server_command.push_back(a.measure_server);
+  }
   measure::LocalRunner measurer(local);
 
   RunnerDaemonOptions options;
@@ -124,6 +143,13 @@ void add_runner_command(CLI::App &app, bool as_main) {
                   "lock file held while a kernel is timed, shared with every Kiln process on this host that "
                   "builds or times (empty: none)")
       ->capture_default_str();
+  cmd->add_option("--measure-server", a->measure_server,
+                  "run kernels in this kiln-measure-server program instead of a fork of the runner (e.g. the "
+                  "AArch64 build, with --exec-wrapper)")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--exec-wrapper", a->exec_wrapper,
+                  "command that runs the measurement server, e.g. \"qemu-aarch64 -L /usr/aarch64-linux-gnu\" to "
+                  "measure AArch64 artifacts on an x86 host (correctness only: emulated timings mean nothing)");
   cmd->callback([a] { run_runner(*a); });
 }
 

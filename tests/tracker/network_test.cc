@@ -59,12 +59,22 @@ class Network : public ::testing::Test {
     port_ = testing::wait_for_port(dir_ / "port");
   }
 
+  /// The runner's flags: test defaults, each replaced where `extra` gives the flag.
   std::vector<std::string> runner_args(const std::string &id, std::vector<std::string> extra = {}) {
-    std::vector<std::string> args = {kiln_binary(), "runner", "--tracker", address(), "--key", "cpu",
-                                     "--runner-id", id, "--cache-dir", (dir_ / ("cache-" + id)).string(),
-                                     "--measurement-lock", (dir_ / "measure.lock").string(), "--poll-wait", "2",
-                                     "--max-backoff", "0.3", "--memory-limit-mb", "512"};
-    if (std::find(extra.begin(), extra.end(), "--run-timeout") == extra.end()) extra.insert(extra.end(), {"--run-timeout", "5"});
+    std::vector<std::pair<std::string, std::string>> defaults = {
+        {"--tracker", address()},
+        {"--key", "cpu"},
+        {"--runner-id", id},
+        {"--cache-dir", (dir_ / ("cache-" + id)).string()},
+        {"--measurement-lock", (dir_ / "measure.lock").string()},
+        {"--poll-wait", "2"},
+        {"--max-backoff", "0.3"},
+        {"--memory-limit-mb", "512"},
+        {"--run-timeout", "5"}};
+    std::vector<std::string> args = {kiln_binary(), "runner"};
+    for (const auto &[flag, value] : defaults) {
+      if (std::find(extra.begin(), extra.end(), flag) == extra.end()) args.insert(args.end(), {flag, value});
+    }
     args.insert(args.end(), extra.begin(), extra.end());
     return args;
   }
@@ -262,6 +272,26 @@ TEST_F(Network, TuneOpThroughTheTrackerStoresOneRecordPerCandidate) {
   Process stats({kiln_binary(), "db", "stats", "--db", db.string()}, dir_ / "stats.log");
   ASSERT_EQ(stats.wait(), 0) << stats.log();
   EXPECT_NE(stats.log().find("48"), std::string::npos) << stats.log();
+}
+
+TEST_F(Network, AnAArch64TuningJobRunsOnARunnerUnderQemu) {
+  start_tracker();
+  // "The board": an x86 runner whose measurement server is the AArch64 build, run
+  // under qemu. The tuner takes the target from it, cross-compiles, and every result
+  // is checked against the reference run under emulation too.
+  start_runner("board", {"--key", "arm", "--target", "llvm -mtriple=aarch64-linux-gnu -mcpu=cortex-a72",
+                         "--measure-server", KILN_MEASURE_SERVER_AARCH64, "--exec-wrapper",
+                         std::string(KILN_QEMU_AARCH64) + " -L /usr/aarch64-linux-gnu", "--run-timeout", "60"});
+  fs::path db = dir_ / "arm.db";
+  Process tune({kiln_binary(), "tune-op", "--op", "matmul", "--shape", "16x24", "--shape", "24x8", "--trials", "16",
+                "--batch", "8", "--runner", "tracker://" + address() + "/arm", "--db", db.string(), "--repeat", "1",
+                "--min-repeat-ms", "0", "--confirm-top", "0", "-q"},
+               dir_ / "tune.log");
+  ASSERT_EQ(tune.wait(), 0) << tune.log();
+  EXPECT_NE(tune.log().find("aarch64-linux-gnu"), std::string::npos) << tune.log();
+  Process stats({kiln_binary(), "db", "stats", "--db", db.string()}, dir_ / "stats.log");
+  ASSERT_EQ(stats.wait(), 0) << stats.log();
+  EXPECT_NE(stats.log().find("16 records, 16 successful"), std::string::npos) << stats.log();
 }
 
 }  // namespace
