@@ -34,6 +34,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 #include <random>
 #include <sstream>
 
+#include "tests/common/fuzz_mutations.h"
+
 namespace kiln::frontend {
 namespace {
 
@@ -44,26 +46,7 @@ std::string read_file(const std::filesystem::path &path) {
   return s.str();
 }
 
-std::string mutate(std::string bytes, std::mt19937_64 &rng) {
-  if (bytes.empty()) return bytes;
-  auto at = [&] { return static_cast<size_t>(rng() % bytes.size()); };
-  switch (rng() % 4) {
-    case 0:  // flip a few bytes
-      for (int k = 0; k < 1 + static_cast<int>(rng() % 8); ++k) bytes[at()] = static_cast<char>(rng());
-      break;
-    case 1:  // truncate
-      bytes.resize(at());
-      break;
-    case 2: {  // copy a run over another place (lengths and tags land in odd spots)
-      size_t from = at(), to = at(), n = std::min<size_t>(1 + rng() % 64, bytes.size() - std::max(from, to));
-      bytes.replace(to, n, bytes.substr(from, n));
-      break;
-    }
-    default:  // set a byte to a varint extreme
-      bytes[at()] = static_cast<char>(rng() % 2 ? 0xff : 0x7f);
-  }
-  return bytes;
-}
+using kiln::testing::mutate;
 
 TEST(OnnxImportFuzz, SeedsAndTheirMutationsImportOrAreRefused) {
   std::vector<std::string> seeds = {read_file(std::filesystem::path(KILN_FRONTEND_MODELS) / "tiny_cnn.onnx"),
