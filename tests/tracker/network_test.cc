@@ -294,5 +294,21 @@ TEST_F(Network, AnAArch64TuningJobRunsOnARunnerUnderQemu) {
   EXPECT_NE(stats.log().find("16 records, 16 successful"), std::string::npos) << stats.log();
 }
 
+TEST(SlimRunner, KilnRunnerNeedsNoCompilerLibraries) {
+  std::string runner = std::string(KILN_BINARY_DIR) + "/rpc/kiln-runner";
+  ASSERT_TRUE(fs::exists(runner));
+  std::string command = "readelf -d " + runner + " 2>&1";
+  FILE *pipe = popen(command.c_str(), "r");
+  ASSERT_NE(pipe, nullptr);
+  std::string dynamic;
+  char buffer[4096];
+  while (size_t n = fread(buffer, 1, sizeof buffer, pipe)) dynamic.append(buffer, n);
+  ASSERT_EQ(pclose(pipe), 0) << dynamic;
+  EXPECT_NE(dynamic.find("libgrpc++"), std::string::npos) << dynamic;
+  for (const char *compiler_library : {"libLLVM", "libxgboost", "libsqlite3", "libonnx", "libclang"}) {
+    EXPECT_EQ(dynamic.find(compiler_library), std::string::npos) << compiler_library << " in\n" << dynamic;
+  }
+}
+
 }  // namespace
 }  // namespace kiln::tracker
