@@ -64,7 +64,7 @@ void serve(const TrackerArgs &a) {
     if (!a.tls_cert.empty()) options.tls_cert_pem = rpc::read_pem_file(a.tls_cert, "TLS certificate");
     if (!a.tls_key.empty()) options.tls_key_pem = rpc::read_pem_file(a.tls_key, "TLS key");
     if (options.token.empty() && !rpc::is_loopback_address(a.listen)) {
-      std::cerr << "warning: no --token-file: anyone who reaches " << a.listen
+      std::cerr << "warning: no --token-file (--insecure): anyone who reaches " << a.listen
                 << " can submit code for the runners to execute\n";
     }
     server = std::make_unique<tracker::TrackerServer>(options);

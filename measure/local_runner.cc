@@ -56,21 +56,43 @@ void LocalRunner::start_server() {
   std::vector<char *> exec_argv;
   for (std::string &arg : exec_args) exec_argv.push_back(arg.data());
   if (!exec_argv.empty()) exec_argv.push_back(nullptr);
+  // A failed exec reports its errno through this pipe; a successful one closes it.
+  int exec_status[2] = {-1, -1};
+  if (!exec_argv.empty() && pipe2(exec_status, O_CLOEXEC) != 0) {
+    close(sockets[0]);
+    close(sockets[1]);
+    throw std::runtime_error(std::string("cannot start the runner: pipe failed: ") + std::strerror(errno));
+  }
   pid_t pid = fork();
   if (pid < 0) {
     int error = errno;
     close(sockets[0]);
     close(sockets[1]);
+    if (exec_status[0] >= 0) {
+      close(exec_status[0]);
+      close(exec_status[1]);
+    }
     throw std::runtime_error(std::string("cannot start the runner: fork failed: ") + std::strerror(error));
   }
   if (pid == 0) {
     close(sockets[0]);
-    int fd = detail::keep_only_fd(sockets[1]);
     if (!exec_argv.empty()) {
-      fcntl(fd, F_SETFD, 0);  // keep the socket open across exec
+      // Only async-signal-safe calls from here to exec. The socket becomes descriptor
+      // 3, open across exec; everything else above 2 closes at exec, the status pipe
+      // included, which tells the parent that exec worked.
+      int status_fd = fcntl(exec_status[1], F_DUPFD_CLOEXEC, 64);
+      int socket_fd = fcntl(sockets[1], F_DUPFD, 64);
+      if (status_fd < 0 || socket_fd < 0 || dup2(socket_fd, 3) < 0) _exit(126);
+      if (close_range(4, ~0U, CLOSE_RANGE_CLOEXEC) != 0) {
+        for (int other = 4; other < 65536; ++other) fcntl(other, F_SETFD, FD_CLOEXEC);
+      }
       execvp(exec_argv[0], exec_argv.data());
-      _exit(127);  // the parent sees the server gone at its first request
+      int error = errno;
+      ssize_t ignored = write(status_fd, &error, sizeof error);
+      (void)ignored;
+      _exit(127);
     }
+    int fd = detail::keep_only_fd(sockets[1]);
     try {
       detail::serve(fd, server_options);
     } catch (...) {
@@ -80,6 +102,21 @@ void LocalRunner::start_server() {
     _exit(0);
   }
   close(sockets[1]);
+  if (exec_status[0] >= 0) {
+    close(exec_status[1]);
+    int error = 0;
+    ssize_t n;
+    while ((n = read(exec_status[0], &error, sizeof error)) < 0 && errno == EINTR) {
+    }
+    close(exec_status[0]);
+    if (n > 0) {
+      close(sockets[0]);
+      while (waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
+      }
+      throw std::runtime_error("cannot start the measurement server '" + options_.server_command.front() +
+                               "': " + std::strerror(error));
+    }
+  }
   server_pid_ = pid;
   server_socket_ = sockets[0];
 }

@@ -1,5 +1,8 @@
 #include "rpc/connection.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
@@ -67,12 +70,18 @@ std::string read_pem_file(const std::filesystem::path &path, const char *what) {
 bool is_loopback_address(const std::string &address) {
   std::string host = address;
   if (host.rfind("ipv4:", 0) == 0) host = host.substr(5);
+  if (host.rfind("ipv6:", 0) == 0) host = host.substr(5);
   if (!host.empty() && host[0] == '[') {
     host = host.substr(1, host.find(']') - 1);
   } else if (host.find(':') != std::string::npos && host.find(':') == host.rfind(':')) {
     host = host.substr(0, host.find(':'));
   }
-  return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
+  if (host == "localhost") return true;
+  // Addresses only: a name like 127.example.com is not loopback.
+  in_addr v4{};
+  if (inet_pton(AF_INET, host.c_str(), &v4) == 1) return (ntohl(v4.s_addr) >> 24) == 127;
+  in6_addr v6{};
+  return inet_pton(AF_INET6, host.c_str(), &v6) == 1 && IN6_IS_ADDR_LOOPBACK(&v6);
 }
 
 std::shared_ptr<grpc::Channel> make_channel(const ClientOptions &options) {

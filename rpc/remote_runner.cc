@@ -182,7 +182,49 @@ std::vector<measure::RunResult> RemoteRunner::run(const std::vector<measure::Run
 
   upload_missing(blobs);
   std::map<std::string, v1::JobResult> done;
-  std::string instance = submit(jobs, done);
+  std::string instance = submit_all(jobs, blobs, done);
+  try {
+    wait_for_results(jobs, blobs, index_of_job, instance, done);
+  } catch (...) {
+    // The tuner stops here: the tracker need not run what is left.
+    v1::CancelRequest cancel;
+    cancel.set_session_id(session_id_);
+    v1::CancelResponse ignored;
+    auto context = make_context(options_.tracker, 5);
+    stub_->Cancel(context.get(), cancel, &ignored);
+    throw;
+  }
+  for (const auto &[job_id, result] : done) {
+    if (result.code() == v1::NO_RUNNER) {
+      throw std::runtime_error("no runner measured the batch: " + result.message());
+    }
+    results[index_of_job.at(job_id)] = run_result_of(result);
+  }
+  return results;
+}
+
+std::string RemoteRunner::submit_all(const std::vector<v1::JobSpec> &jobs, const std::vector<const Blob *> &blobs,
+                                     std::map<std::string, v1::JobResult> &done) {
+  std::map<std::string, v1::JobResult> rejected;
+  std::string instance = submit(jobs, rejected);
+  // A job is rejected when the tracker lacks its blobs: it restarted, or dropped them,
+  // between our upload and the submission. Upload again and resubmit, a few times.
+  for (int attempt = 0; attempt < 3 && !rejected.empty(); ++attempt) {
+    std::vector<v1::JobSpec> again;
+    for (const v1::JobSpec &job : jobs) {
+      if (rejected.count(job.job_id())) again.push_back(job);
+    }
+    rejected.clear();
+    upload_missing(blobs);
+    instance = submit(again, rejected);
+  }
+  done.insert(rejected.begin(), rejected.end());
+  return instance;
+}
+
+void RemoteRunner::wait_for_results(const std::vector<v1::JobSpec> &jobs, const std::vector<const Blob *> &blobs,
+                                    const std::map<std::string, size_t> &index_of_job, std::string &instance,
+                                    std::map<std::string, v1::JobResult> &done) {
   while (done.size() < jobs.size()) {
     v1::PollResultsRequest request;
     request.set_session_id(session_id_);
@@ -204,7 +246,7 @@ std::vector<measure::RunResult> RemoteRunner::run(const std::vector<measure::Run
                       << std::endl;
       }
       upload_missing(blobs);
-      instance = submit(again, done);
+      instance = submit_all(again, blobs, done);
       resubmitted_ += static_cast<int64_t>(again.size());
       continue;
     }
@@ -223,32 +265,30 @@ std::vector<measure::RunResult> RemoteRunner::run(const std::vector<measure::Run
       });
     }
   }
-  for (const auto &[job_id, result] : done) {
-    if (result.code() == v1::NO_RUNNER) {
-      throw std::runtime_error("no runner measured the batch: " + result.message());
-    }
-    results[index_of_job.at(job_id)] = run_result_of(result);
-  }
-  return results;
 }
 
 std::string remote_target(const ClientOptions &tracker, const std::string &key) {
   auto stub = v1::Tracker::NewStub(make_channel(tracker));
-  auto context = make_context(tracker, 30);
   v1::GetTargetRequest request;
   request.set_key(key);
-  v1::GetTargetResponse response;
-  grpc::Status status = stub->GetTarget(context.get(), request, &response);
-  if (!status.ok()) {
-    throw std::runtime_error("cannot ask the tracker at " + tracker.address + " for the target of key '" + key +
-                             "': " + describe(status));
+  // A runner started a moment ago may not have polled yet: give it a few seconds.
+  auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  for (;;) {
+    auto context = make_context(tracker, 30);
+    v1::GetTargetResponse response;
+    grpc::Status status = stub->GetTarget(context.get(), request, &response);
+    if (!status.ok()) {
+      throw std::runtime_error("cannot ask the tracker at " + tracker.address + " for the target of key '" + key +
+                               "': " + describe(status));
+    }
+    if (response.runners() > 0 && !response.target().empty()) return response.target();
+    if (std::chrono::steady_clock::now() > until) {
+      throw std::runtime_error("the tracker at " + tracker.address + " has no runner of key '" + key +
+                               "' to take the target from; start one (kiln runner --key " + key +
+                               ") or pass --target");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }
-  if (response.runners() == 0 || response.target().empty()) {
-    throw std::runtime_error("the tracker at " + tracker.address + " has no runner of key '" + key +
-                             "' to take the target from; start one (kiln runner --key " + key +
-                             ") or pass --target");
-  }
-  return response.target();
 }
 
 }  // namespace kiln::rpc

@@ -59,6 +59,15 @@ class RemoteRunner : public measure::Runner {
   void upload_missing(const std::vector<const Blob *> &blobs);
   /// Submits `jobs`; returns the tracker's instance id. Throws on a refusal.
   std::string submit(const std::vector<v1::JobSpec> &jobs, std::map<std::string, v1::JobResult> &rejected);
+  /// submit(), uploading blobs again for jobs rejected for lack of them; the jobs
+  /// still rejected go into `done` as their results.
+  std::string submit_all(const std::vector<v1::JobSpec> &jobs, const std::vector<const Blob *> &blobs,
+                         std::map<std::string, v1::JobResult> &done);
+  /// Polls and acknowledges results until every job has one; resubmits after a
+  /// tracker restart (`instance` changes).
+  void wait_for_results(const std::vector<v1::JobSpec> &jobs, const std::vector<const Blob *> &blobs,
+                        const std::map<std::string, size_t> &index_of_job, std::string &instance,
+                        std::map<std::string, v1::JobResult> &done);
   template <class Call>
   grpc::Status call_with_retry(const char *what, Call call);
 
@@ -72,8 +81,9 @@ class RemoteRunner : public measure::Runner {
   std::map<std::string, std::pair<std::string, Blob>> blobs_;
 };
 
-/// The target of the key's runners, as the tracker knows it; throws
-/// std::runtime_error when the tracker cannot be reached or has no runner of the key.
+/// The target of the key's runners, as the tracker knows it (waiting up to 10 s for a
+/// first runner of the key); throws std::runtime_error when the tracker cannot be
+/// reached or has no runner of the key.
 std::string remote_target(const ClientOptions &tracker, const std::string &key);
 
 }  // namespace kiln::rpc

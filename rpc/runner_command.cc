@@ -5,7 +5,9 @@
 #include <atomic>
 #include <csignal>
 #include <cstdlib>
+#include <filesystem>
 #include <iostream>
+#include <memory>
 #include <sstream>
 #include <vector>
 
@@ -48,6 +50,19 @@ std::vector<std::string> split_words(const std::string &text) {
   return words;
 }
 
+// kiln-measure-server installed beside this program, or where the build tree puts it
+// (cli/kiln and rpc/kiln-runner are siblings of measure/).
+std::string default_measure_server() {
+  std::error_code ec;
+  std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (ec) return "";
+  for (const std::filesystem::path &candidate :
+       {self.parent_path() / "kiln-measure-server", self.parent_path().parent_path() / "measure" / "kiln-measure-server"}) {
+    if (std::filesystem::exists(candidate, ec)) return candidate.string();
+  }
+  return "";
+}
+
 std::string default_cache_dir() {
   if (const char *xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg) return std::string(xdg) + "/kiln/runner";
   if (const char *home = std::getenv("HOME"); home && *home) return std::string(home) + "/.cache/kiln/runner";
@@ -70,11 +85,20 @@ int run_runner(const RunnerArgs &a) {
     fail("--exec-wrapper runs the measurement server under a wrapper: give the server with --measure-server "
          "(e.g. kiln-measure-server-aarch64 for qemu-aarch64)");
   }
-  if (!a.measure_server.empty()) {
+  // The server runs as its own program where one is at hand: forking this daemon again
+  // later (to replace a dead server) would fork a process that runs gRPC's threads.
+  std::string server = a.measure_server.empty() ? default_measure_server() : a.measure_server;
+  if (!server.empty()) {
     local.server_command = split_words(a.exec_wrapper);
-    local.server_command.push_back(a.measure_server);
+    local.server_command.push_back(server);
   }
-  measure::LocalRunner measurer(local);
+  std::unique_ptr<measure::LocalRunner> measurer_holder;
+  try {
+    measurer_holder = std::make_unique<measure::LocalRunner>(local);
+  } catch (const std::exception &e) {
+    fail(e.what());
+  }
+  measure::LocalRunner &measurer = *measurer_holder;
 
   RunnerDaemonOptions options;
   options.key = a.key;
@@ -144,8 +168,8 @@ void add_runner_command(CLI::App &app, bool as_main) {
                   "builds or times (empty: none)")
       ->capture_default_str();
   cmd->add_option("--measure-server", a->measure_server,
-                  "run kernels in this kiln-measure-server program instead of a fork of the runner (e.g. the "
-                  "AArch64 build, with --exec-wrapper)")
+                  "the kiln-measure-server program that runs the kernels (default: the one beside this program; "
+                  "the AArch64 build with --exec-wrapper to measure AArch64 artifacts)")
       ->check(CLI::ExistingFile);
   cmd->add_option("--exec-wrapper", a->exec_wrapper,
                   "command that runs the measurement server, e.g. \"qemu-aarch64 -L /usr/aarch64-linux-gnu\" to "

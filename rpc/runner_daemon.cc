@@ -79,15 +79,19 @@ RunnerDaemon::RunnerDaemon(RunnerDaemonOptions options, measure::LocalRunner &me
     : options_(std::move(options)), measurer_(measurer), log_(log) {
   fs::create_directories(options_.cache_dir / "blobs");
   runner_id_ = options_.runner_id.empty() ? load_or_make_runner_id(options_.cache_dir) : options_.runner_id;
+  std::random_device random;
+  process_id_ = std::to_string(getpid()) + "-" + std::to_string(random()) + std::to_string(random());
   channel_ = make_channel(options_.tracker);
   stub_ = v1::Tracker::NewStub(channel_);
   facts_ = host_device_facts(options_.target);
+  facts_.set_run_timeout_seconds(measurer_.options().run_timeout_seconds);
 }
 
 v1::RunnerPollRequest RunnerDaemon::poll_request(double wait_seconds, uint64_t held_lease) const {
   v1::RunnerPollRequest request;
   request.set_protocol_version(v1::PROTOCOL_VERSION_1);
   request.set_runner_id(runner_id_);
+  request.set_process_id(process_id_);
   request.set_key(options_.key);
   *request.mutable_facts() = facts_;
   if (held_lease != 0) request.add_held_leases(held_lease);
@@ -128,9 +132,18 @@ int64_t RunnerDaemon::run(const std::atomic<bool> &stop) {
     connected = true;
     delay = options_.min_backoff_seconds;
     for (const v1::Assignment &assignment : response.assignments()) {
-      v1::JobResult result = measure_job(assignment);
+      v1::JobResult result;
+      if (stop) {
+        // Stopping: give the job back at once rather than let its lease time out.
+        result.set_job_id(assignment.job().job_id());
+        result.set_lease_id(assignment.lease_id());
+        result.set_code(v1::RETRY);
+        result.set_message("the runner is stopping");
+      } else {
+        result = measure_job(assignment);
+        ++jobs;
+      }
       report(result, stop);
-      ++jobs;
     }
   }
   return jobs;
@@ -151,7 +164,8 @@ v1::JobResult RunnerDaemon::measure_job(const v1::Assignment &assignment) {
   bool done = false;
   std::thread heartbeat([&] {
     std::unique_lock<std::mutex> lock(mutex);
-    double interval = 2;
+    // The first beat at once: it confirms to the tracker that the assignment arrived.
+    double interval = 0;
     while (!done_changed.wait_for(lock, std::chrono::duration<double>(interval), [&] { return done; })) {
       lock.unlock();
       v1::RunnerPollResponse response;
@@ -162,16 +176,35 @@ v1::JobResult RunnerDaemon::measure_job(const v1::Assignment &assignment) {
     }
   });
 
+  // Joined on every path out, exceptions included.
+  struct StopHeartbeat {
+    std::mutex &mutex;
+    std::condition_variable &changed;
+    bool &done;
+    std::thread &thread;
+    ~StopHeartbeat() {
+      {
+        std::lock_guard<std::mutex> lock(mutex);
+        done = true;
+      }
+      changed.notify_all();
+      thread.join();
+    }
+  } stop_heartbeat{mutex, done_changed, done, heartbeat};
+
   double fetch_seconds = 0;
   std::string error;
-  fs::path artifact = cached_blob(job.artifact(), error, fetch_seconds);
+  bool retryable = false;
+  fs::path artifact = cached_blob(job.artifact(), error, retryable, fetch_seconds);
   fs::path reference;
-  if (error.empty() && !job.reference().sha256().empty()) reference = cached_blob(job.reference(), error, fetch_seconds);
+  if (error.empty() && !job.reference().sha256().empty()) {
+    reference = cached_blob(job.reference(), error, retryable, fetch_seconds);
+  }
   result.set_fetch_seconds(fetch_seconds);
   if (!error.empty()) {
-    result.set_code(v1::ARTIFACT_REJECTED);
+    result.set_code(retryable ? v1::RETRY : v1::ARTIFACT_REJECTED);
     result.set_message(error);
-  } else {
+  } else try {
     measure::RunInput input;
     input.artifact_path = artifact.string();
     input.reference_artifact_path = reference.string();
@@ -192,17 +225,17 @@ v1::JobResult RunnerDaemon::measure_job(const v1::Assignment &assignment) {
     result.set_number(run.number);
     result.set_calibration_calls(run.calibration_calls);
     result.set_run_seconds(run.run_seconds);
+  } catch (const std::exception &e) {
+    // The runner's own trouble (cannot fork, lock file unusable), not the kernel's.
+    result.set_code(v1::RETRY);
+    result.set_message(std::string("runner ") + runner_id_ + " could not run the job: " + e.what());
+    log_ << "kiln runner: " << result.message() << std::endl;
   }
-  {
-    std::lock_guard<std::mutex> lock(mutex);
-    done = true;
-  }
-  done_changed.notify_all();
-  heartbeat.join();
   return result;
 }
 
-fs::path RunnerDaemon::cached_blob(const v1::Digest &digest, std::string &error, double &fetch_seconds) {
+fs::path RunnerDaemon::cached_blob(const v1::Digest &digest, std::string &error, bool &retryable,
+                                  double &fetch_seconds) {
   const std::string &sha = digest.sha256();
   if (sha.size() != 64 || sha.find_first_not_of("0123456789abcdef") != std::string::npos) {
     error = "the job names a malformed digest '" + sha + "'";
@@ -220,6 +253,9 @@ fs::path RunnerDaemon::cached_blob(const v1::Digest &digest, std::string &error,
   fetch_seconds += seconds_since(start);
   if (!status.ok()) {
     error = "cannot fetch blob " + sha + ": " + describe(status);
+    // A blob too large or not matching its digest is refused for good; anything else
+    // (the tracker away or restarted) may work on another try.
+    retryable = status.error_code() != grpc::RESOURCE_EXHAUSTED && status.error_code() != grpc::DATA_LOSS;
     return {};
   }
   trim_cache();
@@ -232,12 +268,14 @@ fs::path RunnerDaemon::cached_blob(const v1::Digest &digest, std::string &error,
     out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
     if (!out) {
       error = "cannot write " + temporary.string();
+      retryable = true;
       return {};
     }
   }
   fs::rename(temporary, path, ec);
   if (ec) {
     error = "cannot store " + path.string() + ": " + ec.message();
+    retryable = true;
     return {};
   }
   return path;
@@ -268,17 +306,27 @@ void RunnerDaemon::report(const v1::JobResult &result, const std::atomic<bool> &
   double delay = options_.min_backoff_seconds;
   // Until acknowledged: a result is the expensive part, a brief tracker outage must not
   // lose it. A restarted tracker answers "not accepted", which also ends the retries.
-  while (!stop) {
+  // When stopping, a few quick tries still hand the finished result over.
+  int tries_after_stop = 0;
+  for (int attempt = 0;; ++attempt) {
     v1::ReportResultResponse response;
-    auto context = make_context(options_.tracker, kCallTimeoutSeconds);
+    auto context = make_context(options_.tracker, stop ? 2 : kCallTimeoutSeconds);
     grpc::Status status = stub_->ReportResult(context.get(), request, &response);
     if (status.ok()) {
       if (!response.accepted()) {
-        log_ << "kiln runner: the tracker discarded the late result of job " << result.job_id() << std::endl;
+        log_ << "kiln runner: the tracker did not take the result of job " << result.job_id()
+             << (attempt == 0 ? " (the job was given to another runner or cancelled)"
+                              : " (an earlier try may have delivered it)")
+             << std::endl;
       }
       return;
     }
-    backoff(delay, stop);
+    if (stop) {
+      if (++tries_after_stop > 3) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    } else {
+      backoff(delay, stop);
+    }
   }
 }
 

@@ -57,7 +57,9 @@ class RunnerDaemon {
   v1::JobResult measure_job(const v1::Assignment &assignment);
   /// The blob's path in the cache, fetching it when absent; empty with `error` set on
   /// failure.
-  std::filesystem::path cached_blob(const v1::Digest &digest, std::string &error, double &fetch_seconds);
+  /// `retryable` tells a passing failure (the tracker unreachable) from a refusal.
+  std::filesystem::path cached_blob(const v1::Digest &digest, std::string &error, bool &retryable,
+                                    double &fetch_seconds);
   void trim_cache();
   void report(const v1::JobResult &result, const std::atomic<bool> &stop);
   void backoff(double &delay, const std::atomic<bool> &stop);
@@ -67,6 +69,7 @@ class RunnerDaemon {
   measure::LocalRunner &measurer_;
   std::ostream &log_;
   std::string runner_id_;
+  std::string process_id_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::Tracker::Stub> stub_;
   v1::DeviceFacts facts_;

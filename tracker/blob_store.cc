@@ -52,8 +52,11 @@ std::optional<std::string> BlobStore::put(const v1::Digest &digest, std::string 
   int64_t size = static_cast<int64_t>(bytes.size());
   if (total_bytes_ + size > options_.max_total_bytes) {
     std::vector<std::pair<uint64_t, std::string>> evictable;
+    auto young = std::chrono::steady_clock::now() -
+                 std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                     std::chrono::duration<double>(options_.keep_uploaded_seconds));
     for (const auto &[sha, blob] : blobs_) {
-      if (!in_use.count(sha)) evictable.emplace_back(blob.stored_order, sha);
+      if (!in_use.count(sha) && blob.stored_at < young) evictable.emplace_back(blob.stored_order, sha);
     }
     std::sort(evictable.begin(), evictable.end());
     for (const auto &[order, sha] : evictable) {
@@ -63,10 +66,11 @@ std::optional<std::string> BlobStore::put(const v1::Digest &digest, std::string 
     }
     if (total_bytes_ + size > options_.max_total_bytes) {
       return "the tracker's blob store is full (" + std::to_string(total_bytes_) +
-             " bytes held for queued jobs; kiln tracker --max-store-bytes)";
+             " bytes held for queued jobs or just uploaded; kiln tracker --max-store-mb)";
     }
   }
-  blobs_[digest.sha256()] = Blob{std::make_shared<const std::string>(std::move(bytes)), next_order_++};
+  blobs_[digest.sha256()] =
+      Blob{std::make_shared<const std::string>(std::move(bytes)), next_order_++, std::chrono::steady_clock::now()};
   total_bytes_ += size;
   *stored = true;
   return std::nullopt;

@@ -2,6 +2,7 @@
 // Tuners upload each blob once (FindMissingBlobs first); runners fetch them by digest.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -23,6 +24,9 @@ struct BlobStoreOptions {
   /// Past this, blobs no unresolved job needs are dropped, oldest first; an upload
   /// that still does not fit is refused.
   int64_t max_total_bytes = int64_t{2} << 30;
+  /// A blob is never dropped this soon after its upload, so that it survives until
+  /// the submission that follows the upload names it.
+  double keep_uploaded_seconds = 300;
 };
 
 /// Thread-safe.
@@ -49,6 +53,7 @@ class BlobStore {
   struct Blob {
     std::shared_ptr<const std::string> bytes;
     uint64_t stored_order = 0;
+    std::chrono::steady_clock::time_point stored_at;
   };
 
   BlobStoreOptions options_;

@@ -39,6 +39,7 @@ v1::SubmitResponse Dispatcher::submit(const v1::SubmitRequest &request,
   double deadline_seconds = request.queue_deadline_seconds() > 0 ? request.queue_deadline_seconds()
                                                                   : options_.default_queue_deadline_seconds;
   Session &session = sessions_[request.session_id()];
+  session.last_seen = now;
   for (const v1::JobSpec &spec : request.jobs()) {
     std::string id = job_key(request.session_id(), spec.job_id());
     if (jobs_.count(id)) {
@@ -50,7 +51,7 @@ v1::SubmitResponse Dispatcher::submit(const v1::SubmitRequest &request,
     job.key = request.key();
     job.spec = spec;
     job.submitted_at = now;
-    job.queue_deadline = now + deadline_seconds;
+    job.queue_deadline_seconds = deadline_seconds;
     std::string why;
     if (spec.job_id().empty()) {
       why = "the job has no job_id";
@@ -71,6 +72,7 @@ v1::SubmitResponse Dispatcher::submit(const v1::SubmitRequest &request,
     ++submitted_;
     response.add_accepted_job_ids(spec.job_id());
   }
+  erase_if_done(request.session_id());
   changed_.notify_all();
   return response;
 }
@@ -88,6 +90,7 @@ bool Dispatcher::assign(const std::string &runner_id, Runner &runner, double now
     job.lease_id = next_lease_id_++;
     job.runner_id = runner_id;
     job.leased_at = now;
+    job.lease_confirmed = false;
     leases_[job.lease_id] = id;
     runner.leases.insert(job.lease_id);
     v1::Assignment *assignment = response.add_assignments();
@@ -98,7 +101,8 @@ bool Dispatcher::assign(const std::string &runner_id, Runner &runner, double now
   return false;
 }
 
-v1::RunnerPollResponse Dispatcher::poll_runner(const v1::RunnerPollRequest &request) {
+v1::RunnerPollResponse Dispatcher::poll_runner(const v1::RunnerPollRequest &request,
+                                               const std::function<bool()> &cancelled, std::string &refusal) {
   std::unique_lock<std::mutex> lock(mutex_);
   auto wait_until = std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                                                            std::chrono::duration<double>(std::max(0.0, request.wait_seconds())));
@@ -106,40 +110,67 @@ v1::RunnerPollResponse Dispatcher::poll_runner(const v1::RunnerPollRequest &requ
   response.set_tracker_instance_id(instance_id_);
   response.set_heartbeat_seconds(options_.heartbeat_seconds);
   const std::string &runner_id = request.runner_id();
+  double now = clock_();
+  expire_locked(now);
   // Not expired while it waits here: the reference stays valid through the waits.
   Runner &runner = runners_[runner_id];
-  ++runner.polling;
-  for (;;) {
-    double now = clock_();
-    expire_locked(now);
-    if (runner.first_seen == 0) runner.first_seen = now;
-    if (runner.key != request.key()) {
-      // A runner that changed its key keeps nothing it was given under the old one.
-      for (uint64_t lease : std::set<uint64_t>(runner.leases)) {
-        auto job = leases_.find(lease);
-        if (job != leases_.end()) lose_lease(jobs_.at(job->second), now, "the runner re-registered under another key");
-      }
-      runner.key = request.key();
-    }
-    runner.facts = request.facts();
-    runner.last_seen = now;
-    std::set<uint64_t> held(request.held_leases().begin(), request.held_leases().end());
-    for (uint64_t lease : held) {
-      if (!runner.leases.count(lease)) response.add_revoked_leases(lease);
-    }
-    for (uint64_t lease : std::set<uint64_t>(runner.leases)) {
-      if (held.count(lease)) continue;
-      // Assigned but not held: the runner restarted, or never received the assignment.
-      auto job = leases_.find(lease);
-      if (job != leases_.end()) lose_lease(jobs_.at(job->second), now, "the runner no longer held the job");
-      runner.leases.erase(lease);
-    }
-    if (!runner.leases.empty() || !response.revoked_leases().empty()) break;
-    if (assign(runner_id, runner, now, response)) break;
-    if (shutting_down_ || std::chrono::steady_clock::now() >= wait_until) break;
-    changed_.wait_until(lock, std::min(wait_until, std::chrono::steady_clock::now() + kExpiryTick));
+  if (runner.first_seen == 0) runner.first_seen = now;
+  const std::string &process = request.process_id();
+  if (!process.empty() && runner.replaced_processes.count(process)) {
+    refusal = "another runner process took over the runner id '" + runner_id +
+              "'; give every runner its own --runner-id (or --cache-dir, where the id is kept)";
+    return response;
   }
-  --runner.polling;
+  if (!process.empty() && !runner.process_id.empty() && runner.process_id != process) {
+    // The runner restarted: whatever the old process held is lost.
+    for (uint64_t lease : std::set<uint64_t>(runner.leases)) {
+      auto job = leases_.find(lease);
+      if (job != leases_.end()) lose_lease(jobs_.at(job->second), now, "the runner restarted");
+    }
+    if (runner.replaced_processes.size() > 64) runner.replaced_processes.clear();
+    runner.replaced_processes.insert(runner.process_id);
+  }
+  if (!process.empty()) runner.process_id = process;
+  if (runner.key != request.key()) {
+    // A runner that changed its key keeps nothing it was given under the old one.
+    for (uint64_t lease : std::set<uint64_t>(runner.leases)) {
+      auto job = leases_.find(lease);
+      if (job != leases_.end()) lose_lease(jobs_.at(job->second), now, "the runner re-registered under another key");
+    }
+    runner.key = request.key();
+  }
+  runner.facts = request.facts();
+  runner.last_seen = now;
+  key_last_alive_[runner.key] = now;
+  std::set<uint64_t> held(request.held_leases().begin(), request.held_leases().end());
+  for (uint64_t lease : held) {
+    auto job = leases_.find(lease);
+    if (!runner.leases.count(lease) || job == leases_.end()) {
+      response.add_revoked_leases(lease);
+    } else {
+      jobs_.at(job->second).lease_confirmed = true;
+    }
+  }
+  for (uint64_t lease : std::set<uint64_t>(runner.leases)) {
+    if (held.count(lease)) continue;
+    // Assigned but not held: the runner never received the assignment (or restarted
+    // without a process id).
+    auto job = leases_.find(lease);
+    if (job != leases_.end()) lose_lease(jobs_.at(job->second), now, "the runner no longer held the job");
+    runner.leases.erase(lease);
+  }
+  if (runner.leases.empty() && response.revoked_leases().empty()) {
+    ++runner.polling;
+    for (;;) {
+      if (cancelled && cancelled()) break;  // an assignment now would go to nobody
+      if (assign(runner_id, runner, clock_(), response)) break;
+      if (shutting_down_ || std::chrono::steady_clock::now() >= wait_until) break;
+      changed_.wait_until(lock, std::min(wait_until, std::chrono::steady_clock::now() + kExpiryTick));
+      runner.last_seen = clock_();
+      key_last_alive_[runner.key] = runner.last_seen;
+    }
+    --runner.polling;
+  }
   return response;
 }
 
@@ -148,10 +179,7 @@ bool Dispatcher::report_result(const std::string &runner_id, v1::JobResult resul
   double now = clock_();
   expire_locked(now);
   auto runner = runners_.find(runner_id);
-  if (runner != runners_.end()) {
-    runner->second.last_seen = now;
-    runner->second.leases.erase(result.lease_id());
-  }
+  if (runner != runners_.end()) runner->second.last_seen = now;
   auto lease = leases_.find(result.lease_id());
   if (lease == leases_.end()) {
     ++stale_results_;
@@ -162,6 +190,18 @@ bool Dispatcher::report_result(const std::string &runner_id, v1::JobResult resul
       job.spec.job_id() != result.job_id()) {
     ++stale_results_;
     return false;
+  }
+  if (result.code() == v1::RETRY) {
+    leases_.erase(job.lease_id);
+    if (runner != runners_.end()) runner->second.leases.erase(job.lease_id);
+    if (++job.retries > options_.max_retries) {
+      resolve(job, failure(job, v1::INTERNAL,
+                           "runners could not run the job " + std::to_string(job.retries) +
+                               " times; the last said: " + result.message()));
+    } else {
+      requeue(job);
+    }
+    return true;
   }
   if (runner != runners_.end()) {
     ++runner->second.done;
@@ -194,7 +234,7 @@ void Dispatcher::lose_lease(Job &job, double now, const std::string &why) {
   leases_.erase(job.lease_id);
   auto runner = runners_.find(job.runner_id);
   if (runner != runners_.end()) runner->second.leases.erase(job.lease_id);
-  ++job.runner_losses;
+  if (job.lease_confirmed) ++job.runner_losses;
   if (job.runner_losses >= options_.max_runner_losses) {
     resolve(job, failure(job, v1::RUNNER_LOST,
                          "the runner measuring this job was lost " + std::to_string(job.runner_losses) +
@@ -202,12 +242,46 @@ void Dispatcher::lose_lease(Job &job, double now, const std::string &why) {
                              "); the kernel may take its device down, so it is not dispatched again"));
     return;
   }
+  requeue(job);
+}
+
+void Dispatcher::requeue(Job &job) {
   job.state = JobState::queued;
   job.runner_id.clear();
   // Back to the front: it has waited its turn already.
   queues_[job.key].push_front(job_key(job.session_id, job.spec.job_id()));
   ++redispatches_;
   changed_.notify_all();
+}
+
+double Dispatcher::key_alive_at(const std::string &key, double now) const {
+  for (const auto &[id, runner] : runners_) {
+    if (runner.key == key) return now;
+  }
+  auto it = key_last_alive_.find(key);
+  return it == key_last_alive_.end() ? 0 : it->second;
+}
+
+void Dispatcher::drop_session(const std::string &session_id) {
+  std::string prefix = session_id + '\n';
+  for (auto it = jobs_.lower_bound(prefix); it != jobs_.end() && it->first.compare(0, prefix.size(), prefix) == 0;) {
+    Job &job = it->second;
+    if (job.state == JobState::leased) {
+      // The runner's next heartbeat learns that the lease is revoked.
+      leases_.erase(job.lease_id);
+      auto runner = runners_.find(job.runner_id);
+      if (runner != runners_.end()) runner->second.leases.erase(job.lease_id);
+    }
+    it = jobs_.erase(it);  // queue entries of erased jobs are skipped when met
+  }
+  sessions_.erase(session_id);
+}
+
+void Dispatcher::erase_if_done(const std::string &session_id) {
+  auto session = sessions_.find(session_id);
+  if (session != sessions_.end() && session->second.resolved.empty() && session->second.unresolved == 0) {
+    sessions_.erase(session);
+  }
 }
 
 void Dispatcher::expire() {
@@ -231,18 +305,26 @@ void Dispatcher::expire_locked(double now) {
   }
   for (auto &[lease, id] : std::map<uint64_t, std::string>(leases_)) {
     Job &job = jobs_.at(id);
-    if (now - job.leased_at > job.spec.run_timeout_seconds() * 2 + options_.lease_grace_seconds) {
-      lose_lease(job, now, "the job ran far past its run timeout");
-    }
+    auto runner = runners_.find(job.runner_id);
+    double runner_timeout = runner == runners_.end() ? 0 : runner->second.facts.run_timeout_seconds();
+    double allowed = 2 * std::max(job.spec.run_timeout_seconds(), runner_timeout) + options_.lease_grace_seconds;
+    if (now - job.leased_at > allowed) lose_lease(job, now, "the job ran far past its run timeout");
   }
   for (auto &[id, job] : jobs_) {
-    if (job.state == JobState::queued && now > job.queue_deadline) {
+    if (job.state != JobState::queued) continue;
+    double waiting_since = std::max(job.submitted_at, key_alive_at(job.key, now));
+    if (now - waiting_since > job.queue_deadline_seconds) {
       resolve(job, failure(job, v1::NO_RUNNER,
-                           "no runner of key '" + job.key + "' took the job within " +
-                               std::to_string(static_cast<int>(job.queue_deadline - job.submitted_at)) +
+                           "no runner of key '" + job.key + "' was connected to the tracker for " +
+                               std::to_string(static_cast<int>(job.queue_deadline_seconds)) +
                                " s; start one with: kiln runner --tracker ADDR --key " + job.key));
     }
   }
+  std::vector<std::string> idle;
+  for (const auto &[id, session] : sessions_) {
+    if (now - session.last_seen > options_.session_idle_seconds) idle.push_back(id);
+  }
+  for (const std::string &id : idle) drop_session(id);
 }
 
 v1::PollResultsResponse Dispatcher::poll_results(const std::string &session_id, double wait_seconds) {
@@ -251,12 +333,14 @@ v1::PollResultsResponse Dispatcher::poll_results(const std::string &session_id, 
                                                            std::chrono::duration<double>(std::max(0.0, wait_seconds)));
   v1::PollResultsResponse response;
   response.set_tracker_instance_id(instance_id_);
+  expire_locked(clock_());
   for (;;) {
-    expire_locked(clock_());
     auto session = sessions_.find(session_id);
     if (session == sessions_.end()) break;
+    session->second.last_seen = clock_();
     if (!session->second.resolved.empty() || session->second.unresolved == 0) {
       for (const std::string &job_id : session->second.resolved) {
+        if (response.results_size() >= options_.max_results_per_poll) break;
         *response.add_results() = jobs_.at(job_key(session_id, job_id)).result;
       }
       response.set_pending_jobs(static_cast<int32_t>(session->second.unresolved));
@@ -273,6 +357,7 @@ void Dispatcher::ack_results(const std::string &session_id, const std::vector<st
   std::lock_guard<std::mutex> lock(mutex_);
   auto session = sessions_.find(session_id);
   if (session == sessions_.end()) return;
+  session->second.last_seen = clock_();
   std::set<std::string> acked(job_ids.begin(), job_ids.end());
   auto &resolved = session->second.resolved;
   for (auto it = resolved.begin(); it != resolved.end();) {

@@ -28,12 +28,22 @@ struct DispatcherOptions {
   /// dispatched again: a kernel that takes its device down must not take every
   /// device of the key down one after the other.
   int max_runner_losses = 2;
-  /// A job still queued this long after submission ends as NO_RUNNER, unless the
-  /// submission asks for another deadline.
+  /// A job ends as NO_RUNNER when its key has had no runner for this long (counted
+  /// from its submission at the earliest), unless the submission asks for another
+  /// deadline. Busy runners working through a long queue never trigger it.
   double default_queue_deadline_seconds = 600;
-  /// A lease is also lost when its job runs this much longer than its own run timeout
-  /// (fetching blobs, loading, a reference run), even if the runner keeps polling.
-  double lease_grace_seconds = 120;
+  /// A lease is also lost when its job runs this much longer than twice the larger of
+  /// its run timeout and the runner's (fetching blobs, loading, a reference run), even
+  /// if the runner keeps polling: a hung runner whose heartbeat thread lives on.
+  double lease_grace_seconds = 300;
+  /// A session whose submitter has not called for this long is dropped with its jobs
+  /// (the tuner died or gave up).
+  double session_idle_seconds = 900;
+  /// Jobs a runner gave back with RETRY are queued again this often, then end as
+  /// INTERNAL.
+  int max_retries = 3;
+  /// Results per PollResults reply.
+  int max_results_per_poll = 256;
   /// Jobs one submission may carry.
   int max_jobs_per_submit = 4096;
   /// Result messages are cut to this many bytes.
@@ -60,8 +70,11 @@ class Dispatcher {
                             const std::function<bool(const v1::Digest &)> &has_blob);
 
   /// A runner's poll: registers or refreshes it, re-queues leases it no longer holds,
-  /// and, when it holds none, waits up to `request.wait_seconds()` for a job.
-  v1::RunnerPollResponse poll_runner(const v1::RunnerPollRequest &request);
+  /// and, when it holds none, waits up to `request.wait_seconds()` for a job, unless
+  /// `cancelled` says the caller went away. Sets `refusal` (and assigns nothing) when
+  /// the poll comes from a process another one replaced under the same runner id.
+  v1::RunnerPollResponse poll_runner(const v1::RunnerPollRequest &request,
+                                     const std::function<bool()> &cancelled, std::string &refusal);
 
   /// Records `result` if its lease is the job's current one; false for a late or
   /// unknown result (discarded).
@@ -103,9 +116,13 @@ class Dispatcher {
     uint64_t lease_id = 0;
     std::string runner_id;
     double leased_at = 0;
+    /// The runner said it holds the lease (listed it, or reported for it). A lease lost
+    /// before that never reached the runner: it is not a runner loss.
+    bool lease_confirmed = false;
     double submitted_at = 0;
-    double queue_deadline = 0;
+    double queue_deadline_seconds = 0;
     int runner_losses = 0;
+    int retries = 0;
     v1::JobResult result;
   };
   struct Runner {
@@ -117,10 +134,13 @@ class Dispatcher {
     int64_t done = 0;
     int64_t failed = 0;
     int polling = 0;  // polls of this runner waiting now
+    std::string process_id;
+    std::set<std::string> replaced_processes;
   };
   struct Session {
     std::deque<std::string> resolved;  // job ids, oldest first
     int64_t unresolved = 0;
+    double last_seen = 0;
   };
 
   static std::string job_key(const std::string &session_id, const std::string &job_id);
@@ -129,6 +149,11 @@ class Dispatcher {
   void resolve(Job &job, v1::JobResult result);
   v1::JobResult failure(const Job &job, v1::ResultCode code, const std::string &message) const;
   bool assign(const std::string &runner_id, Runner &runner, double now, v1::RunnerPollResponse &response);
+  void requeue(Job &job);
+  void drop_session(const std::string &session_id);
+  void erase_if_done(const std::string &session_id);
+  /// When the key last had a runner (now, while it has one).
+  double key_alive_at(const std::string &key, double now) const;
 
   DispatcherOptions options_;
   Clock clock_;
@@ -144,6 +169,7 @@ class Dispatcher {
   std::map<std::string, std::deque<std::string>> queues_;  // key -> job_keys
   std::map<std::string, Runner> runners_;
   std::map<std::string, Session> sessions_;
+  std::map<std::string, double> key_last_alive_;
   int64_t submitted_ = 0, resolved_ = 0, redispatches_ = 0, stale_results_ = 0;
 };
 

@@ -63,7 +63,7 @@ class TrackerServer::Service final : public v1::Tracker::Service {
     // Refused before any more bytes are read: the declared size is over the cap.
     if (auto error = blobs_.check_upload(digest)) return grpc::Status(grpc::RESOURCE_EXHAUSTED, *error);
     std::string bytes;
-    bytes.reserve(static_cast<size_t>(digest.size_bytes()));
+    bytes.reserve(std::min(static_cast<size_t>(digest.size_bytes()), rpc::kBlobChunkBytes));
     do {
       if (static_cast<int64_t>(bytes.size() + chunk.data().size()) > digest.size_bytes()) {
         return grpc::Status(grpc::INVALID_ARGUMENT, "the upload carries more bytes than its digest declares");
@@ -152,7 +152,9 @@ class TrackerServer::Service final : public v1::Tracker::Service {
     }
     v1::RunnerPollRequest bounded = *request;
     bounded.set_wait_seconds(std::min(request->wait_seconds(), 60.0));
-    *response = dispatcher_.poll_runner(bounded);
+    std::string refusal;
+    *response = dispatcher_.poll_runner(bounded, [context] { return context->IsCancelled(); }, refusal);
+    if (!refusal.empty()) return grpc::Status(grpc::FAILED_PRECONDITION, refusal);
     return grpc::Status::OK;
   }
 
@@ -182,10 +184,17 @@ TrackerServer::TrackerServer(TrackerOptions options) : options_(std::move(option
   if (tls && (options_.tls_cert_pem.empty() || options_.tls_key_pem.empty())) {
     throw std::runtime_error("TLS needs both --tls-cert and --tls-key");
   }
-  if (!tls && !options_.insecure && !rpc::is_loopback_address(options_.listen_address)) {
-    throw std::runtime_error("refusing to listen on " + options_.listen_address +
-                             " in plaintext: runners execute the code they receive, so give --tls-cert and "
-                             "--tls-key (and a --token-file), or pass --insecure on a network you trust");
+  if (!options_.insecure && !rpc::is_loopback_address(options_.listen_address)) {
+    if (!tls) {
+      throw std::runtime_error("refusing to listen on " + options_.listen_address +
+                               " in plaintext: runners execute the code they receive, so give --tls-cert and "
+                               "--tls-key (and a --token-file), or pass --insecure on a network you trust");
+    }
+    if (options_.token.empty()) {
+      throw std::runtime_error("refusing to listen on " + options_.listen_address +
+                               " without a token: anyone who reaches it could make the runners execute code; give "
+                               "--token-file, or pass --insecure on a network you trust");
+    }
   }
   dispatcher_ = std::make_unique<Dispatcher>(options_.dispatcher, monotonic_seconds, random_id());
   blobs_ = std::make_unique<BlobStore>(options_.blobs, [this] { return dispatcher_->blobs_in_use(); });
@@ -202,6 +211,10 @@ TrackerServer::TrackerServer(TrackerOptions options) : options_(std::move(option
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 10000);
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  // Each waiting long poll holds a thread of the sync server; bound them.
+  grpc::ResourceQuota quota("kiln-tracker");
+  quota.SetMaxThreads(512);
+  builder.SetResourceQuota(quota);
   builder.SetMaxReceiveMessageSize(rpc::kMaxMessageBytes);
   builder.SetMaxSendMessageSize(rpc::kMaxMessageBytes);
   builder.AddListeningPort(options_.listen_address, credentials, &port_);

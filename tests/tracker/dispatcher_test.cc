@@ -41,15 +41,27 @@ class DispatcherTest : public ::testing::Test {
     return dispatcher_.submit(request, [](const v1::Digest &d) { return d.sha256()[0] == 'a'; });
   }
 
-  v1::RunnerPollResponse poll(const std::string &runner, std::vector<uint64_t> held = {}, const std::string &key = "cpu") {
+  v1::RunnerPollResponse poll(const std::string &runner, std::vector<uint64_t> held = {}, const std::string &key = "cpu",
+                              const std::string &process = "") {
     v1::RunnerPollRequest request;
     request.set_protocol_version(v1::PROTOCOL_VERSION_1);
     request.set_runner_id(runner);
+    request.set_process_id(process.empty() ? runner + "-process" : process);
     request.set_key(key);
     request.mutable_facts()->set_target("llvm -mcpu=znver3");
     for (uint64_t lease : held) request.add_held_leases(lease);
     request.set_wait_seconds(0);
-    return dispatcher_.poll_runner(request);
+    refusal_.clear();
+    return dispatcher_.poll_runner(request, nullptr, refusal_);
+  }
+
+  /// Polls and confirms the assignment it gets, as a runner's first heartbeat does.
+  v1::Assignment take(const std::string &runner, const std::string &key = "cpu") {
+    auto response = poll(runner, {}, key);
+    EXPECT_EQ(response.assignments_size(), 1);
+    v1::Assignment assignment = response.assignments(0);
+    poll(runner, {assignment.lease_id()}, key);
+    return assignment;
   }
 
   bool report(const std::string &runner, const v1::Assignment &assignment, v1::ResultCode code = v1::OK) {
@@ -62,6 +74,7 @@ class DispatcherTest : public ::testing::Test {
   }
 
   double now_ = 1000;
+  std::string refusal_;
   Dispatcher dispatcher_;
 };
 
@@ -109,7 +122,7 @@ TEST_F(DispatcherTest, JobsWithBlobsTheTrackerLacksAreRejected) {
 
 TEST_F(DispatcherTest, ASilentRunnerLosesItsJobToAnotherAndItsLateResultIsDiscarded) {
   submit({"1"});
-  auto lost = poll("r1").assignments(0);
+  auto lost = take("r1");
   now_ += 16;  // r1 missed its heartbeats
   auto again = poll("r2");
   ASSERT_EQ(again.assignments_size(), 1);
@@ -125,22 +138,81 @@ TEST_F(DispatcherTest, ASilentRunnerLosesItsJobToAnotherAndItsLateResultIsDiscar
   EXPECT_EQ(dispatcher_.status().stale_results(), 2);
 }
 
-TEST_F(DispatcherTest, ARestartedRunnerThatNoLongerHoldsItsLeaseGivesTheJobBackAtOnce) {
+TEST_F(DispatcherTest, ARestartedRunnerGivesItsJobBackAtOnceAndItsOldProcessIsRefused) {
   submit({"1"});
-  auto first = poll("r1").assignments(0);
-  // Same runner id, no held leases: it restarted.
-  auto second = poll("r1");
+  auto first = take("r1");
+  // Same runner id, another process: it restarted.
+  auto second = poll("r1", {}, "cpu", "new-process");
   ASSERT_EQ(second.assignments_size(), 1);
   EXPECT_EQ(second.assignments(0).job().job_id(), "1");
   EXPECT_FALSE(report("r1", first));
   EXPECT_TRUE(report("r1", second.assignments(0)));
+  // The replaced process polling again means two processes share the id.
+  poll("r1", {}, "cpu", "r1-process");
+  EXPECT_NE(refusal_.find("--runner-id"), std::string::npos) << refusal_;
+}
+
+TEST_F(DispatcherTest, AnAssignmentThatNeverArrivedIsNotARunnerLoss) {
+  submit({"1"});
+  for (int i = 0; i < 5; ++i) {
+    // The reply carrying the assignment was lost: the runner polls holding nothing.
+    ASSERT_EQ(poll("r1").assignments_size(), 1) << "attempt " << i;
+  }
+  EXPECT_EQ(dispatcher_.poll_results("s", 0).results_size(), 0);
+}
+
+TEST_F(DispatcherTest, BusyRunnersNeverMakeQueuedJobsNoRunner) {
+  submit({"1", "2"});
+  auto running = take("r1");
+  for (int i = 0; i < 30; ++i) {
+    now_ += 10;  // 300 s, three times the queue deadline
+    poll("r1", {running.lease_id()});
+  }
+  EXPECT_EQ(dispatcher_.poll_results("s", 0).results_size(), 0);
+  EXPECT_TRUE(report("r1", running));
+  EXPECT_EQ(poll("r1").assignments(0).job().job_id(), "2");
+}
+
+TEST_F(DispatcherTest, JobsGivenBackForRetryAreQueuedAgainThenEndAsInternal) {
+  submit({"1"});
+  for (int i = 0; i <= options().max_retries; ++i) {
+    auto a = take("r1");
+    EXPECT_TRUE(report("r1", a, v1::RETRY));
+  }
+  auto results = dispatcher_.poll_results("s", 0);
+  ASSERT_EQ(results.results_size(), 1);
+  EXPECT_EQ(results.results(0).code(), v1::INTERNAL);
+}
+
+TEST_F(DispatcherTest, ASessionWhoseTunerWentAwayIsDroppedWithItsJobs) {
+  submit({"1", "2"});
+  auto running = take("r1");
+  now_ += options().session_idle_seconds + 1;
+  auto heartbeat = poll("r1", {running.lease_id()});
+  ASSERT_EQ(heartbeat.revoked_leases_size(), 1);
+  EXPECT_EQ(poll("r2").assignments_size(), 0);
+  EXPECT_EQ(dispatcher_.status().keys_size(), 1);  // the key's runners, no jobs
+  EXPECT_EQ(dispatcher_.status().keys(0).queued(), 0);
+}
+
+TEST_F(DispatcherTest, ResultsAreDeliveredInPages) {
+  std::vector<std::string> ids;
+  for (int i = 0; i < 300; ++i) ids.push_back(std::to_string(i));
+  submit(ids);
+  for (int i = 0; i < 300; ++i) EXPECT_TRUE(report("r1", poll("r1").assignments(0)));
+  auto first = dispatcher_.poll_results("s", 0);
+  ASSERT_EQ(first.results_size(), options().max_results_per_poll);
+  std::vector<std::string> acked;
+  for (const auto &r : first.results()) acked.push_back(r.job_id());
+  dispatcher_.ack_results("s", acked);
+  EXPECT_EQ(dispatcher_.poll_results("s", 0).results_size(), 300 - options().max_results_per_poll);
 }
 
 TEST_F(DispatcherTest, AJobThatKeepsLosingRunnersEndsAsRunnerLost) {
   submit({"killer", "fine"});
-  poll("r1");
+  take("r1");
   now_ += 16;
-  poll("r2");  // takes "killer" again (front of the queue)
+  take("r2");  // "killer" again (front of the queue)
   now_ += 16;
   auto results = dispatcher_.poll_results("s", 0);
   ASSERT_EQ(results.results_size(), 1);
@@ -164,7 +236,7 @@ TEST_F(DispatcherTest, AJobNoRunnerTakesEndsAsNoRunnerAtItsDeadline) {
 
 TEST_F(DispatcherTest, CancelledJobsAreResolvedAndTheirLeasesRevoked) {
   submit({"1", "2"});
-  auto running = poll("r1").assignments(0);
+  auto running = take("r1");
   EXPECT_EQ(dispatcher_.cancel("s", {}), 2);
   auto heartbeat = poll("r1", {running.lease_id()});
   ASSERT_EQ(heartbeat.revoked_leases_size(), 1);

@@ -206,6 +206,15 @@ TEST_F(Network, CallersWithoutTheTokenAreRefused) {
   EXPECT_TRUE(results.at(0).ok()) << results[0].message;
 }
 
+TEST_F(Network, AMeasurementServerThatCannotStartStopsTheRunnerWithAMessage) {
+  start_tracker();
+  Process &runner = start_runner("broken", {"--measure-server", std::string(KILN_BINARY_DIR) + "/measure/kiln-measure-server",
+                                            "--exec-wrapper", "/nonexistent/qemu-wrapper"});
+  EXPECT_EQ(runner.wait_for(30), 1);
+  EXPECT_NE(runner.log().find("cannot start the measurement server '/nonexistent/qemu-wrapper'"), std::string::npos)
+      << runner.log();
+}
+
 TEST_F(Network, TlsWithACertificateMadeForTheTest) {
   std::string command = "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=localhost "
                         "-addext subjectAltName=DNS:localhost,IP:127.0.0.1 -keyout " +

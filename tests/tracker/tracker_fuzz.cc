@@ -47,7 +47,8 @@ void run_script(const std::string &script) {
         v1::RunnerPollRequest request;
         if (!request.ParseFromString(body) || request.runner_id().empty() || request.key().empty()) break;
         request.set_wait_seconds(0);
-        dispatcher.poll_runner(request);
+        std::string refusal;
+        dispatcher.poll_runner(request, nullptr, refusal);
         break;
       }
       case kReport: {
