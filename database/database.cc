@@ -9,7 +9,9 @@
 
 #include <nlohmann/json.hpp>
 #include <sqlite3.h>
+#include <sys/stat.h>
 
+#include <filesystem>
 #include <unordered_map>
 
 namespace kiln::db {
@@ -36,28 +38,117 @@ static void register_vector_bits_function(sqlite::Connection &conn) {
     throw DbError(std::string("cannot register an SQL function: ") + sqlite3_errmsg(conn.get()));
 }
 
-Database Database::open(const std::filesystem::path &file, OpenMode mode) {
-  std::string path = file.string();
+// sqlite3_open_v2 takes immutable=1 only in a URI: file:///absolute/path?query,
+// with the characters a URI gives meaning to escaped.
+static std::string file_uri(const std::string &path, std::string_view query) {
   std::error_code ec;
-  if (mode != OpenMode::create && !std::filesystem::exists(file, ec))
-    throw DbError("database " + path + " does not exist; create it by opening in create mode");
+  std::filesystem::path absolute = std::filesystem::absolute(path, ec);
+  std::string uri = "file://";
+  for (char c : ec ? path : absolute.string()) {
+    if (c == '%' || c == '?' || c == '#') {
+      static constexpr char kHex[] = "0123456789ABCDEF";
+      uri += '%';
+      uri += kHex[static_cast<unsigned char>(c) >> 4];
+      uri += kHex[static_cast<unsigned char>(c) & 0xf];
+    } else {
+      uri += c;
+    }
+  }
+  return uri + "?" + std::string(query);
+}
 
+static bool file_exists(const std::string &path) {
+  std::error_code ec;
+  return std::filesystem::exists(path, ec);
+}
+
+static sqlite::Connection connect(const std::string &path, OpenMode mode, bool immutable) {
   int flags = SQLITE_OPEN_NOMUTEX; // one connection per thread, see the class comment
-  flags |= mode == OpenMode::read_only ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE;
-  if (mode == OpenMode::create)
-    flags |= SQLITE_OPEN_CREATE;
-  auto impl = std::make_unique<Impl>(path, sqlite::Connection(path, flags));
-  sqlite::Connection &conn = impl->conn;
+  std::string name = path;
+  if (mode == OpenMode::read_only) {
+    flags |= SQLITE_OPEN_READONLY | SQLITE_OPEN_URI;
+    name = file_uri(path, immutable ? "mode=ro&immutable=1" : "mode=ro");
+  } else {
+    flags |= SQLITE_OPEN_READWRITE;
+    if (mode == OpenMode::create)
+      flags |= SQLITE_OPEN_CREATE;
+  }
+  sqlite::Connection conn(name, flags);
   sqlite3_busy_timeout(conn.get(), kBusyTimeoutMs);
   register_vector_bits_function(conn);
   // SQLite's default 2 MiB page cache makes a large commit spill pages to the
   // WAL again and again (index inserts land on random pages); 64 MiB keeps a
   // 100k-record batch in memory. Pages are allocated only as used.
   conn.exec("PRAGMA cache_size = -65536");
+  return conn;
+}
 
-  // The version is checked before anything is written, so that a file we do
-  // not understand (corrupt, foreign, newer) is left exactly as it was.
-  int version = with_lock_retry(path, [&] { return read_schema_version(conn, path); });
+[[noreturn]] static void throw_cannot_read(const std::string &path, const sqlite::CantOpenError &e) {
+  if (file_exists(path + "-wal") && !file_exists(path + "-shm"))
+    throw DbError("cannot read database " + path + ": its write-ahead log " + path + "-wal needs a " + path +
+                  "-shm file, which cannot be made in its folder; open the database once read-write where its " +
+                  "folder is writable, which folds the log into the file");
+  throw DbError("cannot read database " + path + ": " + e.reason() + "; check that it is a readable file");
+}
+
+std::optional<FileStamp> file_stamp(const std::string &path) {
+  struct stat info;
+  if (::stat(path.c_str(), &info) != 0)
+    return std::nullopt;
+  return FileStamp{static_cast<uint64_t>(info.st_dev), static_cast<uint64_t>(info.st_ino),
+                   static_cast<int64_t>(info.st_size),
+                   static_cast<int64_t>(info.st_mtim.tv_sec) * 1'000'000'000 + info.st_mtim.tv_nsec};
+}
+
+void Database::Impl::reopen_if_changed() {
+  if (!immutable)
+    return;
+  bool writer_open = file_exists(path + "-wal");
+  std::optional<FileStamp> now = file_stamp(path);
+  if (!writer_open && (!now || now == immutable_since))
+    return;
+  // Statements belong to the old connection.
+  for (auto *slot : {&insert_workload, &select_workload_id, &insert_record, &lookup_exact, &lookup_same_kind})
+    slot->reset();
+  try {
+    conn = connect(path, OpenMode::read_only, !writer_open);
+  } catch (const sqlite::CantOpenError &e) {
+    throw_cannot_read(path, e);
+  }
+  immutable = !writer_open;
+  immutable_since = now;
+}
+
+Database Database::open(const std::filesystem::path &file, OpenMode mode) {
+  std::string path = file.string();
+  if (mode == OpenMode::read_only && !file_exists(path))
+    throw DbError("database " + path + " does not exist; check the path (opening for lookup never creates one)");
+  if (mode == OpenMode::read_write && !file_exists(path))
+    throw DbError("database " + path + " does not exist; create it by opening in create mode");
+
+  // Opening for lookup must not write, not even the -wal and -shm files SQLite
+  // makes to read a WAL-mode file: the folder may not be writable (a database
+  // shipped in a system folder). With no -wal file, no connection has the file
+  // open and every transaction is in the file itself, so it is read as
+  // immutable: no log, no locks. A -wal file holds committed transactions, so
+  // then an ordinary read-only connection reads it (and needs its -shm).
+  std::optional<FileStamp> stamp = file_stamp(path);
+  bool immutable = mode == OpenMode::read_only && !file_exists(path + "-wal");
+  std::unique_ptr<Impl> impl;
+  int version = 0;
+  try {
+    impl = std::make_unique<Impl>(path, connect(path, mode, immutable));
+    impl->immutable = immutable;
+    impl->immutable_since = stamp;
+    // The version is checked before anything is written, so that a file we do
+    // not understand (corrupt, foreign, newer) is left exactly as it was.
+    version = with_lock_retry(path, [&] { return read_schema_version(impl->conn, path); });
+  } catch (const sqlite::CantOpenError &e) {
+    if (mode != OpenMode::read_only)
+      throw;
+    throw_cannot_read(path, e);
+  }
+  sqlite::Connection &conn = impl->conn;
   if (mode == OpenMode::read_only) {
     if (version == 0)
       throw DbError("database " + path + " is empty; nothing to read");
@@ -195,6 +286,7 @@ std::vector<Record> Database::top_k(std::string_view workload_hash, std::string_
   if (k == 0)
     return out;
   int64_t limit = static_cast<int64_t>(std::min<size_t>(k, INT64_MAX));
+  impl_->reopen_if_changed();
   return with_lock_retry(impl_->path, [&] {
     out.clear();
     // Served by index records_best_by_target: one seek, rows already in order.
@@ -236,6 +328,7 @@ std::optional<Record> Database::best(std::string_view workload_hash, std::string
 }
 
 std::vector<Record> Database::records_of(std::string_view workload_hash) {
+  impl_->reopen_if_changed();
   return with_lock_retry(impl_->path, [&] {
     sqlite::Statement s(impl_->conn.get(), "SELECT " + std::string(kRecordColumns) +
                                                " FROM records r JOIN workloads w ON w.id = r.workload_id "

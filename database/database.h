@@ -21,7 +21,8 @@
 namespace kiln::db {
 
 enum class OpenMode {
-  read_only,  ///< the file must exist and be at the current schema version
+  read_only,  ///< the file must exist and be at the current schema version; writes
+              ///< nothing, not even -wal and -shm files (see README "Tuning database")
   read_write, ///< the file must exist; an older schema is migrated
   create,     ///< like read_write, creating an empty database if missing
 };

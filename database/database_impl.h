@@ -9,6 +9,7 @@
 #include "database/sqlite.h"
 
 #include <chrono>
+#include <cstdint>
 #include <optional>
 #include <thread>
 #include <utility>
@@ -38,10 +39,27 @@ template <class F> auto with_lock_retry(const std::string &path, F &&body) -> de
   }
 }
 
+/// What changes when a file is written or replaced.
+struct FileStamp {
+  uint64_t device = 0;
+  uint64_t inode = 0;
+  int64_t size = 0;
+  int64_t modified_ns = 0;
+  bool operator==(const FileStamp &) const = default;
+};
+
+/// The stamp of the file at `path`; nullopt if it cannot be read.
+std::optional<FileStamp> file_stamp(const std::string &path);
+
 struct Database::Impl {
   std::string path;
   sqlite::Connection conn;
   int version = 0;
+  /// Read-only, opened with immutable=1: no locks, no log, no noticing
+  /// changes. See reopen_if_changed.
+  bool immutable = false;
+  /// The file when the immutable connection opened it.
+  std::optional<FileStamp> immutable_since;
   std::optional<sqlite::Statement> insert_workload;
   std::optional<sqlite::Statement> select_workload_id;
   std::optional<sqlite::Statement> insert_record;
@@ -55,6 +73,13 @@ struct Database::Impl {
       slot.emplace(conn.get(), sql);
     return *slot;
   }
+
+  /// Called before every read. An immutable connection is safe only while the
+  /// file stays as it was. Once a writer has it open (its -wal file appeared),
+  /// the connection is replaced by an ordinary read-only one, which takes
+  /// locks and reads the log; once a writer has come and gone (the file
+  /// changed), it is opened afresh, so that no cached page is stale.
+  void reopen_if_changed();
 
   /// Runs `body` in a BEGIN IMMEDIATE transaction (the write lock is taken up
   /// front, so two writers never deadlock upgrading read locks), retrying the

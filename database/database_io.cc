@@ -12,6 +12,7 @@
 namespace kiln::db {
 
 size_t Database::export_jsonl(std::ostream &out) {
+  impl_->reopen_if_changed();
   // One read transaction, so the export is a consistent snapshot even while
   // tuning jobs keep committing.
   return with_lock_retry(impl_->path, [&] {

@@ -10,6 +10,7 @@
 namespace kiln::db {
 
 Stats Database::stats() {
+  impl_->reopen_if_changed();
   return with_lock_retry(impl_->path, [&] {
     sqlite::Connection &conn = impl_->conn;
     // One read transaction so the counts agree with each other.

@@ -4,8 +4,11 @@
 #include "database/jsonl.h"
 
 #include "database/error.h"
+#include "ir/schedule/trace.h"
 
 #include <nlohmann/json.hpp>
+
+#include <stdexcept>
 
 namespace kiln::db {
 
@@ -69,6 +72,16 @@ Record record_from_jsonl(std::string_view line) {
   r.target = string_field(j, "target");
   if (!j.contains("trace"))
     throw DbError("missing field \"trace\"");
+  // Lookups hand the stored trace to compilers, which replay it through
+  // Trace::from_json: one that does not read as a trace must not become a
+  // workload's best schedule.
+  try {
+    ir::Trace::from_json(j["trace"]);
+  } catch (const std::invalid_argument &e) {
+    throw DbError(std::string("field \"trace\" is not a Kiln trace: ") + e.what());
+  } catch (const json::exception &e) {
+    throw DbError(std::string("field \"trace\" is not a Kiln trace: ") + e.what());
+  }
   r.trace_json = j["trace"].dump();
 
   bool has_latencies = j.contains("latencies_s");

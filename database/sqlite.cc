@@ -5,21 +5,33 @@
 
 #include <sqlite3.h>
 
+#include <cstring>
 #include <utility>
 
 namespace kiln::db::sqlite {
 
+static std::string cant_open_reason(sqlite3 *db, int rc) {
+  std::string reason = db ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
+  if (int system_errno = db ? sqlite3_system_errno(db) : 0)
+    reason += std::string(" (") + std::strerror(system_errno) + ")";
+  return reason;
+}
+
 void throw_error(sqlite3 *db, int rc, std::string_view what) {
-  std::string message = std::string(what) + ": " + (db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
+  std::string detail = db ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
+  std::string message = std::string(what) + ": " + detail;
   switch (rc & 0xff) {
   case SQLITE_BUSY:
   case SQLITE_LOCKED:
     throw BusyError(message);
+  case SQLITE_CANTOPEN:
+    throw CantOpenError(message, cant_open_reason(db, rc));
   case SQLITE_NOTADB:
   case SQLITE_CORRUPT: {
+    // Without `what`: the statement that first read the file says nothing about what is wrong with it.
     const char *file = db ? sqlite3_db_filename(db, "main") : nullptr;
     throw CorruptError("file " + std::string(file ? file : "?") + " is not a Kiln database or is corrupt: " +
-                       message + "; restore it from a backup or an export");
+                       detail + "; restore it from a backup or an export");
   }
   default:
     throw DbError(message);
@@ -93,8 +105,11 @@ Connection::Connection(const std::string &path, int flags) {
   int rc = sqlite3_open_v2(path.c_str(), &db_, flags, nullptr);
   if (rc != SQLITE_OK) {
     std::string message = db_ ? sqlite3_errmsg(db_) : sqlite3_errstr(rc);
+    std::string reason = cant_open_reason(db_, rc);
     sqlite3_close_v2(db_);
     db_ = nullptr;
+    if ((rc & 0xff) == SQLITE_CANTOPEN)
+      throw CantOpenError("cannot open database " + path + ": " + message, reason);
     throw DbError("cannot open database " + path + ": " + message);
   }
   sqlite3_extended_result_codes(db_, 1);
@@ -103,6 +118,14 @@ Connection::Connection(const std::string &path, int flags) {
 Connection::~Connection() { sqlite3_close_v2(db_); }
 
 Connection::Connection(Connection &&other) noexcept : db_(std::exchange(other.db_, nullptr)) {}
+
+Connection &Connection::operator=(Connection &&other) noexcept {
+  if (this != &other) {
+    sqlite3_close_v2(db_);
+    db_ = std::exchange(other.db_, nullptr);
+  }
+  return *this;
+}
 
 void Connection::exec(std::string_view sql) {
   std::string text(sql);

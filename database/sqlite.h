@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
 
 struct sqlite3;
 struct sqlite3_stmt;
@@ -26,6 +27,18 @@ public:
 class CorruptError : public DbError {
 public:
   using DbError::DbError;
+};
+
+/// SQLite cannot open a file it needs: the database, or beside a WAL-mode
+/// database its -wal or -shm file.
+class CantOpenError : public DbError {
+public:
+  CantOpenError(const std::string &message, std::string reason) : DbError(message), reason_(std::move(reason)) {}
+  /// SQLite's and the system's words alone, e.g. "unable to open database file (Permission denied)".
+  const std::string &reason() const { return reason_; }
+
+private:
+  std::string reason_;
 };
 
 /// A prepared statement. Move-only; finalized on destruction.
@@ -72,11 +85,12 @@ private:
 /// An open SQLite connection. Move-only; closed on destruction.
 class Connection {
 public:
-  /// `flags` are SQLITE_OPEN_* flags.
+  /// `flags` are SQLITE_OPEN_* flags; with SQLITE_OPEN_URI, `path` may be a file: URI.
   Connection(const std::string &path, int flags);
   ~Connection();
   Connection(Connection &&other) noexcept;
-  Connection &operator=(Connection &&) = delete;
+  /// Closes this connection and takes over `other`'s. Finalize its statements first.
+  Connection &operator=(Connection &&other) noexcept;
   Connection(const Connection &) = delete;
 
   /// Runs one or more statements that return no rows.

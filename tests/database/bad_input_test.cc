@@ -95,11 +95,11 @@ TEST(BadInput, MalformedJsonlImportNamesTheLineAndWritesNothing) {
   std::string good_lines;
   {
     auto db = Database::open(path, OpenMode::create);
-    db.commit({ok_record(1, kSkylake, R"({"a":1})", {1e-3})});
+    db.commit({ok_record(1, kSkylake, trace("a1"), {1e-3})});
     // Three valid lines from another database to import.
     auto other = Database::open(dir / "other.kdb", OpenMode::create);
-    other.commit({ok_record(2, kSkylake, R"({"b":1})", {1e-3}), ok_record(2, kSkylake, R"({"b":2})", {2e-3}),
-                  error_record(3, kSkylake, R"({"c":1})", ErrorKind::build_timeout, "60 s")});
+    other.commit({ok_record(2, kSkylake, trace("b1"), {1e-3}), ok_record(2, kSkylake, trace("b2"), {2e-3}),
+                  error_record(3, kSkylake, trace("c1"), ErrorKind::build_timeout, "60 s")});
     std::ostringstream out;
     other.export_jsonl(out);
     good_lines = out.str();
@@ -110,26 +110,39 @@ TEST(BadInput, MalformedJsonlImportNamesTheLineAndWritesNothing) {
     std::string bad_line;
     std::string expected;
   };
+  // A line whose fields are all valid up to "trace", which comes next.
+  std::string up_to_trace = R"({"format":"kiln-record-1","workload":{"key_hash":"","canonical_json":"{}"},)"
+                            R"("target":"llvm","trace":)";
+  std::string good_trace = trace("t");
   std::vector<Case> cases = {
       {"{not json", "import line 3: not valid JSON"},
       {R"({"a":1e999})", "import line 3: not valid JSON"},  // a number past double's range
       {R"({"format":"kiln-record-9"})", "import line 3: unknown format \"kiln-record-9\""},
       {R"({"format":"kiln-record-1","target":"llvm"})", "import line 3: missing field \"workload\""},
-      {R"({"format":"kiln-record-1","workload":{"key_hash":"x","canonical_json":"{}"},"target":"llvm","trace":{},)"
-       R"("latencies_s":[1e-3],"error":{"kind":"build_error","message":""}})",
+      {R"({"format":"kiln-record-1","workload":{"key_hash":"x","canonical_json":"{}"},"target":"llvm","trace":)" +
+           good_trace + R"(,"latencies_s":[1e-3],"error":{"kind":"build_error","message":""}})",
        "import line 3: a record needs exactly one of \"latencies_s\" and \"error\""},
-      {R"({"format":"kiln-record-1","workload":{"key_hash":"x","canonical_json":"{}"},"target":"llvm","trace":{},)"
-       R"("latencies_s":[1e-3]})",
+      {R"({"format":"kiln-record-1","workload":{"key_hash":"x","canonical_json":"{}"},"target":"llvm","trace":)" +
+           good_trace + R"(,"latencies_s":[1e-3]})",
        "import line 3: workload key hash x is not the sha256 of its canonical JSON"},
-      {R"({"format":"kiln-record-1","workload":{"key_hash":"","canonical_json":"{}"},"target":"tpu","trace":{},)"
-       R"("latencies_s":[1e-3]})",
+      {R"({"format":"kiln-record-1","workload":{"key_hash":"","canonical_json":"{}"},"target":"tpu","trace":)" +
+           good_trace + R"(,"latencies_s":[1e-3]})",
        "import line 3: bad target: unknown target kind 'tpu'"},
-      {R"({"format":"kiln-record-1","workload":{"key_hash":"","canonical_json":"{}"},"target":"llvm","trace":{},)"
-       R"("error":{"kind":"oops","message":""}})",
+      {R"({"format":"kiln-record-1","workload":{"key_hash":"","canonical_json":"{}"},"target":"llvm","trace":)" +
+           good_trace + R"(,"error":{"kind":"oops","message":""}})",
        "import line 3: unknown error kind \"oops\""},
-      {R"({"format":"kiln-record-1","workload":{"key_hash":"","canonical_json":"{}"},"target":"llvm","trace":{},)"
-       R"("latencies_s":["fast"]})",
+      {R"({"format":"kiln-record-1","workload":{"key_hash":"","canonical_json":"{}"},"target":"llvm","trace":)" +
+           good_trace + R"(,"latencies_s":["fast"]})",
        "import line 3: field \"latencies_s\" must hold numbers"},
+      // The trace must read as a trace: lookups hand it to compilers to replay.
+      {up_to_trace + R"("hello","latencies_s":[1e-3]})",
+       "import line 3: field \"trace\" is not a Kiln trace: a trace is a JSON object with an \"instructions\" array"},
+      {up_to_trace + R"({"insts":[1,2,3]},"latencies_s":[1e-3]})",
+       "import line 3: field \"trace\" is not a Kiln trace: a trace is a JSON object with an \"instructions\" array"},
+      {up_to_trace + R"({"instructions":[],"kiln_trace":2},"latencies_s":[1e-3]})",
+       "import line 3: field \"trace\" is not a Kiln trace: trace format version 2 is not supported"},
+      {up_to_trace + R"({"instructions":[["split"]],"kiln_trace":1},"error":{"kind":"build_error","message":""}})",
+       "import line 3: field \"trace\" is not a Kiln trace: trace instruction 0 is not [kind, inputs, attrs, outputs]"},
   };
   size_t first_newline = good_lines.find('\n');
   for (const Case &c : cases) {

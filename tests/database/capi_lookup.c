@@ -1,5 +1,6 @@
 /* Checks the C API from C: open, best (by hash and by canonical JSON,
- * exact and fallback, not found), errors, NULL-safety, versions.
+ * exact and fallback, not found), errors, NULL-safety, versions, and that
+ * a read-only handle leaves the file alone.
  * Reads the database written by tools/capi_fixture.cc.
  * usage: kiln_db_capi_lookup DB */
 
@@ -26,6 +27,18 @@ static int failures = 0;
 static const char *kWorkloadJson = "{\"ops\":[{\"op\":\"dense\",\"shape\":[128,256,512]}],\"version\":1}";
 /* Canonical form: flags sorted by name. */
 static const char *kSkylake = "llvm -mcpu=skylake -mtriple=x86_64-linux-gnu -num-cores=4";
+
+/* Whether PATH followed by SUFFIX names an existing file. */
+static int file_exists(const char *path, const char *suffix) {
+  char name[4096];
+  FILE *file = NULL;
+  if (snprintf(name, sizeof name, "%s%s", path, suffix) >= (int)sizeof name)
+    return 0;
+  file = fopen(name, "rb");
+  if (file)
+    fclose(file);
+  return file != NULL;
+}
 
 int main(int argc, char **argv) {
   kiln_db db = NULL;
@@ -85,6 +98,11 @@ int main(int argc, char **argv) {
   CHECK(kiln_db_best(db, NULL, kSkylake, &record) == KILN_DB_INVALID_ARGUMENT);
   CHECK(kiln_db_best(NULL, kWorkloadJson, kSkylake, &record) == KILN_DB_INVALID_ARGUMENT);
   CHECK(strlen(kiln_db_last_error(NULL)) > 0);
+
+  /* A read-only handle writes nothing, not even the -wal and -shm files SQLite
+   * would make beside a WAL-mode file: its folder may not be writable. */
+  CHECK(!file_exists(argv[1], "-wal"));
+  CHECK(!file_exists(argv[1], "-shm"));
 
   kiln_db_close(&db);
   CHECK(db == NULL);

@@ -42,8 +42,8 @@ class Cli : public ::testing::Test {
 protected:
   void SetUp() override {
     auto db = Database::open(path, OpenMode::create);
-    db.commit({ok_record(1, kSkylake, R"({"t":"fast"})", {1e-3}), ok_record(1, kSkylake, R"({"t":"slow"})", {2e-3}),
-               error_record(1, kSkylake, R"({"t":"bad"})", ErrorKind::build_error, "no")});
+    db.commit({ok_record(1, kSkylake, trace("fast"), {1e-3}), ok_record(1, kSkylake, trace("slow"), {2e-3}),
+               error_record(1, kSkylake, trace("bad"), ErrorKind::build_error, "no")});
   }
   TempDir dir;
   std::string path = (dir / "t.kdb").string();
@@ -54,7 +54,7 @@ TEST_F(Cli, BestPrintsJson) {
   CliResult r = run_kiln({"db", "best", "--db", path, "--workload", w1, "--target", kSkylake, "--json"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   nlohmann::json j = nlohmann::json::parse(r.out);
-  EXPECT_EQ(j["trace"], nlohmann::json::parse(R"({"t":"fast"})"));
+  EXPECT_EQ(j["trace"], nlohmann::json::parse(trace("fast")));
   EXPECT_EQ(j["mean_latency_s"], 1e-3);
   EXPECT_EQ(j["exact_target"], true);
 }
@@ -63,7 +63,7 @@ TEST_F(Cli, BestAcceptsCanonicalJsonAndPrintsText) {
   CliResult r = run_kiln({"db", "best", "--db", path, "--workload", workload_json(1), "--target", kSkylake});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("mean latency: 1000.000 us over 1 repeats"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find(R"(trace:        {"t":"fast"})"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("trace:        " + trace("fast")), std::string::npos) << r.out;
 }
 
 TEST_F(Cli, BestNotFoundExitsWithTwo) {
@@ -80,8 +80,8 @@ TEST_F(Cli, TopListsFastestFirst) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   nlohmann::json j = nlohmann::json::parse(r.out);
   ASSERT_EQ(j.size(), 2u);
-  EXPECT_EQ(j[0]["trace"]["t"], "fast");
-  EXPECT_EQ(j[1]["trace"]["t"], "slow");
+  EXPECT_EQ(j[0]["trace"], nlohmann::json::parse(trace("fast")));
+  EXPECT_EQ(j[1]["trace"], nlohmann::json::parse(trace("slow")));
 }
 
 TEST_F(Cli, StatsJson) {
@@ -109,13 +109,51 @@ TEST_F(Cli, ExportImportPrune) {
   EXPECT_EQ(pruned.out, "deleted 2 records\n");
 }
 
+// The README promises every line is validated: a trace that compilers could not
+// replay must not become the workload's best schedule.
+TEST_F(Cli, ImportRefusesALineWhoseTraceIsNotATrace) {
+  nlohmann::json bogus = nlohmann::json::parse(record_to_jsonl(ok_record(1, kSkylake, trace("x"), {1e-6})));
+  bogus["trace"] = "hello";
+  std::string jsonl = (dir / "bogus.jsonl").string();
+  std::ofstream(jsonl) << record_to_jsonl(ok_record(1, kSkylake, trace("fine"), {5e-4})) << '\n'
+                       << bogus.dump() << '\n';
+  CliResult r = run_kiln({"db", "import", "--db", path, jsonl});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("import line 2: field \"trace\" is not a Kiln trace: a trace is a JSON object with an "
+                       "\"instructions\" array; nothing was imported"),
+            std::string::npos)
+      << r.err;
+  CliResult best = run_kiln({"db", "best", "--db", path, "--workload", w1, "--target", kSkylake, "--json"});
+  ASSERT_EQ(best.exit_code, 0) << best.err;
+  EXPECT_EQ(nlohmann::json::parse(best.out)["trace"], nlohmann::json::parse(trace("fast")));
+  EXPECT_EQ(Database::open(path, OpenMode::read_only).stats().records, 3);
+}
+
+// best, top, stats and export open the file read-only: they must work where the
+// folder cannot be written, so they make no -wal or -shm file and change nothing.
+TEST_F(Cli, LookupsWriteNothing) {
+  std::string before = read_bytes(path);
+  for (std::vector<std::string> args : {std::vector<std::string>{"best", "--workload", w1, "--target", kSkylake},
+                                        std::vector<std::string>{"top", "--workload", w1, "--target", kSkylake},
+                                        std::vector<std::string>{"stats"}, std::vector<std::string>{"export"}}) {
+    std::string command = args[0];
+    args.insert(args.begin(), "db");
+    args.insert(args.end(), {"--db", path});
+    CliResult r = run_kiln(args);
+    EXPECT_EQ(r.exit_code, 0) << command << ": " << r.err;
+    EXPECT_FALSE(std::filesystem::exists(path + "-wal")) << command;
+    EXPECT_FALSE(std::filesystem::exists(path + "-shm")) << command;
+  }
+  EXPECT_EQ(read_bytes(path), before);
+}
+
 // Records an older Kiln stored under -mcpu=native move to the CPU that measured them;
 // a trace the new target already holds stays behind, and devices never cross kinds.
 TEST_F(Cli, RetargetMovesLegacyNativeRecords) {
   const char *legacy = "llvm -mcpu=native -mtriple=x86_64-linux-gnu -num-cores=4";
   std::string jsonl = (dir / "legacy.jsonl").string();
-  std::ofstream(jsonl) << record_to_jsonl(ok_record(1, legacy, R"({"t":"old"})", {5e-4})) << '\n'
-                       << record_to_jsonl(ok_record(1, legacy, R"({"t":"fast"})", {5e-4})) << '\n';
+  std::ofstream(jsonl) << record_to_jsonl(ok_record(1, legacy, trace("old"), {5e-4})) << '\n'
+                       << record_to_jsonl(ok_record(1, legacy, trace("fast"), {5e-4})) << '\n';
   ASSERT_EQ(run_kiln({"db", "import", "--db", path, jsonl}).exit_code, 0);
   CliResult moved = run_kiln({"db", "retarget", "--db", path, "--from", legacy, "--to", kSkylake});
   ASSERT_EQ(moved.exit_code, 0) << moved.err;

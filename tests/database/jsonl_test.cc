@@ -15,11 +15,11 @@ namespace {
 using namespace kiln::db::testing;
 
 std::vector<Record> sample() {
-  Record a = ok_record(1, kSkylake, R"({"insts":[1,2,3]})", {1e-3, 0.9e-3});
+  Record a = ok_record(1, kSkylake, trace("a"), {1e-3, 0.9e-3});
   a.created_at_ms = 1700000000000;
-  Record b = error_record(1, kCortexA78, R"({"insts":[4]})", ErrorKind::load_error, "dlopen: \"undefined symbol\"\n");
+  Record b = error_record(1, kCortexA78, trace("b"), ErrorKind::load_error, "dlopen: \"undefined symbol\"\n");
   b.created_at_ms = 1700000000001;
-  Record c = ok_record(2, "cuda -arch=sm_90", R"({"insts":[]})", {2.5e-6});
+  Record c = ok_record(2, "cuda -arch=sm_90", trace("c"), {2.5e-6});
   c.created_at_ms = 1700000000002;
   return {a, b, c};
 }
@@ -48,7 +48,7 @@ TEST(Jsonl, ExportImportRoundTripsEveryRecord) {
   EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 3);
   nlohmann::json first = nlohmann::json::parse(text.substr(0, text.find('\n')));
   EXPECT_EQ(first["format"], "kiln-record-1");
-  EXPECT_EQ(first["trace"], nlohmann::json::parse(R"({"insts":[1,2,3]})")); // embedded, not a string
+  EXPECT_EQ(first["trace"], nlohmann::json::parse(trace("a"))); // embedded, not a string
   EXPECT_EQ(first["workload"]["canonical_json"], workload_json(1));         // a string: hashed bytes
 
   auto copy = Database::open(dir / "b.kdb", OpenMode::create);

@@ -107,7 +107,7 @@ TEST_F(Lookup, FallbackPrefersRecordsOfTheSameVectorWidth) {
 TEST_F(Lookup, NativeLooksUpThisHostsCpuAndLegacyNativeRecordsStayApart) {
   // A record an older Kiln stored under -mcpu=native, imported: which machine it was
   // measured on is unknown, so it keeps its label and is never an exact match.
-  Record legacy = ok_record(3, "llvm -mcpu=native -mtriple=x86_64-linux-gnu -num-cores=2", R"({"t":"legacy"})", {1e-4});
+  Record legacy = ok_record(3, "llvm -mcpu=native -mtriple=x86_64-linux-gnu -num-cores=2", trace("legacy"), {1e-4});
   std::istringstream line(record_to_jsonl(legacy) + "\n");
   ASSERT_EQ(db->import_jsonl(line).inserted, 1u);
   std::string w3 = workload(3).key_hash;
@@ -117,7 +117,7 @@ TEST_F(Lookup, NativeLooksUpThisHostsCpuAndLegacyNativeRecordsStayApart) {
   EXPECT_FALSE(db->best(w3, "llvm -mcpu=native -num-cores=2", TargetMatch::exact_only));
   auto fallback = db->best(w3, "llvm -mcpu=native -num-cores=2");
   ASSERT_TRUE(fallback);
-  EXPECT_EQ(fallback->trace_json, R"({"t":"legacy"})");
+  EXPECT_EQ(fallback->trace_json, trace("legacy"));
 
   // A record committed here under native is this host's: stored under its CPU, and
   // found exactly by a native lookup on this host.
@@ -129,7 +129,7 @@ TEST_F(Lookup, NativeLooksUpThisHostsCpuAndLegacyNativeRecordsStayApart) {
   // The legacy record, faster, ranks after every record of the host's vector width.
   std::vector<Record> top = db->top_k(w3, "llvm -mcpu=native -num-cores=2", 2);
   ASSERT_EQ(top.size(), 2u);
-  EXPECT_EQ(top[1].trace_json, R"({"t":"legacy"})");
+  EXPECT_EQ(top[1].trace_json, trace("legacy"));
 }
 
 TEST_F(Lookup, ExactTargetIsPreferredOverFasterFallbacks) {

@@ -54,6 +54,12 @@ inline Workload workload(int n) {
   return Workload{sha256_hex(json), json, "matmul", std::to_string(n) + "x64x64"};
 }
 
+/// A trace as Trace::to_json writes it (keys sorted), one per `name`. Commit
+/// stores any JSON; import accepts only traces that Trace::from_json reads.
+inline std::string trace(const std::string &name) {
+  return R"({"instructions":[["get_block",[],{"name":")" + name + R"("},["b0"]]],"kiln_trace":1})";
+}
+
 inline Record ok_record(int workload_n, const std::string &target, const std::string &trace,
                         std::vector<double> latencies) {
   Record r;

@@ -1,0 +1,131 @@
+/// \file
+/// Opening for lookup writes nothing, not even the -wal and -shm files SQLite
+/// makes to read a WAL-mode file, so that a database in a folder the reader
+/// cannot write (shipped in a system folder) can be read; and a read-only
+/// handle still sees what writers commit before and after it opened.
+
+#include "test_util.h"
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <set>
+#include <sstream>
+
+namespace kiln::db {
+namespace {
+
+using namespace kiln::db::testing;
+
+std::set<std::string> names_in(const std::filesystem::path &dir) {
+  std::set<std::string> names;
+  for (const auto &entry : std::filesystem::directory_iterator(dir))
+    names.insert(entry.path().filename().string());
+  return names;
+}
+
+class ReadOnly : public ::testing::Test {
+protected:
+  void SetUp() override {
+    auto db = Database::open(path, OpenMode::create);
+    db.commit({ok_record(1, kSkylake, trace("fast"), {1e-3}), ok_record(1, kSkylake, trace("slow"), {2e-3}),
+               error_record(1, kSkylake, trace("bad"), ErrorKind::build_error, "no")});
+  } // Closing the last connection folds the log into the file and deletes it.
+  TempDir dir;
+  std::filesystem::path path = dir / "t.kdb";
+  std::string w1 = workload(1).key_hash;
+};
+
+TEST_F(ReadOnly, LookupsCreateNoLogFilesAndLeaveTheFileAlone) {
+  // A WAL-mode file (header bytes 18 and 19 are 2) alone in its folder: what a
+  // database copied or shipped elsewhere looks like.
+  std::string bytes = read_bytes(path);
+  ASSERT_EQ(bytes[18], 2);
+  ASSERT_EQ(bytes[19], 2);
+  std::set<std::string> names = names_in(path.parent_path());
+  ASSERT_EQ(names, std::set<std::string>{"t.kdb"});
+  auto modified = std::filesystem::last_write_time(path);
+  {
+    auto db = Database::open(path, OpenMode::read_only);
+    std::optional<Record> best = db.best(w1, kSkylake);
+    ASSERT_TRUE(best);
+    EXPECT_EQ(best->trace_json, trace("fast"));
+    EXPECT_EQ(db.top_k(w1, kSkylake, 5).size(), 2u);
+    EXPECT_EQ(db.records_of(w1).size(), 3u);
+    EXPECT_EQ(db.stats().records, 3);
+    std::ostringstream out;
+    EXPECT_EQ(db.export_jsonl(out), 3u);
+    EXPECT_EQ(names_in(path.parent_path()), names); // no -wal or -shm while open
+  }
+  EXPECT_EQ(names_in(path.parent_path()), names);
+  EXPECT_EQ(read_bytes(path), bytes);
+  EXPECT_EQ(std::filesystem::last_write_time(path), modified);
+}
+
+TEST_F(ReadOnly, WorksInAFolderItCannotWrite) {
+  // Root writes anywhere, so this only runs as another user; as root the test
+  // above checks the same thing: no file is made beside the database.
+  if (geteuid() == 0)
+    GTEST_SKIP() << "root bypasses folder permissions";
+  std::filesystem::path folder = dir / "shipped";
+  std::filesystem::create_directory(folder);
+  std::filesystem::copy_file(path, folder / "t.kdb");
+  ASSERT_EQ(chmod(folder.c_str(), 0555), 0);
+  std::optional<Record> best;
+  std::string error =
+      db_error_of([&] { best = Database::open(folder / "t.kdb", OpenMode::read_only).best(w1, kSkylake); });
+  chmod(folder.c_str(), 0755);
+  EXPECT_EQ(error, "<no error>");
+  ASSERT_TRUE(best);
+  EXPECT_EQ(best->trace_json, trace("fast"));
+}
+
+TEST_F(ReadOnly, SeesWhatAWriterStillOpenHasCommitted) {
+  auto writer = Database::open(path, OpenMode::read_write);
+  writer.commit({ok_record(1, kSkylake, trace("faster"), {0.5e-3})}); // in the log, not yet in the file
+  ASSERT_TRUE(std::filesystem::exists(path.string() + "-wal"));
+  auto reader = Database::open(path, OpenMode::read_only);
+  std::optional<Record> best = reader.best(w1, kSkylake);
+  ASSERT_TRUE(best);
+  EXPECT_EQ(best->trace_json, trace("faster"));
+}
+
+TEST_F(ReadOnly, SeesWhatAWriterCommitsAfterItOpened) {
+  auto reader = Database::open(path, OpenMode::read_only);
+  EXPECT_EQ(reader.best(w1, kSkylake)->trace_json, trace("fast"));
+  auto writer = Database::open(path, OpenMode::read_write);
+  writer.commit({ok_record(1, kSkylake, trace("faster"), {0.5e-3})});
+  EXPECT_EQ(reader.best(w1, kSkylake)->trace_json, trace("faster"));
+  EXPECT_EQ(reader.stats().records, 4);
+}
+
+TEST_F(ReadOnly, SeesWhatAWriterThatCameAndWentCommitted) {
+  auto reader = Database::open(path, OpenMode::read_only);
+  EXPECT_EQ(reader.best(w1, kSkylake)->trace_json, trace("fast"));
+  {
+    auto writer = Database::open(path, OpenMode::read_write);
+    writer.commit({ok_record(1, kSkylake, trace("faster"), {0.5e-3})});
+  }
+  // The writer folded its log into the file and deleted it: only the file changed.
+  ASSERT_FALSE(std::filesystem::exists(path.string() + "-wal"));
+  EXPECT_EQ(reader.best(w1, kSkylake)->trace_json, trace("faster"));
+  EXPECT_EQ(reader.stats().records, 4);
+}
+
+TEST(ReadOnlyErrors, NameTheFileAndWhatToDo) {
+  TempDir dir;
+  std::filesystem::path missing = dir / "missing.kdb";
+  EXPECT_EQ(db_error_of([&] { Database::open(missing, OpenMode::read_only); }),
+            "database " + missing.string() + " does not exist; check the path (opening for lookup never creates one)");
+
+  std::filesystem::path junk = dir / "junk.kdb";
+  std::ofstream(junk, std::ios::binary) << std::string(4096, 'x');
+  std::string error = db_error_of([&] { Database::open(junk, OpenMode::read_only); });
+  EXPECT_EQ(error, "file " + junk.string() +
+                       " is not a Kiln database or is corrupt: file is not a database; restore it from a backup or "
+                       "an export");
+}
+
+} // namespace
+} // namespace kiln::db
