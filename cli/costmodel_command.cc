@@ -1,5 +1,7 @@
 #include "cli/costmodel_command.h"
 
+#include "cli/flag_checks.h"
+
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <filesystem>
@@ -122,16 +124,16 @@ void add_costmodel_command(CLI::App &app) {
                    "throughput (Ansor's)")
       ->check(CLI::IsMember({"rank", "squared"}))
       ->capture_default_str();
-  eval->add_option("--max-depth", args->model.max_depth, "tree depth")->check(CLI::Range(1, 30))->capture_default_str();
-  eval->add_option("--eta", args->model.eta, "learning rate")->check(CLI::Range(1e-4, 1.0))->capture_default_str();
+  eval->add_option("--max-depth", args->model.max_depth, "tree depth")->check(at_least(1, 30))->capture_default_str();
+  eval->add_option("--eta", args->model.eta, "learning rate")->check(finite_range(1e-4, 1.0))->capture_default_str();
   eval->add_option("--max-rounds", args->model.max_rounds, "boosting rounds at most (50 without a lower loss end it)")
-      ->check(CLI::Range(1, 100000))
+      ->check(at_least(1, 100000))
       ->capture_default_str();
   eval->add_option("--min-child-weight", args->model.min_child_weight, "XGBoost's min_child_weight")
-      ->check(CLI::NonNegativeNumber)
+      ->check(finite_range(0, 1e6))
       ->capture_default_str();
   eval->add_option("--pairs-per-program", args->model.pairs_per_program, "rank loss: partners drawn per program")
-      ->check(CLI::Range(1, 100000))
+      ->check(at_least(1, 100000))
       ->capture_default_str();
   eval->callback([args] { run_eval(*args); });
 }

@@ -124,9 +124,13 @@ static void add_demo(CLI::App &app) {
       for (const ir::IterVar &iv : s.as<ir::BlockNode>()->iter_vars)
         if (iv.kind == ir::IterKind::kReduce) main_block = b;
     }
+    if (main_block.empty() && sch.block_names().empty()) {
+      fail("the workload computes nothing (no operators, or every one inlined): there is nothing to schedule");
+    }
     if (main_block.empty()) main_block = sch.block_names().back();
     ir::BlockRV block = sch.get_block(main_block);
     std::vector<ir::LoopRV> loops = sch.get_loops(block);
+    if (loops.empty()) fail("block '" + main_block + "' has no loops (its output is a scalar): there is nothing to tile");
     std::vector<ir::LoopRV> outer, inner;
     for (const ir::LoopRV &l : loops) {
       std::vector<ir::ExprRV> t = sch.sample_perfect_tile(l, 2, 8);

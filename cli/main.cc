@@ -1,6 +1,9 @@
 // The `kiln` command: parses flags and calls library code.
 #include <CLI/CLI.hpp>
 
+#include <iostream>
+#include <new>
+
 #include "cli/costmodel_command.h"
 #include "cli/db_command.h"
 #include "cli/model_commands.h"
@@ -19,6 +22,22 @@ int main(int argc, char **argv) {
   kiln::cli::add_db_commands(app);
   kiln::cli::add_costmodel_command(app);
   kiln::cli::add_tracker_commands(app);
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::RuntimeError &e) {
+    return app.exit(e);  // a command's own failure, with the status it chose
+  } catch (const CLI::ParseError &e) {
+    // A bad flag: CLI11 prints why; the status is 1 like every other user error.
+    return app.exit(e) == 0 ? 0 : 1;
+  } catch (const std::bad_alloc &) {
+    std::cerr << "kiln: error: out of memory: the tensors or the search are too large for this machine; use "
+                 "smaller shapes\n";
+    return 1;
+  } catch (const std::exception &e) {
+    // Every error a user can cause has its own message where it happens; this is the
+    // net under the rest, so that nothing ends in an abort.
+    std::cerr << "kiln: error: " << e.what() << "\n";
+    return 1;
+  }
   return 0;
 }

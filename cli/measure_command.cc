@@ -3,6 +3,8 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+
+#include "cli/flag_checks.h"
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
@@ -40,15 +42,19 @@ void add_measure_command(CLI::App &app) {
       ->capture_default_str();
   cmd->add_option("--repeat", args->repeat, "timed repeats (each is the mean of `number` calls)")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(at_least(1, 100000));
   cmd->add_option("--min-repeat-ms", args->min_repeat_ms, "grow calls per repeat until a repeat lasts this long")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(finite_range(0, 60000));
   cmd->add_option("--threads", args->threads, "threads for parallel loops (0: the runtime's default)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(at_least(0, 1024));
   cmd->add_flag("--flush-cache", args->flush_cache, "flush the last-level cache before every repeat");
   cmd->add_option("--run-timeout", args->run_timeout, "seconds a run may take before it is killed")
-      ->capture_default_str();
-  cmd->add_option("--build-timeout", args->build_timeout, "seconds a build may take")->capture_default_str();
+      ->capture_default_str()
+      ->check(seconds());
+  cmd->add_option("--build-timeout", args->build_timeout, "seconds a build may take")->capture_default_str()
+      ->check(seconds());
   cmd->callback([args] {
     // The runner forks its server first, while this process has no other threads.
     measure::LocalRunnerOptions ropts;

@@ -13,6 +13,7 @@
 #include <memory>
 #include <random>
 
+#include "cli/flag_checks.h"
 #include "cli/tune_command.h"
 #include "cli/workload_args.h"
 #include "measure/local_builder_pool.h"
@@ -172,7 +173,7 @@ void add_run(CLI::App &app) {
   cmd->add_option("--output", args->output, "write the output there (raw, like the input)");
   cmd->add_option("--compare", args->compare, "reference output (raw): print the error, fail beyond --tolerance");
   cmd->add_option("--tolerance", args->tolerance, "largest relative L2 error --compare accepts")->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(finite_range(0, 1e6));
   cmd->callback([args] {
     executor::Model model = load_model(args->model);
     if (model.input_types().size() != 1) fail("kiln run feeds one input; this model has " + std::to_string(model.input_types().size()));
@@ -213,8 +214,10 @@ void add_bench(CLI::App &app) {
   auto args = std::make_shared<BenchArgs>();
   auto *cmd = app.add_subcommand("bench", "Time a compiled model on random inputs: median and min over repeats");
   cmd->add_option("--model", args->model, "compiled model folder (kiln compile)")->required();
-  cmd->add_option("--threads", args->threads, "threads of the runtime pool (default: all cores)")->check(CLI::Range(1, 1024));
-  cmd->add_option("--repeat", args->repeat, "timed inferences after 3 warm-up runs")->capture_default_str()->check(CLI::Range(1, 1000000));
+  cmd->add_option("--threads", args->threads, "threads of the runtime pool (default: all cores)")
+      ->check(at_least(1, 1024));
+  cmd->add_option("--repeat", args->repeat, "timed inferences after 3 warm-up runs")->capture_default_str()
+      ->check(at_least(1, 1000000));
   cmd->callback([args] {
     executor::Model model = load_model(args->model);
     if (args->threads > 0) executor::Model::set_threads(args->threads);
@@ -276,7 +279,7 @@ void add_tune(CLI::App &app) {
       ->check(CLI::IsMember({"gradient", "round-robin"}));
   cmd->add_option("--early-stop", a->early_stop, "rounds of a task without improvement before it stops (0: never)")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(at_least(0));
   cmd->add_flag("!--no-measure", a->measure, "skip compiling and timing the model untuned and tuned at the end");
   cmd->callback([a] {
     // A local runner forks its server before any thread exists.

@@ -2,6 +2,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include "cli/flag_checks.h"
+
 #include <atomic>
 #include <chrono>
 #include <csignal>
@@ -151,20 +153,22 @@ void add_tracker_commands(CLI::App &app) {
   cmd->add_option("--port-file", a->port_file, "write the port served on to this file once listening");
   cmd->add_option("--max-blob-mb", a->max_blob_mb, "refuse larger artifacts before receiving them")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--max-store-mb", a->max_store_mb, "memory for artifacts of queued jobs")->capture_default_str()->check(CLI::PositiveNumber);
+      ->check(at_least(1, 1 << 20));
+  cmd->add_option("--max-store-mb", a->max_store_mb, "memory for artifacts of queued jobs")->capture_default_str()
+      ->check(at_least(1, 1 << 24));
   cmd->add_option("--max-runner-losses", a->max_runner_losses,
                   "a job whose runner is lost this often fails as RUNNER_LOST instead of being re-dispatched")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--heartbeat", a->heartbeat, "seconds between a busy runner's polls")->capture_default_str()->check(CLI::PositiveNumber);
+      ->check(at_least(1, 1000));
+  cmd->add_option("--heartbeat", a->heartbeat, "seconds between a busy runner's polls")->capture_default_str()
+      ->check(seconds());
   cmd->add_option("--runner-lost-after", a->runner_lost_after, "seconds of silence after which a runner is lost")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(seconds());
   cmd->add_option("--queue-deadline", a->queue_deadline,
                   "seconds a job may wait for a runner before it fails as NO_RUNNER (a tuner may ask for another)")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(seconds());
 
   auto *status = cmd->add_subcommand("status", "Show the tracker's runners, keys, queues and counters");
   auto s = std::make_shared<StatusArgs>();

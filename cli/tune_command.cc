@@ -3,6 +3,8 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+
+#include "cli/flag_checks.h"
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
@@ -40,43 +42,50 @@ void add_tuning_flags(CLI::App *cmd, TuningArgs &args) {
   cmd->add_option("--queue-deadline", a->queue_deadline,
                   "with a tracker: seconds a candidate may wait for a runner before tuning stops with an error")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(seconds());
   cmd->add_option("--run-timeout", a->run_timeout,
                   "seconds one candidate run (load, check, timing) may take before it is killed (a remote "
                   "runner applies its own --run-timeout; this bounds the tracker's lease)")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(seconds());
   cmd->add_option("--db", a->db, "SQLite tuning database (created if missing; a rerun resumes)")->capture_default_str();
-  cmd->add_option("--trials", a->trials, "candidates to measure in this run")->capture_default_str()->check(CLI::PositiveNumber);
-  cmd->add_option("--batch", a->batch, "candidates built and measured per round")->capture_default_str()->check(CLI::PositiveNumber);
-  cmd->add_option("--time", a->time_limit, "stop after this many seconds (0: no limit)")->capture_default_str();
+  cmd->add_option("--trials", a->trials, "candidates to measure in this run")->capture_default_str()
+      ->check(at_least(1));
+  cmd->add_option("--batch", a->batch, "candidates built and measured per round")->capture_default_str()
+      ->check(at_least(1, 4096));
+  cmd->add_option("--time", a->time_limit, "stop after this many seconds (0: no limit)")->capture_default_str()
+      ->check(finite_range(0, 1e7));
   cmd->add_option("--seed", a->seed, "makes the search deterministic apart from timings")->capture_default_str();
-  cmd->add_option("--builders", a->builders, "parallel build workers")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--builders", a->builders, "parallel build workers")->capture_default_str()
+      ->check(at_least(1, 256));
   cmd->add_option("--cost-model", a->cost_model, "xgb (learned) or random (ablation)")
       ->capture_default_str()
       ->check(CLI::IsMember({"xgb", "random"}));
   cmd->add_option("--population", a->population, "evolutionary search population")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(at_least(1, 1000000));
   cmd->add_option("--generations", a->generations, "mutation rounds per batch")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--eps", a->eps, "share of each batch picked at random")->capture_default_str()->check(CLI::Range(0.0, 1.0));
-  cmd->add_option("--repeat", a->repeat, "timed repeats per candidate")->capture_default_str()->check(CLI::PositiveNumber);
-  cmd->add_option("--min-repeat-ms", a->min_repeat_ms, "minimum duration of one repeat")->capture_default_str();
+      ->check(at_least(0, 1000));
+  cmd->add_option("--eps", a->eps, "share of each batch picked at random")->capture_default_str()
+      ->check(finite_range(0, 1));
+  cmd->add_option("--repeat", a->repeat, "timed repeats per candidate")->capture_default_str()
+      ->check(at_least(1, 100000));
+  cmd->add_option("--min-repeat-ms", a->min_repeat_ms, "minimum duration of one repeat")->capture_default_str()
+      ->check(finite_range(0, 60000));
   cmd->add_option("--give-up-factor", a->give_up_factor,
                   "time a candidate whose first call is this many times slower than the best by that call alone "
                   "(0: always the full protocol)")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(finite_range(0, 1e6));
   cmd->add_option("--confirm-top", a->confirm_top,
                   "at the end, re-time this many of the fastest programs known, interleaved, and keep the one "
                   "with the lowest median (0: the best single measurement wins)")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(at_least(0, 1000));
   cmd->add_option("--confirm-runs", a->confirm_runs, "extra timing runs per program for --confirm-top")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(at_least(1, 1000));
   cmd->add_flag("--warm-start", a->warm_start,
                 "rank the first rounds with a cost model trained on the database's records of other workloads "
                 "for this target, until this task has enough programs of its own");

@@ -158,6 +158,13 @@ static Target parse_cuda(const std::map<std::string, std::string> &flags, std::s
 }
 
 Target Target::parse(std::string_view text, NativeCpu native_cpu) {
+  // Real targets are a few dozen characters; refusing long ones keeps every message
+  // below from quoting megabytes back.
+  constexpr size_t kMaxTargetLength = 1024;
+  if (text.size() > kMaxTargetLength) {
+    throw std::invalid_argument("the target string is " + std::to_string(text.size()) + " characters long; at most " +
+                                std::to_string(kMaxTargetLength) + " are accepted (e.g. 'llvm -mcpu=znver4')");
+  }
   std::vector<std::string_view> tokens = split_whitespace(text);
   if (tokens.empty())
     throw std::invalid_argument("empty target string; expected e.g. 'llvm -mcpu=native' or 'cuda -arch=sm_90'");

@@ -117,6 +117,10 @@ te::ComputeDAG Workload::build_dag() const {
 }
 
 std::vector<int64_t> parse_shape(const std::string &text) {
+  constexpr size_t kMaxShapeLength = 256;
+  if (text.size() > kMaxShapeLength)
+    throw std::invalid_argument("the shape is " + std::to_string(text.size()) + " characters long; at most " +
+                                std::to_string(kMaxShapeLength) + " are accepted (e.g. 1x64x56x56)");
   std::vector<int64_t> shape;
   std::stringstream ss(text);
   std::string part;

@@ -27,7 +27,7 @@ LocalBuilderPool::LocalBuilderPool(int num_workers, std::filesystem::path work_d
                                            .build_timeout_seconds = build_timeout_seconds}) {}
 
 LocalBuilderPool::LocalBuilderPool(LocalBuilderOptions options)
-    : options_(std::move(options)), lock_(options_.lock_path) {
+    : options_(std::move(options)), lock_(options_.lock_path, options_.lock_wait_seconds) {
   if (options_.num_workers < 1) throw std::invalid_argument("a builder pool needs at least one worker");
   if (options_.work_dir.empty()) throw std::invalid_argument("a builder pool needs a work directory");
   std::filesystem::create_directories(options_.work_dir);

@@ -27,6 +27,8 @@ struct LocalBuilderOptions {
   bool isolate_builds = true;
   /// Held shared while a build runs, so builds never overlap a timing run.
   std::filesystem::path lock_path = default_measurement_lock_path();
+  /// Waiting longer than this for the lock is an error naming its holders.
+  double lock_wait_seconds = 900;
 };
 
 class LocalBuilderPool : public Builder {

@@ -24,7 +24,13 @@ std::string default_runtime_library_path() {
 #endif
 }
 
-LocalRunner::LocalRunner(LocalRunnerOptions options) : options_(std::move(options)), lock_(options_.lock_path) {
+LocalRunner::LocalRunner(LocalRunnerOptions options) : options_(std::move(options)), lock_(options_.lock_path, options_.lock_wait_seconds) {
+  // Past a day the deadline arithmetic overflows the clock; NaN would kill at once.
+  if (!(options_.run_timeout_seconds > 0 && options_.run_timeout_seconds <= 86400)) {
+    throw std::invalid_argument("the run timeout must be a number of seconds above 0 and at most 86400, not " +
+                                std::to_string(options_.run_timeout_seconds));
+  }
+  if (options_.memory_limit_bytes <= 0) throw std::invalid_argument("the memory limit must be positive");
   start_server();
 }
 

@@ -27,6 +27,8 @@ struct LocalRunnerOptions {
   int num_threads = 0;
   /// Held exclusively while a candidate runs; empty: no coordination with builds.
   std::filesystem::path lock_path = default_measurement_lock_path();
+  /// Waiting longer than this for the lock is an error naming its holders.
+  double lock_wait_seconds = 900;
   /// Reference outputs kept in the server, oldest evicted first.
   int64_t reference_cache_bytes = int64_t{1} << 30;
   /// Loaded into the server when the process does not already provide kiln_rt_*.

@@ -8,14 +8,19 @@
 
 namespace kiln::measure {
 
-/// /tmp/kiln-measure-<uid>.lock: host-wide by default because the cores are a
-/// host-wide resource; two tuners timing at once would spoil each other's numbers.
+/// measure.lock in this user's private Kiln directory: $XDG_RUNTIME_DIR/kiln when the
+/// session has one, else /tmp/kiln-<uid> (created mode 0700; refused when it is a link
+/// or another user's). Shared by every Kiln process of the user, because the cores are
+/// a host-wide resource and two tuners timing at once would spoil each other's numbers;
+/// private to the user, so that nobody else can hold it and stall them.
 std::filesystem::path default_measurement_lock_path();
 
 class MeasurementLock {
  public:
   /// An empty path gives a lock that never blocks (measurement without coordination).
-  explicit MeasurementLock(std::filesystem::path path);
+  /// A wait longer than `wait_limit_seconds` ends with an error naming the holders;
+  /// after a few seconds of waiting a line on stderr says who holds it.
+  explicit MeasurementLock(std::filesystem::path path, double wait_limit_seconds = 900);
 
   /// Holds the lock until destroyed.
   class Guard {
@@ -42,6 +47,7 @@ class MeasurementLock {
  private:
   Guard acquire(int operation) const;
   std::filesystem::path path_;
+  double wait_limit_seconds_;
 };
 
 }  // namespace kiln::measure

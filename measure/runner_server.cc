@@ -66,6 +66,11 @@ RunResult classify_abnormal_end(const ChildRun &run, const ChildReport &report, 
   if (run.exit.signal != 0) {
     result.message = who + " crashed with " + signal_name(run.exit.signal) + " after " +
                      format_seconds(run.exit.seconds) + phase_words(report.phase);
+  } else if (run.exit.exit_code == kChildOutOfMemory) {
+    result.message = who + " ran out of memory after " + format_seconds(run.exit.seconds) + phase_words(report.phase) +
+                     ": an allocation failed under its " + format_bytes(options.memory_limit_bytes) +
+                     " memory limit (--memory-limit-mb)";
+    return result;
   } else {
     result.message = who + " exited with code " + std::to_string(run.exit.exit_code) + " after " +
                      format_seconds(run.exit.seconds) + phase_words(report.phase) +

@@ -1,5 +1,7 @@
 #include "measure/subprocess.h"
 
+#include <new>
+
 #include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -113,10 +115,13 @@ ChildRun run_in_child(const std::function<void(int socket)> &body, double timeou
     // If whoever forked us dies, so do we: an orphaned candidate must not keep spinning.
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     int fd = keep_only_fd(sockets[1]);
+    // Never unwind into the parent's code in the child.
     try {
       body(fd);
+    } catch (const std::bad_alloc &) {
+      _exit(kChildOutOfMemory);
     } catch (...) {
-      _exit(121);  // never unwind into the parent's code in the child
+      _exit(kChildFailed);
     }
     _exit(0);
   }

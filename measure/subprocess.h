@@ -47,6 +47,11 @@ struct ChildRun {
 };
 ChildRun run_in_child(const std::function<void(int socket)> &body, double timeout_seconds);
 
+/// How a run_in_child body that threw ends: out of memory (std::bad_alloc, e.g. its
+/// buffers under the memory limit), or any other exception.
+constexpr int kChildOutOfMemory = 122;
+constexpr int kChildFailed = 121;
+
 /// "SIGSEGV", "SIGKILL", ... or "signal 42".
 std::string signal_name(int signal);
 /// "0.02 s", "1.3 s", "12 s".

@@ -35,6 +35,14 @@ std::vector<int64_t> attr_ints(std::string_view op, const json &attrs, const cha
   if (v.size() != length)
     fail(op, std::string("attribute '") + name + "' needs " + std::to_string(length) + " values, got " +
                  std::to_string(v.size()) + " (" + shape_str(v) + ")");
+  // Window geometry (kernels, strides, pads, dilations): larger values mean nothing for
+  // an image and would overflow the output-size arithmetic.
+  constexpr int64_t kLimit = int64_t{1} << 31;
+  for (int64_t x : v) {
+    if (x > kLimit || x < -kLimit)
+      fail(op, std::string("attribute '") + name + "' value " + std::to_string(x) + " is out of range; expected " +
+                   "magnitudes up to 2^31");
+  }
   return v;
 }
 

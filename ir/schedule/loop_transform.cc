@@ -59,13 +59,19 @@ PrimFunc split(const PrimFunc &f, const Var &loop, std::vector<int64_t> factors,
     } else if (factors[i] <= 0) {
       throw ScheduleError("split", "factor " + std::to_string(factors[i]) + " of " + describe_loop(l) +
                                        " is not positive");
-    } else {
-      known *= factors[i];
+    } else if (__builtin_mul_overflow(known, factors[i], &known)) {
+      throw ScheduleError("split", "the factors of " + describe_loop(l) + " multiply past 2^63; each may be at most " +
+                                       "the loop's extent");
     }
   }
   if (inferred >= 0) factors[inferred] = (l->extent + known - 1) / known;
   int64_t product = 1;
-  for (int64_t x : factors) product *= x;
+  for (int64_t x : factors) {
+    // Checked: a wrapped product could pass the comparison below and index out of bounds.
+    if (__builtin_mul_overflow(product, x, &product)) {
+      throw ScheduleError("split", "the factors of " + describe_loop(l) + " multiply past 2^63");
+    }
+  }
   if (product < l->extent) {
     std::ostringstream os;
     os << "factors [";

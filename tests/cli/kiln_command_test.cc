@@ -6,7 +6,9 @@
 #include <array>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <string>
+#include <vector>
 
 namespace {
 
@@ -57,6 +59,56 @@ TEST(KilnCommand, BadInputGivesAMessageAndExitCode) {
   Output bad_target = kiln("measure --op relu --shape 4x4 --target gpu");
   EXPECT_EQ(bad_target.status, 1);
   EXPECT_NE(bad_target.text.find("unknown target kind"), std::string::npos) << bad_target.text;
+}
+
+TEST(KilnCommand, NumericFlagsMustBeFiniteAndInRange) {
+  struct Case {
+    std::string args, says;
+  };
+  for (const Case &c : std::vector<Case>{
+           {"tune-op --trials 0", "give a whole number at least 1"},
+           {"tune-op --min-repeat-ms nan", "'nan' is not a finite number"},
+           {"tune-op --time nan", "'nan' is not a finite number"},
+           {"tune-op --run-timeout 1e10", "out of range"},
+           {"tune-op --run-timeout 0", "out of range"},
+           {"tune-op --run-timeout -1", "out of range"},
+           {"tune-op --eps nan", "'nan' is not a finite number"},
+           {"measure --op relu --shape 8 --threads -3", "out of range"},
+           {"measure --op relu --shape 8 --run-timeout nan", "'nan' is not a finite number"},
+           {"runner --tracker 127.0.0.1:1 --key k --run-timeout inf", "'inf' is not a finite number"},
+           {"tracker --heartbeat nan", "'nan' is not a finite number"},
+       }) {
+    Output o = kiln(c.args);
+    EXPECT_EQ(o.status, 1) << c.args << "\n" << o.text;
+    EXPECT_NE(o.text.find(c.says), std::string::npos) << c.args << "\n" << o.text;
+    EXPECT_LT(o.text.size(), 400u) << c.args << ": the message should be short\n" << o.text;
+  }
+}
+
+TEST(KilnCommand, ErrorsDoNotQuoteHugeInputsBack) {
+  std::string long_shape(5000, '7');
+  Output shape = kiln("show --op relu --shape " + long_shape);
+  EXPECT_EQ(shape.status, 1) << shape.text.substr(0, 300);
+  EXPECT_LT(shape.text.size(), 400u) << shape.text.substr(0, 300);
+  Output target = kiln("measure --op relu --shape 8 --target 'llvm -mcpu=" + std::string(5000, 'z') + "'");
+  EXPECT_EQ(target.status, 1) << target.text.substr(0, 300);
+  EXPECT_LT(target.text.size(), 400u) << target.text.substr(0, 300);
+}
+
+TEST(KilnCommand, DemoOfAWorkloadWithNothingToTileIsAnError) {
+  fs::path dir = temp_dir();
+  std::ofstream(dir / "scalar.json") << R"({"inputs":[{"shape":[],"dtype":"float32"}],"ops":[{"op":"relu","attrs":{},"args":["in0"]}],"outputs":["op0"]})";
+  std::ofstream(dir / "no_ops.json") << R"({"inputs":[{"shape":[4],"dtype":"float32"}],"ops":[],"outputs":["in0"]})";
+  Output scalar = kiln("demo --workload " + (dir / "scalar.json").string());
+  EXPECT_EQ(scalar.status, 1) << scalar.text;
+  EXPECT_NE(scalar.text.find("nothing to tile"), std::string::npos) << scalar.text;
+  Output no_ops = kiln("demo --workload " + (dir / "no_ops.json").string());
+  EXPECT_EQ(no_ops.status, 1) << no_ops.text;
+  EXPECT_NE(no_ops.text.find("nothing to schedule"), std::string::npos) << no_ops.text;
+  Output huge = kiln("demo --op matmul --shape 100000000x100000000 --shape 100000000x100000000");
+  EXPECT_EQ(huge.status, 1) << huge.text;
+  EXPECT_NE(huge.text.find("kiln: error"), std::string::npos) << huge.text;
+  fs::remove_all(dir);
 }
 
 TEST(KilnCommand, MeasureChecksAndTimesATask) {

@@ -482,6 +482,19 @@ TEST_P(OpsExampleTest, InterpreterMatchesReference) {
 INSTANTIATE_TEST_SUITE_P(Ops, OpsExampleTest, ::testing::ValuesIn(ops::small_example_workloads()),
                          [](const ::testing::TestParamInfo<ops::NamedWorkload> &info) { return info.param.name; });
 
+TEST(OpsRegistry, WindowAttributesBeyondAnyImageAreRefused) {
+  ir::Workload w = ir::Workload::single(
+      "conv2d", {ir::TensorType{{1, 3, 8, 8}, DType::kFloat32}, ir::TensorType{{4, 3, 3, 3}, DType::kFloat32}},
+      {{"pads", {INT64_MAX, 0, 0, 0}}});
+  try {
+    w.build_dag();
+    ADD_FAILURE() << "pads of 2^63-1 were accepted";
+  } catch (const std::exception &e) {
+    EXPECT_NE(std::string(e.what()).find("out of range"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("9223372036854775807"), std::string::npos) << e.what();
+  }
+}
+
 TEST(OpsRegistry, EveryOperatorHasAnExampleAndAReference) {
   std::set<std::string> used;
   for (const ops::NamedWorkload &e : ops::small_example_workloads())

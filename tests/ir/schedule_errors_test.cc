@@ -137,6 +137,14 @@ TEST(ScheduleErrors, SplitNegativeFactor) {
                   {"factor -3", "loop 'j' (extent 6)", "not positive"});
 }
 
+TEST(ScheduleErrors, SplitFactorsWhoseProductOverflows) {
+  // 4294967297 * 4294967296 wraps to 2^32 in int64: it must not pass as "covers 4".
+  Schedule sch(dense());
+  std::vector<LoopRV> loops = sch.get_loops(sch.get_block("dense"));
+  expect_rejected(sch, [&] { sch.split(loops[0], {Factor(int64_t{4294967297}), Factor(int64_t{4294967296})}); },
+                  "split", {"loop 'i' (extent 4)", "multiply past 2^63"});
+}
+
 TEST(ScheduleErrors, SplitFactorsMultiplyToLessThanExtent) {
   Schedule sch(dense());
   std::vector<LoopRV> loops = sch.get_loops(sch.get_block("dense"));

@@ -65,6 +65,17 @@ TEST(LocalRunner, BadCandidatesAreClassifiedAndTheRunnerKeepsGoing) {
   }
 }
 
+TEST(LocalRunner, BuffersTooLargeForTheMemoryLimitAreReportedAsOutOfMemory) {
+  TempDir dir;
+  LocalRunner runner(test_runner_options(dir));
+  RunResult result = runner.run_one(quick_input(fixture("huge_buffers"), ""));
+  EXPECT_EQ(result.error, ErrorKind::runtime_error) << describe(result);
+  EXPECT_NE(result.message.find("ran out of memory"), std::string::npos) << result.message;
+  EXPECT_NE(result.message.find("memory limit"), std::string::npos) << result.message;
+  EXPECT_EQ(result.message.find("exited with code"), std::string::npos) << result.message;
+  expect_good(runner, "after huge_buffers");
+}
+
 TEST(LocalRunner, BatchesKeepTheirOrder) {
   TempDir dir;
   LocalRunner runner(test_runner_options(dir));

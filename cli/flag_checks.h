@@ -1,0 +1,50 @@
+// Flag validators that say the allowed range in words. CLI11's own number checks let
+// "nan" through (every comparison with NaN is false) and print DBL_MAX in full.
+// Header-only: the slim runner's command (rpc/runner_command.cc) uses them too.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <string>
+
+namespace kiln::cli {
+
+/// A finite number in [low, high].
+inline CLI::Validator finite_range(double low, double high) {
+  char range[96];
+  std::snprintf(range, sizeof range, "%g to %g", low, high);
+  std::string allowed = range;
+  return CLI::Validator(
+      [low, high, allowed](std::string &text) -> std::string {
+        double value = 0;
+        if (!CLI::detail::lexical_cast(text, value) || !std::isfinite(value)) {
+          return "'" + text + "' is not a finite number; give one from " + allowed;
+        }
+        if (value < low || value > high) return "'" + text + "' is out of range; give a number from " + allowed;
+        return "";
+      },
+      "NUMBER " + allowed);
+}
+
+/// An integer of at least `low` (and at most `high`).
+inline CLI::Validator at_least(int64_t low, int64_t high = INT64_MAX) {
+  std::string allowed = high == INT64_MAX ? "at least " + std::to_string(low)
+                                          : "from " + std::to_string(low) + " to " + std::to_string(high);
+  return CLI::Validator(
+      [low, high, allowed](std::string &text) -> std::string {
+        int64_t value = 0;
+        if (!CLI::detail::lexical_cast(text, value)) return "'" + text + "' is not a whole number; give one " + allowed;
+        if (value < low || value > high) return "'" + text + "' is out of range; give a whole number " + allowed;
+        return "";
+      },
+      "INT " + allowed);
+}
+
+/// Seconds for timeouts and deadlines: positive, finite, at most a day (longer ones
+/// overflow clock arithmetic and are mistakes anyway).
+inline CLI::Validator seconds() { return finite_range(1e-3, 86400); }
+
+}  // namespace kiln::cli
