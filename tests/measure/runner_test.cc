@@ -2,6 +2,16 @@
 // with a readable message, and the same runner measures a good candidate right after.
 #include "measure/local_runner.h"
 
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <thread>
+
 #include <gtest/gtest.h>
 
 #include "test_util.h"
@@ -138,6 +148,168 @@ TEST(LocalRunner, TwoRunnersShareOneMeasurementLock) {
     expect_good(second, "first runner idle");
   }
   expect_good(first, "second runner gone");
+}
+
+// One bad candidate: its kind and the important words of its message, then a good
+// candidate on the same runner.
+void expect_bad(LocalRunner &runner, const std::string &name, ErrorKind kind,
+                const std::vector<std::string> &message_parts) {
+  SCOPED_TRACE(name);
+  RunResult result = runner.run_one(quick_input(fixture(name), fixture("reference_add")));
+  EXPECT_EQ(result.error, kind) << describe(result);
+  EXPECT_TRUE(result.repeat_seconds.empty());
+  for (const std::string &part : message_parts) {
+    EXPECT_NE(result.message.find(part), std::string::npos) << "'" << part << "' not in: " << result.message;
+  }
+  expect_good(runner, name);
+}
+
+TEST(LocalRunner, AnAbortingCandidateIsARuntimeErrorNamingSIGABRT) {
+  TempDir dir;
+  LocalRunner runner(test_runner_options(dir));
+  expect_bad(runner, "abort", ErrorKind::runtime_error,
+             {"candidate crashed with SIGABRT after", "during the correctness check"});
+}
+
+TEST(LocalRunner, ACandidateThatExitsCleanlyIsNotASuccess) {
+  TempDir dir;
+  LocalRunner runner(test_runner_options(dir));
+  expect_bad(runner, "exit_zero", ErrorKind::runtime_error,
+             {"candidate exited with code 0", "during the correctness check", "without reporting a result"});
+}
+
+TEST(LocalRunner, ACandidateThatWritesItsInputIsAWrongResult) {
+  TempDir dir;
+  LocalRunner runner(test_runner_options(dir));
+  expect_bad(runner, "writes_input", ErrorKind::wrong_result,
+             {"input 'A' (param 0) differs from the reference", "at index 5"});
+}
+
+TEST(LocalRunner, BadArtifactInfoIsALoadError) {
+  TempDir dir;
+  LocalRunner runner(test_runner_options(dir));
+  expect_bad(runner, "bad_abi", ErrorKind::load_error,
+             {"bad_abi.so", "kiln_abi 99", "this runner speaks version 1"});
+  expect_bad(runner, "bad_info_json", ErrorKind::load_error, {"bad_info_json.so", "kiln_artifact_info is not valid JSON"});
+}
+
+// Child processes of `pid` (every thread's), from /proc.
+std::set<pid_t> children_of(pid_t pid) {
+  std::set<pid_t> children;
+  std::error_code error;
+  for (const auto &task : std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/task", error)) {
+    std::ifstream file(task.path() / "children");
+    pid_t child;
+    while (file >> child) children.insert(child);
+  }
+  return children;
+}
+
+// The one child of this process that is in `after` but not in `before`.
+pid_t new_child(const std::set<pid_t> &before, const std::set<pid_t> &after) {
+  std::vector<pid_t> added;
+  for (pid_t pid : after) {
+    if (before.count(pid) == 0) added.push_back(pid);
+  }
+  return added.size() == 1 ? added.front() : -1;
+}
+
+// SIGKILLs a child of this process and waits until it is dead, without reaping it
+// (the runner reaps its own server).
+void kill_and_wait(pid_t child) {
+  ASSERT_EQ(kill(child, SIGKILL), 0);
+  siginfo_t info{};
+  ASSERT_EQ(waitid(P_PID, static_cast<id_t>(child), &info, WEXITED | WNOWAIT), 0);
+  EXPECT_EQ(info.si_code, CLD_KILLED);
+}
+
+// Whether a process is gone (or a zombie, dead but not yet reaped by its new parent).
+bool dead(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(stat, line)) return true;
+  size_t paren = line.rfind(')');
+  return paren == std::string::npos || line.compare(paren, 3, ") Z") == 0 || line.compare(paren, 3, ") X") == 0;
+}
+
+TEST(LocalRunner, AServerKilledBetweenBatchesIsRestartedForTheNextBatch) {
+  TempDir dir;
+  std::set<pid_t> before = children_of(getpid());
+  LocalRunner runner(test_runner_options(dir));
+  pid_t server = new_child(before, children_of(getpid()));
+  ASSERT_GT(server, 0) << "cannot find the runner's server among this process's children";
+  const std::vector<RunInput> batch = {quick_input(fixture("good_add"), fixture("reference_add")),
+                                       quick_input(fixture("wrong_result"), fixture("reference_add")),
+                                       quick_input(fixture("good_add"), fixture("reference_add"))};
+  auto expect_normal = [&](const std::vector<RunResult> &results, const std::string &when) {
+    SCOPED_TRACE(when);
+    ASSERT_EQ(results.size(), 3u);
+    EXPECT_TRUE(results[0].ok()) << describe(results[0]);
+    EXPECT_EQ(results[1].error, ErrorKind::wrong_result) << describe(results[1]);
+    EXPECT_TRUE(results[2].ok()) << describe(results[2]);
+  };
+  expect_normal(runner.run(batch), "first batch");
+  kill_and_wait(server);
+  expect_normal(runner.run(batch), "batch after the server was killed");
+  // A new server serves it, and the dead one was reaped.
+  std::set<pid_t> now = children_of(getpid());
+  EXPECT_EQ(now.count(server), 0u);
+  pid_t restarted = new_child(before, now);
+  EXPECT_GT(restarted, 0);
+  EXPECT_NE(restarted, server);
+  expect_good(runner, "restart");
+}
+
+TEST(LocalRunner, AServerKilledDuringARunFailsThatCandidateAndTheRunnerKeepsWorking) {
+  TempDir dir;
+  LocalRunnerOptions options = test_runner_options(dir);
+  options.run_timeout_seconds = 60;  // the hanging candidate must still be running when the server dies
+  std::set<pid_t> before = children_of(getpid());
+  LocalRunner runner(options);
+  pid_t server = new_child(before, children_of(getpid()));
+  ASSERT_GT(server, 0) << "cannot find the runner's server among this process's children";
+  // Caches the reference in the server, so its only child below is the candidate.
+  expect_good(runner, "start");
+
+  RunResult result;
+  auto start = std::chrono::steady_clock::now();
+  std::thread run([&] { result = runner.run_one(quick_input(fixture("hang"), fixture("reference_add"))); });
+  pid_t candidate = -1;
+  while (std::chrono::steady_clock::now() - start < std::chrono::seconds(20)) {
+    std::set<pid_t> running = children_of(server);
+    if (!running.empty()) {
+      candidate = *running.begin();
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_GT(candidate, 0) << "the candidate never started";
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // well inside kiln_entry by now
+  // No waiting here: the runner notices at once and reaps its server itself.
+  EXPECT_EQ(kill(server, SIGKILL), 0);
+  run.join();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(30)) << "the run waited for its timeout";
+
+  EXPECT_EQ(result.error, ErrorKind::runtime_error) << describe(result);
+  EXPECT_TRUE(result.repeat_seconds.empty());
+  for (const std::string part : {"server process died while running", "hang.so"}) {
+    EXPECT_NE(result.message.find(part), std::string::npos) << "'" << part << "' not in: " << result.message;
+  }
+  // The orphaned candidate dies with its server (PR_SET_PDEATHSIG) instead of spinning on.
+  if (candidate > 0) {
+    auto orphaned = std::chrono::steady_clock::now();
+    while (!dead(candidate) && std::chrono::steady_clock::now() - orphaned < std::chrono::seconds(5)) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    EXPECT_TRUE(dead(candidate)) << "candidate " << candidate << " outlived its server";
+  }
+  EXPECT_EQ(children_of(getpid()).count(server), 0u) << "the killed server was not reaped";
+  expect_good(runner, "server killed during a run");
+  std::vector<RunResult> batch = runner.run({quick_input(fixture("segfault"), fixture("reference_add")),
+                                             quick_input(fixture("good_add"), fixture("reference_add"))});
+  ASSERT_EQ(batch.size(), 2u);
+  EXPECT_EQ(batch[0].error, ErrorKind::runtime_error) << describe(batch[0]);
+  EXPECT_TRUE(batch[1].ok()) << describe(batch[1]);
 }
 
 }  // namespace
