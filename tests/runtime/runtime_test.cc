@@ -49,8 +49,8 @@ class Runtime : public ::testing::Test {
 // Busy work, so that helpers have time to join a call (with empty tasks the caller
 // often finishes everything before a helper wakes, and withdraws its offer).
 void busy_work(int iterations) {
-  volatile int sink = 0;
-  for (int i = 0; i < iterations; ++i) sink = sink + i;
+  volatile unsigned sink = 0;  // unsigned: the sum wraps, by design
+  for (int i = 0; i < iterations; ++i) sink = sink + static_cast<unsigned>(i);
 }
 
 // Per task: how often it ran, and whether it saw the expected task count.

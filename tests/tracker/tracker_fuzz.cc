@@ -10,6 +10,8 @@
 #include <stdexcept>
 #include <string>
 
+#include <google/protobuf/stubs/logging.h>
+
 #include "rpc/digest.h"
 #include "tracker/blob_store.h"
 #include "tracker/dispatcher.h"
@@ -22,6 +24,8 @@ enum Op : uint8_t { kSubmit, kRunnerPoll, kReport, kPollResults, kAck, kCancel, 
 
 // Applies one script; throws std::logic_error when an invariant breaks.
 void run_script(const std::string &script) {
+  // Bytes that are not UTF-8 in a string field are a refusal here, not news to log.
+  google::protobuf::LogSilencer quiet;
   double now = 0;
   DispatcherOptions options;
   options.max_jobs_per_submit = 64;
@@ -111,6 +115,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 #ifndef KILN_LIBFUZZER
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <random>
 
 #include "tests/common/fuzz_mutations.h"
@@ -187,6 +192,8 @@ std::string recorded_script() {
 
 TEST(TrackerFuzz, RecordedScriptsAndTheirMutationsKeepTheTrackerConsistent) {
   std::string seed = recorded_script();
+  // scripts/fuzz's corpus starts from this recording: KILN_TRACKER_FUZZ_SEED=<file> writes it.
+  if (const char *out = std::getenv("KILN_TRACKER_FUZZ_SEED")) std::ofstream(out, std::ios::binary) << seed;
   EXPECT_NO_THROW(run_script(seed));
   const char *env = std::getenv("KILN_TRACKER_FUZZ_RUNS");
   int runs = env ? std::atoi(env) : 20000;
