@@ -1,5 +1,7 @@
 #include "ir/schedule/trace.h"
 
+#include "ir/json_checks.h"
+
 #include <stdexcept>
 
 namespace kiln::ir {
@@ -17,6 +19,25 @@ json Trace::to_json() const {
 Trace Trace::from_json(const json &j) {
   if (!j.is_object() || !j.contains("instructions") || !j.at("instructions").is_array())
     throw std::invalid_argument("a trace is a JSON object with an \"instructions\" array");
+  // Every number a trace holds is an integer (factors, indices, decisions, attribute
+  // values) except the sampling probabilities: refuse others before any is read as one.
+  if (j.is_object()) {
+    if (j.contains("decisions")) require_int64_numbers(j.at("decisions"), "a trace's decisions");
+    if (j.contains("instructions") && j.at("instructions").is_array()) {
+      for (const auto &instruction : j.at("instructions")) {
+        if (!instruction.is_array()) continue;
+        for (const auto &part : instruction) {
+          if (!part.is_object()) {
+            require_int64_numbers(part, "a trace instruction");
+            continue;
+          }
+          for (const auto &[key, value] : part.items()) {
+            if (key != "probs") require_int64_numbers(value, "trace attribute \"" + key + "\"");
+          }
+        }
+      }
+    }
+  }
   if (!j.contains("kiln_trace"))
     throw std::invalid_argument("a trace needs its format version \"kiln_trace\"; this Kiln reads version " +
                                 std::to_string(kFormatVersion));
