@@ -91,7 +91,8 @@ te::ComputeDAG Workload::build_dag() const {
   std::vector<te::Tensor> results;
   auto resolve = [&](const std::string &ref, size_t op_index) -> te::Tensor {
     auto index_of = [&](const std::string &prefix) -> long {
-      if (ref.rfind(prefix, 0) != 0 || ref.size() == prefix.size()) return -1;
+      // Past 9 digits no index can name a tensor, and stol would throw out_of_range.
+      if (ref.rfind(prefix, 0) != 0 || ref.size() == prefix.size() || ref.size() > prefix.size() + 9) return -1;
       for (size_t i = prefix.size(); i < ref.size(); ++i)
         if (!isdigit(static_cast<unsigned char>(ref[i]))) return -1;
       return std::stol(ref.substr(prefix.size()));

@@ -275,6 +275,11 @@ std::vector<ExprRV> Schedule::sample_perfect_tile(const LoopRV &loop, int n, int
         if (t.back() % innermost_multiple == 0) whole.push_back(t);
       if (!whole.empty()) all = std::move(whole);
     }
+    if (all.empty()) {
+      throw ScheduleError(P, "there is no " + std::to_string(n) + "-level perfect tiling of " +
+                                 sched::describe_loop(s.as<ForNode>()) + " with innermost factor <= " +
+                                 std::to_string(max_innermost_factor));
+    }
     factors = all[std::uniform_int_distribution<size_t>(0, all.size() - 1)(rng_)];
   }
   std::vector<ExprRV> out;
