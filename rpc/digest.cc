@@ -2,6 +2,7 @@
 
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
+#include <openssl/rand.h>
 
 #include <fstream>
 #include <sstream>
@@ -28,19 +29,33 @@ void Sha256::update(std::string_view bytes) {
   }
 }
 
+namespace {
+
+std::string to_hex(const unsigned char *bytes, size_t length) {
+  static const char *kHex = "0123456789abcdef";
+  std::string text;
+  for (size_t i = 0; i < length; ++i) {
+    text += kHex[bytes[i] >> 4];
+    text += kHex[bytes[i] & 15];
+  }
+  return text;
+}
+
+}  // namespace
+
 std::string Sha256::hex() {
   unsigned char digest[EVP_MAX_MD_SIZE];
   unsigned int length = 0;
   if (EVP_DigestFinal_ex(state_->context, digest, &length) != 1) {
     throw std::runtime_error("OpenSSL could not finish a SHA-256 digest");
   }
-  static const char *kHex = "0123456789abcdef";
-  std::string text;
-  for (unsigned int i = 0; i < length; ++i) {
-    text += kHex[digest[i] >> 4];
-    text += kHex[digest[i] & 15];
-  }
-  return text;
+  return to_hex(digest, length);
+}
+
+std::string random_id() {
+  unsigned char bytes[16];
+  if (RAND_bytes(bytes, sizeof bytes) != 1) throw std::runtime_error("OpenSSL could not produce random bytes");
+  return to_hex(bytes, sizeof bytes);
 }
 
 std::string sha256_hex(std::string_view bytes) {

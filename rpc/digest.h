@@ -40,4 +40,8 @@ std::string read_file_bytes(const std::filesystem::path &path);
 /// by byte from response times.
 bool secrets_equal(std::string_view a, std::string_view b);
 
+/// 128 random bits (OpenSSL's generator) as 32 hex digits: tracker instances, tuner
+/// sessions, runner processes.
+std::string random_id();
+
 }  // namespace kiln::rpc

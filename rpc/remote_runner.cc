@@ -67,8 +67,7 @@ TrackerUri parse_tracker_uri(const std::string &text) {
 RemoteRunner::RemoteRunner(RemoteRunnerOptions options) : options_(std::move(options)) {
   channel_ = make_channel(options_.tracker);
   stub_ = v1::Tracker::NewStub(channel_);
-  std::random_device random;
-  session_id_ = "session-" + std::to_string(random()) + std::to_string(random()) + std::to_string(random());
+  session_id_ = "session-" + random_id();
 }
 
 template <class Call>

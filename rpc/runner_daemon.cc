@@ -79,8 +79,7 @@ RunnerDaemon::RunnerDaemon(RunnerDaemonOptions options, measure::LocalRunner &me
     : options_(std::move(options)), measurer_(measurer), log_(log) {
   fs::create_directories(options_.cache_dir / "blobs");
   runner_id_ = options_.runner_id.empty() ? load_or_make_runner_id(options_.cache_dir) : options_.runner_id;
-  std::random_device random;
-  process_id_ = std::to_string(getpid()) + "-" + std::to_string(random()) + std::to_string(random());
+  process_id_ = std::to_string(getpid()) + "-" + random_id();
   channel_ = make_channel(options_.tracker);
   stub_ = v1::Tracker::NewStub(channel_);
   facts_ = host_device_facts(options_.target);

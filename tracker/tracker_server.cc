@@ -1,12 +1,12 @@
 #include "tracker/tracker_server.h"
 
 #include <grpcpp/grpcpp.h>
-#include <openssl/rand.h>
 
 #include <chrono>
 #include <stdexcept>
 
 #include "rpc/connection.h"
+#include "rpc/digest.h"
 #include "rpc/proto/kiln_tracker.grpc.pb.h"
 
 namespace kiln::tracker {
@@ -27,18 +27,6 @@ grpc::Status check_version(v1::ProtocolVersion version) {
 }
 
 }  // namespace
-
-std::string random_id() {
-  unsigned char bytes[16];
-  if (RAND_bytes(bytes, sizeof bytes) != 1) throw std::runtime_error("OpenSSL could not produce random bytes");
-  static const char *kHex = "0123456789abcdef";
-  std::string text;
-  for (unsigned char b : bytes) {
-    text += kHex[b >> 4];
-    text += kHex[b & 15];
-  }
-  return text;
-}
 
 class TrackerServer::Service final : public v1::Tracker::Service {
  public:
@@ -196,7 +184,7 @@ TrackerServer::TrackerServer(TrackerOptions options) : options_(std::move(option
                                "--token-file, or pass --insecure on a network you trust");
     }
   }
-  dispatcher_ = std::make_unique<Dispatcher>(options_.dispatcher, monotonic_seconds, random_id());
+  dispatcher_ = std::make_unique<Dispatcher>(options_.dispatcher, monotonic_seconds, rpc::random_id());
   blobs_ = std::make_unique<BlobStore>(options_.blobs, [this] { return dispatcher_->blobs_in_use(); });
   service_ = std::make_unique<Service>(*dispatcher_, *blobs_, options_.token);
 

@@ -58,7 +58,4 @@ class TrackerServer {
   std::thread expiry_;
 };
 
-/// A random identifier (hex) for tracker instances and sessions.
-std::string random_id();
-
 }  // namespace kiln::tracker
