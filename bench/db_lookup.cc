@@ -1,10 +1,9 @@
-/// \file
-/// Best-record lookup latency on a large database: fills a file with
-/// --records records over --workloads workloads and two targets, then times
-/// --lookups random best() calls, exact-target and fallback, and prints the
-/// median and p99 in microseconds.
-///
-/// usage: kiln_bench_db_lookup [--records N] [--workloads N] [--lookups N] [--db FILE]
+// Best-record lookup latency on a large database: fills a file with
+// --records records over --workloads workloads and two targets, then times
+// --lookups random best() calls, exact-target and fallback, and prints the
+// median and p99 in microseconds.
+//
+// usage: kiln_bench_db_lookup [--records N] [--workloads N] [--lookups N] [--db FILE]
 
 #include "database/database.h"
 
@@ -36,11 +35,11 @@ const char *kTargets[] = {"llvm -mtriple=x86_64-linux-gnu -mcpu=skylake -num-cor
 // Has no records of its own: every lookup takes the same-device-kind fallback.
 const char *kFallbackTarget = "llvm -mtriple=x86_64-linux-gnu -mcpu=icelake-server -num-cores=2";
 
-} // namespace
+}  // namespace
 
 static std::string workload_json(long w) {
-  return R"({"ops":[{"op":"conv2d","shape":[1,)" + std::to_string(64 + w % 512) + ",56,56],\"id\":" +
-         std::to_string(w) + "}],\"version\":1}";
+  return R"({"ops":[{"op":"conv2d","shape":[1,)" + std::to_string(64 + w % 512) +
+         ",56,56],\"id\":" + std::to_string(w) + "}],\"version\":1}";
 }
 
 static double seconds_since(Clock::time_point start) {
@@ -50,9 +49,8 @@ static double seconds_since(Clock::time_point start) {
 static void fill(kiln::db::Database &db, const Options &o, std::mt19937_64 &rng) {
   std::uniform_real_distribution<double> latency(1e-5, 1e-2);
   std::vector<std::string> workloads;
-  for (long w = 0; w < o.workloads; ++w)
-    workloads.push_back(workload_json(w));
-  constexpr long kChunk = 100'000; // bounds memory; each chunk is one transaction
+  for (long w = 0; w < o.workloads; ++w) workloads.push_back(workload_json(w));
+  constexpr long kChunk = 100'000;  // bounds memory; each chunk is one transaction
   auto start = Clock::now();
   for (long first = 0; first < o.records; first += kChunk) {
     std::vector<kiln::db::Record> chunk;
@@ -60,9 +58,9 @@ static void fill(kiln::db::Database &db, const Options &o, std::mt19937_64 &rng)
       kiln::db::Record r;
       r.workload.canonical_json = workloads[i % o.workloads];
       r.target = kTargets[(i / o.workloads) % 2];
-      r.trace_json = R"({"insts":[{"kind":"split","factors":[)" + std::to_string(i % 64) + "," +
-                     std::to_string(i) + "]}]}";
-      if ((i / o.workloads) % 10 == 9) // every workload gets some errors
+      r.trace_json =
+          R"({"insts":[{"kind":"split","factors":[)" + std::to_string(i % 64) + "," + std::to_string(i) + "]}]}";
+      if ((i / o.workloads) % 10 == 9)  // every workload gets some errors
         r.outcome = kiln::db::MeasureError{kiln::db::ErrorKind::run_timeout, "timed out"};
       else
         r.outcome = std::vector<double>{latency(rng), latency(rng), latency(rng)};
@@ -78,8 +76,7 @@ static void fill(kiln::db::Database &db, const Options &o, std::mt19937_64 &rng)
 static void time_lookups(kiln::db::Database &db, const Options &o, const char *label, const char *target,
                          std::mt19937_64 &rng) {
   std::vector<std::string> hashes;
-  for (long w = 0; w < o.workloads; ++w)
-    hashes.push_back(kiln::db::workload_hash_of(workload_json(w)));
+  for (long w = 0; w < o.workloads; ++w) hashes.push_back(kiln::db::workload_hash_of(workload_json(w)));
   std::uniform_int_distribution<long> pick(0, o.workloads - 1);
   std::vector<double> us;
   us.reserve(o.lookups);
@@ -135,7 +132,6 @@ int main(int argc, char **argv) {
     return 1;
   }
   if (temporary)
-    for (const char *suffix : {"", "-wal", "-shm"})
-      std::filesystem::remove(o.db + suffix);
+    for (const char *suffix : {"", "-wal", "-shm"}) std::filesystem::remove(o.db + suffix);
   return 0;
 }

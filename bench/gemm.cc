@@ -5,8 +5,8 @@
 //
 // Usage: kiln_bench_gemm [--size N] [--repeats R]
 #include <dlfcn.h>
-#include <oneapi/dnnl/dnnl.h>
 #include <omp.h>
+#include <oneapi/dnnl/dnnl.h>
 
 #include <algorithm>
 #include <chrono>
@@ -166,7 +166,7 @@ int main(int argc, char **argv) {
               bs.lower_seconds, bs.optimize_seconds, bs.emit_seconds, bs.link_seconds);
 
   // The tuner's per-trial cost: tile-size variants through the builder pool and runner.
-  std::vector<Tiles> variants = {{8, 32, 16, 128}, {8, 32, 16, 256}, {4, 64, 16, 256}, {8, 16, 16, 256},
+  std::vector<Tiles> variants = {{8, 32, 16, 128}, {8, 32, 16, 256},  {4, 64, 16, 256}, {8, 16, 16, 256},
                                  {4, 32, 16, 512}, {16, 16, 16, 256}, {8, 64, 16, 128}, {2, 64, 16, 256}};
   measure::LocalBuilderPool pool(2, work, 60.0);
   std::vector<measure::BuildInput> inputs;
@@ -190,10 +190,11 @@ int main(int argc, char **argv) {
   double batch_run = now() - r0;
   int ok = 0;
   for (const measure::RunResult &r : results) ok += r.ok();
-  std::printf("tuner path, %zu candidates: build %.3f s/candidate (2 workers, %.2f s wall), "
-              "measure %.3f s/candidate incl. correctness check (first one also runs the naive reference); "
-              "%d ok\n",
-              variants.size(), sum_build / variants.size(), batch_build, batch_run / variants.size(), ok);
+  std::printf(
+      "tuner path, %zu candidates: build %.3f s/candidate (2 workers, %.2f s wall), "
+      "measure %.3f s/candidate incl. correctness check (first one also runs the naive reference); "
+      "%d ok\n",
+      variants.size(), sum_build / variants.size(), batch_build, batch_run / variants.size(), ok);
   std::filesystem::remove_all(work);
   return 0;
 }

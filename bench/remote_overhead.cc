@@ -123,8 +123,8 @@ int main(int argc, char **argv) {
   fs::remove_all(dir);
 
   std::printf("| measurement | candidates | local s | remote s | added per candidate |\n|---|---|---|---|---|\n");
-  std::printf("| dense 64x64x64, check + 1 repeat of >= 1 ms | %d | %.2f | %.2f | %.1f ms |\n", candidates, local_seconds,
-              remote_seconds, 1e3 * (remote_seconds - local_seconds) / candidates);
+  std::printf("| dense 64x64x64, check + 1 repeat of >= 1 ms | %d | %.2f | %.2f | %.1f ms |\n", candidates,
+              local_seconds, remote_seconds, 1e3 * (remote_seconds - local_seconds) / candidates);
   std::printf("\n| dispatch throughput | jobs | runners | seconds | jobs/s |\n|---|---|---|---|---|\n");
   std::printf("| trivial jobs, no check | %d | %d | %.2f | %.0f |\n", throughput_jobs, runners, throughput_seconds,
               throughput_jobs / throughput_seconds);

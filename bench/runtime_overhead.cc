@@ -1,17 +1,16 @@
-/// \file
-/// Per-call overhead of kiln_rt_parallel_for with empty tasks, against the two
-/// obvious alternatives: creating and joining a thread per call, and an OpenMP
-/// parallel region (when built with OpenMP).
-///
-///   kiln_bench_runtime_overhead [--calls N] [--rounds R] [--blocks B] [--gaps G]
-///
-/// Each back-to-back scenario times `calls` calls per round and reports the per-call
-/// time of its rounds (median, mean, min). Scenarios run in B interleaved blocks of
-/// R/B rounds, with a pause between blocks so that one runtime's spinning threads
-/// (OpenMP's or Kiln's) have gone to sleep before the next one is timed: on a 2-core
-/// machine a spinning idle thread would steal the core the measured one needs.
-/// The "after idle" scenarios time G single calls, each after a 2 ms sleep, when the
-/// workers have stopped spinning and must be woken from the futex.
+// Per-call overhead of kiln_rt_parallel_for with empty tasks, against the two
+// obvious alternatives: creating and joining a thread per call, and an OpenMP
+// parallel region (when built with OpenMP).
+//
+//   kiln_bench_runtime_overhead [--calls N] [--rounds R] [--blocks B] [--gaps G]
+//
+// Each back-to-back scenario times `calls` calls per round and reports the per-call
+// time of its rounds (median, mean, min). Scenarios run in B interleaved blocks of
+// R/B rounds, with a pause between blocks so that one runtime's spinning threads
+// (OpenMP's or Kiln's) have gone to sleep before the next one is timed: on a 2-core
+// machine a spinning idle thread would steal the core the measured one needs.
+// The "after idle" scenarios time G single calls, each after a 2 ms sleep, when the
+// workers have stopped spinning and must be woken from the futex.
 
 #include <algorithm>
 #include <atomic>
@@ -42,8 +41,8 @@ double micros_since(Clock::time_point start) {
 // Which thread ran each task: with empty tasks the caller may finish all of them
 // before a helper wakes, so the table says how often a helper took part.
 thread_local bool t_is_main = false;
-int64_t g_main_tasks = 0;                  // written by the main thread only
-alignas(64) std::atomic<int64_t> g_helper_tasks{0}; // written by the helpers only
+int64_t g_main_tasks = 0;                            // written by the main thread only
+alignas(64) std::atomic<int64_t> g_helper_tasks{0};  // written by the helpers only
 
 int32_t empty_task(int64_t, int64_t, void *) {
   if (t_is_main)
@@ -69,9 +68,9 @@ int32_t rendezvous_task(int64_t task, int64_t num_tasks, void *closure) {
 struct Scenario {
   std::string name;
   int threads;
-  std::function<void()> call;      // one call of the thing measured
-  std::vector<double> samples;     // µs per call
-  std::function<void()> setup = [] {}; // before each block, untimed
+  std::function<void()> call;           // one call of the thing measured
+  std::vector<double> samples;          // µs per call
+  std::function<void()> setup = [] {};  // before each block, untimed
   int64_t main_tasks = 0, helper_tasks = 0;
 };
 
@@ -79,7 +78,10 @@ Scenario kiln_scenario(int threads, int64_t num_tasks, kiln_task_fn task = empty
   std::string name = "kiln parallel_for, ";
   name += num_tasks <= 0 ? std::string("1 task/thread") : std::to_string(num_tasks) + " tasks";
   if (task == rendezvous_task) name += " that wait for each other";
-  return {name, threads, [num_tasks, task] { kiln_rt_parallel_for(num_tasks, task, nullptr); }, {},
+  return {name,
+          threads,
+          [num_tasks, task] { kiln_rt_parallel_for(num_tasks, task, nullptr); },
+          {},
           [threads] { kiln_rt_set_num_threads(threads); }};
 }
 
@@ -98,8 +100,8 @@ void print_row(const Scenario &s) {
   double mean = 0;
   for (double v : sorted) mean += v;
   mean /= static_cast<double>(sorted.size());
-  const double helper_share =
-      100.0 * static_cast<double>(s.helper_tasks) / static_cast<double>(std::max<int64_t>(1, s.main_tasks + s.helper_tasks));
+  const double helper_share = 100.0 * static_cast<double>(s.helper_tasks) /
+                              static_cast<double>(std::max<int64_t>(1, s.main_tasks + s.helper_tasks));
   std::printf("| %-52s | %d | %8.3f | %8.3f | %8.3f | %8.3f | %5.1f%% |\n", s.name.c_str(), s.threads,
               sorted[sorted.size() / 2], mean, sorted.front(), sorted[sorted.size() * 99 / 100], helper_share);
 }
@@ -110,7 +112,7 @@ long flag(int argc, char **argv, const char *name, long fallback) {
   return fallback;
 }
 
-} // namespace
+}  // namespace
 
 int main(int argc, char **argv) {
   t_is_main = true;
@@ -124,29 +126,38 @@ int main(int argc, char **argv) {
   back_to_back.push_back(kiln_scenario(2, 0));
   back_to_back.push_back(kiln_scenario(2, 64));
   back_to_back.push_back(kiln_scenario(2, 2, rendezvous_task));
-  back_to_back.push_back({"std::thread create + join (1 extra thread)", 2, [] {
+  back_to_back.push_back({"std::thread create + join (1 extra thread)",
+                          2,
+                          [] {
                             std::thread helper([] { empty_task(1, 2, nullptr); });
                             empty_task(0, 2, nullptr);
                             helper.join();
-                          }, {}});
+                          },
+                          {}});
 #ifdef KILN_BENCH_HAVE_OPENMP
   for (int threads : {1, 2}) {
-    back_to_back.push_back({"OpenMP empty `omp parallel` region", threads, [threads] {
+    back_to_back.push_back({"OpenMP empty `omp parallel` region",
+                            threads,
+                            [threads] {
 #pragma omp parallel num_threads(threads)
                               empty_task(omp_get_thread_num(), threads, nullptr);
-                            }, {}});
+                            },
+                            {}});
   }
-  back_to_back.push_back({"OpenMP region, threads wait for each other", 2, [] {
+  back_to_back.push_back({"OpenMP region, threads wait for each other",
+                          2,
+                          [] {
 #pragma omp parallel num_threads(2)
                             rendezvous_task(omp_get_thread_num(), 2, nullptr);
-                          }, {}});
+                          },
+                          {}});
 #endif
 
   const long rounds_per_block = std::max(1L, rounds / blocks);
   for (long block = 0; block < blocks; ++block) {
     for (Scenario &s : back_to_back) {
       s.setup();
-      for (int i = 0; i < 100; ++i) s.call(); // warm-up: threads exist and spin
+      for (int i = 0; i < 100; ++i) s.call();  // warm-up: threads exist and spin
       for (long r = 0; r < rounds_per_block; ++r) {
         measure(s, [&] {
           auto start = Clock::now();
@@ -154,7 +165,7 @@ int main(int argc, char **argv) {
           s.samples.push_back(micros_since(start) / static_cast<double>(calls));
         });
       }
-      std::this_thread::sleep_for(std::chrono::milliseconds(50)); // let spinners park
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));  // let spinners park
     }
   }
 
@@ -164,10 +175,13 @@ int main(int argc, char **argv) {
   after_idle.push_back(kiln_scenario(2, 2, rendezvous_task));
   after_idle.back().name = "kiln, tasks wait for each other, after 2 ms idle";
 #ifdef KILN_BENCH_HAVE_OPENMP
-  after_idle.push_back({"OpenMP region after 2 ms idle", 2, [] {
+  after_idle.push_back({"OpenMP region after 2 ms idle",
+                        2,
+                        [] {
 #pragma omp parallel num_threads(2)
                           empty_task(omp_get_thread_num(), 2, nullptr);
-                        }, {}});
+                        },
+                        {}});
 #endif
   for (long g = 0; g < gaps; ++g) {
     for (Scenario &s : after_idle) {
@@ -183,7 +197,8 @@ int main(int argc, char **argv) {
 
   std::printf("calls/round %ld, rounds %ld (in %ld blocks), idle gaps %ld; hardware threads %u\n\n", calls,
               rounds_per_block * blocks, blocks, gaps, std::thread::hardware_concurrency());
-  std::printf("| scenario | threads | median µs/call | mean µs/call | min µs/call | p99 µs/call | tasks run by helpers |\n");
+  std::printf(
+      "| scenario | threads | median µs/call | mean µs/call | min µs/call | p99 µs/call | tasks run by helpers |\n");
   std::printf("|---|---:|---:|---:|---:|---:|---:|\n");
   for (const Scenario &s : back_to_back) print_row(s);
   for (const Scenario &s : after_idle) print_row(s);

@@ -58,11 +58,10 @@ ir::TensorType f32(std::vector<int64_t> s) { return ir::TensorType{std::move(s),
 Case conv_case(const std::string &name, Conv c) {
   ir::Workload w;
   w.inputs = {f32({c.n, c.c, c.h, c.w}), f32({c.k, c.c / c.groups, c.r, c.s}), f32({c.k})};
-  w.ops.push_back(ir::OpCall{"conv2d",
-                             {{"strides", {c.stride, c.stride}},
-                              {"pads", {c.pad, c.pad, c.pad, c.pad}},
-                              {"groups", c.groups}},
-                             {"in0", "in1", "in2"}});
+  w.ops.push_back(
+      ir::OpCall{"conv2d",
+                 {{"strides", {c.stride, c.stride}}, {"pads", {c.pad, c.pad, c.pad, c.pad}}, {"groups", c.groups}},
+                 {"in0", "in1", "in2"}});
   w.ops.push_back(ir::OpCall{"relu", nlohmann::json::object(), {"op0"}});
   w.outputs = {"op1"};
   return Case{name, w, c};
@@ -110,7 +109,8 @@ Peer make_peer(const Case &c, dnnl::engine &eng, dnnl::stream &strm, std::vector
   Peer peer;
   if (!c.conv) {
     // matmul: src [M,K] x weights [K,N] given as W[N,K] (strides {1,K}), + bias, GELU post-op.
-    memory::desc src({c.m, c.k}, Dt::f32, Tag::ab), wei({c.k, c.n}, Dt::f32, Tag::ba), dst({c.m, c.n}, Dt::f32, Tag::ab);
+    memory::desc src({c.m, c.k}, Dt::f32, Tag::ab), wei({c.k, c.n}, Dt::f32, Tag::ba),
+        dst({c.m, c.n}, Dt::f32, Tag::ab);
     memory::desc bia({1, c.n}, Dt::f32, Tag::ab);
     dnnl::primitive_attr attr;
     if (c.gelu) {
@@ -163,8 +163,9 @@ Peer make_peer(const Case &c, dnnl::engine &eng, dnnl::stream &strm, std::vector
   auto to_conv = std::make_shared<dnnl::reorder>(*user_src, *conv_src);
   auto from_conv = std::make_shared<dnnl::reorder>(*conv_dst, *user_dst);
   auto run_conv = [=, &strm] {
-    prim->execute(strm, {{DNNL_ARG_SRC, *conv_src}, {DNNL_ARG_WEIGHTS, *conv_wei}, {DNNL_ARG_BIAS, *m_bia},
-                         {DNNL_ARG_DST, *conv_dst}});
+    prim->execute(
+        strm,
+        {{DNNL_ARG_SRC, *conv_src}, {DNNL_ARG_WEIGHTS, *conv_wei}, {DNNL_ARG_BIAS, *m_bia}, {DNNL_ARG_DST, *conv_dst}});
   };
   peer.run_user_layout = [=, &strm] {
     to_conv->execute(strm, *user_src, *conv_src);
@@ -230,7 +231,8 @@ int main(int argc, char **argv) {
       continue;
     }
     ir::PrimFunc func = te::lower(c.workload.build_dag(), "bench");
-    ir::PrimFunc best = ir::Schedule::replay(func, ir::Trace::from_json(nlohmann::json::parse(r.best_trace_json))).func();
+    ir::PrimFunc best =
+        ir::Schedule::replay(func, ir::Trace::from_json(nlohmann::json::parse(r.best_trace_json))).func();
     std::string so = (work / (c.name + ".so")).string();
     compiler.build_artifact(best, target, so);
     void *h = dlopen(so.c_str(), RTLD_NOW | RTLD_LOCAL);
@@ -289,8 +291,9 @@ int main(int argc, char **argv) {
     ++count;
   }
   if (count)
-    std::printf("geometric mean ratio (oneDNN time / Kiln time): %.2f of the median blocks, %.2f of the fastest, over %d ops\n",
-                std::exp(log_sum / count), std::exp(log_sum_min / count), count);
+    std::printf(
+        "geometric mean ratio (oneDNN time / Kiln time): %.2f of the median blocks, %.2f of the fastest, over %d ops\n",
+        std::exp(log_sum / count), std::exp(log_sum_min / count), count);
   std::filesystem::remove_all(work);
   return 0;
 }

@@ -86,14 +86,13 @@ void run_eval(const EvalArgs &args) {
   std::map<std::string, int> task_count;
   for (const std::string &t : data.tasks) task_count[t]++;
   std::printf("target   %s\n", target.c_str());
-  std::printf("records  %zu for the target: %zu programs in %zu tasks, %zu error records, %zu traces not replayable, "
-              "%zu programs without features\n",
-              loaded.records_for_target, data.size(), task_count.size(), loaded.errors, loaded.unreplayable,
-              failed);
+  std::printf(
+      "records  %zu for the target: %zu programs in %zu tasks, %zu error records, %zu traces not replayable, "
+      "%zu programs without features\n",
+      loaded.records_for_target, data.size(), task_count.size(), loaded.errors, loaded.unreplayable, failed);
   std::printf("model    %s loss (pack-sum), depth %d, eta %g, at most %d rounds, min_child_weight %g\n",
               options.model.loss == costmodel::Loss::kSquaredError ? "squared-error" : "pairwise-rank",
-              options.model.max_depth, options.model.eta,
-              options.model.max_rounds, options.model.min_child_weight);
+              options.model.max_depth, options.model.eta, options.model.max_rounds, options.model.min_child_weight);
   std::printf("split    by %s, seed %llu: %zu train, %zu test (%zu test tasks)\n", args.split.c_str(),
               static_cast<unsigned long long>(args.seed), result.train_samples, result.test_samples,
               result.model.tasks);

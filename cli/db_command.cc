@@ -1,6 +1,5 @@
-/// \file
-/// `kiln db` subcommands: flag parsing and printing only; the work is in
-/// kiln::db::Database.
+// `kiln db` subcommands: flag parsing and printing only; the work is in
+// kiln::db::Database.
 
 #include "cli/db_command.h"
 
@@ -39,7 +38,7 @@ struct LookupOptions {
   bool json = false;
 };
 
-} // namespace
+}  // namespace
 
 // Runs a subcommand body; a DbError becomes a message and exit code 1.
 static void run_reporting_errors(const char *name, Streams io, const std::function<void()> &body) {
@@ -86,7 +85,8 @@ static void add_best(CLI::App &db, Streams io) {
     run_reporting_errors("best", io, [&] {
       auto database = kiln::db::Database::open(o->db, kiln::db::OpenMode::read_only);
       auto match = o->exact ? kiln::db::TargetMatch::exact_only : kiln::db::TargetMatch::allow_same_device_kind;
-      std::optional<kiln::db::Record> best = database.best(kiln::db::workload_hash_from_argument(o->workload), o->target, match);
+      std::optional<kiln::db::Record> best =
+          database.best(kiln::db::workload_hash_from_argument(o->workload), o->target, match);
       if (!best) {
         io.err << "kiln db best: no successful record for this workload on '" << o->target << "'\n";
         throw CLI::RuntimeError(kExitNotFound);
@@ -96,7 +96,8 @@ static void add_best(CLI::App &db, Streams io) {
         io.out << j.dump() << '\n';
         return;
       }
-      io.out << "target:       " << best->target << (j["exact_target"].get<bool>() ? "" : "  (fallback: same device kind)")
+      io.out << "target:       " << best->target
+             << (j["exact_target"].get<bool>() ? "" : "  (fallback: same device kind)")
              << "\nmean latency: " << microseconds(best->mean_latency()) << " over " << best->latencies().size()
              << " repeats\nrecord:       " << best->id << "\ntrace:        " << best->trace_json << '\n';
     });
@@ -111,15 +112,15 @@ static void add_top(CLI::App &db, Streams io) {
     run_reporting_errors("top", io, [&] {
       auto database = kiln::db::Database::open(o->db, kiln::db::OpenMode::read_only);
       auto match = o->exact ? kiln::db::TargetMatch::exact_only : kiln::db::TargetMatch::allow_same_device_kind;
-      std::vector<kiln::db::Record> top = database.top_k(kiln::db::workload_hash_from_argument(o->workload), o->target, o->k, match);
+      std::vector<kiln::db::Record> top =
+          database.top_k(kiln::db::workload_hash_from_argument(o->workload), o->target, o->k, match);
       if (top.empty()) {
         io.err << "kiln db top: no successful record for this workload on '" << o->target << "'\n";
         throw CLI::RuntimeError(kExitNotFound);
       }
       if (o->json) {
         nlohmann::json list = nlohmann::json::array();
-        for (const kiln::db::Record &r : top)
-          list.push_back(record_json(r, o->target));
+        for (const kiln::db::Record &r : top) list.push_back(record_json(r, o->target));
         io.out << list.dump() << '\n';
         return;
       }
@@ -140,12 +141,14 @@ static void add_stats(CLI::App &db, Streams io) {
     run_reporting_errors("stats", io, [&] {
       kiln::db::Stats s = kiln::db::Database::open(*path, kiln::db::OpenMode::read_only).stats();
       if (*json) {
-        nlohmann::json j = {{"schema_version", s.schema_version}, {"workloads", s.workloads},
-                            {"records", s.records},               {"successful", s.successful},
-                            {"errors", s.errors},                 {"errors_by_kind", nlohmann::json::object()},
+        nlohmann::json j = {{"schema_version", s.schema_version},
+                            {"workloads", s.workloads},
+                            {"records", s.records},
+                            {"successful", s.successful},
+                            {"errors", s.errors},
+                            {"errors_by_kind", nlohmann::json::object()},
                             {"targets", nlohmann::json::array()}};
-        for (const auto &[kind, count] : s.errors_by_kind)
-          j["errors_by_kind"][kind] = count;
+        for (const auto &[kind, count] : s.errors_by_kind) j["errors_by_kind"][kind] = count;
         for (const kiln::db::TargetStats &t : s.targets)
           j["targets"].push_back({{"target", t.target}, {"records", t.records}, {"successful", t.successful}});
         io.out << j.dump() << '\n';
@@ -154,8 +157,7 @@ static void add_stats(CLI::App &db, Streams io) {
       io.out << "schema version: " << s.schema_version << "\nworkloads:      " << s.workloads
              << "\nrecords:        " << s.records << " (" << s.successful << " successful, " << s.errors
              << " errors)\n";
-      for (const auto &[kind, count] : s.errors_by_kind)
-        io.out << "  " << kind << ": " << count << '\n';
+      for (const auto &[kind, count] : s.errors_by_kind) io.out << "  " << kind << ": " << count << '\n';
       for (const kiln::db::TargetStats &t : s.targets)
         io.out << "target " << t.target << ": " << t.records << " records, " << t.successful << " successful\n";
     });
@@ -176,8 +178,7 @@ static void add_export(CLI::App &db, Streams io) {
         return;
       }
       std::ofstream file(*output, std::ios::binary | std::ios::trunc);
-      if (!file)
-        throw kiln::db::DbError("cannot write " + *output);
+      if (!file) throw kiln::db::DbError("cannot write " + *output);
       size_t n = database.export_jsonl(file);
       io.err << "exported " << n << " records to " << *output << '\n';
     });
@@ -201,12 +202,10 @@ static void add_import(CLI::App &db, Streams io) {
         result = database.import_jsonl(std::cin);
       } else {
         std::ifstream file(*input, std::ios::binary);
-        if (!file)
-          throw kiln::db::DbError("cannot read " + *input);
+        if (!file) throw kiln::db::DbError("cannot read " + *input);
         result = database.import_jsonl(file);
       }
-      io.out << "imported " << result.inserted << " records (" << result.duplicates
-             << " already present, skipped)\n";
+      io.out << "imported " << result.inserted << " records (" << result.duplicates << " already present, skipped)\n";
     });
   });
 }
@@ -230,9 +229,10 @@ static void add_retarget(CLI::App &db, Streams io) {
   auto path = std::make_shared<std::string>();
   auto from = std::make_shared<std::string>();
   auto to = std::make_shared<std::string>();
-  CLI::App *cmd = db.add_subcommand(
-      "retarget", "move the records of one stored target to another, e.g. records an older Kiln stored under "
-                  "-mcpu=native to the CPU that measured them");
+  CLI::App *cmd =
+      db.add_subcommand("retarget",
+                        "move the records of one stored target to another, e.g. records an older Kiln stored under "
+                        "-mcpu=native to the CPU that measured them");
   cmd->add_option("--db", *path, "database file")->required();
   cmd->add_option("--from", *from, "stored target, as `kiln db stats` lists it (`native` is kept as written)")
       ->required();
@@ -241,8 +241,7 @@ static void add_retarget(CLI::App &db, Streams io) {
     run_reporting_errors("retarget", io, [&] {
       auto [moved, left] = kiln::db::Database::open(*path, kiln::db::OpenMode::read_write).retarget(*from, *to);
       io.out << "moved " << moved << " records";
-      if (left > 0)
-        io.out << "; " << left << " stay under the old target (the new one already holds their traces)";
+      if (left > 0) io.out << "; " << left << " stay under the old target (the new one already holds their traces)";
       io.out << '\n';
     });
   });
@@ -263,4 +262,4 @@ void add_db_commands(CLI::App &app, std::ostream &out, std::ostream &err) {
 
 void add_db_commands(CLI::App &app) { add_db_commands(app, std::cout, std::cerr); }
 
-} // namespace kiln::cli
+}  // namespace kiln::cli

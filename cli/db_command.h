@@ -1,5 +1,4 @@
-/// \file
-/// `kiln db ...`: look up, inspect, move and shrink tuning databases.
+// `kiln db ...`: look up, inspect, move and shrink tuning databases.
 
 #pragma once
 
@@ -22,4 +21,4 @@ void add_db_commands(CLI::App &app);
 /// The same, writing to the given streams (for tests and embedding).
 void add_db_commands(CLI::App &app, std::ostream &out, std::ostream &err);
 
-} // namespace kiln::cli
+}  // namespace kiln::cli

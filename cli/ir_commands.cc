@@ -29,8 +29,8 @@ static void add_ops(CLI::App &app) {
         inputs += "-" + std::to_string(op.max_inputs);
       }
       if (*verbose) {
-        std::cout << op.name << " (" << inputs << " inputs)\n  " << op.summary << "\n  defaults: " << op.default_attrs.dump()
-                  << "\n\n";
+        std::cout << op.name << " (" << inputs << " inputs)\n  " << op.summary
+                  << "\n  defaults: " << op.default_attrs.dump() << "\n\n";
       } else {
         // The first sentence: up to a period that ends a word ("0.5 * x" is not one).
         std::string first = op.summary.substr(0, op.summary.find(". "));
@@ -62,7 +62,9 @@ static void add_show(CLI::App &app) {
   cmd->add_flag("--key", *key, "also print the workload key (canonical JSON and SHA-256)");
   auto emit = std::make_shared<std::string>();
   auto target = std::make_shared<std::string>("llvm -mcpu=native");
-  cmd->add_option("--emit", *emit, "print what code generation makes of it instead: lowered (the loop program code generation sees), llvm (LLVM IR after optimization) or asm")
+  cmd->add_option("--emit", *emit,
+                  "print what code generation makes of it instead: lowered (the loop program code generation sees), "
+                  "llvm (LLVM IR after optimization) or asm")
       ->check(CLI::IsMember({"lowered", "llvm", "asm"}));
   cmd->add_option("--target", *target, "target for --emit llvm|asm")->capture_default_str();
   cmd->callback([args, trace_file, key, emit, target] {
@@ -98,7 +100,8 @@ static void add_show(CLI::App &app) {
 // A fixed multi-level tiling of the last block (the kind of schedule the search
 // generates), checked against the unscheduled program by the interpreter.
 static void add_demo(CLI::App &app) {
-  auto *cmd = app.add_subcommand("demo", "Schedule an operator with a sampled tiling and check it against the reference");
+  auto *cmd =
+      app.add_subcommand("demo", "Schedule an operator with a sampled tiling and check it against the reference");
   auto args = std::make_shared<WorkloadArgs>();
   args->add_to(*cmd);
   auto seed = std::make_shared<uint64_t>(1);
@@ -130,7 +133,8 @@ static void add_demo(CLI::App &app) {
     if (main_block.empty()) main_block = sch.block_names().back();
     ir::BlockRV block = sch.get_block(main_block);
     std::vector<ir::LoopRV> loops = sch.get_loops(block);
-    if (loops.empty()) fail("block '" + main_block + "' has no loops (its output is a scalar): there is nothing to tile");
+    if (loops.empty())
+      fail("block '" + main_block + "' has no loops (its output is a scalar): there is nothing to tile");
     std::vector<ir::LoopRV> outer, inner;
     for (const ir::LoopRV &l : loops) {
       std::vector<ir::ExprRV> t = sch.sample_perfect_tile(l, 2, 8);

@@ -6,9 +6,9 @@
 
 #include "cli/costmodel_command.h"
 #include "cli/db_command.h"
-#include "cli/model_commands.h"
 #include "cli/ir_commands.h"
 #include "cli/measure_command.h"
+#include "cli/model_commands.h"
 #include "cli/tracker_commands.h"
 #include "cli/tune_command.h"
 

@@ -4,12 +4,12 @@
 
 #include <CLI/CLI.hpp>
 
-#include "cli/flag_checks.h"
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include "cli/flag_checks.h"
 
 #include "cli/workload_args.h"
 #include "ir/flops.h"
@@ -53,7 +53,8 @@ void add_measure_command(CLI::App &app) {
   cmd->add_option("--run-timeout", args->run_timeout, "seconds a run may take before it is killed")
       ->capture_default_str()
       ->check(seconds());
-  cmd->add_option("--build-timeout", args->build_timeout, "seconds a build may take")->capture_default_str()
+  cmd->add_option("--build-timeout", args->build_timeout, "seconds a build may take")
+      ->capture_default_str()
       ->check(seconds());
   cmd->callback([args] {
     // The runner forks its server first, while this process has no other threads.
@@ -83,8 +84,7 @@ void add_measure_command(CLI::App &app) {
         fail("trace '" + args->trace_file + "' does not apply to this task: " + e.what());
       }
     }
-    std::filesystem::path work =
-        std::filesystem::temp_directory_path() / ("kiln_measure_" + std::to_string(getpid()));
+    std::filesystem::path work = std::filesystem::temp_directory_path() / ("kiln_measure_" + std::to_string(getpid()));
     measure::LocalBuilderPool pool(1, work, args->build_timeout);
     std::vector<measure::BuildResult> built = pool.build(
         {measure::BuildInput{scheduled, target, "candidate"}, measure::BuildInput{naive, target, "reference"}});

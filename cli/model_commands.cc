@@ -1,12 +1,12 @@
 #include "cli/model_commands.h"
 
+#include <unistd.h>
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
-#include <atomic>
 #include <csignal>
 #include <cstdio>
-#include <unistd.h>
 #include <cstring>
 #include <fstream>
 #include <iostream>
@@ -16,15 +16,15 @@
 #include "cli/flag_checks.h"
 #include "cli/tune_command.h"
 #include "cli/workload_args.h"
-#include "measure/local_builder_pool.h"
-#include "measure/local_runner.h"
-#include "scheduler/task_scheduler.h"
 #include "executor/compile.h"
 #include "executor/model.h"
 #include "frontend/fusion.h"
 #include "frontend/onnx_import.h"
 #include "frontend/passes.h"
 #include "frontend/tasks.h"
+#include "measure/local_builder_pool.h"
+#include "measure/local_runner.h"
+#include "scheduler/task_scheduler.h"
 
 namespace kiln::cli {
 
@@ -88,28 +88,32 @@ void print_tasks(const std::vector<frontend::Task> &tasks) {
   std::printf("%zu tasks, %.4f GFLOP per inference\n", tasks.size(), total / 1e9);
 }
 
-
 void add_import(CLI::App &app) {
   auto args = std::make_shared<ImportArgs>();
-  auto *cmd = app.add_subcommand("import", "Import an ONNX model: print its graph after the passes, its fused subgraphs and its tuning tasks");
+  auto *cmd = app.add_subcommand(
+      "import", "Import an ONNX model: print its graph after the passes, its fused subgraphs and its tuning tasks");
   add_import_flags(*cmd, *args);
   cmd->add_flag("--json", args->json, "print the graph, the subgraphs and the tasks as one JSON object");
   cmd->callback([args] {
     auto [graph, subgraphs] = load_graph(*args);
     std::vector<frontend::Task> tasks = frontend::extract_tasks(subgraphs);
     if (args->json) {
-      nlohmann::json out{{"graph", graph.to_json()}, {"subgraphs", nlohmann::json::array()},
-                         {"tasks", nlohmann::json::array()}};
+      nlohmann::json out{
+          {"graph", graph.to_json()}, {"subgraphs", nlohmann::json::array()}, {"tasks", nlohmann::json::array()}};
       for (const frontend::Subgraph &s : subgraphs) out["subgraphs"].push_back(s.workload.summary());
       for (const frontend::Task &t : tasks)
-        out["tasks"].push_back({{"key_hash", t.key_hash}, {"summary", t.workload.summary()}, {"weight", t.weight},
-                                {"flops", t.flops}, {"workload", t.workload.to_json()}});
+        out["tasks"].push_back({{"key_hash", t.key_hash},
+                                {"summary", t.workload.summary()},
+                                {"weight", t.weight},
+                                {"flops", t.flops},
+                                {"workload", t.workload.to_json()}});
       std::cout << out.dump(2) << '\n';
       return;
     }
     std::cout << graph.to_string();
     std::cout << '\n' << subgraphs.size() << " subgraphs:\n";
-    for (size_t i = 0; i < subgraphs.size(); ++i) std::cout << "  " << i << ": " << subgraphs[i].workload.summary() << '\n';
+    for (size_t i = 0; i < subgraphs.size(); ++i)
+      std::cout << "  " << i << ": " << subgraphs[i].workload.summary() << '\n';
     print_tasks(tasks);
   });
 }
@@ -118,8 +122,9 @@ void add_compile(CLI::App &app) {
   auto args = std::make_shared<ImportArgs>();
   auto options = std::make_shared<executor::CompileOptions>();
   auto out = std::make_shared<std::string>();
-  auto *cmd = app.add_subcommand("compile", "Compile an ONNX model into a folder that kiln run loads: each subgraph with "
-                                            "its best schedule in the database, or the untuned default");
+  auto *cmd = app.add_subcommand("compile",
+                                 "Compile an ONNX model into a folder that kiln run loads: each subgraph with "
+                                 "its best schedule in the database, or the untuned default");
   add_import_flags(*cmd, *args);
   cmd->add_option("--db", options->db_path, "tuning database to take schedules from (default: none, all untuned)");
   cmd->add_option("--target", options->target, "target to build for")->capture_default_str();
@@ -172,11 +177,13 @@ void add_run(CLI::App &app) {
   cmd->add_option("--input", args->input, "input: raw little-endian tensor data of the model's input")->required();
   cmd->add_option("--output", args->output, "write the output there (raw, like the input)");
   cmd->add_option("--compare", args->compare, "reference output (raw): print the error, fail beyond --tolerance");
-  cmd->add_option("--tolerance", args->tolerance, "largest relative L2 error --compare accepts")->capture_default_str()
+  cmd->add_option("--tolerance", args->tolerance, "largest relative L2 error --compare accepts")
+      ->capture_default_str()
       ->check(finite_range(0, 1e6));
   cmd->callback([args] {
     executor::Model model = load_model(args->model);
-    if (model.input_types().size() != 1) fail("kiln run feeds one input; this model has " + std::to_string(model.input_types().size()));
+    if (model.input_types().size() != 1)
+      fail("kiln run feeds one input; this model has " + std::to_string(model.input_types().size()));
     ir::HostTensor input = read_raw_tensor(args->input, model.input_types()[0]);
     auto start = std::chrono::steady_clock::now();
     std::vector<ir::HostTensor> outputs;
@@ -187,8 +194,8 @@ void add_run(CLI::App &app) {
     }
     double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     const ir::HostTensor &out = outputs.at(0);
-    std::printf("output '%s': %s %s, %.3f ms\n", model.output_names()[0].c_str(), frontend::shape_string(out.shape()).c_str(),
-                ir::dtype_name(out.dtype()), ms);
+    std::printf("output '%s': %s %s, %.3f ms\n", model.output_names()[0].c_str(),
+                frontend::shape_string(out.shape()).c_str(), ir::dtype_name(out.dtype()), ms);
     if (!args->output.empty()) {
       std::ofstream f(args->output, std::ios::binary);
       f.write(static_cast<const char *>(out.data()), out.size() * ir::dtype_bytes(out.dtype()));
@@ -199,7 +206,8 @@ void add_run(CLI::App &app) {
       double max_abs = 0;
       for (int64_t i = 0; i < out.size(); ++i) max_abs = std::max(max_abs, std::fabs(out.get(i) - want.get(i)));
       double rel = ir::relative_l2_error(out, want);
-      std::printf("compare: max abs error %.3g, relative L2 error %.3g (tolerance %.3g)\n", max_abs, rel, args->tolerance);
+      std::printf("compare: max abs error %.3g, relative L2 error %.3g (tolerance %.3g)\n", max_abs, rel,
+                  args->tolerance);
       if (!(rel <= args->tolerance)) fail("the output differs from '" + args->compare + "' beyond the tolerance");
     }
   });
@@ -216,7 +224,8 @@ void add_bench(CLI::App &app) {
   cmd->add_option("--model", args->model, "compiled model folder (kiln compile)")->required();
   cmd->add_option("--threads", args->threads, "threads of the runtime pool (default: all cores)")
       ->check(at_least(1, 1024));
-  cmd->add_option("--repeat", args->repeat, "timed inferences after 3 warm-up runs")->capture_default_str()
+  cmd->add_option("--repeat", args->repeat, "timed inferences after 3 warm-up runs")
+      ->capture_default_str()
       ->check(at_least(1, 1000000));
   cmd->callback([args] {
     executor::Model model = load_model(args->model);
@@ -269,8 +278,9 @@ void add_tune(CLI::App &app) {
   };
   auto a = std::make_shared<ModelTuneArgs>();
   a->confirm_top = 4;
-  auto *cmd = app.add_subcommand("tune", "Tune every task of an ONNX model with the task scheduler, store the results in "
-                                         "the database, and measure the model before and after");
+  auto *cmd = app.add_subcommand("tune",
+                                 "Tune every task of an ONNX model with the task scheduler, store the results in "
+                                 "the database, and measure the model before and after");
   add_import_flags(*cmd, a->model);
   add_tuning_flags(cmd, *a);
   cmd->add_option("--task-scheduler", a->allocation,
@@ -299,7 +309,8 @@ void add_tune(CLI::App &app) {
     scheduler::SchedulerOptions options;
     options.trials = a->trials;
     options.time_limit_seconds = a->time_limit;
-    options.allocation = a->allocation == "gradient" ? scheduler::Allocation::kGradient : scheduler::Allocation::kRoundRobin;
+    options.allocation =
+        a->allocation == "gradient" ? scheduler::Allocation::kGradient : scheduler::Allocation::kRoundRobin;
     options.early_stop_rounds = a->early_stop;
     options.task = tune_options(*a);
     std::filesystem::path work = std::filesystem::temp_directory_path() / ("kiln_tune_" + std::to_string(getpid()));
@@ -317,9 +328,11 @@ void add_tune(CLI::App &app) {
           [&](const scheduler::SchedulerProgress &p) {
             if (a->quiet) return;
             double rate = p.elapsed_seconds > 0 ? static_cast<double>(p.trials) / p.elapsed_seconds : 0;
-            std::fprintf(stderr, "%s[round %4lld] trials %6lld/%lld  estimated model latency %10.4f ms  %5.1f trials/s  %6.0f s%s",
-                         tty ? "\r" : "", (long long)p.round, (long long)p.trials, (long long)a->trials,
-                         p.estimated_latency * 1e3, rate, p.elapsed_seconds, tty ? "" : "\n");
+            std::fprintf(
+                stderr,
+                "%s[round %4lld] trials %6lld/%lld  estimated model latency %10.4f ms  %5.1f trials/s  %6.0f s%s",
+                tty ? "\r" : "", (long long)p.round, (long long)p.trials, (long long)a->trials,
+                p.estimated_latency * 1e3, rate, p.elapsed_seconds, tty ? "" : "\n");
             std::fflush(stderr);
           },
           [] { return interrupted.load(); });
@@ -329,7 +342,8 @@ void add_tune(CLI::App &app) {
     }
     std::filesystem::remove_all(work);
     if (!a->quiet && tty) std::cerr << "\n";
-    if (interrupted) std::cerr << "interrupted: stopped after the running round; every measurement is stored, a rerun resumes\n";
+    if (interrupted)
+      std::cerr << "interrupted: stopped after the running round; every measurement is stored, a rerun resumes\n";
     const scheduler::SchedulerProgress &p = result.progress;
     double total = p.estimated_latency;
     std::printf("%-3s  %-34s %6s %7s %11s %9s %6s\n", "#", "task", "weight", "trials", "best ms", "GFLOP/s", "share");
@@ -356,7 +370,8 @@ void add_tune(CLI::App &app) {
                 time.search, time.features, time.training, time.build, time.run, time.database);
     if (!a->measure || interrupted) return;
     // The model measured, not estimated: untuned defaults and tuned, alternating.
-    std::filesystem::path dir = std::filesystem::temp_directory_path() / ("kiln_tune_models_" + std::to_string(getpid()));
+    std::filesystem::path dir =
+        std::filesystem::temp_directory_path() / ("kiln_tune_models_" + std::to_string(getpid()));
     try {
       database.reset();
       executor::compile_model(graph, subgraphs, {target.str(), ""}, (dir / "untuned").string());

@@ -119,11 +119,12 @@ void print_status(const StatusArgs &a) {
     std::cout << text;
     return;
   }
-  std::printf("tracker %s, up %.0f s: %lld jobs submitted, %lld resolved, %lld re-dispatched, %lld late results "
-              "discarded; %lld blobs (%.1f MiB)\n",
-              status.tracker_instance_id().c_str(), status.uptime_seconds(), (long long)status.jobs_submitted(),
-              (long long)status.jobs_resolved(), (long long)status.redispatches(), (long long)status.stale_results(),
-              (long long)status.blobs(), status.blob_bytes() / 1048576.0);
+  std::printf(
+      "tracker %s, up %.0f s: %lld jobs submitted, %lld resolved, %lld re-dispatched, %lld late results "
+      "discarded; %lld blobs (%.1f MiB)\n",
+      status.tracker_instance_id().c_str(), status.uptime_seconds(), (long long)status.jobs_submitted(),
+      (long long)status.jobs_resolved(), (long long)status.redispatches(), (long long)status.stale_results(),
+      (long long)status.blobs(), status.blob_bytes() / 1048576.0);
   std::printf("\n%-24s %8s %8s %10s %14s\n", "key", "runners", "queued", "in flight", "oldest queued");
   for (const auto &k : status.keys()) {
     std::printf("%-24s %8d %8d %10d %12.1f s\n", k.key().c_str(), k.runners(), k.queued(), k.in_flight(),
@@ -141,26 +142,30 @@ void print_status(const StatusArgs &a) {
 }  // namespace
 
 void add_tracker_commands(CLI::App &app) {
-  auto *cmd = app.add_subcommand("tracker", "Run the measurement tracker: runners connect to it, tuners submit "
-                                            "candidates through it (`kiln tracker status` shows its state)");
+  auto *cmd = app.add_subcommand("tracker",
+                                 "Run the measurement tracker: runners connect to it, tuners submit "
+                                 "candidates through it (`kiln tracker status` shows its state)");
   auto a = std::make_shared<TrackerArgs>();
   cmd->add_option("--listen", a->listen, "HOST:PORT to serve on (port 0: any free port)")->capture_default_str();
   cmd->add_option("--token-file", a->token_file, "file whose first line is the token every caller must send")
       ->check(CLI::ExistingFile);
-  cmd->add_option("--tls-cert", a->tls_cert, "PEM certificate of this tracker (with --tls-key: TLS)")->check(CLI::ExistingFile);
+  cmd->add_option("--tls-cert", a->tls_cert, "PEM certificate of this tracker (with --tls-key: TLS)")
+      ->check(CLI::ExistingFile);
   cmd->add_option("--tls-key", a->tls_key, "PEM private key of the certificate")->check(CLI::ExistingFile);
   cmd->add_flag("--insecure", a->insecure, "serve plaintext on a non-loopback address");
   cmd->add_option("--port-file", a->port_file, "write the port served on to this file once listening");
   cmd->add_option("--max-blob-mb", a->max_blob_mb, "refuse larger artifacts before receiving them")
       ->capture_default_str()
       ->check(at_least(1, 1 << 20));
-  cmd->add_option("--max-store-mb", a->max_store_mb, "memory for artifacts of queued jobs")->capture_default_str()
+  cmd->add_option("--max-store-mb", a->max_store_mb, "memory for artifacts of queued jobs")
+      ->capture_default_str()
       ->check(at_least(1, 1 << 24));
   cmd->add_option("--max-runner-losses", a->max_runner_losses,
                   "a job whose runner is lost this often fails as RUNNER_LOST instead of being re-dispatched")
       ->capture_default_str()
       ->check(at_least(1, 1000));
-  cmd->add_option("--heartbeat", a->heartbeat, "seconds between a busy runner's polls")->capture_default_str()
+  cmd->add_option("--heartbeat", a->heartbeat, "seconds between a busy runner's polls")
+      ->capture_default_str()
       ->check(seconds());
   cmd->add_option("--runner-lost-after", a->runner_lost_after, "seconds of silence after which a runner is lost")
       ->capture_default_str()
@@ -173,8 +178,10 @@ void add_tracker_commands(CLI::App &app) {
   auto *status = cmd->add_subcommand("status", "Show the tracker's runners, keys, queues and counters");
   auto s = std::make_shared<StatusArgs>();
   status->add_option("--tracker", s->tracker, "the tracker's HOST:PORT")->capture_default_str();
-  status->add_option("--token-file", s->token_file, "file whose first line is the tracker's token")->check(CLI::ExistingFile);
-  status->add_option("--tls-ca", s->tls_ca, "PEM CA certificate of the tracker (enables TLS)")->check(CLI::ExistingFile);
+  status->add_option("--token-file", s->token_file, "file whose first line is the tracker's token")
+      ->check(CLI::ExistingFile);
+  status->add_option("--tls-ca", s->tls_ca, "PEM CA certificate of the tracker (enables TLS)")
+      ->check(CLI::ExistingFile);
   status->add_flag("--insecure", s->insecure, "allow plaintext to a non-loopback tracker");
   status->add_flag("--json", s->json, "print the status as JSON");
   status->callback([s] { print_status(*s); });

@@ -4,11 +4,11 @@
 
 #include <CLI/CLI.hpp>
 
-#include "cli/flag_checks.h"
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
 #include <memory>
+#include "cli/flag_checks.h"
 
 #include "cli/workload_args.h"
 #include "costmodel/xgb_model.h"
@@ -49,15 +49,17 @@ void add_tuning_flags(CLI::App *cmd, TuningArgs &args) {
       ->capture_default_str()
       ->check(seconds());
   cmd->add_option("--db", a->db, "SQLite tuning database (created if missing; a rerun resumes)")->capture_default_str();
-  cmd->add_option("--trials", a->trials, "candidates to measure in this run")->capture_default_str()
+  cmd->add_option("--trials", a->trials, "candidates to measure in this run")
+      ->capture_default_str()
       ->check(at_least(1));
-  cmd->add_option("--batch", a->batch, "candidates built and measured per round")->capture_default_str()
+  cmd->add_option("--batch", a->batch, "candidates built and measured per round")
+      ->capture_default_str()
       ->check(at_least(1, 4096));
-  cmd->add_option("--time", a->time_limit, "stop after this many seconds (0: no limit)")->capture_default_str()
+  cmd->add_option("--time", a->time_limit, "stop after this many seconds (0: no limit)")
+      ->capture_default_str()
       ->check(finite_range(0, 1e7));
   cmd->add_option("--seed", a->seed, "makes the search deterministic apart from timings")->capture_default_str();
-  cmd->add_option("--builders", a->builders, "parallel build workers")->capture_default_str()
-      ->check(at_least(1, 256));
+  cmd->add_option("--builders", a->builders, "parallel build workers")->capture_default_str()->check(at_least(1, 256));
   cmd->add_option("--cost-model", a->cost_model, "xgb (learned) or random (ablation)")
       ->capture_default_str()
       ->check(CLI::IsMember({"xgb", "random"}));
@@ -67,11 +69,14 @@ void add_tuning_flags(CLI::App *cmd, TuningArgs &args) {
   cmd->add_option("--generations", a->generations, "mutation rounds per batch")
       ->capture_default_str()
       ->check(at_least(0, 1000));
-  cmd->add_option("--eps", a->eps, "share of each batch picked at random")->capture_default_str()
+  cmd->add_option("--eps", a->eps, "share of each batch picked at random")
+      ->capture_default_str()
       ->check(finite_range(0, 1));
-  cmd->add_option("--repeat", a->repeat, "timed repeats per candidate")->capture_default_str()
+  cmd->add_option("--repeat", a->repeat, "timed repeats per candidate")
+      ->capture_default_str()
       ->check(at_least(1, 100000));
-  cmd->add_option("--min-repeat-ms", a->min_repeat_ms, "minimum duration of one repeat")->capture_default_str()
+  cmd->add_option("--min-repeat-ms", a->min_repeat_ms, "minimum duration of one repeat")
+      ->capture_default_str()
       ->check(finite_range(0, 60000));
   cmd->add_option("--give-up-factor", a->give_up_factor,
                   "time a candidate whose first call is this many times slower than the best by that call alone "
@@ -140,7 +145,6 @@ std::unique_ptr<costmodel::CostModel> make_cost_model(const TuningArgs &a) {
   return std::make_unique<costmodel::XGBoostCostModel>();
 }
 
-
 void add_tune_command(CLI::App &app) {
   auto *cmd = app.add_subcommand(
       "tune-op", "Tune one operator (or a workload file) and store the results; without --op, a BERT dense layer");
@@ -197,8 +201,7 @@ void add_tune_command(CLI::App &app) {
     if (p.best_seconds > 0) {
       std::cout << "best: " << p.best_seconds * 1e3 << " ms, " << p.best_gflops << " GFLOP/s";
       if (r.confirmed > 0)
-        std::cout << " (median of its re-timings; the fastest of " << r.confirmed
-                  << " programs re-timed side by side)";
+        std::cout << " (median of its re-timings; the fastest of " << r.confirmed << " programs re-timed side by side)";
       std::cout << "\n";
     } else {
       std::cout << "no valid candidate yet\n";

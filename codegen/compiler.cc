@@ -6,10 +6,10 @@
 
 #include <llvm/Analysis/CGSCCPassManager.h>
 #include <llvm/Analysis/LoopAnalysisManager.h>
+#include <llvm/Config/llvm-config.h>
 #include <llvm/IR/LLVMContext.h>
 #include <llvm/IR/LegacyPassManager.h>
 #include <llvm/IR/Module.h>
-#include <llvm/Config/llvm-config.h>
 #include <llvm/MC/MCSubtargetInfo.h>
 #include <llvm/MC/TargetRegistry.h>
 #include <llvm/Passes/PassBuilder.h>
@@ -26,8 +26,8 @@
 #include <cstring>
 #include <fstream>
 #include <map>
-#include <sstream>
 #include <mutex>
+#include <sstream>
 
 #include "codegen/codegen.h"
 #include "codegen/lower_llvm.h"
@@ -90,18 +90,19 @@ std::unique_ptr<llvm::TargetMachine> make_target_machine(const Target &target) {
   std::unique_ptr<llvm::MCSubtargetInfo> subtarget(t->createMCSubtargetInfo(triple, "", ""));
   if (cpu != "generic" && cpu != "native" && (!subtarget || !subtarget->isCPUStringValid(cpu)))
     throw CodegenError("LLVM " + std::to_string(LLVM_VERSION_MAJOR) + " does not know the CPU '" + cpu + "' for " +
-                       triple + "; `llc-" + std::to_string(LLVM_VERSION_MAJOR) +
-                       " -mtriple=" + triple + " -mcpu=help` lists the names it accepts");
+                       triple + "; `llc-" + std::to_string(LLVM_VERSION_MAJOR) + " -mtriple=" + triple +
+                       " -mcpu=help` lists the names it accepts");
   std::string features;
   // The host's own CPU (as `native` resolves to) is built with LLVM's view of the host,
   // features included: a virtual machine may lack some of its model's features.
-  bool host_cpu_target = normalize_triple(target.mtriple) == normalize_triple(host_triple()) &&
-                         (cpu == "native" || cpu == host_cpu());
+  bool host_cpu_target =
+      normalize_triple(target.mtriple) == normalize_triple(host_triple()) && (cpu == "native" || cpu == host_cpu());
   if (host_cpu_target) {
     cpu = llvm::sys::getHostCPUName().str();
     llvm::StringMap<bool> host;
     if (llvm::sys::getHostCPUFeatures(host)) {
-      for (const auto &f : host) features += (features.empty() ? "" : ",") + std::string(f.second ? "+" : "-") + f.first().str();
+      for (const auto &f : host)
+        features += (features.empty() ? "" : ",") + std::string(f.second ? "+" : "-") + f.first().str();
     }
   }
   llvm::TargetOptions options;
@@ -146,7 +147,8 @@ std::string emit(llvm::Module &mod, llvm::TargetMachine &tm, llvm::CodeGenFileTy
 // Links an object into a shared library with lld (a cross linker: the same binary links
 // x86-64 and AArch64 artifacts).
 void link_shared(const std::string &object_path, const std::string &output_path) {
-  std::vector<std::string> argv_s = {KILN_LLD_PATH, "-shared", "--no-undefined-version", "-o", output_path, object_path};
+  std::vector<std::string> argv_s = {KILN_LLD_PATH, "-shared",   "--no-undefined-version",
+                                     "-o",          output_path, object_path};
   std::vector<char *> argv;
   for (std::string &a : argv_s) argv.push_back(a.data());
   argv.push_back(nullptr);

@@ -66,8 +66,7 @@ class CodeGen : public ExprFunctor<llvm::Value *>, public StmtFunctor<void> {
 
     // kiln_entry(void **args) unpacks the argument array.
     auto *entry_ty = llvm::FunctionType::get(b_.getInt32Ty(), {ptr}, false);
-    llvm::Function *entry =
-        llvm::Function::Create(entry_ty, llvm::Function::ExternalLinkage, KILN_ENTRY_SYMBOL, mod_);
+    llvm::Function *entry = llvm::Function::Create(entry_ty, llvm::Function::ExternalLinkage, KILN_ENTRY_SYMBOL, mod_);
     add_cpu_attrs(entry);
     b_.SetInsertPoint(llvm::BasicBlock::Create(ctx_, "entry", entry));
     std::vector<llvm::Value *> args;
@@ -134,12 +133,18 @@ class CodeGen : public ExprFunctor<llvm::Value *>, public StmtFunctor<void> {
   // ---- types and helpers ----------------------------------------------------------------
   llvm::Type *scalar_type(DType t) {
     switch (t) {
-      case DType::kBool: return b_.getInt1Ty();
-      case DType::kInt8: return b_.getInt8Ty();
-      case DType::kInt32: return b_.getInt32Ty();
-      case DType::kInt64: return b_.getInt64Ty();
-      case DType::kFloat16: return b_.getHalfTy();
-      case DType::kFloat32: return b_.getFloatTy();
+      case DType::kBool:
+        return b_.getInt1Ty();
+      case DType::kInt8:
+        return b_.getInt8Ty();
+      case DType::kInt32:
+        return b_.getInt32Ty();
+      case DType::kInt64:
+        return b_.getInt64Ty();
+      case DType::kFloat16:
+        return b_.getHalfTy();
+      case DType::kFloat32:
+        return b_.getFloatTy();
     }
     return nullptr;
   }
@@ -205,26 +210,47 @@ class CodeGen : public ExprFunctor<llvm::Value *>, public StmtFunctor<void> {
     bool fp = is_float(t);
     llvm::Value *r = nullptr;
     switch (kind) {
-      case ExprKind::kAdd: r = fp ? b_.CreateFAdd(a, c) : b_.CreateAdd(a, c); break;
-      case ExprKind::kSub: r = fp ? b_.CreateFSub(a, c) : b_.CreateSub(a, c); break;
-      case ExprKind::kMul: r = fp ? b_.CreateFMul(a, c) : b_.CreateMul(a, c); break;
-      case ExprKind::kDiv: r = b_.CreateFDiv(a, c); break;
+      case ExprKind::kAdd:
+        r = fp ? b_.CreateFAdd(a, c) : b_.CreateAdd(a, c);
+        break;
+      case ExprKind::kSub:
+        r = fp ? b_.CreateFSub(a, c) : b_.CreateSub(a, c);
+        break;
+      case ExprKind::kMul:
+        r = fp ? b_.CreateFMul(a, c) : b_.CreateMul(a, c);
+        break;
+      case ExprKind::kDiv:
+        r = b_.CreateFDiv(a, c);
+        break;
       case ExprKind::kMin:
         r = fp ? b_.CreateSelect(b_.CreateFCmpOLT(a, c), a, c) : b_.CreateSelect(b_.CreateICmpSLT(a, c), a, c);
         break;
       case ExprKind::kMax:
         r = fp ? b_.CreateSelect(b_.CreateFCmpOGT(a, c), a, c) : b_.CreateSelect(b_.CreateICmpSGT(a, c), a, c);
         break;
-      default: throw CodegenError("not an arithmetic node");
+      default:
+        throw CodegenError("not an arithmetic node");
     }
     return r;
   }
-  llvm::Value *visit(const AddNode *op, const Expr &) override { return arith(ExprKind::kAdd, op->a, op->b, op->dtype); }
-  llvm::Value *visit(const SubNode *op, const Expr &) override { return arith(ExprKind::kSub, op->a, op->b, op->dtype); }
-  llvm::Value *visit(const MulNode *op, const Expr &) override { return arith(ExprKind::kMul, op->a, op->b, op->dtype); }
-  llvm::Value *visit(const DivNode *op, const Expr &) override { return arith(ExprKind::kDiv, op->a, op->b, op->dtype); }
-  llvm::Value *visit(const MinNode *op, const Expr &) override { return arith(ExprKind::kMin, op->a, op->b, op->dtype); }
-  llvm::Value *visit(const MaxNode *op, const Expr &) override { return arith(ExprKind::kMax, op->a, op->b, op->dtype); }
+  llvm::Value *visit(const AddNode *op, const Expr &) override {
+    return arith(ExprKind::kAdd, op->a, op->b, op->dtype);
+  }
+  llvm::Value *visit(const SubNode *op, const Expr &) override {
+    return arith(ExprKind::kSub, op->a, op->b, op->dtype);
+  }
+  llvm::Value *visit(const MulNode *op, const Expr &) override {
+    return arith(ExprKind::kMul, op->a, op->b, op->dtype);
+  }
+  llvm::Value *visit(const DivNode *op, const Expr &) override {
+    return arith(ExprKind::kDiv, op->a, op->b, op->dtype);
+  }
+  llvm::Value *visit(const MinNode *op, const Expr &) override {
+    return arith(ExprKind::kMin, op->a, op->b, op->dtype);
+  }
+  llvm::Value *visit(const MaxNode *op, const Expr &) override {
+    return arith(ExprKind::kMax, op->a, op->b, op->dtype);
+  }
 
   // Floor division/modulo from truncating ones: adjust when the remainder's sign
   // differs from the divisor's.
@@ -233,8 +259,8 @@ class CodeGen : public ExprFunctor<llvm::Value *>, public StmtFunctor<void> {
     unify(a, c);
     llvm::Value *q = b_.CreateSDiv(a, c), *r = b_.CreateSRem(a, c);
     llvm::Value *zero = llvm::Constant::getNullValue(r->getType());
-    llvm::Value *adjust = b_.CreateAnd(b_.CreateICmpNE(r, zero),
-                                       b_.CreateICmpNE(b_.CreateICmpSLT(r, zero), b_.CreateICmpSLT(c, zero)));
+    llvm::Value *adjust =
+        b_.CreateAnd(b_.CreateICmpNE(r, zero), b_.CreateICmpNE(b_.CreateICmpSLT(r, zero), b_.CreateICmpSLT(c, zero)));
     llvm::Value *one = llvm::ConstantInt::get(q->getType(), 1);
     *q_out = b_.CreateSelect(adjust, b_.CreateSub(q, one), q);
     *r_out = b_.CreateSelect(adjust, b_.CreateAdd(r, c), r);
@@ -266,13 +292,20 @@ class CodeGen : public ExprFunctor<llvm::Value *>, public StmtFunctor<void> {
     unify(a, c);
     bool fp = is_float(ea.dtype());
     switch (kind) {
-      case ExprKind::kEQ: return fp ? b_.CreateFCmpOEQ(a, c) : b_.CreateICmpEQ(a, c);
-      case ExprKind::kNE: return fp ? b_.CreateFCmpUNE(a, c) : b_.CreateICmpNE(a, c);
-      case ExprKind::kLT: return fp ? b_.CreateFCmpOLT(a, c) : b_.CreateICmpSLT(a, c);
-      case ExprKind::kLE: return fp ? b_.CreateFCmpOLE(a, c) : b_.CreateICmpSLE(a, c);
-      case ExprKind::kGT: return fp ? b_.CreateFCmpOGT(a, c) : b_.CreateICmpSGT(a, c);
-      case ExprKind::kGE: return fp ? b_.CreateFCmpOGE(a, c) : b_.CreateICmpSGE(a, c);
-      default: throw CodegenError("not a comparison");
+      case ExprKind::kEQ:
+        return fp ? b_.CreateFCmpOEQ(a, c) : b_.CreateICmpEQ(a, c);
+      case ExprKind::kNE:
+        return fp ? b_.CreateFCmpUNE(a, c) : b_.CreateICmpNE(a, c);
+      case ExprKind::kLT:
+        return fp ? b_.CreateFCmpOLT(a, c) : b_.CreateICmpSLT(a, c);
+      case ExprKind::kLE:
+        return fp ? b_.CreateFCmpOLE(a, c) : b_.CreateICmpSLE(a, c);
+      case ExprKind::kGT:
+        return fp ? b_.CreateFCmpOGT(a, c) : b_.CreateICmpSGT(a, c);
+      case ExprKind::kGE:
+        return fp ? b_.CreateFCmpOGE(a, c) : b_.CreateICmpSGE(a, c);
+      default:
+        throw CodegenError("not a comparison");
     }
   }
   llvm::Value *visit(const EQNode *op, const Expr &) override { return compare(ExprKind::kEQ, op->a, op->b); }
@@ -394,14 +427,22 @@ class CodeGen : public ExprFunctor<llvm::Value *>, public StmtFunctor<void> {
     // LLVM would otherwise call libm once per lane.
     bool f32 = x->getType()->getScalarType()->isFloatTy();
     switch (op->op) {
-      case Intrinsic::kExp: return f32 ? emit_exp_f32(b_, x) : intrinsic(llvm::Intrinsic::exp, {x});
-      case Intrinsic::kLog: return intrinsic(llvm::Intrinsic::log, {x});
-      case Intrinsic::kSqrt: return intrinsic(llvm::Intrinsic::sqrt, {x});
-      case Intrinsic::kRsqrt: return b_.CreateFDiv(one(x), intrinsic(llvm::Intrinsic::sqrt, {x}));
-      case Intrinsic::kFloor: return intrinsic(llvm::Intrinsic::floor, {x});
-      case Intrinsic::kCeil: return intrinsic(llvm::Intrinsic::ceil, {x});
-      case Intrinsic::kTanh: return f32 ? emit_tanh_f32(b_, x) : libm("tanhf", x);
-      case Intrinsic::kErf: return f32 ? emit_erf_f32(b_, x) : libm("erff", x);
+      case Intrinsic::kExp:
+        return f32 ? emit_exp_f32(b_, x) : intrinsic(llvm::Intrinsic::exp, {x});
+      case Intrinsic::kLog:
+        return intrinsic(llvm::Intrinsic::log, {x});
+      case Intrinsic::kSqrt:
+        return intrinsic(llvm::Intrinsic::sqrt, {x});
+      case Intrinsic::kRsqrt:
+        return b_.CreateFDiv(one(x), intrinsic(llvm::Intrinsic::sqrt, {x}));
+      case Intrinsic::kFloor:
+        return intrinsic(llvm::Intrinsic::floor, {x});
+      case Intrinsic::kCeil:
+        return intrinsic(llvm::Intrinsic::ceil, {x});
+      case Intrinsic::kTanh:
+        return f32 ? emit_tanh_f32(b_, x) : libm("tanhf", x);
+      case Intrinsic::kErf:
+        return f32 ? emit_erf_f32(b_, x) : libm("erff", x);
       case Intrinsic::kSigmoid: {
         llvm::Value *neg = b_.CreateFNeg(x);
         llvm::Value *e = f32 ? emit_exp_f32(b_, neg) : intrinsic(llvm::Intrinsic::exp, {neg});
@@ -528,7 +569,8 @@ class CodeGen : public ExprFunctor<llvm::Value *>, public StmtFunctor<void> {
           if (mask) {
             llvm::Value *ptr = element_ptr(op->buffer, idx, /*maybe_outside=*/true);
             llvm::Value *ptrs = b_.CreateVectorSplat(static_cast<unsigned>(lanes_), ptr);
-            v = b_.CreateMaskedGather(llvm::FixedVectorType::get(elem, static_cast<unsigned>(lanes_)), ptrs, align, mask);
+            v = b_.CreateMaskedGather(llvm::FixedVectorType::get(elem, static_cast<unsigned>(lanes_)), ptrs, align,
+                                      mask);
           } else {
             v = b_.CreateAlignedLoad(elem, element_ptr(op->buffer, idx), align);
           }
@@ -575,8 +617,9 @@ class CodeGen : public ExprFunctor<llvm::Value *>, public StmtFunctor<void> {
         llvm::Value *idx = broadcast(gen(flat));
         llvm::Value *ptrs = element_ptr(op->buffer, idx, mask != nullptr);
         auto *vt = llvm::FixedVectorType::get(elem, static_cast<unsigned>(lanes_));
-        llvm::Value *m = mask ? mask : llvm::Constant::getAllOnesValue(
-                                           llvm::FixedVectorType::get(b_.getInt1Ty(), static_cast<unsigned>(lanes_)));
+        llvm::Value *m = mask ? mask
+                              : llvm::Constant::getAllOnesValue(
+                                    llvm::FixedVectorType::get(b_.getInt1Ty(), static_cast<unsigned>(lanes_)));
         v = tag(b_.CreateMaskedGather(vt, ptrs, align, m), op->buffer);
         break;
       }
@@ -599,7 +642,10 @@ class CodeGen : public ExprFunctor<llvm::Value *>, public StmtFunctor<void> {
     llvm::Value *value = gen(op->value);
     llvm::Type *elem = storage_type(op->buffer->dtype);
     llvm::Align align(static_cast<uint64_t>(dtype_bytes(op->buffer->dtype)));
-    if (op->buffer->dtype == DType::kBool) value = b_.CreateZExt(value, is_vec(value) ? llvm::cast<llvm::Type>(llvm::FixedVectorType::get(elem, static_cast<unsigned>(lanes_))) : elem);
+    if (op->buffer->dtype == DType::kBool)
+      value = b_.CreateZExt(
+          value, is_vec(value) ? llvm::cast<llvm::Type>(llvm::FixedVectorType::get(elem, static_cast<unsigned>(lanes_)))
+                               : elem);
     Pattern pattern = classify(flat);
     if (pattern == Pattern::kStrided) pattern = Pattern::kGather;  // scattered stores stay scatters
     switch (pattern) {
@@ -619,8 +665,8 @@ class CodeGen : public ExprFunctor<llvm::Value *>, public StmtFunctor<void> {
       case Pattern::kStrided:
       case Pattern::kGather: {
         llvm::Value *ptrs = element_ptr(op->buffer, broadcast(gen(flat)));
-        llvm::Value *all = llvm::Constant::getAllOnesValue(
-            llvm::FixedVectorType::get(b_.getInt1Ty(), static_cast<unsigned>(lanes_)));
+        llvm::Value *all =
+            llvm::Constant::getAllOnesValue(llvm::FixedVectorType::get(b_.getInt1Ty(), static_cast<unsigned>(lanes_)));
         tag(b_.CreateMaskedScatter(broadcast(value), ptrs, align, all), op->buffer);
         break;
       }
@@ -849,9 +895,11 @@ class CodeGen : public ExprFunctor<llvm::Value *>, public StmtFunctor<void> {
           unroll_explicitly(op);
           return;
         }
-        emit_loop(op, b_.getInt64(0), b_.getInt64(static_cast<uint64_t>(op->extent)), loop_hint("llvm.loop.unroll.full"));
+        emit_loop(op, b_.getInt64(0), b_.getInt64(static_cast<uint64_t>(op->extent)),
+                  loop_hint("llvm.loop.unroll.full"));
         return;
-      case ForKind::kSerial: break;
+      case ForKind::kSerial:
+        break;
     }
     emit_loop(op, b_.getInt64(0), b_.getInt64(static_cast<uint64_t>(op->extent)), nullptr);
   }
@@ -904,8 +952,8 @@ class CodeGen : public ExprFunctor<llvm::Value *>, public StmtFunctor<void> {
       b_.CreateStore(values[i], b_.CreateStructGEP(closure_ty, closure, static_cast<unsigned>(i)));
 
     auto *task_ty = llvm::FunctionType::get(b_.getInt32Ty(), {b_.getInt64Ty(), b_.getInt64Ty(), ptr}, false);
-    llvm::Function *task = llvm::Function::Create(task_ty, llvm::Function::InternalLinkage,
-                                                  "kiln_task_" + op->loop_var.name(), mod_);
+    llvm::Function *task =
+        llvm::Function::Create(task_ty, llvm::Function::InternalLinkage, "kiln_task_" + op->loop_var.name(), mod_);
     add_cpu_attrs(task);
     // Save this function's state, generate the task, restore.
     llvm::Function *saved_fn = fn_;
@@ -940,8 +988,8 @@ class CodeGen : public ExprFunctor<llvm::Value *>, public StmtFunctor<void> {
     live_workspaces_ = std::move(saved_workspaces);
     b_.SetInsertPoint(saved_bb);
     // Never more tasks than iterations.
-    llvm::Value *threads = b_.CreateSExt(b_.CreateCall(runtime_fn("kiln_rt_num_threads", b_.getInt32Ty(), {})),
-                                         b_.getInt64Ty());
+    llvm::Value *threads =
+        b_.CreateSExt(b_.CreateCall(runtime_fn("kiln_rt_num_threads", b_.getInt32Ty(), {})), b_.getInt64Ty());
     llvm::Value *num_tasks = b_.CreateSelect(b_.CreateICmpSLT(threads, n), threads, n);
     return_if_failed(b_.CreateCall(runtime_fn("kiln_rt_parallel_for", b_.getInt32Ty(), {b_.getInt64Ty(), ptr, ptr}),
                                    {num_tasks, task, closure}));

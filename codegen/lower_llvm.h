@@ -21,7 +21,7 @@ namespace kiln::codegen {
 /// as gathers); otherwise they stay scalar with a vectorization hint. Unrolled loops
 /// are unrolled here; parallel loops are outlined into task functions run by
 /// kiln_rt_parallel_for.
-std::unique_ptr<llvm::Module> lower_to_llvm(const ir::PrimFunc &func, const Target &target,
-                                            llvm::LLVMContext &ctx, llvm::TargetMachine &tm);
+std::unique_ptr<llvm::Module> lower_to_llvm(const ir::PrimFunc &func, const Target &target, llvm::LLVMContext &ctx,
+                                            llvm::TargetMachine &tm);
 
 }  // namespace kiln::codegen

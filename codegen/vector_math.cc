@@ -65,8 +65,8 @@ std::pair<llvm::Value *, llvm::Value *> exp2_integral(llvm::IRBuilder<> &b, llvm
 llvm::Value *emit_exp_f32(llvm::IRBuilder<> &b, llvm::Value *x) {
   // exp(x) = 2^k e^r with k = round(x / ln 2), r = x - k ln 2 in [-ln2/2, ln2/2]; ln 2
   // in two parts (the first exact in 9 bits) so that k ln 2 is subtracted exactly.
-  llvm::Value *xc = call(b, llvm::Intrinsic::minnum, {call(b, llvm::Intrinsic::maxnum, {x, constant(x, -104.0)}),
-                                                      constant(x, 89.0)});
+  llvm::Value *xc =
+      call(b, llvm::Intrinsic::minnum, {call(b, llvm::Intrinsic::maxnum, {x, constant(x, -104.0)}), constant(x, 89.0)});
   llvm::Value *k = call(b, llvm::Intrinsic::floor, {mul_add(b, xc, constant(x, 1.4426950408889634), constant(x, 0.5))});
   llvm::Value *r = mul_add(b, k, constant(x, -0.693359375), xc);
   r = mul_add(b, k, constant(x, 2.12194440e-4), r);
@@ -87,11 +87,11 @@ llvm::Value *emit_erf_f32(llvm::IRBuilder<> &b, llvm::Value *x) {
   // 1 < |x| <= 4: a Chebyshev series in t = (2|x| - 5) / 3.
   llvm::Value *ac = call(b, llvm::Intrinsic::minnum, {a, constant(x, 4.0)});
   llvm::Value *t = mul_add(b, ac, constant(x, 2.0 / 3.0), constant(x, -5.0 / 3.0));
-  llvm::Value *tail = chebyshev(b, t,
-                                {9.6969747946e-01, 5.4251323896e-02, -3.8763756439e-02, 2.1797487804e-02,
-                                 -9.3141747927e-03, 2.7481118337e-03, -3.5767518061e-04, -1.2686220708e-04,
-                                 8.8965358739e-05, -2.2288977858e-05, 7.0175617069e-08, 1.8175606307e-06,
-                                 -5.8348746003e-07});
+  llvm::Value *tail =
+      chebyshev(b, t,
+                {9.6969747946e-01, 5.4251323896e-02, -3.8763756439e-02, 2.1797487804e-02, -9.3141747927e-03,
+                 2.7481118337e-03, -3.5767518061e-04, -1.2686220708e-04, 8.8965358739e-05, -2.2288977858e-05,
+                 7.0175617069e-08, 1.8175606307e-06, -5.8348746003e-07});
   // Exactly 1 where erf rounds to 1 (|x| > 3.92), as GELU's 1 + erf(x) must reach 0.
   tail = b.CreateSelect(b.CreateFCmpOGT(a, constant(x, 3.92)), constant(x, 1.0),
                         call(b, llvm::Intrinsic::minnum, {tail, constant(x, 1.0)}));
@@ -104,10 +104,9 @@ llvm::Value *emit_tanh_f32(llvm::IRBuilder<> &b, llvm::Value *x) {
   llvm::Value *a = call(b, llvm::Intrinsic::fabs, {x});
   // |x| < 0.55: tanh(x) = x P(x^2); beyond, 1 - 2 / (e^{2|x|} + 1) loses nothing to
   // cancellation. tanh(9) rounds to 1.
-  llvm::Value *near_zero =
-      b.CreateFMul(x, horner(b, b.CreateFMul(x, x),
-                             {-6.2336335513e-03, 2.1038214854e-02, -5.3842319260e-02, 1.3332456537e-01,
-                              -3.3333310798e-01, 9.9999999905e-01}));
+  llvm::Value *near_zero = b.CreateFMul(x, horner(b, b.CreateFMul(x, x),
+                                                  {-6.2336335513e-03, 2.1038214854e-02, -5.3842319260e-02,
+                                                   1.3332456537e-01, -3.3333310798e-01, 9.9999999905e-01}));
   llvm::Value *ac = call(b, llvm::Intrinsic::minnum, {a, constant(x, 9.0)});
   llvm::Value *e = emit_exp_f32(b, b.CreateFAdd(ac, ac));
   llvm::Value *tail = b.CreateFSub(constant(x, 1.0), b.CreateFDiv(constant(x, 2.0), b.CreateFAdd(e, constant(x, 1.0))));

@@ -1,5 +1,4 @@
-/// \file
-/// Measurements, the random baseline model and label normalization.
+// Measurements, the random baseline model and label normalization.
 
 #include "costmodel/cost_model.h"
 
@@ -66,10 +65,11 @@ std::vector<float> normalized_per_group(const std::vector<double> &throughputs, 
   return labels;
 }
 
-std::vector<float> normalized_throughputs(const std::vector<double> &throughputs, const std::vector<std::string> &tasks) {
+std::vector<float> normalized_throughputs(const std::vector<double> &throughputs,
+                                          const std::vector<std::string> &tasks) {
   if (!tasks.empty() && throughputs.size() != tasks.size()) {
-    throw std::invalid_argument("normalized_throughputs: " + std::to_string(throughputs.size()) +
-                                " throughputs but " + std::to_string(tasks.size()) + " task names");
+    throw std::invalid_argument("normalized_throughputs: " + std::to_string(throughputs.size()) + " throughputs but " +
+                                std::to_string(tasks.size()) + " task names");
   }
   std::unordered_map<std::string, uint32_t> ids;
   std::vector<uint32_t> group(throughputs.size(), 0);

@@ -1,6 +1,5 @@
-/// \file
-/// The interface search uses to rank candidate programs before measuring them, and
-/// the labels it is trained with.
+// The interface search uses to rank candidate programs before measuring them, and
+// the labels it is trained with.
 
 #pragma once
 
@@ -78,6 +77,7 @@ std::vector<float> normalized_per_group(const std::vector<double> &throughputs, 
 /// Per task, throughput / the task's best throughput: 1 for the fastest program of
 /// its task, in (0, 1] for the others, 0 for failures (throughput <= 0 or not
 /// finite). `tasks[i]` is the task of `throughputs[i]`; empty: all one task.
-std::vector<float> normalized_throughputs(const std::vector<double> &throughputs, const std::vector<std::string> &tasks);
+std::vector<float> normalized_throughputs(const std::vector<double> &throughputs,
+                                          const std::vector<std::string> &tasks);
 
 }  // namespace kiln::costmodel

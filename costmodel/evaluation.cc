@@ -1,5 +1,4 @@
-/// \file
-/// Held-out evaluation (see evaluation.h).
+// Held-out evaluation (see evaluation.h).
 
 #include "costmodel/evaluation.h"
 

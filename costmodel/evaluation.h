@@ -1,6 +1,5 @@
-/// \file
-/// Held-out evaluation of a cost model on measured programs: split, train on one
-/// part, rank the other, report the ranking metrics per task.
+// Held-out evaluation of a cost model on measured programs: split, train on one
+// part, rank the other, report the ranking metrics per task.
 
 #pragma once
 

@@ -1,6 +1,5 @@
-/// \file
-/// Feature extraction of many programs at once, on plain std::threads: each worker
-/// takes the next unclaimed program, so slow programs do not stall a fixed partition.
+// Feature extraction of many programs at once, on plain std::threads: each worker
+// takes the next unclaimed program, so slow programs do not stall a fixed partition.
 
 #include <algorithm>
 #include <atomic>

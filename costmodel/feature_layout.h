@@ -1,6 +1,5 @@
-/// \file
-/// Where each feature group starts in a row. feature_names.cc and features.cc both
-/// derive their positions from here, so names and values cannot drift apart.
+// Where each feature group starts in a row. feature_names.cc and features.cc both
+// derive their positions from here, so names and values cannot drift apart.
 
 #pragma once
 

@@ -1,5 +1,4 @@
-/// \file
-/// The column names of a feature row (documented one by one in costmodel/README.md).
+// The column names of a feature row (documented one by one in costmodel/README.md).
 
 #include <stdexcept>
 #include <unordered_map>
@@ -12,21 +11,33 @@ namespace kiln::costmodel {
 static std::vector<std::string> build_names() {
   using namespace layout;  // NOLINT: constants of this file's own layout
   static const char *const kOpNames[kNumOpCounts] = {
-      "float_mad",  "float_addsub", "float_mul", "float_divmod", "float_cmp", "float_math_func", "int_addsub",
-      "int_mul",    "int_divmod",   "int_cmp",   "bool_op",      "select_op", "cast_op"};
+      "float_mad", "float_addsub", "float_mul", "float_divmod", "float_cmp", "float_math_func", "int_addsub",
+      "int_mul",   "int_divmod",   "int_cmp",   "bool_op",      "select_op", "cast_op"};
   static const char *const kAnnotationNames[kNumAnnotationKinds] = {"vec", "unroll", "parallel"};
-  static const char *const kPositionNames[kNumPositions] = {"none",        "inner_spatial", "middle_spatial",
+  static const char *const kPositionNames[kNumPositions] = {"none",          "inner_spatial", "middle_spatial",
                                                             "outer_spatial", "inner_reduce",  "middle_reduce",
                                                             "outer_reduce",  "mixed"};
-  static const char *const kGpuNames[kNumGpu] = {"is_gpu",        "blockIdx_x_len",  "blockIdx_y_len",
-                                                 "blockIdx_z_len", "threadIdx_x_len", "threadIdx_y_len",
+  static const char *const kGpuNames[kNumGpu] = {"is_gpu",          "blockIdx_x_len",  "blockIdx_y_len",
+                                                 "blockIdx_z_len",  "threadIdx_x_len", "threadIdx_y_len",
                                                  "threadIdx_z_len", "vthread_len"};
-  static const char *const kBufferNames[kPerBuffer] = {
-      "acc_type_read",     "acc_type_write",        "acc_type_read_write",     "bytes",
-      "unique_bytes",      "lines",                 "unique_lines",            "reuse_type_loop_multiple_read",
-      "reuse_type_serial_multiple_read_write",      "reuse_type_no_reuse",     "reuse_dis_iter",
-      "reuse_dis_bytes",   "reuse_ct",              "bytes_d_reuse_ct",        "unique_bytes_d_reuse_ct",
-      "lines_d_reuse_ct",  "unique_lines_d_reuse_ct", "stride"};
+  static const char *const kBufferNames[kPerBuffer] = {"acc_type_read",
+                                                       "acc_type_write",
+                                                       "acc_type_read_write",
+                                                       "bytes",
+                                                       "unique_bytes",
+                                                       "lines",
+                                                       "unique_lines",
+                                                       "reuse_type_loop_multiple_read",
+                                                       "reuse_type_serial_multiple_read_write",
+                                                       "reuse_type_no_reuse",
+                                                       "reuse_dis_iter",
+                                                       "reuse_dis_bytes",
+                                                       "reuse_ct",
+                                                       "bytes_d_reuse_ct",
+                                                       "unique_bytes_d_reuse_ct",
+                                                       "lines_d_reuse_ct",
+                                                       "unique_lines_d_reuse_ct",
+                                                       "stride"};
   static const char *const kAllocNames[kNumAlloc] = {"alloc_size", "alloc_prod", "alloc_outer_prod",
                                                      "alloc_inner_prod"};
   static const char *const kOuterNames[kNumOuter] = {"outer_prod", "num_loops", "auto_unroll_max_step"};

@@ -1,7 +1,6 @@
-/// \file
-/// Second pass of feature extraction: from the store sites of a lowered program to
-/// one feature row per store. Follows Ansor's per-store features (see README.md for
-/// the meaning of every column and where this differs from Ansor).
+// Second pass of feature extraction: from the store sites of a lowered program to
+// one feature row per store. Follows Ansor's per-store features (see README.md for
+// the meaning of every column and where this differs from Ansor).
 
 #include "costmodel/features.h"
 
@@ -23,9 +22,7 @@ using layout::LoopPosition;
 using layout::ReuseType;
 
 /// Ansor's squashing of magnitudes: sign(x) * log2(1 + |x|).
-static float slog(double x) {
-  return static_cast<float>(x >= 0 ? std::log2(1 + x) : -std::log2(1 - x));
-}
+static float slog(double x) { return static_cast<float>(x >= 0 ? std::log2(1 + x) : -std::log2(1 - x)); }
 
 static constexpr double kCacheLineBytes = 64;
 
@@ -270,7 +267,8 @@ static void write_annotation(const StoreSites &s, const StoreSite &site, bool (*
       first = std::min(first, m);
       last = std::max(last, m);
     }
-    size_t base = reduce ? static_cast<size_t>(LoopPosition::kInnerReduce) : static_cast<size_t>(LoopPosition::kInnerSpatial);
+    size_t base =
+        reduce ? static_cast<size_t>(LoopPosition::kInnerReduce) : static_cast<size_t>(LoopPosition::kInnerSpatial);
     size_t offset = j == last ? 0 : (j == first ? 2 : 1);
     auto p = static_cast<LoopPosition>(base + offset);
     if (position && *position != p) mixed = true;
@@ -359,8 +357,10 @@ ProgramFeatures extract_features_lowered(const ir::PrimFunc &lowered) {
     for (size_t i = 0; i < layout::kNumOpCounts; ++i) row[layout::kOpsBegin + i] = slog(site.ops[i] * outer_prod);
 
     float *ann = row + layout::kAnnotationBegin;
-    write_annotation(s, site, [](ir::ForKind k) { return k == ir::ForKind::kVectorized; }, ann);
-    write_annotation(s, site, [](ir::ForKind k) { return k == ir::ForKind::kUnrolled; }, ann + layout::kPerAnnotation);
+    write_annotation(
+        s, site, [](ir::ForKind k) { return k == ir::ForKind::kVectorized; }, ann);
+    write_annotation(
+        s, site, [](ir::ForKind k) { return k == ir::ForKind::kUnrolled; }, ann + layout::kPerAnnotation);
     write_annotation(s, site, is_parallel_kind, ann + 2 * layout::kPerAnnotation);
     write_gpu(s, site, row + layout::kGpuBegin);
 

@@ -1,10 +1,9 @@
-/// \file
-/// Per-store features of a scheduled program, in the style of Ansor: the program is
-/// lowered as for code generation, and every buffer store becomes one fixed-length row
-/// describing its computation, loop annotations, memory accesses, allocation, loop
-/// scope and arithmetic intensity. A program is the bag of its rows; the cost model
-/// scores it as the sum of per-row predictions. Every feature is listed, with its
-/// meaning, in costmodel/README.md.
+// Per-store features of a scheduled program, in the style of Ansor: the program is
+// lowered as for code generation, and every buffer store becomes one fixed-length row
+// describing its computation, loop annotations, memory accesses, allocation, loop
+// scope and arithmetic intensity. A program is the bag of its rows; the cost model
+// scores it as the sum of per-row predictions. Every feature is listed, with its
+// meaning, in costmodel/README.md.
 
 #pragma once
 

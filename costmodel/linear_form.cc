@@ -1,5 +1,4 @@
-/// \file
-/// Linear forms of index expressions (see linear_form.h).
+// Linear forms of index expressions (see linear_form.h).
 
 #include "costmodel/linear_form.h"
 

@@ -1,6 +1,5 @@
-/// \file
-/// Index expressions as linear forms over loop variables, the shape that bounds,
-/// strides and reuse of buffer accesses are read from.
+// Index expressions as linear forms over loop variables, the shape that bounds,
+// strides and reuse of buffer accesses are read from.
 
 #pragma once
 

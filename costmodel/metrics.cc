@@ -1,5 +1,4 @@
-/// \file
-/// Ranking metrics (see metrics.h).
+// Ranking metrics (see metrics.h).
 
 #include "costmodel/metrics.h"
 

@@ -1,6 +1,5 @@
-/// \file
-/// How well scores rank programs, per task and averaged over tasks: pairwise
-/// accuracy, Spearman's rank correlation, and TenSet's top-k score.
+// How well scores rank programs, per task and averaged over tasks: pairwise
+// accuracy, Spearman's rank correlation, and TenSet's top-k score.
 
 #pragma once
 
@@ -29,7 +28,7 @@ struct RankingReport {
   double spearman = 0;
   double top1 = 0;
   double top5 = 0;
-  size_t tasks = 0;    ///< tasks with at least one sample
+  size_t tasks = 0;  ///< tasks with at least one sample
   size_t samples = 0;
 };
 

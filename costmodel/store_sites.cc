@@ -1,5 +1,4 @@
-/// \file
-/// The walk that turns a lowered program into store sites (see store_sites.h).
+// The walk that turns a lowered program into store sites (see store_sites.h).
 
 #include "costmodel/store_sites.h"
 

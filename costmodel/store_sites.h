@@ -1,8 +1,7 @@
-/// \file
-/// First pass of feature extraction: walks a lowered program once and records, for
-/// every buffer store, what the feature rows need: the enclosing loops, the operations
-/// one execution performs, and the buffers it touches with indices rewritten in terms
-/// of loop variables (block iterators substituted by their bindings).
+// First pass of feature extraction: walks a lowered program once and records, for
+// every buffer store, what the feature rows need: the enclosing loops, the operations
+// one execution performs, and the buffers it touches with indices rewritten in terms
+// of loop variables (block iterators substituted by their bindings).
 
 #pragma once
 
@@ -38,7 +37,7 @@ using OpCounts = std::array<double, layout::kNumOpCounts>;
 
 struct StoreSite {
   ir::Buffer buffer;
-  std::vector<int> loops;  ///< ids into StoreSites::loops, outermost first
+  std::vector<int> loops;              ///< ids into StoreSites::loops, outermost first
   std::vector<BufferAccess> accesses;  ///< one per distinct buffer; the stored one first
   OpCounts ops{};
   /// Loop variables that drive a reduction iterator of an enclosing block.

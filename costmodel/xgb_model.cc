@@ -1,5 +1,4 @@
-/// \file
-/// XGBoost pack-sum model (see xgb_model.h and README.md).
+// XGBoost pack-sum model (see xgb_model.h and README.md).
 
 #include "costmodel/xgb_model.h"
 
@@ -215,7 +214,8 @@ void XGBoostCostModel::boost(int max_rounds, int early_stopping_rounds) {
     pairs = draw_pairs(labels, data_.task_of, options_.pairs_per_program, pair_rng);
   }
   std::vector<float> grad(rows.num_rows()), hess(rows.num_rows());
-  std::vector<double> sums(data_.programs.size()), program_grad(data_.programs.size()), program_hess(data_.programs.size());
+  std::vector<double> sums(data_.programs.size()), program_grad(data_.programs.size()),
+      program_hess(data_.programs.size());
   double best_loss = std::numeric_limits<double>::infinity();
   int best_round = 0;
   for (int round = 0; round < max_rounds; ++round) {

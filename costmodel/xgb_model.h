@@ -1,8 +1,7 @@
-/// \file
-/// The learned cost model: gradient-boosted trees (XGBoost, through its C API) that
-/// predict a score per store row; a program's score is the sum over its rows
-/// ("pack-sum", as in Ansor). Training, retraining policy and loss are described in
-/// costmodel/README.md.
+// The learned cost model: gradient-boosted trees (XGBoost, through its C API) that
+// predict a score per store row; a program's score is the sum over its rows
+// ("pack-sum", as in Ansor). Training, retraining policy and loss are described in
+// costmodel/README.md.
 
 #pragma once
 

@@ -1,5 +1,4 @@
-/// \file
-/// Opening a database, committing records and looking up the best ones.
+// Opening a database, committing records and looking up the best ones.
 
 #include "database/database.h"
 
@@ -7,9 +6,9 @@
 #include "database/schema.h"
 #include "ir/target.h"
 
-#include <nlohmann/json.hpp>
 #include <sqlite3.h>
 #include <sys/stat.h>
+#include <nlohmann/json.hpp>
 
 #include <filesystem>
 #include <unordered_map>
@@ -63,15 +62,14 @@ static bool file_exists(const std::string &path) {
 }
 
 static sqlite::Connection connect(const std::string &path, OpenMode mode, bool immutable) {
-  int flags = SQLITE_OPEN_NOMUTEX; // one connection per thread, see the class comment
+  int flags = SQLITE_OPEN_NOMUTEX;  // one connection per thread, see the class comment
   std::string name = path;
   if (mode == OpenMode::read_only) {
     flags |= SQLITE_OPEN_READONLY | SQLITE_OPEN_URI;
     name = file_uri(path, immutable ? "mode=ro&immutable=1" : "mode=ro");
   } else {
     flags |= SQLITE_OPEN_READWRITE;
-    if (mode == OpenMode::create)
-      flags |= SQLITE_OPEN_CREATE;
+    if (mode == OpenMode::create) flags |= SQLITE_OPEN_CREATE;
   }
   sqlite::Connection conn(name, flags);
   sqlite3_busy_timeout(conn.get(), kBusyTimeoutMs);
@@ -93,20 +91,17 @@ static sqlite::Connection connect(const std::string &path, OpenMode mode, bool i
 
 std::optional<FileStamp> file_stamp(const std::string &path) {
   struct stat info;
-  if (::stat(path.c_str(), &info) != 0)
-    return std::nullopt;
+  if (::stat(path.c_str(), &info) != 0) return std::nullopt;
   return FileStamp{static_cast<uint64_t>(info.st_dev), static_cast<uint64_t>(info.st_ino),
                    static_cast<int64_t>(info.st_size),
                    static_cast<int64_t>(info.st_mtim.tv_sec) * 1'000'000'000 + info.st_mtim.tv_nsec};
 }
 
 void Database::Impl::reopen_if_changed() {
-  if (!immutable)
-    return;
+  if (!immutable) return;
   bool writer_open = file_exists(path + "-wal");
   std::optional<FileStamp> now = file_stamp(path);
-  if (!writer_open && (!now || now == immutable_since))
-    return;
+  if (!writer_open && (!now || now == immutable_since)) return;
   // Statements belong to the old connection.
   for (auto *slot : {&insert_workload, &select_workload_id, &insert_record, &lookup_exact, &lookup_same_kind})
     slot->reset();
@@ -144,14 +139,12 @@ Database Database::open(const std::filesystem::path &file, OpenMode mode) {
     // not understand (corrupt, foreign, newer) is left exactly as it was.
     version = with_lock_retry(path, [&] { return read_schema_version(impl->conn, path); });
   } catch (const sqlite::CantOpenError &e) {
-    if (mode != OpenMode::read_only)
-      throw;
+    if (mode != OpenMode::read_only) throw;
     throw_cannot_read(path, e);
   }
   sqlite::Connection &conn = impl->conn;
   if (mode == OpenMode::read_only) {
-    if (version == 0)
-      throw DbError("database " + path + " is empty; nothing to read");
+    if (version == 0) throw DbError("database " + path + " is empty; nothing to read");
     if (version < kSchemaVersion)
       throw DbError("database " + path + " has schema version " + std::to_string(version) +
                     ", older than this Kiln's " + std::to_string(kSchemaVersion) +
@@ -166,8 +159,7 @@ Database Database::open(const std::filesystem::path &file, OpenMode mode) {
       impl->write_transaction([&] {
         // Re-read under the write lock: another process may have migrated.
         int current = read_schema_version(conn, path);
-        if (current < kSchemaVersion)
-          migrate(conn, current);
+        if (current < kSchemaVersion) migrate(conn, current);
       });
     }
     version = kSchemaVersion;
@@ -178,9 +170,10 @@ Database Database::open(const std::filesystem::path &file, OpenMode mode) {
 }
 
 CommitResult Database::Impl::insert_all(const std::vector<PreparedRecord> &records) {
-  sqlite::Statement &add_workload = statement(
-      insert_workload, "INSERT INTO workloads (key_hash, canonical_json, op_summary, shapes) VALUES (?1, ?2, ?3, ?4) "
-                       "ON CONFLICT (key_hash) DO NOTHING");
+  sqlite::Statement &add_workload =
+      statement(insert_workload,
+                "INSERT INTO workloads (key_hash, canonical_json, op_summary, shapes) VALUES (?1, ?2, ?3, ?4) "
+                "ON CONFLICT (key_hash) DO NOTHING");
   sqlite::Statement &find_workload = statement(select_workload_id, "SELECT id FROM workloads WHERE key_hash = ?1");
   sqlite::Statement &add_record = statement(
       insert_record,
@@ -205,8 +198,7 @@ CommitResult Database::Impl::insert_all(const std::vector<PreparedRecord> &recor
       }
       sqlite::ResetOnExit guard(find_workload);
       find_workload.bind(1, p.workload.key_hash);
-      if (!find_workload.step())
-        throw DbError("workload " + p.workload.key_hash + " vanished while committing");
+      if (!find_workload.step()) throw DbError("workload " + p.workload.key_hash + " vanished while committing");
       workload_id = find_workload.column_int(0);
       workload_ids.emplace(p.workload.key_hash, workload_id);
     }
@@ -258,8 +250,7 @@ Record read_record(const sqlite::Statement &row) {
   } else {
     std::string kind = row.column_text(8);
     std::optional<ErrorKind> parsed = error_kind_from_string(kind);
-    if (!parsed)
-      throw DbError("record " + std::to_string(r.id) + " has unknown error kind '" + kind + "'");
+    if (!parsed) throw DbError("record " + std::to_string(r.id) + " has unknown error kind '" + kind + "'");
     r.outcome = MeasureError{*parsed, row.column_text(9)};
   }
   r.metadata_json = row.column_text(10);
@@ -269,8 +260,7 @@ Record read_record(const sqlite::Statement &row) {
 }
 
 static void read_rows(sqlite::Statement &s, size_t limit, std::vector<Record> &out) {
-  while (out.size() < limit && s.step())
-    out.push_back(read_record(s));
+  while (out.size() < limit && s.step()) out.push_back(read_record(s));
 }
 
 std::vector<Record> Database::top_k(std::string_view workload_hash, std::string_view target_text, size_t k,
@@ -283,8 +273,7 @@ std::vector<Record> Database::top_k(std::string_view workload_hash, std::string_
   }
   std::string canonical = target.str();
   std::vector<Record> out;
-  if (k == 0)
-    return out;
+  if (k == 0) return out;
   int64_t limit = static_cast<int64_t>(std::min<size_t>(k, INT64_MAX));
   impl_->reopen_if_changed();
   return with_lock_retry(impl_->path, [&] {
@@ -300,8 +289,7 @@ std::vector<Record> Database::top_k(std::string_view workload_hash, std::string_
       exact.bind(1, workload_hash).bind(2, canonical).bind(3, limit);
       read_rows(exact, k, out);
     }
-    if (out.size() == k || match == TargetMatch::exact_only)
-      return out;
+    if (out.size() == k || match == TargetMatch::exact_only) return out;
     // Fallback tiers: same model first, then models of the same vector width (an
     // AVX-512 schedule for an AVX-512 CPU), then the rest of the device kind.
     sqlite::Statement &same_kind = impl_->statement(
@@ -322,8 +310,7 @@ std::vector<Record> Database::top_k(std::string_view workload_hash, std::string_
 
 std::optional<Record> Database::best(std::string_view workload_hash, std::string_view target, TargetMatch match) {
   std::vector<Record> one = top_k(workload_hash, target, 1, match);
-  if (one.empty())
-    return std::nullopt;
+  if (one.empty()) return std::nullopt;
   return std::move(one.front());
 }
 
@@ -340,4 +327,4 @@ std::vector<Record> Database::records_of(std::string_view workload_hash) {
   });
 }
 
-} // namespace kiln::db
+}  // namespace kiln::db

@@ -1,7 +1,6 @@
-/// \file
-/// The tuning database: an SQLite file of workloads and measurement records,
-/// written by tuning jobs (several at once) and read by compilers looking up
-/// the best schedule for a workload on a target.
+// The tuning database: an SQLite file of workloads and measurement records,
+// written by tuning jobs (several at once) and read by compilers looking up
+// the best schedule for a workload on a target.
 
 #pragma once
 
@@ -21,10 +20,10 @@
 namespace kiln::db {
 
 enum class OpenMode {
-  read_only,  ///< the file must exist and be at the current schema version; writes
-              ///< nothing, not even -wal and -shm files (see README "Tuning database")
-  read_write, ///< the file must exist; an older schema is migrated
-  create,     ///< like read_write, creating an empty database if missing
+  read_only,   ///< the file must exist and be at the current schema version; writes
+               ///< nothing, not even -wal and -shm files (see README "Tuning database")
+  read_write,  ///< the file must exist; an older schema is migrated
+  create,      ///< like read_write, creating an empty database if missing
 };
 
 /// Which records a lookup may return when the exact target has none.
@@ -41,7 +40,7 @@ enum class TargetMatch {
 
 struct CommitResult {
   size_t inserted = 0;
-  size_t duplicates = 0; ///< already stored (same workload, target and trace); ignored
+  size_t duplicates = 0;  ///< already stored (same workload, target and trace); ignored
 };
 
 struct TargetStats {
@@ -56,15 +55,15 @@ struct Stats {
   int64_t records = 0;
   int64_t successful = 0;
   int64_t errors = 0;
-  std::vector<std::pair<std::string, int64_t>> errors_by_kind; ///< sorted by kind
-  std::vector<TargetStats> targets;                           ///< sorted by target
+  std::vector<std::pair<std::string, int64_t>> errors_by_kind;  ///< sorted by kind
+  std::vector<TargetStats> targets;                             ///< sorted by target
 };
 
 /// An open database file. Not thread-safe: open one per thread (or process);
 /// SQLite's WAL mode lets any number of them read and write concurrently.
 /// Every method throws DbError on failure.
 class Database {
-public:
+ public:
   static Database open(const std::filesystem::path &path, OpenMode mode);
   ~Database();
   Database(Database &&) noexcept;
@@ -113,10 +112,10 @@ public:
   int schema_version() const;
   const std::string &path() const;
 
-private:
+ private:
   struct Impl;
   explicit Database(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
 
-} // namespace kiln::db
+}  // namespace kiln::db

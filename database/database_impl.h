@@ -1,6 +1,5 @@
-/// \file
-/// Database's private state and the helpers its member files share:
-/// lock-retry, transactions, lazily prepared statements, row reading.
+// Database's private state and the helpers its member files share:
+// lock-retry, transactions, lazily prepared statements, row reading.
 
 #pragma once
 
@@ -24,7 +23,8 @@ inline constexpr int kBusyTimeoutMs = 5000;
 inline constexpr std::chrono::seconds kLockDeadline{60};
 
 /// Runs `body` and retries it while it fails with a lock conflict.
-template <class F> auto with_lock_retry(const std::string &path, F &&body) -> decltype(body()) {
+template <class F>
+auto with_lock_retry(const std::string &path, F &&body) -> decltype(body()) {
   auto deadline = std::chrono::steady_clock::now() + kLockDeadline;
   for (int attempt = 0;; ++attempt) {
     try {
@@ -69,8 +69,7 @@ struct Database::Impl {
   Impl(std::string p, sqlite::Connection c) : path(std::move(p)), conn(std::move(c)) {}
 
   sqlite::Statement &statement(std::optional<sqlite::Statement> &slot, std::string_view sql) {
-    if (!slot)
-      slot.emplace(conn.get(), sql);
+    if (!slot) slot.emplace(conn.get(), sql);
     return *slot;
   }
 
@@ -84,7 +83,8 @@ struct Database::Impl {
   /// Runs `body` in a BEGIN IMMEDIATE transaction (the write lock is taken up
   /// front, so two writers never deadlock upgrading read locks), retrying the
   /// whole transaction on lock conflicts. `body` must be safe to rerun.
-  template <class F> void write_transaction(F &&body) {
+  template <class F>
+  void write_transaction(F &&body) {
     with_lock_retry(path, [&] {
       conn.exec("BEGIN IMMEDIATE");
       try {
@@ -113,4 +113,4 @@ inline constexpr std::string_view kRecordColumns =
 /// Builds a Record from the current row of a statement selecting kRecordColumns.
 Record read_record(const sqlite::Statement &row);
 
-} // namespace kiln::db
+}  // namespace kiln::db

@@ -1,5 +1,4 @@
-/// \file
-/// Export to and import from JSON Lines.
+// Export to and import from JSON Lines.
 
 #include "database/database.h"
 
@@ -24,8 +23,7 @@ size_t Database::export_jsonl(std::ostream &out) {
       out << record_to_jsonl(read_record(s)) << '\n';
       ++count;
     }
-    if (!out)
-      throw DbError("writing the export of " + impl_->path + " failed");
+    if (!out) throw DbError("writing the export of " + impl_->path + " failed");
     return count;
   });
 }
@@ -36,19 +34,17 @@ CommitResult Database::import_jsonl(std::istream &in) {
   std::vector<PreparedRecord> prepared;
   std::string line;
   for (size_t number = 1; std::getline(in, line); ++number) {
-    if (line.find_first_not_of(" \t\r") == std::string::npos)
-      continue;
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     try {
       prepared.push_back(prepare_record(record_from_jsonl(line), NativeCpu::kKeepAsStored));
     } catch (const DbError &e) {
       throw DbError("import line " + std::to_string(number) + ": " + e.what() + "; nothing was imported");
     }
   }
-  if (in.bad())
-    throw DbError("reading the import stream failed; nothing was imported");
+  if (in.bad()) throw DbError("reading the import stream failed; nothing was imported");
   CommitResult result;
   impl_->write_transaction([&] { result = impl_->insert_all(prepared); });
   return result;
 }
 
-} // namespace kiln::db
+}  // namespace kiln::db

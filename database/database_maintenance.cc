@@ -1,5 +1,4 @@
-/// \file
-/// Statistics and pruning.
+// Statistics and pruning.
 
 #include "database/database.h"
 
@@ -22,12 +21,13 @@ Stats Database::stats() {
       s.records = conn.query_int("SELECT count(*) FROM records");
       s.successful = conn.query_int("SELECT count(*) FROM records WHERE mean_latency IS NOT NULL");
       s.errors = s.records - s.successful;
-      sqlite::Statement kinds(conn.get(), "SELECT error_kind, count(*) FROM records WHERE error_kind IS NOT NULL "
-                                          "GROUP BY error_kind ORDER BY error_kind");
-      while (kinds.step())
-        s.errors_by_kind.emplace_back(kinds.column_text(0), kinds.column_int(1));
-      sqlite::Statement targets(conn.get(), "SELECT target, count(*), count(mean_latency) FROM records "
-                                            "GROUP BY target ORDER BY target");
+      sqlite::Statement kinds(conn.get(),
+                              "SELECT error_kind, count(*) FROM records WHERE error_kind IS NOT NULL "
+                              "GROUP BY error_kind ORDER BY error_kind");
+      while (kinds.step()) s.errors_by_kind.emplace_back(kinds.column_text(0), kinds.column_int(1));
+      sqlite::Statement targets(conn.get(),
+                                "SELECT target, count(*), count(mean_latency) FROM records "
+                                "GROUP BY target ORDER BY target");
       while (targets.step())
         s.targets.push_back({targets.column_text(0), targets.column_int(1), targets.column_int(2)});
     } catch (...) {
@@ -71,8 +71,9 @@ std::pair<size_t, size_t> Database::retarget(std::string_view from_text, std::st
   int64_t moved = 0, left = 0;
   impl_->write_transaction([&] {
     // OR IGNORE: a trace `to` already holds is one record per (workload, target, trace).
-    sqlite::Statement move(impl_->conn.get(), "UPDATE OR IGNORE records SET target = ?1, device_kind = ?2, "
-                                              "device_model = ?3 WHERE target = ?4");
+    sqlite::Statement move(impl_->conn.get(),
+                           "UPDATE OR IGNORE records SET target = ?1, device_kind = ?2, "
+                           "device_model = ?3 WHERE target = ?4");
     move.bind(1, to.str()).bind(2, to.device_kind()).bind(3, to.device_model()).bind(4, from.str());
     move.step();
     moved = impl_->conn.changes();
@@ -84,4 +85,4 @@ std::pair<size_t, size_t> Database::retarget(std::string_view from_text, std::st
   return {static_cast<size_t>(moved), static_cast<size_t>(left)};
 }
 
-} // namespace kiln::db
+}  // namespace kiln::db

@@ -1,5 +1,4 @@
-/// \file
-/// The one exception type the database throws for user and environment errors.
+// The one exception type the database throws for user and environment errors.
 
 #pragma once
 
@@ -12,15 +11,15 @@ namespace kiln::db {
 /// malformed record or import line, a lock held too long. The message says
 /// what was wrong and what to do.
 class DbError : public std::runtime_error {
-public:
+ public:
   using std::runtime_error::runtime_error;
 };
 
 /// A malformed argument of a lookup (a workload that is neither a key hash nor JSON,
 /// a bad target): the C API reports it as KILN_DB_INVALID_ARGUMENT.
 class DbInvalidArgument : public DbError {
-public:
+ public:
   using DbError::DbError;
 };
 
-} // namespace kiln::db
+}  // namespace kiln::db

@@ -1,5 +1,4 @@
-/// \file
-/// Record <-> JSON line.
+// Record <-> JSON line.
 
 #include "database/jsonl.h"
 
@@ -37,12 +36,10 @@ std::string record_to_jsonl(const Record &record) {
 
 static const json &field(const json &object, const char *name, json::value_t type, const char *type_name) {
   auto it = object.find(name);
-  if (it == object.end())
-    throw DbError(std::string("missing field \"") + name + "\"");
-  bool matches = it->type() == type ||
-                 (type == json::value_t::number_integer && it->type() == json::value_t::number_unsigned);
-  if (!matches)
-    throw DbError(std::string("field \"") + name + "\" must be " + type_name + ", got " + it->type_name());
+  if (it == object.end()) throw DbError(std::string("missing field \"") + name + "\"");
+  bool matches =
+      it->type() == type || (type == json::value_t::number_integer && it->type() == json::value_t::number_unsigned);
+  if (!matches) throw DbError(std::string("field \"") + name + "\" must be " + type_name + ", got " + it->type_name());
   return *it;
 }
 
@@ -57,8 +54,7 @@ Record record_from_jsonl(std::string_view line) {
   } catch (const json::exception &e) {  // syntax errors and out-of-range numbers alike
     throw DbError(std::string("not valid JSON: ") + e.what());
   }
-  if (!j.is_object())
-    throw DbError(std::string("a record line must be a JSON object, got ") + j.type_name());
+  if (!j.is_object()) throw DbError(std::string("a record line must be a JSON object, got ") + j.type_name());
   std::string format = string_field(j, "format");
   if (format != kJsonlFormat)
     throw DbError("unknown format \"" + format + "\"; this Kiln reads \"" + std::string(kJsonlFormat) + "\"");
@@ -70,8 +66,7 @@ Record record_from_jsonl(std::string_view line) {
   r.workload.op_summary = w.contains("op_summary") ? string_field(w, "op_summary") : "";
   r.workload.shapes = w.contains("shapes") ? string_field(w, "shapes") : "";
   r.target = string_field(j, "target");
-  if (!j.contains("trace"))
-    throw DbError("missing field \"trace\"");
+  if (!j.contains("trace")) throw DbError("missing field \"trace\"");
   // Lookups hand the stored trace to compilers, which replay it through
   // Trace::from_json: one that does not read as a trace must not become a
   // workload's best schedule.
@@ -91,8 +86,7 @@ Record record_from_jsonl(std::string_view line) {
     const json &l = field(j, "latencies_s", json::value_t::array, "an array of seconds");
     std::vector<double> latencies;
     for (const json &v : l) {
-      if (!v.is_number())
-        throw DbError("field \"latencies_s\" must hold numbers, got " + std::string(v.type_name()));
+      if (!v.is_number()) throw DbError("field \"latencies_s\" must hold numbers, got " + std::string(v.type_name()));
       latencies.push_back(v.get<double>());
     }
     r.outcome = std::move(latencies);
@@ -108,10 +102,10 @@ Record record_from_jsonl(std::string_view line) {
   }
   r.metadata_json = j.contains("metadata") ? field(j, "metadata", json::value_t::object, "an object").dump() : "{}";
   r.kiln_version = j.contains("kiln_version") ? string_field(j, "kiln_version") : "";
-  r.created_at_ms =
-      j.contains("created_at_ms") ? field(j, "created_at_ms", json::value_t::number_integer, "an integer").get<int64_t>()
-                                  : 0;
+  r.created_at_ms = j.contains("created_at_ms")
+                        ? field(j, "created_at_ms", json::value_t::number_integer, "an integer").get<int64_t>()
+                        : 0;
   return r;
 }
 
-} // namespace kiln::db
+}  // namespace kiln::db

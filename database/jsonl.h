@@ -1,7 +1,6 @@
-/// \file
-/// The JSON Lines interchange form of a record (one JSON object per line),
-/// used by export/import to move results between machines. Documented in
-/// database/README.md; the "format" field versions it.
+// The JSON Lines interchange form of a record (one JSON object per line),
+// used by export/import to move results between machines. Documented in
+// database/README.md; the "format" field versions it.
 
 #pragma once
 
@@ -23,4 +22,4 @@ std::string record_to_jsonl(const Record &record);
 /// Only the shape is checked here; prepare_record checks the values.
 Record record_from_jsonl(std::string_view line);
 
-} // namespace kiln::db
+}  // namespace kiln::db

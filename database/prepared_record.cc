@@ -1,5 +1,4 @@
-/// \file
-/// Record validation and canonicalization before storage.
+// Record validation and canonicalization before storage.
 
 #include "database/prepared_record.h"
 
@@ -37,8 +36,7 @@ std::string canonical_target(std::string_view target) {
 }
 
 static void check_latencies(const std::vector<double> &latencies) {
-  if (latencies.empty())
-    throw DbError("a successful record needs at least one latency");
+  if (latencies.empty()) throw DbError("a successful record needs at least one latency");
   for (double l : latencies)
     if (!std::isfinite(l) || l <= 0.0)
       throw DbError("latency " + std::to_string(l) + " s is not a positive finite number of seconds");
@@ -47,8 +45,7 @@ static void check_latencies(const std::vector<double> &latencies) {
 PreparedRecord prepare_record(const Record &record, NativeCpu native_cpu) {
   PreparedRecord p;
   p.workload = record.workload;
-  if (p.workload.canonical_json.empty())
-    throw DbError("workload canonical JSON is empty");
+  if (p.workload.canonical_json.empty()) throw DbError("workload canonical JSON is empty");
   parse_json(p.workload.canonical_json, "workload canonical JSON");
   // The hash is of the exact canonical bytes: never re-serialize them, or
   // other compilers computing the key from the documented form would miss.
@@ -56,8 +53,8 @@ PreparedRecord prepare_record(const Record &record, NativeCpu native_cpu) {
   if (p.workload.key_hash.empty())
     p.workload.key_hash = hash;
   else if (p.workload.key_hash != hash)
-    throw DbError("workload key hash " + p.workload.key_hash + " is not the sha256 of its canonical JSON (" +
-                  hash + ")");
+    throw DbError("workload key hash " + p.workload.key_hash + " is not the sha256 of its canonical JSON (" + hash +
+                  ")");
 
   Target target;
   try {
@@ -84,12 +81,11 @@ PreparedRecord prepare_record(const Record &record, NativeCpu native_cpu) {
   }
 
   nlohmann::json metadata = parse_json(record.metadata_json.empty() ? "{}" : record.metadata_json, "metadata");
-  if (!metadata.is_object())
-    throw DbError("metadata must be a JSON object, got " + std::string(metadata.type_name()));
+  if (!metadata.is_object()) throw DbError("metadata must be a JSON object, got " + std::string(metadata.type_name()));
   p.metadata_json = metadata.dump();
   p.kiln_version = record.kiln_version.empty() ? std::string(kiln_version()) : record.kiln_version;
   p.created_at_ms = record.created_at_ms == 0 ? now_ms() : record.created_at_ms;
   return p;
 }
 
-} // namespace kiln::db
+}  // namespace kiln::db

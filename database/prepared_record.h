@@ -1,7 +1,6 @@
-/// \file
-/// A Record checked and turned into the exact column values stored. Private to
-/// the database folder: commit and import both go through prepare_record, so
-/// a record is validated the same way whichever door it comes in by.
+// A Record checked and turned into the exact column values stored. Private to
+// the database folder: commit and import both go through prepare_record, so
+// a record is validated the same way whichever door it comes in by.
 
 #pragma once
 
@@ -14,17 +13,17 @@
 namespace kiln::db {
 
 struct PreparedRecord {
-  Workload workload; ///< key_hash filled and checked
+  Workload workload;  ///< key_hash filled and checked
   std::string target;
   std::string device_kind;
   std::string device_model;
-  std::string trace_json; ///< re-serialized: sorted keys, no whitespace
-  std::string trace_hash; ///< sha256 of trace_json; the uniqueness key
+  std::string trace_json;  ///< re-serialized: sorted keys, no whitespace
+  std::string trace_hash;  ///< sha256 of trace_json; the uniqueness key
   bool ok = false;
-  std::string latencies_json; ///< ok only
-  double mean_latency = 0.0;  ///< ok only
-  std::string error_kind;     ///< !ok only
-  std::string error_message;  ///< !ok only
+  std::string latencies_json;  ///< ok only
+  double mean_latency = 0.0;   ///< ok only
+  std::string error_kind;      ///< !ok only
+  std::string error_message;   ///< !ok only
   std::string metadata_json;
   std::string kiln_version;
   int64_t created_at_ms = 0;
@@ -40,4 +39,4 @@ PreparedRecord prepare_record(const Record &record, NativeCpu native_cpu);
 /// Throws DbError for a bad one.
 std::string canonical_target(std::string_view target);
 
-} // namespace kiln::db
+}  // namespace kiln::db

@@ -1,5 +1,4 @@
-/// \file
-/// Record helpers: error-kind names, mean latency, version, workload hash.
+// Record helpers: error-kind names, mean latency, version, workload hash.
 
 #include "database/record.h"
 
@@ -28,22 +27,19 @@ static constexpr std::array<std::pair<ErrorKind, std::string_view>, 6> kErrorKin
 
 std::string_view to_string(ErrorKind kind) {
   for (const auto &[k, name] : kErrorKindNames)
-    if (k == kind)
-      return name;
+    if (k == kind) return name;
   return "unknown";
 }
 
 std::optional<ErrorKind> error_kind_from_string(std::string_view name) {
   for (const auto &[k, n] : kErrorKindNames)
-    if (n == name)
-      return k;
+    if (n == name) return k;
   return std::nullopt;
 }
 
 double Record::mean_latency() const {
   const std::vector<double> &l = latencies();
-  if (l.empty())
-    return 0.0;
+  if (l.empty()) return 0.0;
   return std::accumulate(l.begin(), l.end(), 0.0) / static_cast<double>(l.size());
 }
 
@@ -53,9 +49,7 @@ std::string workload_hash_of(std::string_view canonical_json) { return sha256_he
 
 std::string workload_hash_from_argument(std::string_view workload) {
   size_t first = workload.find_first_not_of(" \t\r\n");
-  auto excerpt = [&] {
-    return std::string(workload.substr(0, 80)) + (workload.size() > 80 ? "..." : "");
-  };
+  auto excerpt = [&] { return std::string(workload.substr(0, 80)) + (workload.size() > 80 ? "..." : ""); };
   if (first != std::string_view::npos && workload[first] == '{') {
     try {
       nlohmann::json parsed = nlohmann::json::parse(workload);
@@ -74,4 +68,4 @@ std::string workload_hash_from_argument(std::string_view workload) {
   return std::string(workload);
 }
 
-} // namespace kiln::db
+}  // namespace kiln::db

@@ -1,5 +1,4 @@
-/// \file
-/// A tuning record: one measurement of one trace of one workload on one target.
+// A tuning record: one measurement of one trace of one workload on one target.
 
 #pragma once
 
@@ -33,8 +32,8 @@ struct MeasureError {
 struct Workload {
   std::string key_hash;
   std::string canonical_json;
-  std::string op_summary; ///< e.g. "conv2d+bias+relu"
-  std::string shapes;     ///< e.g. "1x64x56x56,64x64x3x3"
+  std::string op_summary;  ///< e.g. "conv2d+bias+relu"
+  std::string shapes;      ///< e.g. "1x64x56x56,64x64x3x3"
   bool operator==(const Workload &) const = default;
 };
 
@@ -43,13 +42,13 @@ struct Workload {
 /// (workload, target, trace) again is ignored (see Database::commit).
 struct Record {
   Workload workload;
-  std::string target;     ///< target string; stored in canonical form (Target::str)
-  std::string trace_json; ///< the trace; stored re-serialized with sorted keys
+  std::string target;      ///< target string; stored in canonical form (Target::str)
+  std::string trace_json;  ///< the trace; stored re-serialized with sorted keys
   std::variant<std::vector<double>, MeasureError> outcome;
-  std::string metadata_json = "{}"; ///< build/run facts: compiler flags, runner host, number/repeat...
-  std::string kiln_version;         ///< empty: filled with this library's version at commit
-  int64_t created_at_ms = 0;        ///< Unix time in ms; 0: filled with "now" at commit
-  int64_t id = 0;                   ///< row id once stored; 0 before
+  std::string metadata_json = "{}";  ///< build/run facts: compiler flags, runner host, number/repeat...
+  std::string kiln_version;          ///< empty: filled with this library's version at commit
+  int64_t created_at_ms = 0;         ///< Unix time in ms; 0: filled with "now" at commit
+  int64_t id = 0;                    ///< row id once stored; 0 before
 
   bool ok() const { return std::holds_alternative<std::vector<double>>(outcome); }
   const std::vector<double> &latencies() const { return std::get<std::vector<double>>(outcome); }
@@ -69,4 +68,4 @@ std::string workload_hash_of(std::string_view canonical_json);
 /// else, e.g. JSON that does not parse or a truncated hash.
 std::string workload_hash_from_argument(std::string_view workload);
 
-} // namespace kiln::db
+}  // namespace kiln::db

@@ -1,7 +1,6 @@
-/// \file
-/// Schema versions and migrations. A new file is created by replaying every
-/// migration from version 1, so the upgrade path is exercised on every run,
-/// not only when someone opens an old file.
+// Schema versions and migrations. A new file is created by replaying every
+// migration from version 1, so the upgrade path is exercised on every run,
+// not only when someone opens an old file.
 
 #include "database/schema.h"
 
@@ -63,8 +62,7 @@ static void migrate_v1_to_v2(sqlite::Connection &conn) {
   std::vector<std::string> targets;
   {
     sqlite::Statement select(conn.get(), "SELECT DISTINCT target FROM records");
-    while (select.step())
-      targets.push_back(select.column_text(0));
+    while (select.step()) targets.push_back(select.column_text(0));
   }
   sqlite::Statement update(conn.get(), "UPDATE records SET device_kind = ?1, device_model = ?2 WHERE target = ?3");
   // OR IGNORE: a row whose canonical target would duplicate another record of
@@ -94,10 +92,8 @@ static void migrate_v1_to_v2(sqlite::Connection &conn) {
 }
 
 void migrate(sqlite::Connection &conn, int from) {
-  if (from < 1)
-    conn.exec(kSchemaV1);
-  if (from < 2)
-    migrate_v1_to_v2(conn);
+  if (from < 1) conn.exec(kSchemaV1);
+  if (from < 2) migrate_v1_to_v2(conn);
 }
 
 static std::string not_kiln(const std::string &path, const std::string &why) {
@@ -107,19 +103,17 @@ static std::string not_kiln(const std::string &path, const std::string &why) {
 int read_schema_version(sqlite::Connection &conn, const std::string &path) {
   // sqlite::CorruptError already says "file X is not a Kiln database or is corrupt".
   int64_t tables = conn.query_int("SELECT count(*) FROM sqlite_master");
-  if (tables == 0)
-    return 0;
+  if (tables == 0) return 0;
   if (conn.query_int("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'schema_version'") == 0)
     throw DbError(not_kiln(path, "it is an SQLite file without Kiln's schema_version table"));
   if (conn.query_int("SELECT count(*) FROM schema_version") != 1)
     throw DbError(not_kiln(path, "table schema_version must hold exactly one row"));
   int64_t version = conn.query_int("SELECT version FROM schema_version");
-  if (version < 1)
-    throw DbError(not_kiln(path, "schema version " + std::to_string(version) + " is not valid"));
+  if (version < 1) throw DbError(not_kiln(path, "schema version " + std::to_string(version) + " is not valid"));
   if (version > kSchemaVersion)
     throw DbError("database " + path + " has schema version " + std::to_string(version) +
                   " but this Kiln understands up to " + std::to_string(kSchemaVersion) + "; upgrade Kiln");
   return static_cast<int>(version);
 }
 
-} // namespace kiln::db
+}  // namespace kiln::db

@@ -1,6 +1,5 @@
-/// \file
-/// The on-disk schema: its version, the SQL that creates it, and migrations.
-/// Private to the database folder.
+// The on-disk schema: its version, the SQL that creates it, and migrations.
+// Private to the database folder.
 
 #pragma once
 
@@ -29,4 +28,4 @@ int read_schema_version(sqlite::Connection &conn, const std::string &path);
 /// old schema and waits, or the new one and skips.
 void migrate(sqlite::Connection &conn, int from);
 
-} // namespace kiln::db
+}  // namespace kiln::db

@@ -1,5 +1,4 @@
-/// \file
-/// SQLite RAII wrappers: error mapping, statements, connections.
+// SQLite RAII wrappers: error mapping, statements, connections.
 
 #include "database/sqlite.h"
 
@@ -21,28 +20,26 @@ void throw_error(sqlite3 *db, int rc, std::string_view what) {
   std::string detail = db ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
   std::string message = std::string(what) + ": " + detail;
   switch (rc & 0xff) {
-  case SQLITE_BUSY:
-  case SQLITE_LOCKED:
-    throw BusyError(message);
-  case SQLITE_CANTOPEN:
-    throw CantOpenError(message, cant_open_reason(db, rc));
-  case SQLITE_NOTADB:
-  case SQLITE_CORRUPT: {
-    // Without `what`: the statement that first read the file says nothing about what is wrong with it.
-    const char *file = db ? sqlite3_db_filename(db, "main") : nullptr;
-    throw CorruptError("file " + std::string(file ? file : "?") + " is not a Kiln database or is corrupt: " +
-                       detail + "; restore it from a backup or an export");
-  }
-  default:
-    throw DbError(message);
+    case SQLITE_BUSY:
+    case SQLITE_LOCKED:
+      throw BusyError(message);
+    case SQLITE_CANTOPEN:
+      throw CantOpenError(message, cant_open_reason(db, rc));
+    case SQLITE_NOTADB:
+    case SQLITE_CORRUPT: {
+      // Without `what`: the statement that first read the file says nothing about what is wrong with it.
+      const char *file = db ? sqlite3_db_filename(db, "main") : nullptr;
+      throw CorruptError("file " + std::string(file ? file : "?") + " is not a Kiln database or is corrupt: " + detail +
+                         "; restore it from a backup or an export");
+    }
+    default:
+      throw DbError(message);
   }
 }
 
 Statement::Statement(sqlite3 *db, std::string_view sql) : db_(db) {
-  int rc = sqlite3_prepare_v3(db, sql.data(), static_cast<int>(sql.size()), SQLITE_PREPARE_PERSISTENT, &stmt_,
-                              nullptr);
-  if (rc != SQLITE_OK)
-    throw_error(db, rc, "preparing '" + std::string(sql.substr(0, 60)) + "'");
+  int rc = sqlite3_prepare_v3(db, sql.data(), static_cast<int>(sql.size()), SQLITE_PREPARE_PERSISTENT, &stmt_, nullptr);
+  if (rc != SQLITE_OK) throw_error(db, rc, "preparing '" + std::string(sql.substr(0, 60)) + "'");
 }
 
 Statement::~Statement() { sqlite3_finalize(stmt_); }
@@ -50,14 +47,12 @@ Statement::~Statement() { sqlite3_finalize(stmt_); }
 Statement::Statement(Statement &&other) noexcept : db_(other.db_), stmt_(std::exchange(other.stmt_, nullptr)) {}
 
 Statement &Statement::bind(int index, int64_t value) {
-  if (int rc = sqlite3_bind_int64(stmt_, index, value); rc != SQLITE_OK)
-    throw_error(db_, rc, "binding an integer");
+  if (int rc = sqlite3_bind_int64(stmt_, index, value); rc != SQLITE_OK) throw_error(db_, rc, "binding an integer");
   return *this;
 }
 
 Statement &Statement::bind(int index, double value) {
-  if (int rc = sqlite3_bind_double(stmt_, index, value); rc != SQLITE_OK)
-    throw_error(db_, rc, "binding a real");
+  if (int rc = sqlite3_bind_double(stmt_, index, value); rc != SQLITE_OK) throw_error(db_, rc, "binding a real");
   return *this;
 }
 
@@ -70,17 +65,14 @@ Statement &Statement::bind(int index, std::string_view value) {
 }
 
 Statement &Statement::bind_null(int index) {
-  if (int rc = sqlite3_bind_null(stmt_, index); rc != SQLITE_OK)
-    throw_error(db_, rc, "binding NULL");
+  if (int rc = sqlite3_bind_null(stmt_, index); rc != SQLITE_OK) throw_error(db_, rc, "binding NULL");
   return *this;
 }
 
 bool Statement::step() {
   int rc = sqlite3_step(stmt_);
-  if (rc == SQLITE_ROW)
-    return true;
-  if (rc == SQLITE_DONE)
-    return false;
+  if (rc == SQLITE_ROW) return true;
+  if (rc == SQLITE_DONE) return false;
   throw_error(db_, rc, "running '" + std::string(std::string_view(sqlite3_sql(stmt_)).substr(0, 60)) + "'");
 }
 
@@ -108,8 +100,7 @@ Connection::Connection(const std::string &path, int flags) {
     std::string reason = cant_open_reason(db_, rc);
     sqlite3_close_v2(db_);
     db_ = nullptr;
-    if ((rc & 0xff) == SQLITE_CANTOPEN)
-      throw CantOpenError("cannot open database " + path + ": " + message, reason);
+    if ((rc & 0xff) == SQLITE_CANTOPEN) throw CantOpenError("cannot open database " + path + ": " + message, reason);
     throw DbError("cannot open database " + path + ": " + message);
   }
   sqlite3_extended_result_codes(db_, 1);
@@ -131,19 +122,17 @@ void Connection::exec(std::string_view sql) {
   std::string text(sql);
   char *error = nullptr;
   int rc = sqlite3_exec(db_, text.c_str(), nullptr, nullptr, &error);
-  if (rc == SQLITE_OK)
-    return;
+  if (rc == SQLITE_OK) return;
   sqlite3_free(error);
   throw_error(db_, rc, "running '" + text.substr(0, 60) + "'");
 }
 
 int64_t Connection::query_int(std::string_view sql) {
   Statement s(db_, sql);
-  if (!s.step())
-    throw DbError("query returned no row: " + std::string(sql));
+  if (!s.step()) throw DbError("query returned no row: " + std::string(sql));
   return s.column_int(0);
 }
 
 int64_t Connection::changes() const { return sqlite3_changes64(db_); }
 
-} // namespace kiln::db::sqlite
+}  // namespace kiln::db::sqlite

@@ -1,7 +1,6 @@
-/// \file
-/// Thin RAII wrappers over the SQLite C API, private to the database folder.
-/// They turn every SQLite failure into a DbError carrying SQLite's message,
-/// and a lock conflict into a BusyError so that callers can retry.
+// Thin RAII wrappers over the SQLite C API, private to the database folder.
+// They turn every SQLite failure into a DbError carrying SQLite's message,
+// and a lock conflict into a BusyError so that callers can retry.
 
 #pragma once
 
@@ -19,31 +18,31 @@ namespace kiln::db::sqlite {
 
 /// Another connection holds a lock we need; the whole transaction may be retried.
 class BusyError : public DbError {
-public:
+ public:
   using DbError::DbError;
 };
 
 /// The file is not an SQLite database, or SQLite found it damaged.
 class CorruptError : public DbError {
-public:
+ public:
   using DbError::DbError;
 };
 
 /// SQLite cannot open a file it needs: the database, or beside a WAL-mode
 /// database its -wal or -shm file.
 class CantOpenError : public DbError {
-public:
+ public:
   CantOpenError(const std::string &message, std::string reason) : DbError(message), reason_(std::move(reason)) {}
   /// SQLite's and the system's words alone, e.g. "unable to open database file (Permission denied)".
   const std::string &reason() const { return reason_; }
 
-private:
+ private:
   std::string reason_;
 };
 
 /// A prepared statement. Move-only; finalized on destruction.
 class Statement {
-public:
+ public:
   Statement(sqlite3 *db, std::string_view sql);
   ~Statement();
   Statement(Statement &&other) noexcept;
@@ -66,25 +65,25 @@ public:
   double column_double(int column) const;
   std::string column_text(int column) const;
 
-private:
+ private:
   sqlite3 *db_;
   sqlite3_stmt *stmt_ = nullptr;
 };
 
 /// Resets a statement when the scope ends, on every path.
 class ResetOnExit {
-public:
+ public:
   explicit ResetOnExit(Statement &s) : s_(s) { s_.reset(); }
   ~ResetOnExit() { s_.reset(); }
   ResetOnExit(const ResetOnExit &) = delete;
 
-private:
+ private:
   Statement &s_;
 };
 
 /// An open SQLite connection. Move-only; closed on destruction.
 class Connection {
-public:
+ public:
   /// `flags` are SQLITE_OPEN_* flags; with SQLITE_OPEN_URI, `path` may be a file: URI.
   Connection(const std::string &path, int flags);
   ~Connection();
@@ -101,11 +100,11 @@ public:
   int64_t changes() const;
   sqlite3 *get() const { return db_; }
 
-private:
+ private:
   sqlite3 *db_ = nullptr;
 };
 
 /// Throws the right error type for SQLite result code `rc` on connection `db`.
 [[noreturn]] void throw_error(sqlite3 *db, int rc, std::string_view what);
 
-} // namespace kiln::db::sqlite
+}  // namespace kiln::db::sqlite

@@ -100,8 +100,11 @@ CompileReport compile_model(const frontend::Graph &graph, const std::vector<fron
     }
     nlohmann::json args = s.inputs;
     args.push_back(s.output);
-    manifest["steps"].push_back({{"artifact", artifact}, {"args", args}, {"workload", s.workload.summary()},
-                                 {"key_hash", s.workload.key_hash()}, {"tuned", tuned}});
+    manifest["steps"].push_back({{"artifact", artifact},
+                                 {"args", args},
+                                 {"workload", s.workload.summary()},
+                                 {"key_hash", s.workload.key_hash()},
+                                 {"tuned", tuned}});
     (tuned ? report.tuned : report.untuned)++;
     if (progress) progress(i + 1, subgraphs.size());
   }

@@ -20,8 +20,8 @@ struct CompileOptions {
 
 struct CompileReport {
   size_t subgraphs = 0;
-  size_t tuned = 0;      ///< built from a database record
-  size_t untuned = 0;    ///< built with the default schedule
+  size_t tuned = 0;    ///< built from a database record
+  size_t untuned = 0;  ///< built with the default schedule
   double seconds = 0;
 };
 

@@ -48,7 +48,8 @@ size_t Model::num_steps() const { return impl_->steps.size(); }
 Model Model::load(const std::string &dir) {
   std::filesystem::path root(dir);
   std::ifstream manifest_file(root / "model.json");
-  if (!manifest_file) throw ModelError("'" + dir + "' is not a compiled model (no model.json); make one with kiln compile");
+  if (!manifest_file)
+    throw ModelError("'" + dir + "' is not a compiled model (no model.json); make one with kiln compile");
   nlohmann::json m;
   try {
     m = nlohmann::json::parse(manifest_file);
@@ -77,18 +78,21 @@ Model Model::load(const std::string &dir) {
     }
     auto index = [&](const nlohmann::json &j) {
       auto i = j.get<size_t>();
-      if (i >= impl->buffers.size()) throw ModelError("'" + dir + "/model.json' names buffer " + std::to_string(i) + ", which does not exist");
+      if (i >= impl->buffers.size())
+        throw ModelError("'" + dir + "/model.json' names buffer " + std::to_string(i) + ", which does not exist");
       return i;
     };
     for (const nlohmann::json &i : m.at("inputs")) {
       impl->inputs.push_back(index(i));
       impl->input_names.push_back(values[impl->inputs.back()].at("name"));
-      impl->input_types.push_back({impl->buffers[impl->inputs.back()].shape(), impl->buffers[impl->inputs.back()].dtype()});
+      impl->input_types.push_back(
+          {impl->buffers[impl->inputs.back()].shape(), impl->buffers[impl->inputs.back()].dtype()});
     }
     for (const nlohmann::json &o : m.at("outputs")) {
       impl->outputs.push_back(index(o));
       impl->output_names.push_back(values[impl->outputs.back()].at("name"));
-      impl->output_types.push_back({impl->buffers[impl->outputs.back()].shape(), impl->buffers[impl->outputs.back()].dtype()});
+      impl->output_types.push_back(
+          {impl->buffers[impl->outputs.back()].shape(), impl->buffers[impl->outputs.back()].dtype()});
     }
     for (const nlohmann::json &s : m.at("steps")) {
       Step step;
@@ -98,7 +102,8 @@ Model Model::load(const std::string &dir) {
       if (!step.handle) throw ModelError("cannot load " + step.artifact + ": " + dlerror());
       impl->steps.push_back(step);  // owned from here: closed if a later step fails
       impl->steps.back().entry = reinterpret_cast<kiln_entry_fn>(dlsym(step.handle, KILN_ENTRY_SYMBOL));
-      if (!impl->steps.back().entry) throw ModelError(step.artifact + " is not a Kiln artifact (no " KILN_ENTRY_SYMBOL ")");
+      if (!impl->steps.back().entry)
+        throw ModelError(step.artifact + " is not a Kiln artifact (no " KILN_ENTRY_SYMBOL ")");
     }
   } catch (const nlohmann::json::exception &e) {
     throw ModelError("'" + dir + "/model.json' is damaged: " + e.what());

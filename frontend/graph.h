@@ -30,7 +30,7 @@ struct Value {
 
 /// One Kiln operator application with a single result.
 struct Node {
-  std::string op;                               ///< an operator of ir/ops
+  std::string op;                                   ///< an operator of ir/ops
   nlohmann::json attrs = nlohmann::json::object();  ///< complete (defaults merged)
   std::vector<ValueId> inputs;
   ValueId output = -1;

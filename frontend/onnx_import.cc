@@ -44,8 +44,8 @@ int check_versions(const onnx::ModelProto &model, const std::string &what) {
   if (opset < 0) throw ImportError(what + " does not import the default ONNX opset");
   auto refuse = [&](const std::string &detail) {
     throw ImportError(what + " uses opset " + std::to_string(opset) + detail + "; Kiln imports opsets " +
-                      std::to_string(kMinOpset) + " to " + std::to_string(kMaxOpset) + ". Re-export with opset_version=" +
-                      std::to_string(opset < kMinOpset ? kMinOpset : kMaxOpset));
+                      std::to_string(kMinOpset) + " to " + std::to_string(kMaxOpset) +
+                      ". Re-export with opset_version=" + std::to_string(opset < kMinOpset ? kMinOpset : kMaxOpset));
   };
   if (opset > kMaxOpset) refuse("");
   if (opset < kMinOpset) {
@@ -134,7 +134,8 @@ Graph import_onnx_bytes(const std::string &bytes, const ImportOptions &options, 
     if (initializer_names.count(in.name())) continue;  // an initializer with a default: a constant
     Value v;
     v.name = in.name();
-    v.type = {input_shape(in, options), dtype_from_onnx(in.type().tensor_type().elem_type(), "graph input '" + in.name() + "'")};
+    v.type = {input_shape(in, options),
+              dtype_from_onnx(in.type().tensor_type().elem_type(), "graph input '" + in.name() + "'")};
     ValueId id = ctx.graph().add_value(std::move(v));
     ctx.graph().inputs.push_back(id);
     ctx.bind(in.name(), id);

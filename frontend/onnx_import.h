@@ -34,8 +34,7 @@ inline constexpr int64_t kMaxIrVersion = 8;
 /// Reads and imports a model file.
 Graph import_onnx_file(const std::string &path, const ImportOptions &options = {});
 /// Imports a serialized ModelProto; `what` names it in messages.
-Graph import_onnx_bytes(const std::string &bytes, const ImportOptions &options = {},
-                        const std::string &what = "model");
+Graph import_onnx_bytes(const std::string &bytes, const ImportOptions &options = {}, const std::string &what = "model");
 
 /// The ONNX operator types the importer understands, sorted.
 std::vector<std::string> supported_onnx_ops();

@@ -11,9 +11,9 @@
 namespace kiln::frontend {
 namespace {
 
-using nlohmann::json;
 using ir::DType;
 using ir::HostTensor;
+using nlohmann::json;
 
 int64_t product(const std::vector<int64_t> &v) {
   return std::accumulate(v.begin(), v.end(), int64_t{1}, std::multiplies<>());
@@ -45,17 +45,23 @@ int64_t int_at(const HostTensor &t, int64_t flat) {
 }
 
 void set_int(HostTensor &t, int64_t flat, int64_t value) {
-  if (t.dtype() == DType::kInt64) static_cast<int64_t *>(t.data())[flat] = value;
-  else t.set(flat, static_cast<double>(value));
+  if (t.dtype() == DType::kInt64)
+    static_cast<int64_t *>(t.data())[flat] = value;
+  else
+    t.set(flat, static_cast<double>(value));
 }
 
 HostTensor cast_tensor(const HostTensor &in, DType to) {
   HostTensor out(to, in.shape());
   for (int64_t i = 0; i < in.size(); ++i) {
-    if (ir::is_int(to) && ir::is_int(in.dtype())) set_int(out, i, int_at(in, i));
-    else if (to == DType::kBool) out.set(i, in.get(i) != 0.0 ? 1.0 : 0.0);
-    else if (ir::is_int(to)) set_int(out, i, static_cast<int64_t>(std::trunc(in.get(i))));
-    else out.set(i, in.get(i));
+    if (ir::is_int(to) && ir::is_int(in.dtype()))
+      set_int(out, i, int_at(in, i));
+    else if (to == DType::kBool)
+      out.set(i, in.get(i) != 0.0 ? 1.0 : 0.0);
+    else if (ir::is_int(to))
+      set_int(out, i, static_cast<int64_t>(std::trunc(in.get(i))));
+    else
+      out.set(i, in.get(i));
   }
   return out;
 }
@@ -133,9 +139,12 @@ ValueId combine(ImportContext &c, const BinaryOp &b, ValueId x, ValueId y) {
   if (cx && cy) return c.constant(broadcast_constants(c, *cx, *cy, tx, b.f, b.fi));
   // A constant operand of another dtype (Pow's int64 exponent) takes the other's.
   if (tx != ty) {
-    if (cy) y = c.constant(cast_tensor(*cy, tx));
-    else if (cx) x = c.constant(cast_tensor(*cx, ty));
-    else c.fail("operands have different element types");
+    if (cy)
+      y = c.constant(cast_tensor(*cy, tx));
+    else if (cx)
+      x = c.constant(cast_tensor(*cx, ty));
+    else
+      c.fail("operands have different element types");
   }
   return c.emit(b.kiln_op, {x, y});
 }
@@ -314,7 +323,8 @@ void import_squeeze(ImportContext &c) {
   std::vector<bool> drop(in.size(), axes.empty());
   for (int64_t a : axes) {
     int64_t d = normalize_axis(c, a, in.size());
-    if (in[static_cast<size_t>(d)] != 1) c.fail("cannot squeeze axis " + std::to_string(a) + " of extent " + std::to_string(in[static_cast<size_t>(d)]));
+    if (in[static_cast<size_t>(d)] != 1)
+      c.fail("cannot squeeze axis " + std::to_string(a) + " of extent " + std::to_string(in[static_cast<size_t>(d)]));
     drop[static_cast<size_t>(d)] = true;
   }
   std::vector<int64_t> out;
@@ -416,7 +426,8 @@ void import_layer_norm(ImportContext &c) {
   c.require_unused_output(2, "InvStdDev");
   std::vector<ValueId> inputs = {c.input(0), c.input(1)};
   if (c.has_input(2)) inputs.push_back(c.input(2));
-  c.set_output(0, c.emit("layer_norm", inputs, {{"axis", c.attr_int("axis", -1)}, {"epsilon", c.attr_float("epsilon", 1e-5f)}}));
+  c.set_output(
+      0, c.emit("layer_norm", inputs, {{"axis", c.attr_int("axis", -1)}, {"epsilon", c.attr_float("epsilon", 1e-5f)}}));
 }
 
 // Inference BatchNormalization: y = x * s + (B - mean * s), s = scale / sqrt(var + eps),
@@ -510,12 +521,15 @@ void import_gather(ImportContext &c) {
   for (int64_t o = 0; o < outer; ++o)
     for (int64_t i = 0; i < indices.size(); ++i) {
       int64_t at = int_at(indices, i);
-      if (at < -extent || at >= extent) c.fail("index " + std::to_string(at) + " is out of range for extent " + std::to_string(extent));
+      if (at < -extent || at >= extent)
+        c.fail("index " + std::to_string(at) + " is out of range for extent " + std::to_string(extent));
       if (at < 0) at += extent;
       for (int64_t r = 0; r < inner; ++r) {
         int64_t dst = (o * indices.size() + i) * inner + r, src = (o * extent + at) * inner + r;
-        if (ir::is_int(data.dtype())) set_int(out, dst, int_at(data, src));
-        else out.set(dst, data.get(src));
+        if (ir::is_int(data.dtype()))
+          set_int(out, dst, int_at(data, src));
+        else
+          out.set(dst, data.get(src));
       }
     }
   c.set_output(0, c.constant(std::move(out)));
@@ -551,8 +565,10 @@ void import_slice(ImportContext &c) {
       src += (begin[d] + (rest / so[d]) * step[d]) * si[d];
       rest %= so[d];
     }
-    if (ir::is_int(data.dtype())) set_int(out, i, int_at(data, src));
-    else out.set(i, data.get(src));
+    if (ir::is_int(data.dtype()))
+      set_int(out, i, int_at(data, src));
+    else
+      out.set(i, data.get(src));
   }
   c.set_output(0, c.constant(std::move(out)));
 }
@@ -566,9 +582,9 @@ void import_expand(ImportContext &c) {
   ValueId one = c.constant(std::move(ones));
   ValueId x = c.input(0);
   if (c.value(x).is_constant()) {
-    c.set_output(0, c.constant(broadcast_constants(c, *c.value(x).constant, *c.value(one).constant, c.type(x).dtype,
-                                                   [](double a, double) { return a; },
-                                                   [](int64_t a, int64_t) { return a; })));
+    c.set_output(0, c.constant(broadcast_constants(
+                        c, *c.value(x).constant, *c.value(one).constant, c.type(x).dtype,
+                        [](double a, double) { return a; }, [](int64_t a, int64_t) { return a; })));
     return;
   }
   c.set_output(0, c.emit("mul", {x, one}));
@@ -594,9 +610,15 @@ int64_t int_div(int64_t a, int64_t b) { return b == 0 ? 0 : a / b; }
 const std::map<std::string, OpImporter> &op_importers() {
   static const std::map<std::string, OpImporter> table = [] {
     std::map<std::string, OpImporter> t;
-    for (auto [onnx_op, kiln_op] : std::vector<std::pair<const char *, const char *>>{
-             {"Relu", "relu"}, {"Sigmoid", "sigmoid"}, {"Tanh", "tanh"}, {"Exp", "exp"}, {"Sqrt", "sqrt"},
-             {"Log", "log"}, {"Neg", "neg"}, {"Abs", "abs"}, {"Erf", "erf"}})
+    for (auto [onnx_op, kiln_op] : std::vector<std::pair<const char *, const char *>>{{"Relu", "relu"},
+                                                                                      {"Sigmoid", "sigmoid"},
+                                                                                      {"Tanh", "tanh"},
+                                                                                      {"Exp", "exp"},
+                                                                                      {"Sqrt", "sqrt"},
+                                                                                      {"Log", "log"},
+                                                                                      {"Neg", "neg"},
+                                                                                      {"Abs", "abs"},
+                                                                                      {"Erf", "erf"}})
       t[onnx_op] = unary(kiln_op);
     t["Add"] = binary({"add", std::plus<double>(), std::plus<int64_t>()});
     t["Sub"] = binary({"sub", std::minus<double>(), std::minus<int64_t>()});
@@ -605,9 +627,11 @@ const std::map<std::string, OpImporter> &op_importers() {
     t["Pow"] = binary({"pow", [](double a, double b) { return std::pow(a, b); },
                        [](int64_t a, int64_t b) { return static_cast<int64_t>(std::pow(a, b)); }});
     t["Max"] = binary({"maximum", [](double a, double b) { return std::max(a, b); },
-                       [](int64_t a, int64_t b) { return std::max(a, b); }}, true);
+                       [](int64_t a, int64_t b) { return std::max(a, b); }},
+                      true);
     t["Min"] = binary({"minimum", [](double a, double b) { return std::min(a, b); },
-                       [](int64_t a, int64_t b) { return std::min(a, b); }}, true);
+                       [](int64_t a, int64_t b) { return std::min(a, b); }},
+                      true);
     t["Sum"] = binary({"add", std::plus<double>(), std::plus<int64_t>()}, true);
     t["Clip"] = import_clip;
     t["HardSigmoid"] = [](ImportContext &c) {

@@ -9,13 +9,20 @@ namespace kiln::frontend {
 
 ir::DType dtype_from_onnx(int32_t elem_type, const std::string &what) {
   switch (elem_type) {
-    case onnx::TensorProto::FLOAT: return ir::DType::kFloat32;
-    case onnx::TensorProto::FLOAT16: return ir::DType::kFloat16;
-    case onnx::TensorProto::INT64: return ir::DType::kInt64;
-    case onnx::TensorProto::INT32: return ir::DType::kInt32;
-    case onnx::TensorProto::INT8: return ir::DType::kInt8;
-    case onnx::TensorProto::BOOL: return ir::DType::kBool;
-    default: break;
+    case onnx::TensorProto::FLOAT:
+      return ir::DType::kFloat32;
+    case onnx::TensorProto::FLOAT16:
+      return ir::DType::kFloat16;
+    case onnx::TensorProto::INT64:
+      return ir::DType::kInt64;
+    case onnx::TensorProto::INT32:
+      return ir::DType::kInt32;
+    case onnx::TensorProto::INT8:
+      return ir::DType::kInt8;
+    case onnx::TensorProto::BOOL:
+      return ir::DType::kBool;
+    default:
+      break;
   }
   const std::string name = onnx::TensorProto::DataType_IsValid(elem_type)
                                ? onnx::TensorProto::DataType_Name(static_cast<onnx::TensorProto::DataType>(elem_type))
@@ -30,8 +37,9 @@ ir::HostTensor tensor_from_onnx(const onnx::TensorProto &t) {
     std::string file;
     for (const auto &entry : t.external_data())
       if (entry.key() == "location") file = entry.value();
-    throw ImportError("external data not supported: " + what + " is stored in '" + file +
-                      "'; save the model with its weights inside (onnx.save(model, path, save_as_external_data=False))");
+    throw ImportError(
+        "external data not supported: " + what + " is stored in '" + file +
+        "'; save the model with its weights inside (onnx.save(model, path, save_as_external_data=False))");
   }
   ir::DType dtype = dtype_from_onnx(t.data_type(), what);
   std::vector<int64_t> shape(t.dims().begin(), t.dims().end());
@@ -54,8 +62,8 @@ ir::HostTensor tensor_from_onnx(const onnx::TensorProto &t) {
     return out;
   }
   int64_t held = dtype == ir::DType::kFloat32 ? t.float_data_size()
-                 : dtype == ir::DType::kInt64  ? t.int64_data_size()
-                                               : t.int32_data_size();
+                 : dtype == ir::DType::kInt64 ? t.int64_data_size()
+                                              : t.int32_data_size();
   if (held != count)
     throw ImportError(what + " (" + shape_string(shape) + ") needs " + std::to_string(count) + " values but holds " +
                       std::to_string(held));

@@ -2,11 +2,11 @@
 
 #include "frontend/fusion.h"
 
-#include <cmath>
 #include <algorithm>
+#include <cmath>
 #include <map>
-#include <set>
 #include <optional>
+#include <set>
 #include <tuple>
 #include <vector>
 
@@ -48,7 +48,6 @@ std::optional<double> scalar_constant(const Graph &g, ValueId v) {
 bool near(std::optional<double> value, double want) {
   return value && std::fabs(*value - want) <= 1e-4 * std::max(1.0, std::fabs(want));
 }
-
 
 // For a binary node with operands {a, b}: the operand that is not `known`.
 std::optional<ValueId> other_operand(const Node &n, ValueId known) {
@@ -141,7 +140,8 @@ int rewrite_gelu(Graph &graph) {
     } else {
       continue;
     }
-    if (graph.values[static_cast<size_t>(x)].type.shape != graph.values[static_cast<size_t>(result)].type.shape) continue;
+    if (graph.values[static_cast<size_t>(x)].type.shape != graph.values[static_cast<size_t>(result)].type.shape)
+      continue;
     // The chain's last node becomes gelu(x); the rest is dead and removed below.
     for (Node &n : graph.nodes)
       if (n.output == result) {
@@ -184,9 +184,11 @@ int rewrite_layer_norm(Graph &graph) {
       }
       if (!pow || !div) continue;
       const Node *var = sole_reader(graph, u, pow->output);
-      if (!var || var->op != "reduce_mean" || var->attrs.value("keepdims", false) != true || !last_axis_only(*var)) continue;
+      if (!var || var->op != "reduce_mean" || var->attrs.value("keepdims", false) != true || !last_axis_only(*var))
+        continue;
       const Node *add_eps = sole_reader(graph, u, var->output);
-      std::optional<ValueId> eps_v = add_eps && add_eps->op == "add" ? other_operand(*add_eps, var->output) : std::nullopt;
+      std::optional<ValueId> eps_v =
+          add_eps && add_eps->op == "add" ? other_operand(*add_eps, var->output) : std::nullopt;
       std::optional<double> eps = eps_v ? scalar_constant(graph, *eps_v) : std::nullopt;
       if (!eps || *eps < 0) continue;
       const Node *sqrt = sole_reader(graph, u, add_eps->output);
@@ -219,8 +221,7 @@ int rewrite_layer_norm(Graph &graph) {
       };
       ValueId g = flat(*gamma), b = flat(*beta);
       for (Node &n : graph.nodes)
-        if (n.output == result)
-          n = Node{"layer_norm", {{"axis", -1}, {"epsilon", *eps}}, {x, g, b}, result, n.source};
+        if (n.output == result) n = Node{"layer_norm", {{"axis", -1}, {"epsilon", *eps}}, {x, g, b}, result, n.source};
       ++rewritten;
       eliminate_dead_nodes(graph);
       changed = true;
@@ -251,9 +252,10 @@ int sink_reshapes_below_bias(Graph &graph) {
       // A unary operation commutes with any reshape.
       if (!unary) {
         const Value &c = graph.values[static_cast<size_t>(op.inputs[static_cast<size_t>(1 - side)])];
-        bool last_axis_only = c.is_constant() && !c.type.shape.empty() && !from.empty() && !to.empty() &&
-                              from.back() == to.back() && out == to && c.type.shape.size() <= from.size() &&
-                              std::all_of(c.type.shape.begin(), c.type.shape.end() - 1, [](int64_t d) { return d == 1; });
+        bool last_axis_only =
+            c.is_constant() && !c.type.shape.empty() && !from.empty() && !to.empty() && from.back() == to.back() &&
+            out == to && c.type.shape.size() <= from.size() &&
+            std::all_of(c.type.shape.begin(), c.type.shape.end() - 1, [](int64_t d) { return d == 1; });
         if (!last_axis_only) continue;
       }
       // op(reshape(y), c) -> reshape(op(y, c)): the operation takes y's shape and the
@@ -294,7 +296,8 @@ int merge_reshapes(Graph &graph) {
       ++merged;
     }
     ValueId source = n.inputs[0];
-    if (graph.values[static_cast<size_t>(source)].type.shape == graph.values[static_cast<size_t>(n.output)].type.shape) {
+    if (graph.values[static_cast<size_t>(source)].type.shape ==
+        graph.values[static_cast<size_t>(n.output)].type.shape) {
       replace_uses(graph, n.output, source);
       ++merged;
     }

@@ -14,9 +14,9 @@ namespace kiln::frontend {
 struct Task {
   ir::Workload workload;
   std::string key_hash;
-  int weight = 0;            ///< occurrences in the graph
-  double flops = 0;          ///< of one occurrence
-  std::vector<size_t> subgraphs; ///< indices of the subgraphs it tunes, in model order
+  int weight = 0;                 ///< occurrences in the graph
+  double flops = 0;               ///< of one occurrence
+  std::vector<size_t> subgraphs;  ///< indices of the subgraphs it tunes, in model order
 };
 
 /// The workload of one node: its operator on its inputs' types.

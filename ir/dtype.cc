@@ -6,12 +6,18 @@ namespace kiln::ir {
 
 const char *dtype_name(DType t) {
   switch (t) {
-    case DType::kBool: return "bool";
-    case DType::kInt8: return "int8";
-    case DType::kInt32: return "int32";
-    case DType::kInt64: return "int64";
-    case DType::kFloat16: return "float16";
-    case DType::kFloat32: return "float32";
+    case DType::kBool:
+      return "bool";
+    case DType::kInt8:
+      return "int8";
+    case DType::kInt32:
+      return "int32";
+    case DType::kInt64:
+      return "int64";
+    case DType::kFloat16:
+      return "float16";
+    case DType::kFloat32:
+      return "float32";
   }
   return "?";
 }
@@ -26,12 +32,18 @@ DType parse_dtype(std::string_view name) {
 
 int dtype_bytes(DType t) {
   switch (t) {
-    case DType::kBool: return 1;
-    case DType::kInt8: return 1;
-    case DType::kInt32: return 4;
-    case DType::kInt64: return 8;
-    case DType::kFloat16: return 2;
-    case DType::kFloat32: return 4;
+    case DType::kBool:
+      return 1;
+    case DType::kInt8:
+      return 1;
+    case DType::kInt32:
+      return 4;
+    case DType::kInt64:
+      return 8;
+    case DType::kFloat16:
+      return 2;
+    case DType::kFloat32:
+      return 4;
   }
   return 0;
 }

@@ -14,17 +14,28 @@ Var::Var(std::string name, DType dtype) : Expr(std::make_shared<VarNode>(dtype, 
 
 const char *intrinsic_name(Intrinsic op) {
   switch (op) {
-    case Intrinsic::kExp: return "exp";
-    case Intrinsic::kLog: return "log";
-    case Intrinsic::kTanh: return "tanh";
-    case Intrinsic::kErf: return "erf";
-    case Intrinsic::kSqrt: return "sqrt";
-    case Intrinsic::kRsqrt: return "rsqrt";
-    case Intrinsic::kPow: return "pow";
-    case Intrinsic::kAbs: return "abs";
-    case Intrinsic::kSigmoid: return "sigmoid";
-    case Intrinsic::kFloor: return "floor";
-    case Intrinsic::kCeil: return "ceil";
+    case Intrinsic::kExp:
+      return "exp";
+    case Intrinsic::kLog:
+      return "log";
+    case Intrinsic::kTanh:
+      return "tanh";
+    case Intrinsic::kErf:
+      return "erf";
+    case Intrinsic::kSqrt:
+      return "sqrt";
+    case Intrinsic::kRsqrt:
+      return "rsqrt";
+    case Intrinsic::kPow:
+      return "pow";
+    case Intrinsic::kAbs:
+      return "abs";
+    case Intrinsic::kSigmoid:
+      return "sigmoid";
+    case Intrinsic::kFloor:
+      return "floor";
+    case Intrinsic::kCeil:
+      return "ceil";
   }
   return "?";
 }
@@ -33,18 +44,24 @@ int intrinsic_arity(Intrinsic op) { return op == Intrinsic::kPow ? 2 : 1; }
 
 const char *scope_name(MemoryScope s) {
   switch (s) {
-    case MemoryScope::kGlobal: return "global";
-    case MemoryScope::kShared: return "shared";
-    case MemoryScope::kLocal: return "local";
+    case MemoryScope::kGlobal:
+      return "global";
+    case MemoryScope::kShared:
+      return "shared";
+    case MemoryScope::kLocal:
+      return "local";
   }
   return "?";
 }
 
 const char *combiner_name(Combiner c) {
   switch (c) {
-    case Combiner::kSum: return "sum";
-    case Combiner::kMax: return "max";
-    case Combiner::kMin: return "min";
+    case Combiner::kSum:
+      return "sum";
+    case Combiner::kMax:
+      return "max";
+    case Combiner::kMin:
+      return "min";
   }
   return "?";
 }
@@ -172,13 +189,20 @@ Expr make_max(Expr a, Expr b) { return make_bin<ExprKind::kMax>("max", std::move
 
 Expr make_cmp(ExprKind kind, Expr a, Expr b) {
   switch (kind) {
-    case ExprKind::kEQ: return make_bin<ExprKind::kEQ>("==", std::move(a), std::move(b), true);
-    case ExprKind::kNE: return make_bin<ExprKind::kNE>("!=", std::move(a), std::move(b), true);
-    case ExprKind::kLT: return make_bin<ExprKind::kLT>("<", std::move(a), std::move(b), true);
-    case ExprKind::kLE: return make_bin<ExprKind::kLE>("<=", std::move(a), std::move(b), true);
-    case ExprKind::kGT: return make_bin<ExprKind::kGT>(">", std::move(a), std::move(b), true);
-    case ExprKind::kGE: return make_bin<ExprKind::kGE>(">=", std::move(a), std::move(b), true);
-    default: throw IRError("make_cmp: not a comparison kind");
+    case ExprKind::kEQ:
+      return make_bin<ExprKind::kEQ>("==", std::move(a), std::move(b), true);
+    case ExprKind::kNE:
+      return make_bin<ExprKind::kNE>("!=", std::move(a), std::move(b), true);
+    case ExprKind::kLT:
+      return make_bin<ExprKind::kLT>("<", std::move(a), std::move(b), true);
+    case ExprKind::kLE:
+      return make_bin<ExprKind::kLE>("<=", std::move(a), std::move(b), true);
+    case ExprKind::kGT:
+      return make_bin<ExprKind::kGT>(">", std::move(a), std::move(b), true);
+    case ExprKind::kGE:
+      return make_bin<ExprKind::kGE>(">=", std::move(a), std::move(b), true);
+    default:
+      throw IRError("make_cmp: not a comparison kind");
   }
 }
 
@@ -242,38 +266,53 @@ Expr make_reduce(Combiner c, Expr source, std::vector<IterVar> axes) {
 
 Expr make_binary(ExprKind kind, Expr a, Expr b) {
   switch (kind) {
-    case ExprKind::kAdd: return make_add(std::move(a), std::move(b));
-    case ExprKind::kSub: return make_sub(std::move(a), std::move(b));
-    case ExprKind::kMul: return make_mul(std::move(a), std::move(b));
-    case ExprKind::kDiv: return make_div(std::move(a), std::move(b));
-    case ExprKind::kFloorDiv: return make_floordiv(std::move(a), std::move(b));
-    case ExprKind::kFloorMod: return make_floormod(std::move(a), std::move(b));
-    case ExprKind::kMin: return make_min(std::move(a), std::move(b));
-    case ExprKind::kMax: return make_max(std::move(a), std::move(b));
-    case ExprKind::kAnd: return make_and(std::move(a), std::move(b));
-    case ExprKind::kOr: return make_or(std::move(a), std::move(b));
+    case ExprKind::kAdd:
+      return make_add(std::move(a), std::move(b));
+    case ExprKind::kSub:
+      return make_sub(std::move(a), std::move(b));
+    case ExprKind::kMul:
+      return make_mul(std::move(a), std::move(b));
+    case ExprKind::kDiv:
+      return make_div(std::move(a), std::move(b));
+    case ExprKind::kFloorDiv:
+      return make_floordiv(std::move(a), std::move(b));
+    case ExprKind::kFloorMod:
+      return make_floormod(std::move(a), std::move(b));
+    case ExprKind::kMin:
+      return make_min(std::move(a), std::move(b));
+    case ExprKind::kMax:
+      return make_max(std::move(a), std::move(b));
+    case ExprKind::kAnd:
+      return make_and(std::move(a), std::move(b));
+    case ExprKind::kOr:
+      return make_or(std::move(a), std::move(b));
     case ExprKind::kEQ:
     case ExprKind::kNE:
     case ExprKind::kLT:
     case ExprKind::kLE:
     case ExprKind::kGT:
-    case ExprKind::kGE: return make_cmp(kind, std::move(a), std::move(b));
-    default: throw IRError("make_binary: not a binary kind");
+    case ExprKind::kGE:
+      return make_cmp(kind, std::move(a), std::move(b));
+    default:
+      throw IRError("make_binary: not a binary kind");
   }
 }
 
 Expr combiner_identity(Combiner c, DType t) {
   switch (c) {
-    case Combiner::kSum: return make_const(t, 0);
+    case Combiner::kSum:
+      return make_const(t, 0);
     case Combiner::kMax:
       if (is_float(t)) return make_float(-std::numeric_limits<double>::infinity(), t);
-      return make_int(t == DType::kInt8 ? -128 : t == DType::kInt32 ? std::numeric_limits<int32_t>::min()
-                                                                    : std::numeric_limits<int64_t>::min(),
+      return make_int(t == DType::kInt8    ? -128
+                      : t == DType::kInt32 ? std::numeric_limits<int32_t>::min()
+                                           : std::numeric_limits<int64_t>::min(),
                       t);
     case Combiner::kMin:
       if (is_float(t)) return make_float(std::numeric_limits<double>::infinity(), t);
-      return make_int(t == DType::kInt8 ? 127 : t == DType::kInt32 ? std::numeric_limits<int32_t>::max()
-                                                                   : std::numeric_limits<int64_t>::max(),
+      return make_int(t == DType::kInt8    ? 127
+                      : t == DType::kInt32 ? std::numeric_limits<int32_t>::max()
+                                           : std::numeric_limits<int64_t>::max(),
                       t);
   }
   return Expr();
@@ -281,9 +320,12 @@ Expr combiner_identity(Combiner c, DType t) {
 
 Expr combine(Combiner c, Expr acc, Expr value) {
   switch (c) {
-    case Combiner::kSum: return make_add(std::move(acc), std::move(value));
-    case Combiner::kMax: return make_max(std::move(acc), std::move(value));
-    case Combiner::kMin: return make_min(std::move(acc), std::move(value));
+    case Combiner::kSum:
+      return make_add(std::move(acc), std::move(value));
+    case Combiner::kMax:
+      return make_max(std::move(acc), std::move(value));
+    case Combiner::kMin:
+      return make_min(std::move(acc), std::move(value));
   }
   return Expr();
 }

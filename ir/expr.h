@@ -188,8 +188,7 @@ struct BufferNode {
   int64_t num_elements() const;
 };
 using Buffer = std::shared_ptr<const BufferNode>;
-Buffer make_buffer(std::string name, DType dtype, std::vector<int64_t> shape,
-                   MemoryScope scope = MemoryScope::kGlobal);
+Buffer make_buffer(std::string name, DType dtype, std::vector<int64_t> shape, MemoryScope scope = MemoryScope::kGlobal);
 
 struct LoadNode : ExprNodeOf<ExprKind::kLoad> {
   LoadNode(Buffer b, std::vector<Expr> i) : ExprNodeOf(b->dtype), buffer(std::move(b)), indices(std::move(i)) {}

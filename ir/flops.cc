@@ -15,8 +15,11 @@ static int64_t arithmetic_ops(const Expr &e) {
       case ExprKind::kDiv:
       case ExprKind::kMin:
       case ExprKind::kMax:
-      case ExprKind::kCall: ++n; break;
-      default: break;
+      case ExprKind::kCall:
+        ++n;
+        break;
+      default:
+        break;
     }
   });
   return n;

@@ -6,10 +6,10 @@ namespace kiln::ir {
 void IRVisitor::visit(const IntImmNode *, const Expr &) {}
 void IRVisitor::visit(const FloatImmNode *, const Expr &) {}
 void IRVisitor::visit(const VarNode *, const Expr &) {}
-#define KILN_VISIT_BINARY(N)                             \
+#define KILN_VISIT_BINARY(N)                               \
   void IRVisitor::visit(const N##Node *op, const Expr &) { \
-    visit_expr(op->a);                                   \
-    visit_expr(op->b);                                   \
+    visit_expr(op->a);                                     \
+    visit_expr(op->b);                                     \
   }
 KILN_VISIT_BINARY(Add)
 KILN_VISIT_BINARY(Sub)
@@ -79,11 +79,11 @@ static bool mutate_all(IRMutator &m, const std::vector<T> &in, std::vector<T> *o
 Expr IRMutator::visit(const IntImmNode *, const Expr &self) { return self; }
 Expr IRMutator::visit(const FloatImmNode *, const Expr &self) { return self; }
 Expr IRMutator::visit(const VarNode *, const Expr &self) { return self; }
-#define KILN_MUTATE_BINARY(N)                                           \
-  Expr IRMutator::visit(const N##Node *op, const Expr &self) {          \
-    Expr a = mutate(op->a), b = mutate(op->b);                          \
-    if (a.same_as(op->a) && b.same_as(op->b)) return self;              \
-    return make_binary(ExprKind::k##N, std::move(a), std::move(b));     \
+#define KILN_MUTATE_BINARY(N)                                       \
+  Expr IRMutator::visit(const N##Node *op, const Expr &self) {      \
+    Expr a = mutate(op->a), b = mutate(op->b);                      \
+    if (a.same_as(op->a) && b.same_as(op->b)) return self;          \
+    return make_binary(ExprKind::k##N, std::move(a), std::move(b)); \
   }
 KILN_MUTATE_BINARY(Add)
 KILN_MUTATE_BINARY(Sub)
@@ -179,10 +179,10 @@ class ExprCallback : public IRVisitor {
   using IRVisitor::visit_expr;
 
  protected:
-#define KILN_HOOK(N)                                    \
+#define KILN_HOOK(N)                                         \
   void visit(const N##Node *op, const Expr &self) override { \
-    fn_(self);                                          \
-    IRVisitor::visit(op, self);                         \
+    fn_(self);                                               \
+    IRVisitor::visit(op, self);                              \
   }
   KILN_EXPR_NODES(KILN_HOOK)
 #undef KILN_HOOK
@@ -196,10 +196,10 @@ class StmtCallback : public IRVisitor {
   explicit StmtCallback(const std::function<void(const Stmt &)> &fn) : fn_(fn) {}
 
  protected:
-#define KILN_HOOK(N)                                    \
+#define KILN_HOOK(N)                                         \
   void visit(const N##Node *op, const Stmt &self) override { \
-    fn_(self);                                          \
-    IRVisitor::visit(op, self);                         \
+    fn_(self);                                               \
+    IRVisitor::visit(op, self);                              \
   }
   KILN_STMT_NODES(KILN_HOOK)
 #undef KILN_HOOK

@@ -17,7 +17,8 @@ class ExprFunctor {
   R visit_expr(const Expr &e) {
     switch (e.kind()) {
 #define KILN_DISPATCH(N) \
-  case ExprKind::k##N: return visit(static_cast<const N##Node *>(e.get()), e);
+  case ExprKind::k##N:   \
+    return visit(static_cast<const N##Node *>(e.get()), e);
       KILN_EXPR_NODES(KILN_DISPATCH)
 #undef KILN_DISPATCH
     }
@@ -37,7 +38,8 @@ class StmtFunctor {
   R visit_stmt(const Stmt &s) {
     switch (s.kind()) {
 #define KILN_DISPATCH(N) \
-  case StmtKind::k##N: return visit(static_cast<const N##Node *>(s.get()), s);
+  case StmtKind::k##N:   \
+    return visit(static_cast<const N##Node *>(s.get()), s);
       KILN_STMT_NODES(KILN_DISPATCH)
 #undef KILN_DISPATCH
     }

@@ -1,7 +1,6 @@
-/// \file
-/// The host CPU's LLVM name, read from cpuid (x86-64) or /proc/cpuinfo (AArch64)
-/// without LLVM, so that the database and its C API resolve `-mcpu=native` exactly as
-/// the tuner does.
+// The host CPU's LLVM name, read from cpuid (x86-64) or /proc/cpuinfo (AArch64)
+// without LLVM, so that the database and its C API resolve `-mcpu=native` exactly as
+// the tuner does.
 
 #include "ir/target.h"
 
@@ -25,8 +24,7 @@ struct X86Id {
 X86Id read_x86_id() {
   unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
   X86Id id;
-  if (!__get_cpuid(0, &eax, &ebx, &ecx, &edx))
-    return id;
+  if (!__get_cpuid(0, &eax, &ebx, &ecx, &edx)) return id;
   char vendor[13] = {};
   std::memcpy(vendor, &ebx, 4);
   std::memcpy(vendor + 4, &edx, 4);
@@ -41,8 +39,7 @@ X86Id read_x86_id() {
 
 bool in(unsigned value, std::initializer_list<unsigned> set) {
   for (unsigned v : set)
-    if (v == value)
-      return true;
+    if (v == value) return true;
   return false;
 }
 
@@ -50,62 +47,42 @@ bool in(unsigned value, std::initializer_list<unsigned> set) {
 // for the server and desktop parts Kiln meets; CPUs it does not list get an ISA level.
 std::string named_x86_cpu(const X86Id &id) {
   if (id.vendor == "AuthenticAMD") {
-    if (id.family == 0x17)
-      return id.model >= 0x30 ? "znver2" : "znver1";
-    if (id.family == 0x19)
-      return (id.model <= 0x0f || (id.model >= 0x20 && id.model <= 0x5f)) ? "znver3" : "znver4";
-    if (id.family == 0x1a)
-      return "znver4"; // Zen 5: the newest Zen LLVM 16 knows
+    if (id.family == 0x17) return id.model >= 0x30 ? "znver2" : "znver1";
+    if (id.family == 0x19) return (id.model <= 0x0f || (id.model >= 0x20 && id.model <= 0x5f)) ? "znver3" : "znver4";
+    if (id.family == 0x1a) return "znver4";  // Zen 5: the newest Zen LLVM 16 knows
     return "";
   }
-  if (id.vendor != "GenuineIntel" || id.family != 6)
-    return "";
+  if (id.vendor != "GenuineIntel" || id.family != 6) return "";
   unsigned m = id.model;
-  if (in(m, {0x3c, 0x3f, 0x45, 0x46}))
-    return "haswell";
-  if (in(m, {0x3d, 0x47, 0x4f, 0x56}))
-    return "broadwell";
-  if (in(m, {0x4e, 0x5e, 0x8e, 0x9e, 0xa5, 0xa6}))
-    return "skylake";
+  if (in(m, {0x3c, 0x3f, 0x45, 0x46})) return "haswell";
+  if (in(m, {0x3d, 0x47, 0x4f, 0x56})) return "broadwell";
+  if (in(m, {0x4e, 0x5e, 0x8e, 0x9e, 0xa5, 0xa6})) return "skylake";
   if (m == 0x55) {
-    if (__builtin_cpu_supports("avx512bf16"))
-      return "cooperlake";
+    if (__builtin_cpu_supports("avx512bf16")) return "cooperlake";
     return __builtin_cpu_supports("avx512vnni") ? "cascadelake" : "skylake-avx512";
   }
-  if (m == 0x66)
-    return "cannonlake";
-  if (in(m, {0x7d, 0x7e}))
-    return "icelake-client";
-  if (in(m, {0x6a, 0x6c}))
-    return "icelake-server";
-  if (in(m, {0x8c, 0x8d}))
-    return "tigerlake";
-  if (m == 0xa7)
-    return "rocketlake";
-  if (m == 0x8f)
-    return "sapphirerapids";
-  if (m == 0xcf)
-    return "emeraldrapids";
-  if (in(m, {0xad, 0xae}))
-    return "graniterapids";
-  if (in(m, {0x97, 0x9a}))
-    return "alderlake";
-  if (in(m, {0xb7, 0xba, 0xbf}))
-    return "raptorlake";
-  if (in(m, {0xaa, 0xac}))
-    return "meteorlake";
+  if (m == 0x66) return "cannonlake";
+  if (in(m, {0x7d, 0x7e})) return "icelake-client";
+  if (in(m, {0x6a, 0x6c})) return "icelake-server";
+  if (in(m, {0x8c, 0x8d})) return "tigerlake";
+  if (m == 0xa7) return "rocketlake";
+  if (m == 0x8f) return "sapphirerapids";
+  if (m == 0xcf) return "emeraldrapids";
+  if (in(m, {0xad, 0xae})) return "graniterapids";
+  if (in(m, {0x97, 0x9a})) return "alderlake";
+  if (in(m, {0xb7, 0xba, 0xbf})) return "raptorlake";
+  if (in(m, {0xaa, 0xac})) return "meteorlake";
   return "";
 }
 
 // The x86-64 microarchitecture level the host implements, from its cpuid flags.
 std::string x86_isa_level() {
-  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-      __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512cd"))
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
+      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512cd"))
     return "x86-64-v4";
   if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("bmi2"))
     return "x86-64-v3";
-  if (__builtin_cpu_supports("sse4.2") && __builtin_cpu_supports("popcnt"))
-    return "x86-64-v2";
+  if (__builtin_cpu_supports("sse4.2") && __builtin_cpu_supports("popcnt")) return "x86-64-v2";
   return "x86-64";
 }
 
@@ -115,8 +92,7 @@ std::string detect_host_cpu() {
   // A virtual machine may hide AVX-512 from a CPU that has it (or the table may be
   // wrong for a new stepping): then the name would promise instructions the host
   // cannot run, and the ISA level is the honest answer.
-  if (named.empty() || x86_vector_bits(named) != x86_vector_bits(level))
-    return level;
+  if (named.empty() || x86_vector_bits(named) != x86_vector_bits(level)) return level;
   return named;
 }
 #elif defined(__aarch64__)
@@ -125,47 +101,66 @@ std::string detect_host_cpu() {
   std::string line, implementer, part;
   while (std::getline(cpuinfo, line)) {
     auto value = [&] { return line.substr(line.find(':') + 1); };
-    if (line.rfind("CPU implementer", 0) == 0 && implementer.empty())
-      implementer = value();
-    if (line.rfind("CPU part", 0) == 0 && part.empty())
-      part = value();
+    if (line.rfind("CPU implementer", 0) == 0 && implementer.empty()) implementer = value();
+    if (line.rfind("CPU part", 0) == 0 && part.empty()) part = value();
   }
   auto number = [](const std::string &s) { return s.empty() ? 0ul : std::stoul(s, nullptr, 0); };
-  if (number(implementer) != 0x41) // Arm Ltd. designs; others get the generic model
+  if (number(implementer) != 0x41)  // Arm Ltd. designs; others get the generic model
     return "generic";
   switch (number(part)) {
-  case 0xd03: return "cortex-a53";
-  case 0xd04: return "cortex-a35";
-  case 0xd05: return "cortex-a55";
-  case 0xd07: return "cortex-a57";
-  case 0xd08: return "cortex-a72";
-  case 0xd09: return "cortex-a73";
-  case 0xd0a: return "cortex-a75";
-  case 0xd0b: return "cortex-a76";
-  case 0xd0c: return "neoverse-n1";
-  case 0xd0d: return "cortex-a77";
-  case 0xd40: return "neoverse-v1";
-  case 0xd41: return "cortex-a78";
-  case 0xd42: return "cortex-a78"; // Cortex-A78AE (Jetson Orin)
-  case 0xd44: return "cortex-x1";
-  case 0xd46: return "cortex-a510";
-  case 0xd47: return "cortex-a710";
-  case 0xd48: return "cortex-x2";
-  case 0xd49: return "neoverse-n2";
-  case 0xd4b: return "cortex-a78c";
-  case 0xd4f: return "neoverse-v2";
-  default: return "generic";
+    case 0xd03:
+      return "cortex-a53";
+    case 0xd04:
+      return "cortex-a35";
+    case 0xd05:
+      return "cortex-a55";
+    case 0xd07:
+      return "cortex-a57";
+    case 0xd08:
+      return "cortex-a72";
+    case 0xd09:
+      return "cortex-a73";
+    case 0xd0a:
+      return "cortex-a75";
+    case 0xd0b:
+      return "cortex-a76";
+    case 0xd0c:
+      return "neoverse-n1";
+    case 0xd0d:
+      return "cortex-a77";
+    case 0xd40:
+      return "neoverse-v1";
+    case 0xd41:
+      return "cortex-a78";
+    case 0xd42:
+      return "cortex-a78";  // Cortex-A78AE (Jetson Orin)
+    case 0xd44:
+      return "cortex-x1";
+    case 0xd46:
+      return "cortex-a510";
+    case 0xd47:
+      return "cortex-a710";
+    case 0xd48:
+      return "cortex-x2";
+    case 0xd49:
+      return "neoverse-n2";
+    case 0xd4b:
+      return "cortex-a78c";
+    case 0xd4f:
+      return "neoverse-v2";
+    default:
+      return "generic";
   }
 }
 #else
 std::string detect_host_cpu() { return "generic"; }
 #endif
 
-} // namespace
+}  // namespace
 
 const std::string &host_cpu() {
   static const std::string name = detect_host_cpu();
   return name;
 }
 
-} // namespace kiln
+}  // namespace kiln

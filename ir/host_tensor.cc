@@ -59,12 +59,18 @@ uint16_t float_to_half(float f) {
 double HostTensor::get(int64_t i) const {
   const uint8_t *p = bytes_.data();
   switch (dtype_) {
-    case DType::kBool: return p[i] ? 1.0 : 0.0;
-    case DType::kInt8: return static_cast<double>(reinterpret_cast<const int8_t *>(p)[i]);
-    case DType::kInt32: return static_cast<double>(reinterpret_cast<const int32_t *>(p)[i]);
-    case DType::kInt64: return static_cast<double>(reinterpret_cast<const int64_t *>(p)[i]);
-    case DType::kFloat16: return half_to_float(reinterpret_cast<const uint16_t *>(p)[i]);
-    case DType::kFloat32: return reinterpret_cast<const float *>(p)[i];
+    case DType::kBool:
+      return p[i] ? 1.0 : 0.0;
+    case DType::kInt8:
+      return static_cast<double>(reinterpret_cast<const int8_t *>(p)[i]);
+    case DType::kInt32:
+      return static_cast<double>(reinterpret_cast<const int32_t *>(p)[i]);
+    case DType::kInt64:
+      return static_cast<double>(reinterpret_cast<const int64_t *>(p)[i]);
+    case DType::kFloat16:
+      return half_to_float(reinterpret_cast<const uint16_t *>(p)[i]);
+    case DType::kFloat32:
+      return reinterpret_cast<const float *>(p)[i];
   }
   return 0;
 }
@@ -72,12 +78,24 @@ double HostTensor::get(int64_t i) const {
 void HostTensor::set(int64_t i, double v) {
   uint8_t *p = bytes_.data();
   switch (dtype_) {
-    case DType::kBool: p[i] = v != 0; break;
-    case DType::kInt8: reinterpret_cast<int8_t *>(p)[i] = static_cast<int8_t>(static_cast<int64_t>(v)); break;
-    case DType::kInt32: reinterpret_cast<int32_t *>(p)[i] = static_cast<int32_t>(static_cast<int64_t>(v)); break;
-    case DType::kInt64: reinterpret_cast<int64_t *>(p)[i] = static_cast<int64_t>(v); break;
-    case DType::kFloat16: reinterpret_cast<uint16_t *>(p)[i] = float_to_half(static_cast<float>(v)); break;
-    case DType::kFloat32: reinterpret_cast<float *>(p)[i] = static_cast<float>(v); break;
+    case DType::kBool:
+      p[i] = v != 0;
+      break;
+    case DType::kInt8:
+      reinterpret_cast<int8_t *>(p)[i] = static_cast<int8_t>(static_cast<int64_t>(v));
+      break;
+    case DType::kInt32:
+      reinterpret_cast<int32_t *>(p)[i] = static_cast<int32_t>(static_cast<int64_t>(v));
+      break;
+    case DType::kInt64:
+      reinterpret_cast<int64_t *>(p)[i] = static_cast<int64_t>(v);
+      break;
+    case DType::kFloat16:
+      reinterpret_cast<uint16_t *>(p)[i] = float_to_half(static_cast<float>(v));
+      break;
+    case DType::kFloat32:
+      reinterpret_cast<float *>(p)[i] = static_cast<float>(v);
+      break;
   }
 }
 

@@ -25,10 +25,14 @@ double round_to(DType t, double v) {
 
 int64_t wrap_to(DType t, int64_t v) {
   switch (t) {
-    case DType::kInt8: return static_cast<int8_t>(v);
-    case DType::kInt32: return static_cast<int32_t>(v);
-    case DType::kBool: return v != 0;
-    default: return v;
+    case DType::kInt8:
+      return static_cast<int8_t>(v);
+    case DType::kInt32:
+      return static_cast<int32_t>(v);
+    case DType::kBool:
+      return v != 0;
+    default:
+      return v;
   }
 }
 
@@ -103,20 +107,21 @@ class Interpreter : public ExprFunctor<Scalar>, public StmtFunctor<void> {
   }
 
   Scalar visit(const AddNode *op, const Expr &) override {
-    return arith(op->a, op->b, op->dtype, [](int64_t x, int64_t y) { return x + y; },
-                 [](double x, double y) { return x + y; });
+    return arith(
+        op->a, op->b, op->dtype, [](int64_t x, int64_t y) { return x + y; }, [](double x, double y) { return x + y; });
   }
   Scalar visit(const SubNode *op, const Expr &) override {
-    return arith(op->a, op->b, op->dtype, [](int64_t x, int64_t y) { return x - y; },
-                 [](double x, double y) { return x - y; });
+    return arith(
+        op->a, op->b, op->dtype, [](int64_t x, int64_t y) { return x - y; }, [](double x, double y) { return x - y; });
   }
   Scalar visit(const MulNode *op, const Expr &) override {
-    return arith(op->a, op->b, op->dtype, [](int64_t x, int64_t y) { return x * y; },
-                 [](double x, double y) { return x * y; });
+    return arith(
+        op->a, op->b, op->dtype, [](int64_t x, int64_t y) { return x * y; }, [](double x, double y) { return x * y; });
   }
   Scalar visit(const DivNode *op, const Expr &) override {
-    return arith(op->a, op->b, op->dtype, [](int64_t x, int64_t y) { return y ? x / y : 0; },
-                 [](double x, double y) { return x / y; });
+    return arith(
+        op->a, op->b, op->dtype, [](int64_t x, int64_t y) { return y ? x / y : 0; },
+        [](double x, double y) { return x / y; });
   }
   Scalar visit(const FloorDivNode *op, const Expr &) override {
     Scalar x = eval(op->a), y = eval(op->b);
@@ -129,12 +134,14 @@ class Interpreter : public ExprFunctor<Scalar>, public StmtFunctor<void> {
     return I(wrap_to(op->dtype, x.i - floordiv_i(x.i, y.i) * y.i));
   }
   Scalar visit(const MinNode *op, const Expr &) override {
-    return arith(op->a, op->b, op->dtype, [](int64_t x, int64_t y) { return std::min(x, y); },
-                 [](double x, double y) { return x < y ? x : y; });
+    return arith(
+        op->a, op->b, op->dtype, [](int64_t x, int64_t y) { return std::min(x, y); },
+        [](double x, double y) { return x < y ? x : y; });
   }
   Scalar visit(const MaxNode *op, const Expr &) override {
-    return arith(op->a, op->b, op->dtype, [](int64_t x, int64_t y) { return std::max(x, y); },
-                 [](double x, double y) { return x > y ? x : y; });
+    return arith(
+        op->a, op->b, op->dtype, [](int64_t x, int64_t y) { return std::max(x, y); },
+        [](double x, double y) { return x > y ? x : y; });
   }
   Scalar visit(const EQNode *op, const Expr &) override {
     return compare(op->a, op->b, std::equal_to<int64_t>(), std::equal_to<double>());
@@ -172,20 +179,40 @@ class Interpreter : public ExprFunctor<Scalar>, public StmtFunctor<void> {
     Scalar a = eval(op->args[0]);
     double x = a.f, r = 0;
     switch (op->op) {
-      case Intrinsic::kExp: r = std::exp(x); break;
-      case Intrinsic::kLog: r = std::log(x); break;
-      case Intrinsic::kTanh: r = std::tanh(x); break;
-      case Intrinsic::kErf: r = std::erf(x); break;
-      case Intrinsic::kSqrt: r = std::sqrt(x); break;
-      case Intrinsic::kRsqrt: r = 1.0 / std::sqrt(x); break;
-      case Intrinsic::kPow: r = std::pow(x, eval(op->args[1]).f); break;
+      case Intrinsic::kExp:
+        r = std::exp(x);
+        break;
+      case Intrinsic::kLog:
+        r = std::log(x);
+        break;
+      case Intrinsic::kTanh:
+        r = std::tanh(x);
+        break;
+      case Intrinsic::kErf:
+        r = std::erf(x);
+        break;
+      case Intrinsic::kSqrt:
+        r = std::sqrt(x);
+        break;
+      case Intrinsic::kRsqrt:
+        r = 1.0 / std::sqrt(x);
+        break;
+      case Intrinsic::kPow:
+        r = std::pow(x, eval(op->args[1]).f);
+        break;
       case Intrinsic::kAbs:
         if (!is_float(op->dtype)) return I(std::llabs(a.i));
         r = std::fabs(x);
         break;
-      case Intrinsic::kSigmoid: r = 1.0 / (1.0 + std::exp(-x)); break;
-      case Intrinsic::kFloor: r = std::floor(x); break;
-      case Intrinsic::kCeil: r = std::ceil(x); break;
+      case Intrinsic::kSigmoid:
+        r = 1.0 / (1.0 + std::exp(-x));
+        break;
+      case Intrinsic::kFloor:
+        r = std::floor(x);
+        break;
+      case Intrinsic::kCeil:
+        r = std::ceil(x);
+        break;
     }
     return F(round_to(op->dtype, r));
   }

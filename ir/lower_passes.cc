@@ -282,7 +282,9 @@ PrimFunc compact_buffers(const PrimFunc &f) {
     Rebase rebase(buf, compact, region.min);
     Stmt alloc = make_block(buf->name + "_alloc", {}, {}, Expr(), Stmt(), rebase.mutate(loop->body), {compact});
     Stmt new_loop = with_body(loop, alloc);
-    g = sched::remove_root_alloc(sched::with_body(g, sched::replace_stmt(g.body, sched::find_loop(g, loop->loop_var.get()).get(), new_loop)), buf);
+    g = sched::remove_root_alloc(
+        sched::with_body(g, sched::replace_stmt(g.body, sched::find_loop(g, loop->loop_var.get()).get(), new_loop)),
+        buf);
   }
   return sched::simplify_func(g);
 }
@@ -391,6 +393,8 @@ PrimFunc vector_friendly_layouts(const PrimFunc &f) {
   return g;
 }
 
-PrimFunc lower_for_codegen(const PrimFunc &f) { return vector_friendly_layouts(compact_buffers(decompose_reductions(f))); }
+PrimFunc lower_for_codegen(const PrimFunc &f) {
+  return vector_friendly_layouts(compact_buffers(decompose_reductions(f)));
+}
 
 }  // namespace kiln::ir

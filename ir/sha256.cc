@@ -1,5 +1,4 @@
-/// \file
-/// SHA-256 through OpenSSL's EVP interface (the non-deprecated one in 3.x).
+// SHA-256 through OpenSSL's EVP interface (the non-deprecated one in 3.x).
 
 #include "ir/sha256.h"
 

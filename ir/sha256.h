@@ -1,5 +1,4 @@
-/// \file
-/// SHA-256 of a byte string as lowercase hex: the hash behind workload keys.
+// SHA-256 of a byte string as lowercase hex: the hash behind workload keys.
 
 #pragma once
 
@@ -13,4 +12,4 @@ namespace kiln {
 /// output format (lowercase, no prefix) is part of the database contract.
 std::string sha256_hex(std::string_view data);
 
-} // namespace kiln
+}  // namespace kiln

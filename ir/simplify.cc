@@ -126,8 +126,10 @@ class SimplifyPass : public IRMutator {
         Interval x = bounds_of(op->true_value), y = bounds_of(op->false_value);
         return Interval{std::min(x.min, y.min), std::max(x.max, y.max)};
       }
-      case ExprKind::kCast: return bounds_of(e.as<CastNode>()->value);
-      default: return Interval{};
+      case ExprKind::kCast:
+        return bounds_of(e.as<CastNode>()->value);
+      default:
+        return Interval{};
     }
   }
 
@@ -341,7 +343,8 @@ class SimplifyPass : public IRMutator {
         if (d.min == 0 && d.max == 0) return no;
         if (d.min > 0 || d.max < 0) return yes;
         break;
-      default: break;
+      default:
+        break;
     }
     return make_cmp(kind, a, b);
   }

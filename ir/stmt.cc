@@ -4,17 +4,21 @@ namespace kiln::ir {
 
 const char *for_kind_name(ForKind k) {
   switch (k) {
-    case ForKind::kSerial: return "serial";
-    case ForKind::kParallel: return "parallel";
-    case ForKind::kVectorized: return "vectorized";
-    case ForKind::kUnrolled: return "unrolled";
-    case ForKind::kThreadBinding: return "thread_binding";
+    case ForKind::kSerial:
+      return "serial";
+    case ForKind::kParallel:
+      return "parallel";
+    case ForKind::kVectorized:
+      return "vectorized";
+    case ForKind::kUnrolled:
+      return "unrolled";
+    case ForKind::kThreadBinding:
+      return "thread_binding";
   }
   return "?";
 }
 
-Stmt make_for(Var loop_var, int64_t extent, ForKind kind, Stmt body, std::string thread_tag,
-              Annotations annotations) {
+Stmt make_for(Var loop_var, int64_t extent, ForKind kind, Stmt body, std::string thread_tag, Annotations annotations) {
   if (extent <= 0) throw IRError("loop '" + loop_var.name() + "' has non-positive extent");
   if (!body.defined()) throw IRError("loop '" + loop_var.name() + "' has no body");
   auto n = std::make_shared<ForNode>();
@@ -81,8 +85,7 @@ Stmt make_if(Expr cond, Stmt then_case, Stmt else_case) {
 }
 
 Stmt with_body(const ForNode *loop, Stmt body) {
-  return make_for(loop->loop_var, loop->extent, loop->for_kind, std::move(body), loop->thread_tag,
-                  loop->annotations);
+  return make_for(loop->loop_var, loop->extent, loop->for_kind, std::move(body), loop->thread_tag, loop->annotations);
 }
 
 Stmt with_for_kind(const ForNode *loop, ForKind kind, std::string thread_tag) {

@@ -78,10 +78,10 @@ class EqualityChecker : public ExprFunctor<bool>, public StmtFunctor<bool> {
     if (it != vars_.end()) return it->second == o;
     return by_identity_ ? op == o : op->name == o->name;
   }
-#define KILN_EQ_BINARY(N)                                                   \
-  bool visit(const N##Node *op, const Expr &) override {                    \
-    const N##Node *o = other<N##Node>();                                    \
-    return equal(op->a, o->a) && equal(op->b, o->b);                        \
+#define KILN_EQ_BINARY(N)                                \
+  bool visit(const N##Node *op, const Expr &) override { \
+    const N##Node *o = other<N##Node>();                 \
+    return equal(op->a, o->a) && equal(op->b, o->b);     \
   }
   KILN_EQ_BINARY(Add)
   KILN_EQ_BINARY(Sub)
@@ -103,8 +103,7 @@ class EqualityChecker : public ExprFunctor<bool>, public StmtFunctor<bool> {
   bool visit(const NotNode *op, const Expr &) override { return equal(op->a, other<NotNode>()->a); }
   bool visit(const SelectNode *op, const Expr &) override {
     const SelectNode *o = other<SelectNode>();
-    return equal(op->cond, o->cond) && equal(op->true_value, o->true_value) &&
-           equal(op->false_value, o->false_value);
+    return equal(op->cond, o->cond) && equal(op->true_value, o->true_value) && equal(op->false_value, o->false_value);
   }
   bool visit(const CastNode *op, const Expr &) override { return equal(op->value, other<CastNode>()->value); }
   bool visit(const CallNode *op, const Expr &) override {

@@ -1,5 +1,4 @@
-/// \file
-/// Target string parsing and the hardware facts derived from it.
+// Target string parsing and the hardware facts derived from it.
 
 #include "ir/target.h"
 
@@ -28,21 +27,29 @@ std::string host_triple() {
 }
 
 // The first component of a triple is the architecture ("x86_64-linux-gnu").
-static std::string triple_arch(const std::string &triple) {
-  return triple.substr(0, triple.find('-'));
-}
+static std::string triple_arch(const std::string &triple) { return triple.substr(0, triple.find('-')); }
 
 int x86_vector_bits(std::string_view mcpu) {
   // CPUs (LLVM -mcpu names) whose vector registers are 512 bits wide.
-  static constexpr std::array<std::string_view, 17> kAvx512Cpus = {
-      "skylake-avx512", "cascadelake",  "cooperlake",  "cannonlake",  "icelake-client",
-      "icelake-server", "tigerlake",    "rocketlake",  "sapphirerapids", "emeraldrapids",
-      "graniterapids",  "znver4",       "znver5",      "knl",         "knm",
-      "x86-64-v4",      "alderlake-avx512"};
-  if (mcpu == "native")
-    return 0;
-  if (mcpu == "skx")
-    return 512;
+  static constexpr std::array<std::string_view, 17> kAvx512Cpus = {"skylake-avx512",
+                                                                   "cascadelake",
+                                                                   "cooperlake",
+                                                                   "cannonlake",
+                                                                   "icelake-client",
+                                                                   "icelake-server",
+                                                                   "tigerlake",
+                                                                   "rocketlake",
+                                                                   "sapphirerapids",
+                                                                   "emeraldrapids",
+                                                                   "graniterapids",
+                                                                   "znver4",
+                                                                   "znver5",
+                                                                   "knl",
+                                                                   "knm",
+                                                                   "x86-64-v4",
+                                                                   "alderlake-avx512"};
+  if (mcpu == "native") return 0;
+  if (mcpu == "skx") return 512;
   return std::find(kAvx512Cpus.begin(), kAvx512Cpus.end(), mcpu) != kAvx512Cpus.end() ? 512 : 256;
 }
 
@@ -75,13 +82,10 @@ static std::vector<std::string_view> split_whitespace(std::string_view text) {
   std::vector<std::string_view> tokens;
   size_t i = 0;
   while (i < text.size()) {
-    while (i < text.size() && std::isspace(static_cast<unsigned char>(text[i])))
-      ++i;
+    while (i < text.size() && std::isspace(static_cast<unsigned char>(text[i]))) ++i;
     size_t start = i;
-    while (i < text.size() && !std::isspace(static_cast<unsigned char>(text[i])))
-      ++i;
-    if (i > start)
-      tokens.push_back(text.substr(start, i - start));
+    while (i < text.size() && !std::isspace(static_cast<unsigned char>(text[i]))) ++i;
+    if (i > start) tokens.push_back(text.substr(start, i - start));
   }
   return tokens;
 }
@@ -90,13 +94,11 @@ static void reject_unknown_flags(const std::map<std::string, std::string> &flags
                                  std::initializer_list<std::string_view> known, std::string_view kind,
                                  std::string_view text) {
   for (const auto &[name, value] : flags) {
-    if (std::find(known.begin(), known.end(), name) != known.end())
-      continue;
+    if (std::find(known.begin(), known.end(), name) != known.end()) continue;
     std::string expected;
-    for (std::string_view k : known)
-      expected += (expected.empty() ? "-" : ", -") + std::string(k);
-    throw std::invalid_argument("bad flag '-" + name + "' in target '" + std::string(text) + "'; " +
-                                std::string(kind) + " accepts " + expected);
+    for (std::string_view k : known) expected += (expected.empty() ? "-" : ", -") + std::string(k);
+    throw std::invalid_argument("bad flag '-" + name + "' in target '" + std::string(text) + "'; " + std::string(kind) +
+                                " accepts " + expected);
   }
 }
 
@@ -124,7 +126,7 @@ static Target parse_llvm(const std::map<std::string, std::string> &flags, std::s
     t.num_cores = 1;
 
   if (t.is_aarch64())
-    t.vector_width_bits = 128; // NEON; SVE widths vary per chip and are not modelled yet
+    t.vector_width_bits = 128;  // NEON; SVE widths vary per chip and are not modelled yet
   else if (t.is_x86())
     t.vector_width_bits = x86_vector_bits(native ? host_cpu() : t.mcpu);
   else
@@ -146,14 +148,13 @@ static Target parse_cuda(const std::map<std::string, std::string> &flags, std::s
     throw std::invalid_argument("bad -arch '" + a + "' in target '" + std::string(text) + "'; expected sm_XY");
   t.arch = a;
   auto threads = flags.find("max-threads-per-block");
-  t.max_threads_per_block = threads == flags.end()
-                                ? kCudaDefaultMaxThreadsPerBlock
-                                : parse_positive_int("max-threads-per-block", threads->second, text);
+  t.max_threads_per_block = threads == flags.end() ? kCudaDefaultMaxThreadsPerBlock
+                                                   : parse_positive_int("max-threads-per-block", threads->second, text);
   auto shared = flags.find("max-shared-memory-per-block");
   t.max_shared_memory_bytes = shared == flags.end()
                                   ? kCudaDefaultSharedMemoryBytes
                                   : parse_positive_int("max-shared-memory-per-block", shared->second, text);
-  t.vector_width_bits = 128; // widest global load a thread issues (float4)
+  t.vector_width_bits = 128;  // widest global load a thread issues (float4)
   return t;
 }
 
@@ -171,17 +172,14 @@ Target Target::parse(std::string_view text, NativeCpu native_cpu) {
   std::string_view kind = tokens.front();
   tokens.erase(tokens.begin());
   std::map<std::string, std::string> flags = parse_flags(tokens, text);
-  if (kind == "llvm")
-    return parse_llvm(flags, text, native_cpu);
-  if (kind == "cuda")
-    return parse_cuda(flags, text);
+  if (kind == "llvm") return parse_llvm(flags, text, native_cpu);
+  if (kind == "cuda") return parse_cuda(flags, text);
   throw std::invalid_argument("unknown target kind '" + std::string(kind) + "'; expected llvm or cuda");
 }
 
 std::string Target::str() const {
   std::string out = kind;
-  if (is_llvm())
-    return out + " -mcpu=" + mcpu + " -mtriple=" + mtriple + " -num-cores=" + std::to_string(num_cores);
+  if (is_llvm()) return out + " -mcpu=" + mcpu + " -mtriple=" + mtriple + " -num-cores=" + std::to_string(num_cores);
   out += " -arch=" + arch;
   if (max_shared_memory_bytes != kCudaDefaultSharedMemoryBytes)
     out += " -max-shared-memory-per-block=" + std::to_string(max_shared_memory_bytes);
@@ -191,8 +189,7 @@ std::string Target::str() const {
 }
 
 std::string Target::device_kind() const {
-  if (is_cuda())
-    return "cuda";
+  if (is_cuda()) return "cuda";
   return "cpu-" + triple_arch(mtriple);
 }
 
@@ -208,4 +205,4 @@ bool Target::is_aarch64() const {
   return is_llvm() && (a == "aarch64" || a == "arm64");
 }
 
-} // namespace kiln
+}  // namespace kiln

@@ -1,8 +1,7 @@
-/// \file
-/// The device a task is tuned for, parsed once from a target string such as
-/// `llvm -mtriple=x86_64-linux-gnu -mcpu=sapphirerapids -num-cores=2` or
-/// `cuda -arch=sm_90`. Everything downstream asks this struct for hardware
-/// facts (vector width, cores, GPU limits) instead of re-reading the string.
+// The device a task is tuned for, parsed once from a target string such as
+// `llvm -mtriple=x86_64-linux-gnu -mcpu=sapphirerapids -num-cores=2` or
+// `cuda -arch=sm_90`. Everything downstream asks this struct for hardware
+// facts (vector width, cores, GPU limits) instead of re-reading the string.
 
 #pragma once
 
@@ -36,16 +35,16 @@ namespace kiln {
 ///   without an opt-in; larger carve-outs must be requested explicitly.
 /// What Target::parse does with `-mcpu=native`.
 enum class NativeCpu {
-  kResolve,      ///< user input: native means this host, named by host_cpu()
-  kKeepAsStored, ///< a string read back from storage: a legacy `native` stays unresolved
+  kResolve,       ///< user input: native means this host, named by host_cpu()
+  kKeepAsStored,  ///< a string read back from storage: a legacy `native` stays unresolved
 };
 
 struct Target {
-  std::string kind;    ///< "llvm" or "cuda"
-  std::string mtriple; ///< llvm only, e.g. "x86_64-linux-gnu"
-  std::string mcpu;    ///< llvm only, e.g. "sapphirerapids", "generic" ("native" only as stored by old versions)
-  std::string arch;    ///< cuda only, e.g. "sm_90"
-  int num_cores = 0;   ///< llvm: cores a kernel may use; cuda: 0
+  std::string kind;     ///< "llvm" or "cuda"
+  std::string mtriple;  ///< llvm only, e.g. "x86_64-linux-gnu"
+  std::string mcpu;     ///< llvm only, e.g. "sapphirerapids", "generic" ("native" only as stored by old versions)
+  std::string arch;     ///< cuda only, e.g. "sm_90"
+  int num_cores = 0;    ///< llvm: cores a kernel may use; cuda: 0
   int max_threads_per_block = 0;        ///< cuda only
   int64_t max_shared_memory_bytes = 0;  ///< cuda only: per block
   int vector_width_bits = 0;            ///< SIMD register width used for vectorization
@@ -87,4 +86,4 @@ const std::string &host_cpu();
 /// AVX-512 CPUs, 256 otherwise, 0 for an unresolved `native`.
 int x86_vector_bits(std::string_view mcpu);
 
-} // namespace kiln
+}  // namespace kiln

@@ -28,8 +28,7 @@ Tensor placeholder(std::vector<int64_t> shape, DType dtype, std::string name) {
   return Tensor(std::move(n));
 }
 
-Tensor compute(std::vector<int64_t> shape, const std::function<Expr(const std::vector<Var> &)> &fn,
-               std::string name) {
+Tensor compute(std::vector<int64_t> shape, const std::function<Expr(const std::vector<Var> &)> &fn, std::string name) {
   static const char *kAxisNames[] = {"i", "j", "k", "l", "m", "n", "o", "p"};
   std::vector<Var> vars;
   std::vector<IterVar> axes;

@@ -54,8 +54,7 @@ struct TensorNode {
 
 Tensor placeholder(std::vector<int64_t> shape, DType dtype, std::string name);
 /// `fn` receives one index variable per output dimension.
-Tensor compute(std::vector<int64_t> shape, const std::function<Expr(const std::vector<Var> &)> &fn,
-               std::string name);
+Tensor compute(std::vector<int64_t> shape, const std::function<Expr(const std::vector<Var> &)> &fn, std::string name);
 IterVar reduce_axis(int64_t extent, std::string name);
 Expr sum(Expr source, std::vector<IterVar> axes);
 Expr max_of(Expr source, std::vector<IterVar> axes);

@@ -138,7 +138,8 @@ std::vector<int64_t> parse_shape(const std::string &text) {
       used = 0;
     }
     if (used != part.size() || part.empty() || v <= 0)
-      throw std::invalid_argument("bad shape '" + text + "'; expected positive integers joined by 'x', e.g. 1x64x56x56");
+      throw std::invalid_argument("bad shape '" + text +
+                                  "'; expected positive integers joined by 'x', e.g. 1x64x56x56");
     shape.push_back(v);
   }
   if (shape.empty()) throw std::invalid_argument("empty shape; expected e.g. 1x64x56x56");

@@ -24,9 +24,7 @@ struct ParamSpec {
   int64_t num_bytes() const;
   /// "float32[64, 32]"
   std::string type_string() const;
-  bool operator==(const ParamSpec &other) const {
-    return dtype == other.dtype && shape == other.shape;
-  }
+  bool operator==(const ParamSpec &other) const { return dtype == other.dtype && shape == other.shape; }
 };
 
 /// Parses the "params" of kiln_artifact_info; throws std::runtime_error naming the

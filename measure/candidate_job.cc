@@ -96,13 +96,11 @@ void reference_job(int socket, const std::string &path, uint64_t seed, const Chi
 
 static std::string signature_mismatch(const std::vector<ParamSpec> &got, const std::vector<ParamSpec> &want) {
   if (got.size() != want.size()) {
-    return "the artifact has " + std::to_string(got.size()) + " params, the reference " +
-           std::to_string(want.size());
+    return "the artifact has " + std::to_string(got.size()) + " params, the reference " + std::to_string(want.size());
   }
   for (size_t i = 0; i < got.size(); ++i) {
     if (got[i] == want[i]) continue;
-    return param_label(got, i) + " is " + got[i].type_string() + " but the reference's is " +
-           want[i].type_string();
+    return param_label(got, i) + " is " + got[i].type_string() + " but the reference's is " + want[i].type_string();
   }
   return "";
 }

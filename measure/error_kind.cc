@@ -10,13 +10,20 @@ static constexpr std::array<ErrorKind, 7> kAllKinds = {
 
 const char *to_string(ErrorKind kind) {
   switch (kind) {
-    case ErrorKind::none: return "none";
-    case ErrorKind::build_error: return "build_error";
-    case ErrorKind::build_timeout: return "build_timeout";
-    case ErrorKind::load_error: return "load_error";
-    case ErrorKind::runtime_error: return "runtime_error";
-    case ErrorKind::run_timeout: return "run_timeout";
-    case ErrorKind::wrong_result: return "wrong_result";
+    case ErrorKind::none:
+      return "none";
+    case ErrorKind::build_error:
+      return "build_error";
+    case ErrorKind::build_timeout:
+      return "build_timeout";
+    case ErrorKind::load_error:
+      return "load_error";
+    case ErrorKind::runtime_error:
+      return "runtime_error";
+    case ErrorKind::run_timeout:
+      return "run_timeout";
+    case ErrorKind::wrong_result:
+      return "wrong_result";
   }
   return "unknown";
 }

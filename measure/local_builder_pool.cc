@@ -52,8 +52,8 @@ static std::string sanitize_name(const std::string &name) {
   if (name.empty()) return "candidate";
   std::string safe = name;
   for (char &c : safe) {
-    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
-              c == '_' || c == '.';
+    bool ok =
+        (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_' || c == '.';
     if (!ok) c = '_';
   }
   if (safe[0] == '.') safe[0] = '_';  // no hidden files, no ".."
@@ -108,9 +108,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double seconds_since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
+double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
 // The child's report: {"ok": true} or {"error": "build_error", "message": ...}.
 nlohmann::json build_and_report(codegen::Compiler &compiler, const BuildInput &input, const std::string &path) {
@@ -173,8 +171,7 @@ BuildResult LocalBuilderPool::build_one(codegen::Compiler &compiler, const Build
       remove_quietly(temp);
       result.error = ErrorKind::build_timeout;
       result.message = "building '" + name + "' took " + detail::format_seconds(result.build_seconds) +
-                       ", longer than the " + detail::format_seconds(options_.build_timeout_seconds) +
-                       " build timeout";
+                       ", longer than the " + detail::format_seconds(options_.build_timeout_seconds) + " build timeout";
       return result;
     }
   }

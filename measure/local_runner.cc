@@ -24,7 +24,8 @@ std::string default_runtime_library_path() {
 #endif
 }
 
-LocalRunner::LocalRunner(LocalRunnerOptions options) : options_(std::move(options)), lock_(options_.lock_path, options_.lock_wait_seconds) {
+LocalRunner::LocalRunner(LocalRunnerOptions options)
+    : options_(std::move(options)), lock_(options_.lock_path, options_.lock_wait_seconds) {
   // Past a day the deadline arithmetic overflows the clock; NaN would kill at once.
   if (!(options_.run_timeout_seconds > 0 && options_.run_timeout_seconds <= 86400)) {
     throw std::invalid_argument("the run timeout must be a number of seconds above 0 and at most 86400, not " +
@@ -175,10 +176,10 @@ RunResult LocalRunner::run_locked(const RunInput &input) {
   detail::ReadStatus status = detail::read_frame(server_socket_, reply, deadline);
   if (status != detail::ReadStatus::ok) {
     stop_server();
-    failure.message = status == detail::ReadStatus::timeout
-                          ? "the runner's server process stopped responding and was restarted"
-                          : "the runner's server process died while running " + input.artifact_path +
-                                " and was restarted";
+    failure.message =
+        status == detail::ReadStatus::timeout
+            ? "the runner's server process stopped responding and was restarted"
+            : "the runner's server process died while running " + input.artifact_path + " and was restarted";
     return failure;
   }
   return detail::run_result_from_json(nlohmann::json::parse(reply));

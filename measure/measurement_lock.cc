@@ -62,7 +62,8 @@ std::string lock_holders(int fd) {
     std::ifstream cmdline("/proc/" + std::to_string(pid) + "/cmdline");
     std::string command, word;
     while (std::getline(cmdline, word, '\0') && command.size() < 80) command += (command.empty() ? "" : " ") + word;
-    holders += (holders.empty() ? "" : ", ") + ("pid " + std::to_string(pid)) + (command.empty() ? "" : " (" + command + ")");
+    holders +=
+        (holders.empty() ? "" : ", ") + ("pid " + std::to_string(pid)) + (command.empty() ? "" : " (" + command + ")");
   }
   return holders;
 }
@@ -108,8 +109,10 @@ std::filesystem::path default_measurement_lock_path() {
   if (!private_directory(dir, true)) {
     // Someone else made it first. Still usable, and a lock held there from outside
     // ends in the wait limit's error naming the holder, not in a silent hang.
-    std::fprintf(stderr, "kiln: warning: %s is not a private directory of this user; remove it, or set "
-                         "XDG_RUNTIME_DIR to a directory only you can write\n", dir.c_str());
+    std::fprintf(stderr,
+                 "kiln: warning: %s is not a private directory of this user; remove it, or set "
+                 "XDG_RUNTIME_DIR to a directory only you can write\n",
+                 dir.c_str());
   }
   return dir / "measure.lock";
 }

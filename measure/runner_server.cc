@@ -73,8 +73,7 @@ RunResult classify_abnormal_end(const ChildRun &run, const ChildReport &report, 
     return result;
   } else {
     result.message = who + " exited with code " + std::to_string(run.exit.exit_code) + " after " +
-                     format_seconds(run.exit.seconds) + phase_words(report.phase) +
-                     " without reporting a result";
+                     format_seconds(run.exit.seconds) + phase_words(report.phase) + " without reporting a result";
   }
   // The limit shows itself only as failed allocations (a crash, an abort, an error
   // code), so say so when the peak memory was near it.
@@ -123,9 +122,9 @@ class Server {
   static std::string cache_key(const std::string &path, uint64_t seed) {
     struct stat st {};
     stat(path.c_str(), &st);
-    return path + '\0' + std::to_string(seed) + '\0' + std::to_string(st.st_dev) + ':' +
-           std::to_string(st.st_ino) + ':' + std::to_string(st.st_size) + ':' +
-           std::to_string(st.st_mtim.tv_sec) + '.' + std::to_string(st.st_mtim.tv_nsec);
+    return path + '\0' + std::to_string(seed) + '\0' + std::to_string(st.st_dev) + ':' + std::to_string(st.st_ino) +
+           ':' + std::to_string(st.st_size) + ':' + std::to_string(st.st_mtim.tv_sec) + '.' +
+           std::to_string(st.st_mtim.tv_nsec);
   }
 
   const ReferenceOutputs *find_or_run_reference(const RunInput &input, RunResult &failure) {

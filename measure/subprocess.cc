@@ -129,8 +129,8 @@ ChildRun run_in_child(const std::function<void(int socket)> &body, double timeou
   int fd = sockets[0];
 
   ChildRun run;
-  Clock::time_point deadline = start + std::chrono::duration_cast<Clock::duration>(
-                                           std::chrono::duration<double>(timeout_seconds));
+  Clock::time_point deadline =
+      start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_seconds));
   for (;;) {
     std::string frame;
     ReadStatus status = read_frame(fd, frame, deadline);

@@ -34,8 +34,8 @@ struct ChildExit {
   bool exited = false;     // exit()/_exit() rather than a signal
   int exit_code = 0;
   int signal = 0;
-  double seconds = 0;            // fork to reaping
-  int64_t max_rss_bytes = 0;     // peak resident memory
+  double seconds = 0;         // fork to reaping
+  int64_t max_rss_bytes = 0;  // peak resident memory
 };
 
 /// A child that runs `body(socket)` and then _exit(0)s, after `setup` (limits etc.).

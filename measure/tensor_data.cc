@@ -59,8 +59,7 @@ static void fill(const ParamSpec &param, void *data, uint64_t state) {
   }
 }
 
-std::vector<AlignedBuffer> make_random_buffers(const std::vector<ParamSpec> &params, uint64_t seed,
-                                               uint64_t stream) {
+std::vector<AlignedBuffer> make_random_buffers(const std::vector<ParamSpec> &params, uint64_t seed, uint64_t stream) {
   std::vector<AlignedBuffer> buffers;
   buffers.reserve(params.size());
   for (size_t i = 0; i < params.size(); ++i) {
@@ -112,9 +111,9 @@ static std::optional<std::string> compare_floats(const T *got, const T *want, in
   }
   double diff_l2 = std::sqrt(diff_sq), want_l2 = std::sqrt(want_sq);
   if (diff_l2 <= tolerance.rtol * want_l2 + tolerance.atol) return std::nullopt;
-  std::string why = "max abs error " + format_value(max_abs) + " at index " + std::to_string(max_index) +
-                    " (got " + format_value(to_double(got[max_index])) + ", want " +
-                    format_value(to_double(want[max_index])) + "); ";
+  std::string why = "max abs error " + format_value(max_abs) + " at index " + std::to_string(max_index) + " (got " +
+                    format_value(to_double(got[max_index])) + ", want " + format_value(to_double(want[max_index])) +
+                    "); ";
   if (want_l2 > 0) {
     return why + "relative L2 error " + format_value(diff_l2 / want_l2) + " > " + format_value(tolerance.rtol);
   }
@@ -145,11 +144,13 @@ std::optional<std::string> compare_buffer(const ParamSpec &param, const void *go
   const void *w = want.data();
   switch (param.dtype) {
     case ir::DType::kFloat32:
-      return compare_floats(static_cast<const float *>(got), static_cast<const float *>(w), n,
-                            [](float v) { return static_cast<double>(v); }, tolerance);
+      return compare_floats(
+          static_cast<const float *>(got), static_cast<const float *>(w), n,
+          [](float v) { return static_cast<double>(v); }, tolerance);
     case ir::DType::kFloat16:
-      return compare_floats(static_cast<const uint16_t *>(got), static_cast<const uint16_t *>(w), n,
-                            [](uint16_t v) { return static_cast<double>(half_to_float(v)); }, tolerance);
+      return compare_floats(
+          static_cast<const uint16_t *>(got), static_cast<const uint16_t *>(w), n,
+          [](uint16_t v) { return static_cast<double>(half_to_float(v)); }, tolerance);
     case ir::DType::kInt8:
       return compare_exact(static_cast<const int8_t *>(got), static_cast<const int8_t *>(w), n);
     case ir::DType::kInt32:

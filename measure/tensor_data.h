@@ -33,8 +33,7 @@ class AlignedBuffer {
 /// One buffer per parameter, each filled from (seed, stream, parameter index):
 /// floats uniform in [-1, 1], integers uniform in [-4, 4] (small, so sums and products
 /// of a few stay exact), bools 0/1. The same arguments always give the same bytes.
-std::vector<AlignedBuffer> make_random_buffers(const std::vector<ParamSpec> &params, uint64_t seed,
-                                               uint64_t stream);
+std::vector<AlignedBuffer> make_random_buffers(const std::vector<ParamSpec> &params, uint64_t seed, uint64_t stream);
 
 /// The kiln_entry argument array for `buffers`.
 std::vector<void *> entry_args(const std::vector<AlignedBuffer> &buffers);

@@ -20,12 +20,17 @@ constexpr double kResultWaitSeconds = 10;
 
 measure::ErrorKind error_kind_of(v1::ResultCode code) {
   switch (code) {
-    case v1::OK: return measure::ErrorKind::none;
+    case v1::OK:
+      return measure::ErrorKind::none;
     case v1::LOAD_ERROR:
-    case v1::ARTIFACT_REJECTED: return measure::ErrorKind::load_error;
-    case v1::RUN_TIMEOUT: return measure::ErrorKind::run_timeout;
-    case v1::WRONG_RESULT: return measure::ErrorKind::wrong_result;
-    default: return measure::ErrorKind::runtime_error;
+    case v1::ARTIFACT_REJECTED:
+      return measure::ErrorKind::load_error;
+    case v1::RUN_TIMEOUT:
+      return measure::ErrorKind::run_timeout;
+    case v1::WRONG_RESULT:
+      return measure::ErrorKind::wrong_result;
+    default:
+      return measure::ErrorKind::runtime_error;
   }
 }
 
@@ -82,10 +87,9 @@ grpc::Status RemoteRunner::call_with_retry(const char *what, Call call) {
                      code == grpc::ABORTED;
     double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (!transient || waited > options_.give_up_after_seconds) {
-      throw std::runtime_error(std::string("the tracker at ") + options_.tracker.address + " failed " + what + ": " +
-                               describe(status) +
-                               (transient ? "; it stayed unreachable for " + std::to_string(static_cast<int>(waited)) + " s"
-                                          : ""));
+      throw std::runtime_error(
+          std::string("the tracker at ") + options_.tracker.address + " failed " + what + ": " + describe(status) +
+          (transient ? "; it stayed unreachable for " + std::to_string(static_cast<int>(waited)) + " s" : ""));
     }
     if (options_.log && delay >= 1.6) {
       *options_.log << "remote runner: tracker " << options_.tracker.address << " unreachable (" << describe(status)
@@ -254,7 +258,7 @@ void RemoteRunner::wait_for_results(const std::vector<v1::JobSpec> &jobs, const 
     for (const v1::JobResult &result : response.results()) {
       ack.add_job_ids(result.job_id());
       if (!index_of_job.count(result.job_id())) continue;  // an earlier batch's, acknowledged late
-      done.emplace(result.job_id(), result);                // the first result of a job wins
+      done.emplace(result.job_id(), result);               // the first result of a job wins
     }
     if (ack.job_ids_size() > 0) {
       v1::AckResultsResponse ignored;
@@ -283,8 +287,7 @@ std::string remote_target(const ClientOptions &tracker, const std::string &key) 
     if (response.runners() > 0 && !response.target().empty()) return response.target();
     if (std::chrono::steady_clock::now() > until) {
       throw std::runtime_error("the tracker at " + tracker.address + " has no runner of key '" + key +
-                               "' to take the target from; start one (kiln runner --key " + key +
-                               ") or pass --target");
+                               "' to take the target from; start one (kiln runner --key " + key + ") or pass --target");
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }

@@ -58,7 +58,8 @@ std::string default_measure_server() {
   std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
   if (ec) return "";
   for (const std::filesystem::path &candidate :
-       {self.parent_path() / "kiln-measure-server", self.parent_path().parent_path() / "measure" / "kiln-measure-server"}) {
+       {self.parent_path() / "kiln-measure-server",
+        self.parent_path().parent_path() / "measure" / "kiln-measure-server"}) {
     if (std::filesystem::exists(candidate, ec)) return candidate.string();
   }
   return "";
@@ -83,8 +84,9 @@ int run_runner(const RunnerArgs &a) {
   local.num_threads = a.threads;
   local.lock_path = a.measurement_lock;
   if (!a.exec_wrapper.empty() && a.measure_server.empty()) {
-    fail("--exec-wrapper runs the measurement server under a wrapper: give the server with --measure-server "
-         "(e.g. kiln-measure-server-aarch64 for qemu-aarch64)");
+    fail(
+        "--exec-wrapper runs the measurement server under a wrapper: give the server with --measure-server "
+        "(e.g. kiln-measure-server-aarch64 for qemu-aarch64)");
   }
   // The server runs as its own program where one is at hand: forking this daemon again
   // later (to replace a dead server) would fork a process that runs gRPC's threads.
@@ -136,11 +138,14 @@ void add_runner_command(CLI::App &app, bool as_main) {
                                                "on this machine, report the results");
   auto a = std::make_shared<RunnerArgs>();
   cmd->add_option("--tracker", a->tracker, "the tracker's HOST:PORT")->required();
-  cmd->add_option("--key", a->key, "the device key this runner serves (tuners use tracker://HOST:PORT/KEY)")->required();
-  cmd->add_option("--token-file", a->token_file, "file whose first line is the tracker's token")->check(CLI::ExistingFile);
+  cmd->add_option("--key", a->key, "the device key this runner serves (tuners use tracker://HOST:PORT/KEY)")
+      ->required();
+  cmd->add_option("--token-file", a->token_file, "file whose first line is the tracker's token")
+      ->check(CLI::ExistingFile);
   cmd->add_option("--tls-ca", a->tls_ca, "PEM CA certificate that signed the tracker's certificate (enables TLS)")
       ->check(CLI::ExistingFile);
-  cmd->add_flag("--insecure", a->insecure, "allow plaintext to a non-loopback tracker (the token travels in the clear)");
+  cmd->add_flag("--insecure", a->insecure,
+                "allow plaintext to a non-loopback tracker (the token travels in the clear)");
   cmd->add_option("--runner-id", a->runner_id, "stable name of this runner (default: kept in the cache directory)");
   cmd->add_option("--target", a->target,
                   "target reported to the tracker (default: this host, e.g. llvm -mcpu=znver4); tuners without "
@@ -152,17 +157,20 @@ void add_runner_command(CLI::App &app, bool as_main) {
   cmd->add_option("--memory-limit-mb", a->memory_limit_mb, "address space a kernel's process may add")
       ->capture_default_str()
       ->check(cli::at_least(1, 1 << 24));
-  cmd->add_option("--threads", a->threads, "threads kernels use (0: all cores)")->capture_default_str()
+  cmd->add_option("--threads", a->threads, "threads kernels use (0: all cores)")
+      ->capture_default_str()
       ->check(cli::at_least(0, 1024));
   cmd->add_option("--max-blob-mb", a->max_blob_mb, "refuse larger artifacts without fetching them")
       ->capture_default_str()
       ->check(cli::at_least(1, 1 << 20));
-  cmd->add_option("--max-cache-mb", a->max_cache_mb, "size of the artifact cache")->capture_default_str()
+  cmd->add_option("--max-cache-mb", a->max_cache_mb, "size of the artifact cache")
+      ->capture_default_str()
       ->check(cli::at_least(1, 1 << 24));
   cmd->add_option("--max-jobs", a->max_jobs, "exit after this many jobs (0: serve until SIGINT/SIGTERM)")
       ->capture_default_str()
       ->check(cli::at_least(0));
-  cmd->add_option("--poll-wait", a->poll_wait, "seconds one idle poll waits for a job")->capture_default_str()
+  cmd->add_option("--poll-wait", a->poll_wait, "seconds one idle poll waits for a job")
+      ->capture_default_str()
       ->check(cli::seconds());
   cmd->add_option("--max-backoff", a->max_backoff, "longest wait between reconnect attempts, in seconds")
       ->capture_default_str()

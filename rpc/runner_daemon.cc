@@ -45,11 +45,16 @@ std::string load_or_make_runner_id(const fs::path &cache_dir) {
 
 v1::ResultCode code_of(measure::ErrorKind kind) {
   switch (kind) {
-    case measure::ErrorKind::none: return v1::OK;
-    case measure::ErrorKind::load_error: return v1::LOAD_ERROR;
-    case measure::ErrorKind::run_timeout: return v1::RUN_TIMEOUT;
-    case measure::ErrorKind::wrong_result: return v1::WRONG_RESULT;
-    default: return v1::RUNTIME_ERROR;
+    case measure::ErrorKind::none:
+      return v1::OK;
+    case measure::ErrorKind::load_error:
+      return v1::LOAD_ERROR;
+    case measure::ErrorKind::run_timeout:
+      return v1::RUN_TIMEOUT;
+    case measure::ErrorKind::wrong_result:
+      return v1::WRONG_RESULT;
+    default:
+      return v1::RUNTIME_ERROR;
   }
 }
 
@@ -109,8 +114,8 @@ int64_t RunnerDaemon::run(const std::atomic<bool> &stop) {
   int64_t jobs = 0;
   double delay = options_.min_backoff_seconds;
   bool connected = false;
-  log_ << "kiln runner " << runner_id_ << ": key '" << options_.key << "', target '" << options_.target
-       << "', tracker " << options_.tracker.address << std::endl;
+  log_ << "kiln runner " << runner_id_ << ": key '" << options_.key << "', target '" << options_.target << "', tracker "
+       << options_.tracker.address << std::endl;
   while (!stop && (options_.max_jobs == 0 || jobs < options_.max_jobs)) {
     v1::RunnerPollRequest request = poll_request(options_.poll_wait_seconds, 0);
     v1::RunnerPollResponse response;
@@ -119,8 +124,8 @@ int64_t RunnerDaemon::run(const std::atomic<bool> &stop) {
     if (!status.ok()) {
       if (status.error_code() == grpc::UNAUTHENTICATED || status.error_code() == grpc::FAILED_PRECONDITION) {
         // Retrying cannot fix a refused token or another protocol version.
-        throw std::runtime_error("the tracker at " + options_.tracker.address + " refused this runner: " +
-                                 describe(status));
+        throw std::runtime_error("the tracker at " + options_.tracker.address +
+                                 " refused this runner: " + describe(status));
       }
       if (connected) log_ << "kiln runner: lost the tracker (" << describe(status) << "); reconnecting" << std::endl;
       connected = false;
@@ -203,38 +208,39 @@ v1::JobResult RunnerDaemon::measure_job(const v1::Assignment &assignment) {
   if (!error.empty()) {
     result.set_code(retryable ? v1::RETRY : v1::ARTIFACT_REJECTED);
     result.set_message(error);
-  } else try {
-    measure::RunInput input;
-    input.artifact_path = artifact.string();
-    input.reference_artifact_path = reference.string();
-    input.input_seed = job.input_seed();
-    input.tolerance.rtol = job.rtol();
-    input.tolerance.atol = job.atol();
-    const v1::TimingConfig &t = job.timing();
-    input.timing.number = t.number();
-    input.timing.repeat = t.repeat();
-    input.timing.min_repeat_ms = t.min_repeat_ms();
-    input.timing.max_number = t.max_number();
-    input.timing.flush_cache = t.flush_cache();
-    input.timing.give_up_after_seconds = t.give_up_after_seconds();
-    measure::RunResult run = measurer_.run_one(input);
-    result.set_code(code_of(run.error));
-    result.set_message(run.message);
-    for (double s : run.repeat_seconds) result.add_repeat_seconds(s);
-    result.set_number(run.number);
-    result.set_calibration_calls(run.calibration_calls);
-    result.set_run_seconds(run.run_seconds);
-  } catch (const std::exception &e) {
-    // The runner's own trouble (cannot fork, lock file unusable), not the kernel's.
-    result.set_code(v1::RETRY);
-    result.set_message(std::string("runner ") + runner_id_ + " could not run the job: " + e.what());
-    log_ << "kiln runner: " << result.message() << std::endl;
-  }
+  } else
+    try {
+      measure::RunInput input;
+      input.artifact_path = artifact.string();
+      input.reference_artifact_path = reference.string();
+      input.input_seed = job.input_seed();
+      input.tolerance.rtol = job.rtol();
+      input.tolerance.atol = job.atol();
+      const v1::TimingConfig &t = job.timing();
+      input.timing.number = t.number();
+      input.timing.repeat = t.repeat();
+      input.timing.min_repeat_ms = t.min_repeat_ms();
+      input.timing.max_number = t.max_number();
+      input.timing.flush_cache = t.flush_cache();
+      input.timing.give_up_after_seconds = t.give_up_after_seconds();
+      measure::RunResult run = measurer_.run_one(input);
+      result.set_code(code_of(run.error));
+      result.set_message(run.message);
+      for (double s : run.repeat_seconds) result.add_repeat_seconds(s);
+      result.set_number(run.number);
+      result.set_calibration_calls(run.calibration_calls);
+      result.set_run_seconds(run.run_seconds);
+    } catch (const std::exception &e) {
+      // The runner's own trouble (cannot fork, lock file unusable), not the kernel's.
+      result.set_code(v1::RETRY);
+      result.set_message(std::string("runner ") + runner_id_ + " could not run the job: " + e.what());
+      log_ << "kiln runner: " << result.message() << std::endl;
+    }
   return result;
 }
 
 fs::path RunnerDaemon::cached_blob(const v1::Digest &digest, std::string &error, bool &retryable,
-                                  double &fetch_seconds) {
+                                   double &fetch_seconds) {
   const std::string &sha = digest.sha256();
   if (sha.size() != 64 || sha.find_first_not_of("0123456789abcdef") != std::string::npos) {
     error = "the job names a malformed digest '" + sha + "'";

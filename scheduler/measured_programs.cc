@@ -13,8 +13,7 @@
 
 namespace kiln::scheduler {
 
-MeasuredPrograms load_measured_programs(db::Database &database, const std::string &target,
-                                        const LoadOptions &options) {
+MeasuredPrograms load_measured_programs(db::Database &database, const std::string &target, const LoadOptions &options) {
   // The database has no per-target listing, so the records come through the JSONL export.
   std::stringstream jsonl;
   database.export_jsonl(jsonl);
@@ -50,7 +49,8 @@ MeasuredPrograms load_measured_programs(db::Database &database, const std::strin
       // Evenly spread over the latency order: the best, the worst and those between.
       const db::Record &r = records[i * (records.size() - 1) / std::max<size_t>(keep - 1, 1)];
       try {
-        out.programs.push_back(ir::Schedule::replay(unscheduled, ir::Trace::from_json(nlohmann::json::parse(r.trace_json))).func());
+        out.programs.push_back(
+            ir::Schedule::replay(unscheduled, ir::Trace::from_json(nlohmann::json::parse(r.trace_json))).func());
       } catch (const std::exception &e) {
         if (out.unreplayable++ == 0) out.first_replay_error = e.what();
         continue;

@@ -23,7 +23,8 @@ TaskScheduler::TaskScheduler(std::vector<Task> tasks, Target target, SchedulerOp
   for (size_t i = 0; i < tasks.size(); ++i) {
     TuneOptions task_options = options_.task;
     task_options.seed = options_.task.seed + i;
-    tuners_.push_back(std::make_unique<TaskTuner>(tasks[i].workload, target, task_options, database, builder, runner, model));
+    tuners_.push_back(
+        std::make_unique<TaskTuner>(tasks[i].workload, target, task_options, database, builder, runner, model));
     TaskState s;
     s.summary = tasks[i].workload.summary();
     s.weight = tasks[i].weight;
@@ -32,7 +33,8 @@ TaskScheduler::TaskScheduler(std::vector<Task> tasks, Target target, SchedulerOp
   }
 }
 
-int TaskScheduler::pick_gradient(const std::vector<TaskState> &tasks, const SchedulerOptions &options, double random01) {
+int TaskScheduler::pick_gradient(const std::vector<TaskState> &tasks, const SchedulerOptions &options,
+                                 double random01) {
   std::vector<int> open;
   for (size_t i = 0; i < tasks.size(); ++i)
     if (!tasks[i].stopped) open.push_back(static_cast<int>(i));
@@ -66,12 +68,14 @@ int TaskScheduler::pick_gradient(const std::vector<TaskState> &tasks, const Sche
   return pick;
 }
 
-void TaskScheduler::record_round(TaskState &task, double best_seconds, bool space_left, const SchedulerOptions &options) {
+void TaskScheduler::record_round(TaskState &task, double best_seconds, bool space_left,
+                                 const SchedulerOptions &options) {
   ++task.rounds;
   if (!space_left) task.stopped = true;
   if (best_seconds > 0) task.best_curve.push_back(best_seconds);
   auto k = static_cast<size_t>(options.early_stop_rounds);
-  bool stalled = k > 0 && task.best_curve.size() > k && task.best_curve[task.best_curve.size() - 1 - k] <= best_of(task);
+  bool stalled =
+      k > 0 && task.best_curve.size() > k && task.best_curve[task.best_curve.size() - 1 - k] <= best_of(task);
   bool never_measured = k > 0 && task.best_curve.empty() && task.rounds >= options.early_stop_rounds;
   if (stalled || never_measured) task.stopped = true;
 }

@@ -46,7 +46,7 @@ struct SchedulerOptions {
 };
 
 struct TaskState {
-  std::string summary;     ///< the workload summary, e.g. "conv2d+relu 1x64x56x56"
+  std::string summary;  ///< the workload summary, e.g. "conv2d+relu 1x64x56x56"
   int weight = 0;
   double flops = 0;
   int rounds = 0;

@@ -106,7 +106,9 @@ void TaskTuner::warm_start_from_other_tasks() {
 }
 
 // Tuners of several tasks share one builder's folder: names carry the task.
-std::string TaskTuner::artifact_name(const std::string &what) const { return workload_.key_hash().substr(0, 16) + "_" + what; }
+std::string TaskTuner::artifact_name(const std::string &what) const {
+  return workload_.key_hash().substr(0, 16) + "_" + what;
+}
 
 void TaskTuner::prepare() {
   start_ = now();
@@ -115,7 +117,8 @@ void TaskTuner::prepare() {
   if (progress_.best_seconds > 0) progress_.best_gflops = flops_ / progress_.best_seconds / 1e9;
   // The unscheduled program, built once, is every candidate's correctness reference.
   double t0 = now();
-  std::vector<measure::BuildResult> ref = builder_.build({measure::BuildInput{func_, target_, artifact_name("reference")}});
+  std::vector<measure::BuildResult> ref =
+      builder_.build({measure::BuildInput{func_, target_, artifact_name("reference")}});
   progress_.time.build += now() - t0;
   if (!ref[0].ok()) throw std::runtime_error("cannot build the reference program: " + ref[0].message);
   reference_artifact_ = ref[0].artifact_path;
@@ -135,7 +138,8 @@ bool TaskTuner::run_round(int n) {
   if (batch.empty()) return false;  // the space is exhausted
   std::vector<measure::BuildInput> builds;
   for (size_t i = 0; i < batch.size(); ++i)
-    builds.push_back(measure::BuildInput{batch[i].func, target_, artifact_name("c" + std::to_string(progress_.trials + i))});
+    builds.push_back(
+        measure::BuildInput{batch[i].func, target_, artifact_name("c" + std::to_string(progress_.trials + i))});
   t0 = now();
   std::vector<measure::BuildResult> built = builder_.build(builds);
   progress_.time.build += now() - t0;

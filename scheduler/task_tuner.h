@@ -57,10 +57,10 @@ struct TimeBreakdown {
 };
 
 struct Progress {
-  int64_t trials = 0;         // measured in this run
-  int64_t errors = 0;         // of those, failed builds/runs/checks
+  int64_t trials = 0;  // measured in this run
+  int64_t errors = 0;  // of those, failed builds/runs/checks
   int64_t round = 0;
-  double best_seconds = 0;    // best latency known (this run or the database); 0 = none
+  double best_seconds = 0;  // best latency known (this run or the database); 0 = none
   double best_gflops = 0;
   double elapsed_seconds = 0;
   /// Programs of other tasks the cost model was warm-started with (TuneOptions::warm_start).

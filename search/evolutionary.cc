@@ -10,8 +10,7 @@
 
 namespace kiln::search {
 
-EvolutionarySearch::EvolutionarySearch(ir::PrimFunc func, const Target &target, EvolutionOptions options,
-                                       uint64_t seed)
+EvolutionarySearch::EvolutionarySearch(ir::PrimFunc func, const Target &target, EvolutionOptions options, uint64_t seed)
     : func_(std::move(func)), options_(options), rng_(seed) {
   sketches_ = generate_sketches(func_, default_rules(target), seed);
   post_ = default_postprocessors(target);

@@ -113,8 +113,8 @@ class RewriteParallelVectorizeUnroll : public Postprocessor {
   int64_t lanes_;
 };
 
-// A multi-level tiling's accumulator (its S2 x S3 tile: the spatial loops from S2 on) is only fast while it stays in vector registers: past the
-// register file every FMA spills. And when the innermost spatial extent allows it, the
+// A multi-level tiling's accumulator (its S2 x S3 tile: the spatial loops from S2 on) is only fast while it stays in
+// vector registers: past the register file every FMA spills. And when the innermost spatial extent allows it, the
 // vectorized innermost tile is a whole number of vector registers. Rejecting the rest
 // at sampling time costs a replay (~1 ms); measuring it costs a build and a run.
 class RejectPoorRegisterTiles : public Postprocessor {

@@ -350,7 +350,8 @@ class ParallelVectorizeUnroll : public ScheduleRule {
     if (!find_block(sch, block)) return {sch};
     Schedule s = sch;
     BlockRV b = s.get_block(block);
-    ir::ExprRV parallel = s.sample_categorical({cores_, cores_ * 4, cores_ * 16, cores_ * 64}, {0.25, 0.25, 0.25, 0.25});
+    ir::ExprRV parallel =
+        s.sample_categorical({cores_, cores_ * 4, cores_ * 16, cores_ * 64}, {0.25, 0.25, 0.25, 0.25});
     s.annotate(b, "kiln.parallel", parallel);
     s.annotate(b, "kiln.vectorize", vector_lanes_ * 4);
     ir::ExprRV unroll = s.sample_categorical({0, 16, 64, 512}, {0.25, 0.25, 0.25, 0.25});

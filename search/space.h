@@ -58,8 +58,8 @@ std::vector<WeightedMutator> default_mutators(const Target &target);
 
 /// Applies `rules` to every block in reverse topological order (consumers first) and
 /// returns the sketches' traces, with decisions removed.
-std::vector<ir::Trace> generate_sketches(const ir::PrimFunc &func, const std::vector<std::unique_ptr<ScheduleRule>> &rules,
-                                         uint64_t seed);
+std::vector<ir::Trace> generate_sketches(const ir::PrimFunc &func,
+                                         const std::vector<std::unique_ptr<ScheduleRule>> &rules, uint64_t seed);
 
 /// A copy of `trace` without decisions: replaying it samples every decision afresh.
 ir::Trace strip_decisions(const ir::Trace &trace);

@@ -52,9 +52,8 @@ std::optional<std::string> BlobStore::put(const v1::Digest &digest, std::string 
   int64_t size = static_cast<int64_t>(bytes.size());
   if (total_bytes_ + size > options_.max_total_bytes) {
     std::vector<std::pair<uint64_t, std::string>> evictable;
-    auto young = std::chrono::steady_clock::now() -
-                 std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                     std::chrono::duration<double>(options_.keep_uploaded_seconds));
+    auto young = std::chrono::steady_clock::now() - std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                                        std::chrono::duration<double>(options_.keep_uploaded_seconds));
     for (const auto &[sha, blob] : blobs_) {
       if (!in_use.count(sha) && blob.stored_at < young) evictable.emplace_back(blob.stored_order, sha);
     }

@@ -36,8 +36,8 @@ v1::SubmitResponse Dispatcher::submit(const v1::SubmitRequest &request,
   expire_locked(now);
   v1::SubmitResponse response;
   response.set_tracker_instance_id(instance_id_);
-  double deadline_seconds = request.queue_deadline_seconds() > 0 ? request.queue_deadline_seconds()
-                                                                  : options_.default_queue_deadline_seconds;
+  double deadline_seconds =
+      request.queue_deadline_seconds() > 0 ? request.queue_deadline_seconds() : options_.default_queue_deadline_seconds;
   Session &session = sessions_[request.session_id()];
   session.last_seen = now;
   for (const v1::JobSpec &spec : request.jobs()) {
@@ -104,8 +104,9 @@ bool Dispatcher::assign(const std::string &runner_id, Runner &runner, double now
 v1::RunnerPollResponse Dispatcher::poll_runner(const v1::RunnerPollRequest &request,
                                                const std::function<bool()> &cancelled, std::string &refusal) {
   std::unique_lock<std::mutex> lock(mutex_);
-  auto wait_until = std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                                                           std::chrono::duration<double>(std::max(0.0, request.wait_seconds())));
+  auto wait_until =
+      std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                             std::chrono::duration<double>(std::max(0.0, request.wait_seconds())));
   v1::RunnerPollResponse response;
   response.set_tracker_instance_id(instance_id_);
   response.set_heartbeat_seconds(options_.heartbeat_seconds);

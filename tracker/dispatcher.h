@@ -66,15 +66,14 @@ class Dispatcher {
   /// Queues the jobs of `request` not seen before in its session (resubmitting a job id
   /// is a no-op). `has_blob` tells whether the tracker holds a blob; a job whose blobs
   /// are missing is rejected with ARTIFACT_REJECTED.
-  v1::SubmitResponse submit(const v1::SubmitRequest &request,
-                            const std::function<bool(const v1::Digest &)> &has_blob);
+  v1::SubmitResponse submit(const v1::SubmitRequest &request, const std::function<bool(const v1::Digest &)> &has_blob);
 
   /// A runner's poll: registers or refreshes it, re-queues leases it no longer holds,
   /// and, when it holds none, waits up to `request.wait_seconds()` for a job, unless
   /// `cancelled` says the caller went away. Sets `refusal` (and assigns nothing) when
   /// the poll comes from a process another one replaced under the same runner id.
-  v1::RunnerPollResponse poll_runner(const v1::RunnerPollRequest &request,
-                                     const std::function<bool()> &cancelled, std::string &refusal);
+  v1::RunnerPollResponse poll_runner(const v1::RunnerPollRequest &request, const std::function<bool()> &cancelled,
+                                     std::string &refusal);
 
   /// Records `result` if its lease is the job's current one; false for a late or
   /// unknown result (discarded).
@@ -164,8 +163,8 @@ class Dispatcher {
   std::condition_variable changed_;
   bool shutting_down_ = false;
   uint64_t next_lease_id_ = 1;
-  std::map<std::string, Job> jobs_;                       // by job_key
-  std::map<uint64_t, std::string> leases_;                // lease id -> job_key
+  std::map<std::string, Job> jobs_;                        // by job_key
+  std::map<uint64_t, std::string> leases_;                 // lease id -> job_key
   std::map<std::string, std::deque<std::string>> queues_;  // key -> job_keys
   std::map<std::string, Runner> runners_;
   std::map<std::string, Session> sessions_;

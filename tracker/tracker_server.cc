@@ -94,9 +94,9 @@ class TrackerServer::Service final : public v1::Tracker::Service {
       return grpc::Status(grpc::INVALID_ARGUMENT, "a submission needs a session_id and a key");
     }
     if (request->jobs_size() > dispatcher_.options().max_jobs_per_submit) {
-      return grpc::Status(grpc::RESOURCE_EXHAUSTED,
-                          "a submission may carry at most " + std::to_string(dispatcher_.options().max_jobs_per_submit) +
-                              " jobs; split the batch");
+      return grpc::Status(grpc::RESOURCE_EXHAUSTED, "a submission may carry at most " +
+                                                        std::to_string(dispatcher_.options().max_jobs_per_submit) +
+                                                        " jobs; split the batch");
     }
     *response = dispatcher_.submit(*request, [this](const v1::Digest &d) { return blobs_.contains(d); });
     return grpc::Status::OK;
@@ -141,7 +141,8 @@ class TrackerServer::Service final : public v1::Tracker::Service {
     v1::RunnerPollRequest bounded = *request;
     bounded.set_wait_seconds(std::min(request->wait_seconds(), 60.0));
     std::string refusal;
-    *response = dispatcher_.poll_runner(bounded, [context] { return context->IsCancelled(); }, refusal);
+    *response = dispatcher_.poll_runner(
+        bounded, [context] { return context->IsCancelled(); }, refusal);
     if (!refusal.empty()) return grpc::Status(grpc::FAILED_PRECONDITION, refusal);
     return grpc::Status::OK;
   }

@@ -1,19 +1,18 @@
-/// \file
-/// The C functions of codegen/abi.h that generated kernels call, exported from
-/// libkiln_runtime. Everything else in the library is hidden.
-///
-/// Environment, read once when the pool is first used:
-///   KILN_NUM_THREADS=N   threads a parallel loop uses, the caller included. Default:
-///                        the CPUs this process may run on (sched_getaffinity, so
-///                        `taskset` and container CPU sets are respected), else
-///                        std::thread::hardware_concurrency().
-///   KILN_PIN_THREADS=1   pins worker i to the (i+1)-th CPU of that set; the calling
-///                        thread is not pinned. Off by default: pinning helps only
-///                        when nothing else competes for the cores.
-///
-/// Threads: any thread may call any function here. Two external threads calling
-/// kiln_rt_parallel_for at once are served one after the other (see thread_pool.h).
-/// fork() is safe: the child starts with a fresh pool of the same size.
+// The C functions of codegen/abi.h that generated kernels call, exported from
+// libkiln_runtime. Everything else in the library is hidden.
+//
+// Environment, read once when the pool is first used:
+//   KILN_NUM_THREADS=N   threads a parallel loop uses, the caller included. Default:
+//                        the CPUs this process may run on (sched_getaffinity, so
+//                        `taskset` and container CPU sets are respected), else
+//                        std::thread::hardware_concurrency().
+//   KILN_PIN_THREADS=1   pins worker i to the (i+1)-th CPU of that set; the calling
+//                        thread is not pinned. Off by default: pinning helps only
+//                        when nothing else competes for the cores.
+//
+// Threads: any thread may call any function here. Two external threads calling
+// kiln_rt_parallel_for at once are served one after the other (see thread_pool.h).
+// fork() is safe: the child starts with a fresh pool of the same size.
 
 // The ABI header's declarations are the library's only exports: it is built with
 // hidden visibility, and a version script (exports.map) lists exactly these symbols.
@@ -136,7 +135,7 @@ class WorkspaceCache {
 
 thread_local WorkspaceCache t_workspaces;
 
-} // namespace kiln::runtime
+}  // namespace kiln::runtime
 
 extern "C" {
 
@@ -152,4 +151,4 @@ void *kiln_rt_alloc_workspace(size_t bytes) { return kiln::runtime::t_workspaces
 
 void kiln_rt_free_workspace(void *ptr) { kiln::runtime::t_workspaces.give_back(ptr); }
 
-} // extern "C"
+}  // extern "C"

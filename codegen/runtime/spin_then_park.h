@@ -1,21 +1,20 @@
-/// \file
-/// Waiting on a 32-bit atomic word: spin briefly, then sleep in the kernel.
-///
-/// Why spin first: generated kernels call parallel_for back to back (one call per
-/// parallel loop nest, thousands of calls per timing run). A thread that spins for a
-/// few tens of microseconds sees the next call within nanoseconds; one that went to
-/// sleep needs a futex wake (a syscall on the waker, a reschedule on the sleeper),
-/// which costs several microseconds and dominates small kernels.
-/// Why the spin is bounded: an idle pool must not burn cores that the rest of the
-/// process (or other processes on a shared machine) could use.
-///
-/// A waiter announces itself in `sleepers` before sleeping, so a waker makes the
-/// futex syscall only when someone may actually be asleep. The protocol is a Dekker
-/// handshake and needs sequential consistency on both sides:
-///   waker:  store(word) ; if (load(sleepers)) wake(word)
-///   waiter: sleepers++  ; if (!done(load(word))) futex_wait(word, seen)
-/// Either the waiter sees the new word, or the waker sees the sleeper; futex_wait
-/// itself rechecks the word in the kernel, so no wake-up is lost.
+// Waiting on a 32-bit atomic word: spin briefly, then sleep in the kernel.
+//
+// Why spin first: generated kernels call parallel_for back to back (one call per
+// parallel loop nest, thousands of calls per timing run). A thread that spins for a
+// few tens of microseconds sees the next call within nanoseconds; one that went to
+// sleep needs a futex wake (a syscall on the waker, a reschedule on the sleeper),
+// which costs several microseconds and dominates small kernels.
+// Why the spin is bounded: an idle pool must not burn cores that the rest of the
+// process (or other processes on a shared machine) could use.
+//
+// A waiter announces itself in `sleepers` before sleeping, so a waker makes the
+// futex syscall only when someone may actually be asleep. The protocol is a Dekker
+// handshake and needs sequential consistency on both sides:
+//   waker:  store(word) ; if (load(sleepers)) wake(word)
+//   waiter: sleepers++  ; if (!done(load(word))) futex_wait(word, seen)
+// Either the waiter sees the new word, or the waker sees the sleeper; futex_wait
+// itself rechecks the word in the kernel, so no wake-up is lost.
 
 #pragma once
 
@@ -101,4 +100,4 @@ inline void wake_if_sleeping(std::atomic<uint32_t> &word, std::atomic<uint32_t> 
   if (sleepers.load(std::memory_order_seq_cst) != 0) futex_wake_all(word);
 }
 
-} // namespace kiln::runtime
+}  // namespace kiln::runtime

@@ -1,6 +1,5 @@
-/// \file
-/// Implementation of the persistent thread pool; the protocol is described in
-/// thread_pool.h and spin_then_park.h.
+// Implementation of the persistent thread pool; the protocol is described in
+// thread_pool.h and spin_then_park.h.
 
 #include "codegen/runtime/thread_pool.h"
 
@@ -28,7 +27,7 @@ struct ThreadPool::Job {
   kiln_task_fn fn = nullptr;
   void *closure = nullptr;
   int64_t num_tasks = 0;
-  int64_t num_threads = 1; // caller + helpers offered the job
+  int64_t num_threads = 1;  // caller + helpers offered the job
 
   // CPUs (below 64) that a thread of this job runs on: the caller's, then each
   // helper's as it joins. A helper that finds its CPU taken moves (see worker_main).
@@ -41,10 +40,10 @@ struct ThreadPool::Job {
   // result does not depend on which thread got there first.
   std::atomic<int64_t> lowest_failed_task{INT64_MAX};
 
-  alignas(64) std::atomic<uint32_t> helpers_running{0}; // the caller waits for 0
+  alignas(64) std::atomic<uint32_t> helpers_running{0};  // the caller waits for 0
   std::atomic<uint32_t> caller_sleepers{0};
 
-  std::mutex failure_mutex; // failures are rare; a lock keeps task and code together
+  std::mutex failure_mutex;  // failures are rare; a lock keeps task and code together
   int32_t failure_code = 0;
 
   void record_failure(int64_t task, int32_t code) {
@@ -87,13 +86,13 @@ struct ThreadPool::Job {
 
 // One cache line per worker: the caller writes `signal` and the worker spins on it.
 struct alignas(64) ThreadPool::Worker {
-  std::atomic<uint32_t> signal{0}; // bumped once per job offered (or to stop)
+  std::atomic<uint32_t> signal{0};  // bumped once per job offered (or to stop)
   std::atomic<uint32_t> sleepers{0};
   // True while a job is offered to this worker. Whoever exchanges it back to false
   // first owns the offer: the worker (it joins the job) or the caller (it withdraws
   // the offer, because no task was left by the time the worker woke up).
   std::atomic<bool> offered{false};
-  std::atomic<bool> stop{false}; // set before the last bump of `signal`
+  std::atomic<bool> stop{false};  // set before the last bump of `signal`
   std::thread thread;
 };
 
@@ -120,7 +119,9 @@ static std::vector<int> affinity_cpus() {
 }
 
 ThreadPool::ThreadPool(int num_threads, bool pin_threads)
-    : num_threads_(std::clamp(num_threads, 1, kMaxThreads)), pin_threads_(pin_threads), cpus_(affinity_cpus()),
+    : num_threads_(std::clamp(num_threads, 1, kMaxThreads)),
+      pin_threads_(pin_threads),
+      cpus_(affinity_cpus()),
       job_(std::make_unique<Job>()) {}
 
 ThreadPool::~ThreadPool() {
@@ -135,24 +136,24 @@ int32_t ThreadPool::parallel_for(int64_t num_tasks, kiln_task_fn fn, void *closu
   if (t_inside_task || threads == 1 || num_tasks == 1) return run_serially(num_tasks, fn, closure);
 
   std::lock_guard<std::mutex> lock(dispatch_mutex_);
-  threads = num_threads(); // may have changed while we waited for the lock
+  threads = num_threads();  // may have changed while we waited for the lock
   if (static_cast<int>(workers_.size()) != threads - 1) resize_locked(threads - 1);
   const auto helpers = static_cast<uint32_t>(std::min<int64_t>(static_cast<int64_t>(workers_.size()), num_tasks - 1));
-  if (helpers == 0) return run_serially(num_tasks, fn, closure); // no thread could be created
+  if (helpers == 0) return run_serially(num_tasks, fn, closure);  // no thread could be created
 
   Job &job = *job_;
   job.fn = fn;
   job.closure = closure;
   job.num_tasks = num_tasks;
   job.num_threads = helpers + 1;
-  job.next_task.store(1, std::memory_order_relaxed); // task 0 is the caller's
+  job.next_task.store(1, std::memory_order_relaxed);  // task 0 is the caller's
   job.lowest_failed_task.store(INT64_MAX, std::memory_order_relaxed);
   job.failure_code = 0;
   job.helpers_running.store(helpers, std::memory_order_relaxed);
   job.busy_cpus.store(cpu_bit(sched_getcpu()), std::memory_order_relaxed);
   for (uint32_t i = 0; i < helpers; ++i) {
     Worker &worker = *workers_[i];
-    worker.offered.store(true, std::memory_order_release); // publishes the job
+    worker.offered.store(true, std::memory_order_release);  // publishes the job
     worker.signal.fetch_add(1, std::memory_order_seq_cst);
     wake_if_sleeping(worker.signal, worker.sleepers);
   }
@@ -180,13 +181,13 @@ void ThreadPool::worker_main(Worker &self, int index) {
     cpu_set_t set;
     CPU_ZERO(&set);
     CPU_SET(cpus_[static_cast<size_t>(index + 1) % cpus_.size()], &set);
-    pthread_setaffinity_np(pthread_self(), sizeof(set), &set); // best effort
+    pthread_setaffinity_np(pthread_self(), sizeof(set), &set);  // best effort
   }
   uint32_t seen = 0;
   for (;;) {
     seen = spin_then_park(self.signal, self.sleepers, [seen](uint32_t signal) { return signal != seen; });
     if (self.stop.load(std::memory_order_relaxed)) return;
-    if (!self.offered.exchange(false, std::memory_order_acq_rel)) continue; // withdrawn
+    if (!self.offered.exchange(false, std::memory_order_acq_rel)) continue;  // withdrawn
     Job &job = *job_;
     if (!pin_threads_) move_off_busy_cpu(job);
     job.run_claimed_tasks();
@@ -247,11 +248,11 @@ void ThreadPool::resize_locked(int num_workers) {
       worker->thread = std::thread([this, w = worker.get(), index] { worker_main(*w, index); });
     } catch (const std::exception &error) {
       // Out of threads: run with the workers we have rather than fail the kernel.
-      std::fprintf(stderr, "kiln runtime: could not start worker thread %d (%s); using %zu\n", index + 1,
-                   error.what(), workers_.size() + 1);
+      std::fprintf(stderr, "kiln runtime: could not start worker thread %d (%s); using %zu\n", index + 1, error.what(),
+                   workers_.size() + 1);
       break;
     }
-    char name[16]; // the kernel's limit, NUL included
+    char name[16];  // the kernel's limit, NUL included
     std::snprintf(name, sizeof(name), "kiln-worker-%u", static_cast<unsigned>(index + 1) % 1000u);
     pthread_setname_np(worker->thread.native_handle(), name);
     workers_.push_back(std::move(worker));
@@ -283,4 +284,4 @@ void ThreadPool::after_fork_in_parent() {
   dispatch_mutex_.unlock();
 }
 
-} // namespace kiln::runtime
+}  // namespace kiln::runtime

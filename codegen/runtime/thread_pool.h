@@ -1,28 +1,27 @@
-/// \file
-/// The persistent thread pool behind kiln_rt_parallel_for (see codegen/abi.h).
-///
-/// One call = one *job*: tasks [0, n) of fn. The calling thread runs task 0 and then
-/// claims further tasks from a shared atomic index together with min(workers, n-1)
-/// helper workers, so uneven tasks balance themselves (dynamic claiming, in chunks
-/// that shrink as the job nears its end). A worker
-/// learns of a job when its private signal word changes, and the caller learns of the
-/// end when the count of helpers still running reaches 0. Both sides wait by spinning
-/// briefly and then sleeping on a futex (spin_then_park.h). When the caller runs out
-/// of tasks it withdraws the offers that no helper has taken yet, so a call never
-/// waits for a worker that is still asleep or descheduled. A helper that joins a job
-/// on a CPU another thread of the job already runs on moves to a free CPU of the
-/// process's mask (the scheduler can leave two spinning threads sharing one CPU).
-///
-/// Guarantees:
-/// - Every task index runs exactly once, unless a task fails: then tasks above the
-///   lowest-numbered failing one may be skipped, every task below it still runs, and
-///   the result is that task's: it does not depend on timing.
-/// - A call made from inside a task (on any thread) runs its tasks serially in that
-///   thread: generated code may nest parallel loops, and the pool is already busy.
-/// - Calls from different external threads are serialized by a mutex: one job at a
-///   time, the others wait for it. Running them side by side would oversubscribe
-///   the cores and ruin both timings.
-/// - set_num_threads() takes effect at the next call; it never disturbs a running job.
+// The persistent thread pool behind kiln_rt_parallel_for (see codegen/abi.h).
+//
+// One call = one *job*: tasks [0, n) of fn. The calling thread runs task 0 and then
+// claims further tasks from a shared atomic index together with min(workers, n-1)
+// helper workers, so uneven tasks balance themselves (dynamic claiming, in chunks
+// that shrink as the job nears its end). A worker
+// learns of a job when its private signal word changes, and the caller learns of the
+// end when the count of helpers still running reaches 0. Both sides wait by spinning
+// briefly and then sleeping on a futex (spin_then_park.h). When the caller runs out
+// of tasks it withdraws the offers that no helper has taken yet, so a call never
+// waits for a worker that is still asleep or descheduled. A helper that joins a job
+// on a CPU another thread of the job already runs on moves to a free CPU of the
+// process's mask (the scheduler can leave two spinning threads sharing one CPU).
+//
+// Guarantees:
+// - Every task index runs exactly once, unless a task fails: then tasks above the
+//   lowest-numbered failing one may be skipped, every task below it still runs, and
+//   the result is that task's: it does not depend on timing.
+// - A call made from inside a task (on any thread) runs its tasks serially in that
+//   thread: generated code may nest parallel loops, and the pool is already busy.
+// - Calls from different external threads are serialized by a mutex: one job at a
+//   time, the others wait for it. Running them side by side would oversubscribe
+//   the cores and ruin both timings.
+// - set_num_threads() takes effect at the next call; it never disturbs a running job.
 
 #pragma once
 
@@ -73,12 +72,12 @@ class ThreadPool {
 
   std::atomic<int> num_threads_;
   const bool pin_threads_;
-  std::vector<int> cpus_; // the process's affinity mask when the pool was made
+  std::vector<int> cpus_;  // the process's affinity mask when the pool was made
 
-  std::mutex dispatch_mutex_; // one job at a time; guards everything below
+  std::mutex dispatch_mutex_;  // one job at a time; guards everything below
   bool held_for_fork_ = false;
   std::vector<std::unique_ptr<Worker>> workers_;
   std::unique_ptr<Job> job_;
 };
 
-} // namespace kiln::runtime
+}  // namespace kiln::runtime

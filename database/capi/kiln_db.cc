@@ -1,6 +1,5 @@
-/// \file
-/// The C API: a translation layer from kiln_db.h to kiln::db::Database.
-/// Every entry point catches everything, so no exception reaches C.
+// The C API: a translation layer from kiln_db.h to kiln::db::Database.
+// Every entry point catches everything, so no exception reaches C.
 
 #include "kiln_db.h"
 
@@ -13,7 +12,7 @@
 #include <string>
 
 struct kiln_db_s {
-  std::optional<kiln::db::Database> database; // empty when the open failed
+  std::optional<kiln::db::Database> database;  // empty when the open failed
   std::string last_error;
   // Storage behind the kiln_db_record handed out by the last kiln_db_best.
   kiln::db::Record best;
@@ -30,7 +29,8 @@ static kiln_db_status fail(kiln_db db, kiln_db_status status, std::string messag
 }
 
 // Runs `body`, turning any exception into a status and the handle's message.
-template <class F> static kiln_db_status guarded(kiln_db db, F &&body) {
+template <class F>
+static kiln_db_status guarded(kiln_db db, F &&body) {
   try {
     db->last_error.clear();
     return body();
@@ -48,29 +48,26 @@ template <class F> static kiln_db_status guarded(kiln_db db, F &&body) {
 }
 
 extern "C" kiln_db_status kiln_db_open(const char *path, unsigned flags, kiln_db *out_db) {
-  if (!out_db)
-    return KILN_DB_INVALID_ARGUMENT;
+  if (!out_db) return KILN_DB_INVALID_ARGUMENT;
   *out_db = new (std::nothrow) kiln_db_s();
-  if (!*out_db)
-    return KILN_DB_ERROR;
+  if (!*out_db) return KILN_DB_ERROR;
   kiln_db db = *out_db;
-  if (!path)
-    return fail(db, KILN_DB_INVALID_ARGUMENT, "kiln_db_open: path is NULL");
+  if (!path) return fail(db, KILN_DB_INVALID_ARGUMENT, "kiln_db_open: path is NULL");
   kiln::db::OpenMode mode;
   switch (flags) {
-  case KILN_DB_OPEN_READ_ONLY:
-    mode = kiln::db::OpenMode::read_only;
-    break;
-  case KILN_DB_OPEN_READ_WRITE:
-    mode = kiln::db::OpenMode::read_write;
-    break;
-  case KILN_DB_OPEN_CREATE:
-    mode = kiln::db::OpenMode::create;
-    break;
-  default:
-    return fail(db, KILN_DB_INVALID_ARGUMENT,
-                "kiln_db_open: flags " + std::to_string(flags) +
-                    " must be exactly one of KILN_DB_OPEN_READ_ONLY, KILN_DB_OPEN_READ_WRITE, KILN_DB_OPEN_CREATE");
+    case KILN_DB_OPEN_READ_ONLY:
+      mode = kiln::db::OpenMode::read_only;
+      break;
+    case KILN_DB_OPEN_READ_WRITE:
+      mode = kiln::db::OpenMode::read_write;
+      break;
+    case KILN_DB_OPEN_CREATE:
+      mode = kiln::db::OpenMode::create;
+      break;
+    default:
+      return fail(db, KILN_DB_INVALID_ARGUMENT,
+                  "kiln_db_open: flags " + std::to_string(flags) +
+                      " must be exactly one of KILN_DB_OPEN_READ_ONLY, KILN_DB_OPEN_READ_WRITE, KILN_DB_OPEN_CREATE");
   }
   return guarded(db, [&] {
     db->database.emplace(kiln::db::Database::open(path, mode));
@@ -78,22 +75,17 @@ extern "C" kiln_db_status kiln_db_open(const char *path, unsigned flags, kiln_db
   });
 }
 
-
 extern "C" kiln_db_status kiln_db_best(kiln_db db, const char *workload, const char *target,
                                        const kiln_db_record **out_record) {
-  if (!db)
-    return KILN_DB_INVALID_ARGUMENT;
-  if (out_record)
-    *out_record = nullptr;
+  if (!db) return KILN_DB_INVALID_ARGUMENT;
+  if (out_record) *out_record = nullptr;
   if (!workload || !target || !out_record)
     return fail(db, KILN_DB_INVALID_ARGUMENT, "kiln_db_best: workload, target and out_record must not be NULL");
-  if (!db->database)
-    return fail(db, KILN_DB_INVALID_ARGUMENT, "kiln_db_best: the database was not opened");
+  if (!db->database) return fail(db, KILN_DB_INVALID_ARGUMENT, "kiln_db_best: the database was not opened");
   return guarded(db, [&] {
     std::string hash = kiln::db::workload_hash_from_argument(workload);
     std::optional<kiln::db::Record> best = db->database->best(hash, target);
-    if (!best)
-      return fail(db, KILN_DB_NOT_FOUND, "no successful record for workload " + hash + " on '" + target + "'");
+    if (!best) return fail(db, KILN_DB_NOT_FOUND, "no successful record for workload " + hash + " on '" + target + "'");
     db->best = std::move(*best);
     db->record.trace_json = db->best.trace_json.c_str();
     db->record.mean_latency_s = db->best.mean_latency();
@@ -106,15 +98,13 @@ extern "C" kiln_db_status kiln_db_best(kiln_db db, const char *workload, const c
 }
 
 extern "C" const char *kiln_db_last_error(kiln_db db) {
-  if (!db)
-    return "kiln_db handle is NULL (kiln_db_open failed for lack of memory, or the handle was closed)";
+  if (!db) return "kiln_db handle is NULL (kiln_db_open failed for lack of memory, or the handle was closed)";
   return db->last_error.c_str();
 }
 
 extern "C" void kiln_db_close(kiln_db *db) {
-  if (!db || !*db)
-    return;
-  delete *db; // ~Database never throws: SQLite's close does not fail on a finalized connection
+  if (!db || !*db) return;
+  delete *db;  // ~Database never throws: SQLite's close does not fail on a finalized connection
   *db = nullptr;
 }
 

@@ -28,7 +28,7 @@ extern "C" {
   (KILN_DB_API_VERSION_MAJOR * 10000 + KILN_DB_API_VERSION_MINOR * 100 + KILN_DB_API_VERSION_PATCH)
 /* True when this header provides at least API version major.minor.patch. */
 #define KILN_DB_API_VERSION_AT_LEAST(major, minor, patch) \
-  (KILN_DB_API_VERSION >= ((major) * 10000 + (minor) * 100 + (patch)))
+  (KILN_DB_API_VERSION >= ((major)*10000 + (minor)*100 + (patch)))
 
 #if defined(_WIN32)
 #define KILN_DB_API

@@ -57,9 +57,12 @@ OpDef binary(const std::string &name, const std::string &doc, Domain domain,
 
 std::vector<OpDef> binary_ops() {
   std::vector<OpDef> ops;
-  ops.push_back(binary("add", "A + B (ONNX Add).", Domain::kNumeric, [](const Expr &a, const Expr &b) { return a + b; }));
-  ops.push_back(binary("sub", "A - B (ONNX Sub).", Domain::kNumeric, [](const Expr &a, const Expr &b) { return a - b; }));
-  ops.push_back(binary("mul", "A * B (ONNX Mul).", Domain::kNumeric, [](const Expr &a, const Expr &b) { return a * b; }));
+  ops.push_back(
+      binary("add", "A + B (ONNX Add).", Domain::kNumeric, [](const Expr &a, const Expr &b) { return a + b; }));
+  ops.push_back(
+      binary("sub", "A - B (ONNX Sub).", Domain::kNumeric, [](const Expr &a, const Expr &b) { return a - b; }));
+  ops.push_back(
+      binary("mul", "A * B (ONNX Mul).", Domain::kNumeric, [](const Expr &a, const Expr &b) { return a * b; }));
   // Integer ONNX Div truncates toward zero, unlike floordiv; it is left out rather than
   // approximated.
   ops.push_back(binary("div", "A / B (ONNX Div, floating point only).", Domain::kFloat,
@@ -68,9 +71,10 @@ std::vector<OpDef> binary_ops() {
                        [](const Expr &a, const Expr &b) { return ir::make_max(a, b); }));
   ops.push_back(binary("minimum", "min(A, B) (ONNX Min with two inputs).", Domain::kNumeric,
                        [](const Expr &a, const Expr &b) { return ir::make_min(a, b); }));
-  ops.push_back(binary("pow", "A ^ B (ONNX Pow); NaN for a negative base with a non-integer exponent.",
-                       Domain::kFloat,
-                       [](const Expr &a, const Expr &b) { return ir::make_call(ir::Intrinsic::kPow, {a, b}); }));
+  ops.push_back(binary("pow", "A ^ B (ONNX Pow); NaN for a negative base with a non-integer exponent.", Domain::kFloat,
+                       [](const Expr &a, const Expr &b) {
+                         return ir::make_call(ir::Intrinsic::kPow, {a, b});
+                       }));
   return ops;
 }
 

@@ -29,7 +29,8 @@ Workload chain(std::vector<TensorType> inputs, std::vector<OpCall> ops) {
 
 std::vector<NamedWorkload> small_example_workloads() {
   std::vector<NamedWorkload> out;
-  auto single = [&](std::string name, const std::string &op, std::vector<TensorType> inputs, json attrs = json::object()) {
+  auto single = [&](std::string name, const std::string &op, std::vector<TensorType> inputs,
+                    json attrs = json::object()) {
     out.push_back({std::move(name), Workload::single(op, std::move(inputs), std::move(attrs))});
   };
 
@@ -57,8 +58,7 @@ std::vector<NamedWorkload> small_example_workloads() {
   single("dense", "dense", {f32({5, 7}), f32({3, 7})});
   single("dense_bias", "dense", {f32({3, 13}), f32({11, 13}), f32({11})});
   single("matmul", "matmul", {f32({5, 7}), f32({7, 3})});
-  single("matmul_transposed", "matmul", {f32({7, 5}), f32({3, 7})},
-         {{"transpose_a", true}, {"transpose_b", true}});
+  single("matmul_transposed", "matmul", {f32({7, 5}), f32({3, 7})}, {{"transpose_a", true}, {"transpose_b", true}});
   single("batch_matmul", "batch_matmul", {f32({3, 5, 7}), f32({3, 7, 2})});
   single("batch_matmul_broadcast_transposed", "batch_matmul", {f32({1, 5, 4}), f32({2, 3, 5})},
          {{"transpose_a", true}, {"transpose_b", true}});
@@ -121,32 +121,29 @@ std::vector<NamedWorkload> small_example_workloads() {
   single("concat_int32_last_axis", "concat", {i32({3, 2}), i32({3, 5})}, {{"axis", -1}});
 
   // ---- fused subgraphs ---------------------------------------------------------------
-  out.push_back({"conv2d_bias_relu_nchw",
-                 chain({f32({1, 3, 7, 7}), f32({5, 3, 3, 3}), f32({5})},
-                       {OpCall{"conv2d", {{"pads", {1, 1, 1, 1}}}, {"in0", "in1", "in2"}},
-                        OpCall{"relu", json::object(), {"op0"}}})});
-  out.push_back({"conv2d_bias_relu_nhwc",
-                 chain({f32({1, 6, 6, 4}), f32({3, 3, 4, 5}), f32({5})},
-                       {OpCall{"conv2d", {{"layout", "NHWC"}, {"strides", {2, 2}}, {"pads", {1, 1, 1, 1}}},
-                               {"in0", "in1", "in2"}},
-                        OpCall{"relu", json::object(), {"op0"}}})});
+  out.push_back({"conv2d_bias_relu_nchw", chain({f32({1, 3, 7, 7}), f32({5, 3, 3, 3}), f32({5})},
+                                                {OpCall{"conv2d", {{"pads", {1, 1, 1, 1}}}, {"in0", "in1", "in2"}},
+                                                 OpCall{"relu", json::object(), {"op0"}}})});
+  out.push_back(
+      {"conv2d_bias_relu_nhwc",
+       chain(
+           {f32({1, 6, 6, 4}), f32({3, 3, 4, 5}), f32({5})},
+           {OpCall{"conv2d", {{"layout", "NHWC"}, {"strides", {2, 2}}, {"pads", {1, 1, 1, 1}}}, {"in0", "in1", "in2"}},
+            OpCall{"relu", json::object(), {"op0"}}})});
   out.push_back({"dense_bias_gelu",
-                 chain({f32({3, 13}), f32({7, 13}), f32({7})},
-                       {OpCall{"dense", json::object(), {"in0", "in1", "in2"}},
-                        OpCall{"gelu", json::object(), {"op0"}}})});
-  out.push_back({"matmul_add",
-                 chain({f32({5, 7}), f32({7, 3}), f32({3})},
-                       {OpCall{"matmul", json::object(), {"in0", "in1"}},
-                        OpCall{"add", json::object(), {"op0", "in2"}}})});
-  out.push_back({"depthwise_conv2d_bias_clip",
-                 chain({f32({1, 4, 7, 5}), f32({4, 1, 3, 3}), f32({4})},
-                       {OpCall{"conv2d", {{"groups", 4}, {"strides", {2, 1}}, {"pads", {1, 1, 1, 1}}},
-                               {"in0", "in1", "in2"}},
-                        OpCall{"clip", {{"min", 0.0}, {"max", 0.5}}, {"op0"}}})});
+                 chain({f32({3, 13}), f32({7, 13}), f32({7})}, {OpCall{"dense", json::object(), {"in0", "in1", "in2"}},
+                                                                OpCall{"gelu", json::object(), {"op0"}}})});
+  out.push_back(
+      {"matmul_add", chain({f32({5, 7}), f32({7, 3}), f32({3})}, {OpCall{"matmul", json::object(), {"in0", "in1"}},
+                                                                  OpCall{"add", json::object(), {"op0", "in2"}}})});
+  out.push_back(
+      {"depthwise_conv2d_bias_clip",
+       chain({f32({1, 4, 7, 5}), f32({4, 1, 3, 3}), f32({4})},
+             {OpCall{"conv2d", {{"groups", 4}, {"strides", {2, 1}}, {"pads", {1, 1, 1, 1}}}, {"in0", "in1", "in2"}},
+              OpCall{"clip", {{"min", 0.0}, {"max", 0.5}}, {"op0"}}})});
   out.push_back({"batch_matmul_softmax",
-                 chain({f32({2, 3, 5}), f32({2, 5, 7})},
-                       {OpCall{"batch_matmul", json::object(), {"in0", "in1"}},
-                        OpCall{"softmax", json::object(), {"op0"}}})});
+                 chain({f32({2, 3, 5}), f32({2, 5, 7})}, {OpCall{"batch_matmul", json::object(), {"in0", "in1"}},
+                                                          OpCall{"softmax", json::object(), {"op0"}}})});
   return out;
 }
 

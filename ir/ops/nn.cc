@@ -11,9 +11,7 @@ namespace {
 
 using ir::IterVar;
 
-Expr widened_product(const Expr &a, const Expr &b, DType acc) {
-  return ir::make_cast(acc, a) * ir::make_cast(acc, b);
-}
+Expr widened_product(const Expr &a, const Expr &b, DType acc) { return ir::make_cast(acc, a) * ir::make_cast(acc, b); }
 
 void require_matching_inputs(std::string_view op, const te::Tensor &a, const te::Tensor &b) {
   require_same_dtype(op, a, b);
@@ -118,7 +116,8 @@ te::Tensor dense(const std::vector<te::Tensor> &in, const json &) {
   const DType acc = accumulate_dtype(x.dtype());
   IterVar rk = te::reduce_axis(k, "rk");
   te::Tensor out = te::compute(
-      {m, n}, [&](const std::vector<Var> &v) { return te::sum(widened_product(x(v[0], rk.var), w(v[1], rk.var), acc), {rk}); },
+      {m, n},
+      [&](const std::vector<Var> &v) { return te::sum(widened_product(x(v[0], rk.var), w(v[1], rk.var), acc), {rk}); },
       "dense");
   if (in.size() > 2) return add_channel_bias(op, out, in[2], 1);
   return out;
@@ -134,9 +133,9 @@ te::Tensor matmul(const std::vector<te::Tensor> &in, const json &attrs) {
   const int64_t m = a.shape()[ta ? 1 : 0], k = a.shape()[ta ? 0 : 1];
   const int64_t kb = b.shape()[tb ? 1 : 0], n = b.shape()[tb ? 0 : 1];
   if (k != kb)
-    fail(op, "inner dimensions differ: A " + shape_str(a.shape()) + (ta ? " (transposed)" : "") + " has K=" +
-                 std::to_string(k) + ", B " + shape_str(b.shape()) + (tb ? " (transposed)" : "") + " has K=" +
-                 std::to_string(kb));
+    fail(op, "inner dimensions differ: A " + shape_str(a.shape()) + (ta ? " (transposed)" : "") +
+                 " has K=" + std::to_string(k) + ", B " + shape_str(b.shape()) + (tb ? " (transposed)" : "") +
+                 " has K=" + std::to_string(kb));
   const DType acc = accumulate_dtype(a.dtype());
   IterVar rk = te::reduce_axis(k, "rk");
   return te::compute(
@@ -164,9 +163,9 @@ te::Tensor batch_matmul(const std::vector<te::Tensor> &in, const json &attrs) {
   const int64_t m = a.shape()[ta ? 2 : 1], k = a.shape()[ta ? 1 : 2];
   const int64_t kb = b.shape()[tb ? 2 : 1], n = b.shape()[tb ? 1 : 2];
   if (k != kb)
-    fail(op, "inner dimensions differ: A " + shape_str(a.shape()) + (ta ? " (transposed)" : "") + " has K=" +
-                 std::to_string(k) + ", B " + shape_str(b.shape()) + (tb ? " (transposed)" : "") + " has K=" +
-                 std::to_string(kb));
+    fail(op, "inner dimensions differ: A " + shape_str(a.shape()) + (ta ? " (transposed)" : "") +
+                 " has K=" + std::to_string(k) + ", B " + shape_str(b.shape()) + (tb ? " (transposed)" : "") +
+                 " has K=" + std::to_string(kb));
   const DType acc = accumulate_dtype(a.dtype());
   IterVar rk = te::reduce_axis(k, "rk");
   return te::compute(
@@ -193,8 +192,7 @@ std::vector<OpDef> nn_ops() {
       "depthwise convolution, there is no separate depthwise operator). OH = (H+top+bottom-dh*(KH-1)-1)/sh+1. "
       "Stages: pad (only when some pad is non-zero), conv2d, bias_add (with bias). int8 inputs accumulate "
       "and produce int32; the bias then is int32.",
-      2, 3,
-      json{{"layout", "NCHW"}, {"strides", {1, 1}}, {"pads", {0, 0, 0, 0}}, {"dilations", {1, 1}}, {"groups", 1}},
+      2, 3, json{{"layout", "NCHW"}, {"strides", {1, 1}}, {"pads", {0, 0, 0, 0}}, {"dilations", {1, 1}}, {"groups", 1}},
       conv2d});
   ops.push_back(OpDef{"dense",
                       "Fully connected layer (ONNX Gemm with transB=1, alpha=beta=1). Inputs: x [M,K], weight "

@@ -4,9 +4,7 @@
 
 namespace kiln::ops::detail {
 
-void fail(std::string_view op, const std::string &message) {
-  throw OpError(std::string(op) + ": " + message);
-}
+void fail(std::string_view op, const std::string &message) { throw OpError(std::string(op) + ": " + message); }
 
 std::string shape_str(const std::vector<int64_t> &shape) {
   std::ostringstream os;

@@ -35,8 +35,8 @@ Window parse_window(std::string_view op, const te::Tensor &data, const json &att
     // ONNX requires pads smaller than the kernel; otherwise a window can lie entirely in
     // the padding and has no defined value.
     if (w.pads[i] < 0 || w.pads[i] >= w.kernel[i % 2])
-      fail(op, "pads " + shape_str(w.pads) + " must be non-negative and smaller than the kernel " +
-                   shape_str(w.kernel));
+      fail(op,
+           "pads " + shape_str(w.pads) + " must be non-negative and smaller than the kernel " + shape_str(w.kernel));
   }
   const int64_t h = data.shape()[w.layout.h_axis()], wd = data.shape()[w.layout.w_axis()];
   const int64_t padded_h = h + w.pads[0] + w.pads[2], padded_w = wd + w.pads[1] + w.pads[3];
@@ -139,7 +139,10 @@ te::Tensor global_avg_pool2d(const std::vector<te::Tensor> &in, const json &attr
 }
 
 json window_defaults() {
-  return json{{"layout", "NCHW"}, {"kernel", json::array()}, {"strides", {1, 1}}, {"pads", {0, 0, 0, 0}},
+  return json{{"layout", "NCHW"},
+              {"kernel", json::array()},
+              {"strides", {1, 1}},
+              {"pads", {0, 0, 0, 0}},
               {"dilations", {1, 1}}};
 }
 

@@ -10,9 +10,9 @@ namespace {
 using ir::IterVar;
 
 struct ReducedAxes {
-  std::vector<bool> reduced;      // per input axis
+  std::vector<bool> reduced;       // per input axis
   std::vector<int64_t> out_shape;  // with or without the kept extent-1 axes
-  int64_t count = 1;              // elements folded into each output
+  int64_t count = 1;               // elements folded into each output
 };
 
 ReducedAxes parse_axes(std::string_view op, const te::Tensor &x, const json &attrs) {
@@ -80,10 +80,14 @@ te::Tensor reduce_mean(const std::vector<te::Tensor> &in, const json &attrs) {
 OpDef reduction(const std::string &name, const std::string &doc,
                 std::function<te::Tensor(const std::vector<te::Tensor> &, const json &)> build) {
   return OpDef{name,
-               doc + " Input: x of any rank. Attributes: axes (list, negatives count from the end; empty = all "
-                     "axes), keepdims (true: reduced axes stay with extent 1). A full reduction without keepdims "
-                     "gives shape [1] rather than a scalar.",
-               1, 1, json{{"axes", json::array()}, {"keepdims", true}}, std::move(build)};
+               doc +
+                   " Input: x of any rank. Attributes: axes (list, negatives count from the end; empty = all "
+                   "axes), keepdims (true: reduced axes stay with extent 1). A full reduction without keepdims "
+                   "gives shape [1] rather than a scalar.",
+               1,
+               1,
+               json{{"axes", json::array()}, {"keepdims", true}},
+               std::move(build)};
 }
 
 }  // namespace

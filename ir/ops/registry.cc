@@ -35,13 +35,19 @@ namespace {
 // canonical ({"epsilon": 0} and {"epsilon": 0.0} hash the same).
 const char *kind_name(const json &default_value) {
   switch (default_value.type()) {
-    case json::value_t::string: return "a string";
-    case json::value_t::boolean: return "a boolean";
+    case json::value_t::string:
+      return "a string";
+    case json::value_t::boolean:
+      return "a boolean";
     case json::value_t::number_integer:
-    case json::value_t::number_unsigned: return "an integer";
-    case json::value_t::number_float: return "a number";
-    case json::value_t::array: return "a list of integers";
-    default: return "a value";
+    case json::value_t::number_unsigned:
+      return "an integer";
+    case json::value_t::number_float:
+      return "a number";
+    case json::value_t::array:
+      return "a list of integers";
+    default:
+      return "a value";
   }
 }
 
@@ -56,7 +62,8 @@ std::string describe(const json &v) {
 // Returns the normalised value, or a null json when `value` does not fit `default_value`.
 json coerce(const json &default_value, const json &value) {
   switch (default_value.type()) {
-    case json::value_t::string: return value.is_string() ? value : json();
+    case json::value_t::string:
+      return value.is_string() ? value : json();
     case json::value_t::boolean:
       if (value.is_boolean()) return value;
       // ONNX spells booleans as 0/1 integers (keepdims=1).
@@ -64,8 +71,10 @@ json coerce(const json &default_value, const json &value) {
         return json(value.get<int64_t>() == 1);
       return json();
     case json::value_t::number_integer:
-    case json::value_t::number_unsigned: return is_integer(value) ? json(value.get<int64_t>()) : json();
-    case json::value_t::number_float: return value.is_number() ? json(value.get<double>()) : json();
+    case json::value_t::number_unsigned:
+      return is_integer(value) ? json(value.get<int64_t>()) : json();
+    case json::value_t::number_float:
+      return value.is_number() ? json(value.get<double>()) : json();
     case json::value_t::array: {
       if (!value.is_array()) return json();
       json out = json::array();
@@ -75,7 +84,8 @@ json coerce(const json &default_value, const json &value) {
       }
       return out;
     }
-    default: return value;
+    default:
+      return value;
   }
 }
 
@@ -90,8 +100,8 @@ json complete_attrs(const OpDef &op, const json &attrs) {
     if (it == out.end()) {
       std::string valid;
       for (const auto &[known, unused] : out.items()) valid += (valid.empty() ? "" : ", ") + known;
-      detail::fail(op.name, "unknown attribute '" + name + "'; valid attributes: " +
-                                (valid.empty() ? std::string("(none)") : valid));
+      detail::fail(op.name, "unknown attribute '" + name +
+                                "'; valid attributes: " + (valid.empty() ? std::string("(none)") : valid));
     }
     json normalised = coerce(op.default_attrs.at(name), value);
     if (normalised.is_null())

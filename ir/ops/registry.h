@@ -27,8 +27,8 @@ struct OpDef {
   std::string name;     // "conv2d", "dense", "relu", ...
   std::string summary;  // one paragraph: inputs, attributes, output, ONNX correspondence
   int min_inputs = 1;
-  int max_inputs = 1;   // -1 = unbounded (concat)
-  json default_attrs;   // every attribute with its default value (an object)
+  int max_inputs = 1;  // -1 = unbounded (concat)
+  json default_attrs;  // every attribute with its default value (an object)
   /// Builds the output from inputs and complete attributes (defaults already merged).
   std::function<te::Tensor(const std::vector<te::Tensor> &inputs, const json &attrs)> build;
 };

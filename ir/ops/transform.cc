@@ -73,7 +73,8 @@ Expr read_flat(const te::Tensor &x, const std::vector<int64_t> &out_shape, const
 te::Tensor reshape_to(std::string_view op, const te::Tensor &x, const std::vector<int64_t> &shape,
                       const std::string &name) {
   reject_bool(op, x);
-  return te::compute(shape, [&](const std::vector<Var> &v) { return read_flat(x, shape, v); }, name);
+  return te::compute(
+      shape, [&](const std::vector<Var> &v) { return read_flat(x, shape, v); }, name);
 }
 
 te::Tensor reshape(const std::vector<te::Tensor> &in, const json &attrs) {

@@ -20,7 +20,8 @@ te::Tensor elementwise(const std::string &op, const te::Tensor &x, Domain domain
                        const std::function<Expr(const Expr &)> &fn) {
   if (domain == Domain::kFloat) require_float(op, x, "input");
   if (x.dtype() == DType::kBool) fail(op, "boolean inputs are not supported");
-  return te::compute(x.shape(), [&](const std::vector<Var> &v) { return fn(x(to_exprs(v))); }, op);
+  return te::compute(
+      x.shape(), [&](const std::vector<Var> &v) { return fn(x(to_exprs(v))); }, op);
 }
 
 Expr intrinsic(Intrinsic f, const Expr &x) { return ir::make_call(f, {x}); }
@@ -42,10 +43,10 @@ OpDef unary(const std::string &name, const std::string &doc, Domain domain, std:
   std::string summary = doc + " Input: any-shape tensor x" +
                         (domain == Domain::kFloat ? " (float)" : " (float or integer)") +
                         "; output has x's shape and dtype. Stage: " + name + ".";
-  return OpDef{name, summary, 1, 1, json::object(),
-               [name, domain, fn](const std::vector<te::Tensor> &in, const json &) {
-                 return elementwise(name, in[0], domain, fn);
-               }};
+  return OpDef{
+      name, summary, 1, 1, json::object(), [name, domain, fn](const std::vector<te::Tensor> &in, const json &) {
+        return elementwise(name, in[0], domain, fn);
+      }};
 }
 
 te::Tensor clip(const std::vector<te::Tensor> &in, const json &attrs) {
@@ -75,19 +76,18 @@ std::vector<OpDef> unary_ops() {
                       [](const Expr &x) { return intrinsic(Intrinsic::kTanh, x); }));
   ops.push_back(unary("erf", "The Gauss error function (ONNX Erf).", Domain::kFloat,
                       [](const Expr &x) { return intrinsic(Intrinsic::kErf, x); }));
-  ops.push_back(unary("gelu", "0.5 * x * (1 + erf(x / sqrt(2))), the exact (erf) form (ONNX Gelu, approximate=none).",
-                      Domain::kFloat, [](const Expr &x) {
-                        return Expr(0.5) * x * (Expr(1.0) + intrinsic(Intrinsic::kErf, x * Expr(kInvSqrt2)));
-                      }));
-  ops.push_back(unary("exp", "e^x (ONNX Exp).", Domain::kFloat,
-                      [](const Expr &x) { return intrinsic(Intrinsic::kExp, x); }));
+  ops.push_back(unary(
+      "gelu", "0.5 * x * (1 + erf(x / sqrt(2))), the exact (erf) form (ONNX Gelu, approximate=none).", Domain::kFloat,
+      [](const Expr &x) { return Expr(0.5) * x * (Expr(1.0) + intrinsic(Intrinsic::kErf, x * Expr(kInvSqrt2))); }));
+  ops.push_back(
+      unary("exp", "e^x (ONNX Exp).", Domain::kFloat, [](const Expr &x) { return intrinsic(Intrinsic::kExp, x); }));
   ops.push_back(unary("sqrt", "Square root (ONNX Sqrt); NaN for negative x.", Domain::kFloat,
                       [](const Expr &x) { return intrinsic(Intrinsic::kSqrt, x); }));
   ops.push_back(unary("log", "Natural logarithm (ONNX Log); NaN for negative x.", Domain::kFloat,
                       [](const Expr &x) { return intrinsic(Intrinsic::kLog, x); }));
   ops.push_back(unary("neg", "-x (ONNX Neg).", Domain::kNumeric, [](const Expr &x) { return Expr(0) - x; }));
-  ops.push_back(unary("abs", "|x| (ONNX Abs).", Domain::kNumeric,
-                      [](const Expr &x) { return intrinsic(Intrinsic::kAbs, x); }));
+  ops.push_back(
+      unary("abs", "|x| (ONNX Abs).", Domain::kNumeric, [](const Expr &x) { return intrinsic(Intrinsic::kAbs, x); }));
   return ops;
 }
 

@@ -68,8 +68,8 @@ PrimFunc cache_read(const PrimFunc &f, const std::string &block, int read_index,
   const BlockNode *b = block_stmt.as<BlockNode>();
   std::vector<Buffer> reads = distinct_buffers(block_reads(b));
   if (read_index < 0 || read_index >= static_cast<int>(reads.size()))
-    throw ScheduleError(P, "block '" + block + "' reads " + std::to_string(reads.size()) +
-                               " buffers; read index " + std::to_string(read_index) + " is out of range");
+    throw ScheduleError(P, "block '" + block + "' reads " + std::to_string(reads.size()) + " buffers; read index " +
+                               std::to_string(read_index) + " is out of range");
   Buffer src = reads[read_index];
   if (writes_buffer(b, src.get()))
     throw ScheduleError(P, "block '" + block + "' also writes '" + src->name + "'; use cache_write for it");
@@ -95,8 +95,8 @@ PrimFunc cache_write(const PrimFunc &f, const std::string &block, int write_inde
   const BlockNode *b = block_stmt.as<BlockNode>();
   std::vector<Buffer> writes = distinct_buffers(block_writes(b));
   if (write_index < 0 || write_index >= static_cast<int>(writes.size()))
-    throw ScheduleError(P, "block '" + block + "' writes " + std::to_string(writes.size()) +
-                               " buffers; write index " + std::to_string(write_index) + " is out of range");
+    throw ScheduleError(P, "block '" + block + "' writes " + std::to_string(writes.size()) + " buffers; write index " +
+                               std::to_string(write_index) + " is out of range");
   Buffer dst = writes[write_index];
   Stmt anchor = root_level_stmt(f, b);
   for (const BlockNode *other : all_blocks(f)) {
@@ -104,8 +104,9 @@ PrimFunc cache_write(const PrimFunc &f, const std::string &block, int write_inde
     if (writes_buffer(other, dst.get()))
       throw ScheduleError(P, "'" + dst->name + "' is also written by block '" + other->name + "'");
     if (reads_buffer(other, dst.get()) && root_level_stmt(f, other).same_as(anchor))
-      throw ScheduleError(P, "block '" + other->name + "' reads '" + dst->name + "' inside the same loop nest as block '" +
-                                 block + "', before the cached value would be written back");
+      throw ScheduleError(P, "block '" + other->name + "' reads '" + dst->name +
+                                 "' inside the same loop nest as block '" + block +
+                                 "', before the cached value would be written back");
   }
   std::string scope_str = scope_name(scope);
   Buffer cache = make_buffer(fresh_buffer_name(f, dst->name + "_" + scope_str), dst->dtype, dst->shape, scope);

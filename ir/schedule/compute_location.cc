@@ -30,8 +30,8 @@ std::vector<int> trivial_write_dims(const std::string &primitive, const BlockNod
         if (idx.get() == b->iter_vars[k].var.get() && b->iter_vars[k].kind == IterKind::kSpatial)
           found = static_cast<int>(k);
       if (found < 0)
-        throw ScheduleError(primitive, "block '" + b->name + "' writes " + buf->name + " at index '" +
-                                           to_string(idx) + "', not at one of its spatial iterators");
+        throw ScheduleError(primitive, "block '" + b->name + "' writes " + buf->name + " at index '" + to_string(idx) +
+                                           "', not at one of its spatial iterators");
       dims.push_back(found);
     }
     if (!iter_of_dim.empty() && iter_of_dim != dims)
@@ -149,11 +149,10 @@ std::vector<int> consumer_read_dims(const std::string &primitive, const BlockNod
   }
   for (size_t d = 0; d < iter_of_dim.size(); ++d) {
     if (c->iter_vars[iter_of_dim[d]].extent != produced->shape[d])
-      throw ScheduleError(primitive, "block '" + block + "' iterates over " +
-                                         std::to_string(c->iter_vars[iter_of_dim[d]].extent) +
-                                         " positions of dimension " + std::to_string(d) + " of '" + produced->name +
-                                         "', which has " + std::to_string(produced->shape[d]) +
-                                         "; the consumer must cover its input exactly");
+      throw ScheduleError(
+          primitive, "block '" + block + "' iterates over " + std::to_string(c->iter_vars[iter_of_dim[d]].extent) +
+                         " positions of dimension " + std::to_string(d) + " of '" + produced->name + "', which has " +
+                         std::to_string(produced->shape[d]) + "; the consumer must cover its input exactly");
   }
   return iter_of_dim;
 }
@@ -198,8 +197,7 @@ PrimFunc compute_at(const PrimFunc &f, const std::string &block, const Var &loop
                                      "' reads, between the block and its new position");
     }
   }
-  if (consumers.empty())
-    throw ScheduleError(P, "no block under " + describe_loop(loop) + " reads '" + out->name + "'");
+  if (consumers.empty()) throw ScheduleError(P, "no block under " + describe_loop(loop) + " reads '" + out->name + "'");
 
   // The region of `out` the consumers under the loop read, per iteration of the loop.
   Region region = region_under_loop(f, out, consumers, loop, /*reads=*/true, /*writes=*/false, P);
@@ -236,8 +234,8 @@ PrimFunc reverse_compute_at(const PrimFunc &f, const std::string &block, const V
     producers = writers;
   }
   if (!produced)
-    throw ScheduleError(P, "no block under " + describe_loop(loop) + " produces a buffer that block '" + block +
-                               "' reads");
+    throw ScheduleError(
+        P, "no block under " + describe_loop(loop) + " produces a buffer that block '" + block + "' reads");
   int loop_end = program_position(f, under.back());
   for (const BlockNode *other : all_blocks(f)) {
     int p = program_position(f, other);
@@ -247,8 +245,8 @@ PrimFunc reverse_compute_at(const PrimFunc &f, const std::string &block, const V
         throw ScheduleError(P, "block '" + other->name + "' writes '" + in->name + "', which block '" + block +
                                    "' reads, between the loop and the block");
     if (reads_buffer(other, out.get()) || writes_buffer(other, out.get()))
-      throw ScheduleError(P, "block '" + other->name + "' accesses '" + out->name + "' between the loop and block '" +
-                                 block + "'");
+      throw ScheduleError(
+          P, "block '" + other->name + "' accesses '" + out->name + "' between the loop and block '" + block + "'");
   }
   std::vector<int> iter_of_dim = consumer_read_dims(P, c, produced);
 
@@ -298,8 +296,8 @@ PrimFunc compute_inline(const PrimFunc &f, const std::string &block) {
   const BlockNode *b = as_block(block_stmt);
   const StoreNode *store = single_spatial_store(P, b);
   if (is_param(f, store->buffer.get()))
-    throw ScheduleError(P, "block '" + block + "' writes the function output '" + store->buffer->name +
-                               "'; outputs cannot be inlined");
+    throw ScheduleError(
+        P, "block '" + block + "' writes the function output '" + store->buffer->name + "'; outputs cannot be inlined");
   std::vector<const VarNode *> iters;
   for (const Expr &idx : store->indices) {
     const auto *v = idx.as<VarNode>();
@@ -312,8 +310,7 @@ PrimFunc compute_inline(const PrimFunc &f, const std::string &block) {
   }
   if (iters.size() != b->iter_vars.size())
     throw ScheduleError(P, "block '" + block + "' has iterators that do not index its output");
-  if (reads_buffer(b, store->buffer.get()))
-    throw ScheduleError(P, "block '" + block + "' reads its own output");
+  if (reads_buffer(b, store->buffer.get())) throw ScheduleError(P, "block '" + block + "' reads its own output");
   for (const BlockNode *other : all_blocks(f))
     if (other != b && writes_buffer(other, store->buffer.get()))
       throw ScheduleError(P, "buffer '" + store->buffer->name + "' has another writer, block '" + other->name + "'");
@@ -351,8 +348,8 @@ PrimFunc reverse_compute_inline(const PrimFunc &f, const std::string &block) {
     throw ScheduleError(P, "the producer of block '" + block + "' comes after it");
   for (const BlockNode *other : all_blocks(f))
     if (other != c && other != producer && reads_buffer(other, produced.get()))
-      throw ScheduleError(P, "buffer '" + produced->name + "' is also read by block '" + other->name +
-                                 "'; block '" + block + "' must be its only consumer");
+      throw ScheduleError(P, "buffer '" + produced->name + "' is also read by block '" + other->name + "'; block '" +
+                                 block + "' must be its only consumer");
   std::vector<int> iter_of_dim = consumer_read_dims(P, c, produced);
   if (iter_of_dim.size() != c->iter_vars.size())
     throw ScheduleError(P, "block '" + block + "' has iterators that do not index '" + produced->name + "'");
@@ -376,9 +373,9 @@ PrimFunc reverse_compute_inline(const PrimFunc &f, const std::string &block) {
   Expr value = replace.mutate(substitute(cstore->value, to_producer));
   std::vector<Expr> indices;
   for (const Expr &i : cstore->indices) indices.push_back(substitute(i, to_producer));
-  Stmt new_producer = make_block(producer->name, producer->iter_vars, producer->iter_values, producer->predicate,
-                                 Stmt(), make_store(cstore->buffer, indices, value), producer->alloc_buffers,
-                                 producer->annotations);
+  Stmt new_producer =
+      make_block(producer->name, producer->iter_vars, producer->iter_values, producer->predicate, Stmt(),
+                 make_store(cstore->buffer, indices, value), producer->alloc_buffers, producer->annotations);
   const StmtNode *producer_node = path_to(f.body, producer).back().get();
   Stmt root = replace_stmt(f.body, producer_node, new_producer);
   PrimFunc g = with_body(f, root);

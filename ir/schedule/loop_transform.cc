@@ -54,11 +54,12 @@ PrimFunc split(const PrimFunc &f, const Var &loop, std::vector<int64_t> factors,
   int64_t known = 1;
   for (size_t i = 0; i < factors.size(); ++i) {
     if (factors[i] == -1) {
-      if (inferred >= 0) throw ScheduleError("split", "at most one factor may be inferred (-1) for " + describe_loop(l));
+      if (inferred >= 0)
+        throw ScheduleError("split", "at most one factor may be inferred (-1) for " + describe_loop(l));
       inferred = static_cast<int>(i);
     } else if (factors[i] <= 0) {
-      throw ScheduleError("split", "factor " + std::to_string(factors[i]) + " of " + describe_loop(l) +
-                                       " is not positive");
+      throw ScheduleError("split",
+                          "factor " + std::to_string(factors[i]) + " of " + describe_loop(l) + " is not positive");
     } else if (__builtin_mul_overflow(known, factors[i], &known)) {
       throw ScheduleError("split", "the factors of " + describe_loop(l) + " multiply past 2^63; each may be at most " +
                                        "the loop's extent");
@@ -163,8 +164,8 @@ PrimFunc reorder(const PrimFunc &f, const std::vector<Var> &order) {
     return names;
   };
   if (found != order.size())
-    throw ScheduleError("reorder", "loops " + listed() +
-                                       " are not nested in one another (they belong to different loop nests)");
+    throw ScheduleError("reorder",
+                        "loops " + listed() + " are not nested in one another (they belong to different loop nests)");
   std::vector<const ForNode *> chain;
   for (size_t i = first; i <= last; ++i) {
     const auto *l = deepest_path[i].as<ForNode>();
@@ -189,8 +190,9 @@ PrimFunc reorder(const PrimFunc &f, const std::vector<Var> &order) {
         (b->iter_vars[k].kind == IterKind::kReduce ? reduce : spatial) = true;
       }
       if (spatial && reduce)
-        throw ScheduleError("reorder", "loop '" + v.name() + "' drives both spatial and reduction iterators of block '" +
-                                           b->name + "'; such a loop cannot be reordered");
+        throw ScheduleError("reorder", "loop '" + v.name() +
+                                           "' drives both spatial and reduction iterators of block '" + b->name +
+                                           "'; such a loop cannot be reordered");
     }
   }
   std::vector<const ForNode *> new_chain = chain;
@@ -234,8 +236,8 @@ PrimFunc annotate_loop(const PrimFunc &f, const Var &loop, const std::string &ke
   const ForNode *l = require_loop(f, loop, "annotate", &stmt);
   Annotations ann = l->annotations;
   ann[key] = value;
-  return with_body(f, replace_stmt(f.body, stmt.get(),
-                                   make_for(l->loop_var, l->extent, l->for_kind, l->body, l->thread_tag, ann)));
+  return with_body(
+      f, replace_stmt(f.body, stmt.get(), make_for(l->loop_var, l->extent, l->for_kind, l->body, l->thread_tag, ann)));
 }
 
 PrimFunc annotate_block(const PrimFunc &f, const std::string &block, const std::string &key, int64_t value) {

@@ -14,8 +14,8 @@ PrimFunc rfactor(const PrimFunc &f, const Var &loop_var, int factor_axis, std::s
   const auto *loop = loop_stmt.as<ForNode>();
   std::vector<const BlockNode *> under = blocks_under(loop_stmt);
   if (under.size() != 1)
-    throw ScheduleError(P, describe_loop(loop) + " must contain exactly one block, found " +
-                               std::to_string(under.size()));
+    throw ScheduleError(P,
+                        describe_loop(loop) + " must contain exactly one block, found " + std::to_string(under.size()));
   const BlockNode *b = under[0];
   const auto *store = b->body.as<StoreNode>();
   if (!b->init.defined() || !store)
@@ -37,8 +37,8 @@ PrimFunc rfactor(const PrimFunc &f, const Var &loop_var, int factor_axis, std::s
     throw ScheduleError(P, "block '" + b->name + "' does not accumulate into its output");
   Buffer out = store->buffer;
   if (factor_axis < 0 || factor_axis > static_cast<int>(out->shape.size()))
-    throw ScheduleError(P, "factor axis " + std::to_string(factor_axis) + " is outside [0, " +
-                               std::to_string(out->shape.size()) + "]");
+    throw ScheduleError(
+        P, "factor axis " + std::to_string(factor_axis) + " is outside [0, " + std::to_string(out->shape.size()) + "]");
   // Classify the loops above the block.
   std::vector<Stmt> loops = loops_above(f, b);
   std::unordered_set<const VarNode *> reduce_loops, spatial_loops;
@@ -53,8 +53,8 @@ PrimFunc rfactor(const PrimFunc &f, const Var &loop_var, int factor_axis, std::s
     throw ScheduleError(P, describe_loop(loop) + " does not drive a reduction iterator of block '" + b->name + "'");
   for (const VarNode *v : reduce_loops)
     if (spatial_loops.count(v))
-      throw ScheduleError(P, "loop '" + v->name + "' drives both spatial and reduction iterators of block '" +
-                                 b->name + "'");
+      throw ScheduleError(
+          P, "loop '" + v->name + "' drives both spatial and reduction iterators of block '" + b->name + "'");
   if (uses_var(b->predicate, loop->loop_var.get()))
     throw ScheduleError(P, describe_loop(loop) + " comes from a non-divisible split (block '" + b->name +
                                "' has a predicate on it); partial results would be left uninitialized");
@@ -118,9 +118,9 @@ PrimFunc rfactor(const PrimFunc &f, const Var &loop_var, int factor_axis, std::s
   wb_values.push_back(red_loop);
   std::vector<Expr> wb_rf_idx = wb_out_idx;
   wb_rf_idx.insert(wb_rf_idx.begin() + factor_axis, red_iter);
-  Stmt wb = make_block(b->name, wb_iters, wb_values, Expr(),
-                       make_store(out, wb_out_idx, combiner_identity(combiner, out->dtype)),
-                       make_store(out, wb_out_idx, combine(combiner, make_load(out, wb_out_idx), make_load(rf_buf, wb_rf_idx))));
+  Stmt wb = make_block(
+      b->name, wb_iters, wb_values, Expr(), make_store(out, wb_out_idx, combiner_identity(combiner, out->dtype)),
+      make_store(out, wb_out_idx, combine(combiner, make_load(out, wb_out_idx), make_load(rf_buf, wb_rf_idx))));
   wb = make_for(red_loop, loop->extent, ForKind::kSerial, wb);
   for (size_t d = wb_loops.size(); d-- > 0;) wb = make_for(wb_loops[d], out->shape[d], ForKind::kSerial, wb);
 

@@ -260,11 +260,10 @@ std::vector<ExprRV> Schedule::sample_perfect_tile(const LoopRV &loop, int n, int
     int64_t product = std::accumulate(factors.begin(), factors.end(), int64_t{1}, std::multiplies<>());
     if (static_cast<int>(factors.size()) != n || product != extent ||
         (max_innermost_factor > 0 && factors.back() > max_innermost_factor))
-      throw ScheduleError(P, "decision " + json(factors).dump() + " is not a " + std::to_string(n) +
-                                 "-level perfect tiling of " + sched::describe_loop(s.as<ForNode>()) +
-                                 (max_innermost_factor > 0
-                                      ? " with innermost factor <= " + std::to_string(max_innermost_factor)
-                                      : ""));
+      throw ScheduleError(
+          P, "decision " + json(factors).dump() + " is not a " + std::to_string(n) + "-level perfect tiling of " +
+                 sched::describe_loop(s.as<ForNode>()) +
+                 (max_innermost_factor > 0 ? " with innermost factor <= " + std::to_string(max_innermost_factor) : ""));
   } else {
     std::vector<std::vector<int64_t>> all;
     std::vector<int64_t> prefix;
@@ -277,8 +276,8 @@ std::vector<ExprRV> Schedule::sample_perfect_tile(const LoopRV &loop, int n, int
     }
     if (all.empty()) {
       throw ScheduleError(P, "there is no " + std::to_string(n) + "-level perfect tiling of " +
-                                 sched::describe_loop(s.as<ForNode>()) + " with innermost factor <= " +
-                                 std::to_string(max_innermost_factor));
+                                 sched::describe_loop(s.as<ForNode>()) +
+                                 " with innermost factor <= " + std::to_string(max_innermost_factor));
     }
     factors = all[std::uniform_int_distribution<size_t>(0, all.size() - 1)(rng_)];
   }
@@ -363,11 +362,12 @@ Schedule Schedule::replay(const PrimFunc &func, const Trace &trace, const std::m
   std::map<std::string, std::string> rename;  // trace RV name -> this schedule's RV name
   auto rv = [&](const json &in, size_t i) -> std::string {
     if (!in.is_string())
-      throw ScheduleError("replay", "instruction " + std::to_string(i) + " expects a random variable, got " + in.dump());
+      throw ScheduleError("replay",
+                          "instruction " + std::to_string(i) + " expects a random variable, got " + in.dump());
     auto it = rename.find(in.get<std::string>());
     if (it == rename.end())
-      throw ScheduleError("replay", "instruction " + std::to_string(i) + " uses '" + in.get<std::string>() +
-                                        "' before it is defined");
+      throw ScheduleError(
+          "replay", "instruction " + std::to_string(i) + " uses '" + in.get<std::string>() + "' before it is defined");
     return it->second;
   };
   auto bind_outputs = [&](const Instruction &inst, const std::vector<std::string> &names, size_t i) {
@@ -438,9 +438,9 @@ Schedule Schedule::replay(const PrimFunc &func, const Trace &trace, const std::m
       } else if (k == "reverse_compute_inline") {
         sch.reverse_compute_inline(BlockRV{rv(in.at(0), i)});
       } else if (k == "cache_read") {
-        outs.push_back(sch.cache_read(BlockRV{rv(in.at(0), i)}, at.at("read_index").get<int>(),
-                                      at.at("scope").get<std::string>())
-                           .name);
+        outs.push_back(
+            sch.cache_read(BlockRV{rv(in.at(0), i)}, at.at("read_index").get<int>(), at.at("scope").get<std::string>())
+                .name);
       } else if (k == "cache_write") {
         outs.push_back(sch.cache_write(BlockRV{rv(in.at(0), i)}, at.at("write_index").get<int>(),
                                        at.at("scope").get<std::string>())
@@ -469,8 +469,8 @@ Schedule Schedule::replay(const PrimFunc &func, const Trace &trace, const std::m
       }
       bind_outputs(inst, outs, i);
     } catch (const json::exception &e) {
-      throw ScheduleError("replay", "instruction " + std::to_string(i) + " (" + inst.kind +
-                                        ") is malformed: " + e.what());
+      throw ScheduleError("replay",
+                          "instruction " + std::to_string(i) + " (" + inst.kind + ") is malformed: " + e.what());
     }
   }
   return sch;

@@ -60,7 +60,8 @@ Trace Trace::from_json(const json &j) {
     inst.inputs = row[1];
     inst.attrs = row[2];
     for (const json &o : row[3]) {
-      if (!o.is_string()) throw std::invalid_argument("trace instruction " + std::to_string(n) + " has a non-string output");
+      if (!o.is_string())
+        throw std::invalid_argument("trace instruction " + std::to_string(n) + " has a non-string output");
       inst.outputs.push_back(o.get<std::string>());
     }
     t.instructions.push_back(std::move(inst));

@@ -37,8 +37,9 @@ int main(int argc, char **argv) {
     }
   }
   if (fd < 0 || argc % 2 == 0) {
-    std::fprintf(stderr, "usage: kiln-measure-server --fd N [--run-timeout S] [--memory-limit BYTES] [--threads N] "
-                         "[--reference-cache BYTES]\n");
+    std::fprintf(stderr,
+                 "usage: kiln-measure-server --fd N [--run-timeout S] [--memory-limit BYTES] [--threads N] "
+                 "[--reference-cache BYTES]\n");
     return 2;
   }
   kiln::measure::detail::serve(fd, options);

@@ -97,7 +97,8 @@ TEST(KilnCommand, ErrorsDoNotQuoteHugeInputsBack) {
 
 TEST(KilnCommand, DemoOfAWorkloadWithNothingToTileIsAnError) {
   fs::path dir = temp_dir();
-  std::ofstream(dir / "scalar.json") << R"({"inputs":[{"shape":[],"dtype":"float32"}],"ops":[{"op":"relu","attrs":{},"args":["in0"]}],"outputs":["op0"]})";
+  std::ofstream(dir / "scalar.json")
+      << R"({"inputs":[{"shape":[],"dtype":"float32"}],"ops":[{"op":"relu","attrs":{},"args":["in0"]}],"outputs":["op0"]})";
   std::ofstream(dir / "no_ops.json") << R"({"inputs":[{"shape":[4],"dtype":"float32"}],"ops":[],"outputs":["in0"]})";
   Output scalar = kiln("demo --workload " + (dir / "scalar.json").string());
   EXPECT_EQ(scalar.status, 1) << scalar.text;
@@ -121,8 +122,10 @@ TEST(KilnCommand, MeasureChecksAndTimesATask) {
 TEST(KilnCommand, TuneOpStoresResultsAndResumes) {
   fs::path dir = temp_dir();
   std::string db = (dir / "t.db").string();
-  std::string task = "--op dense --shape 16x32 --shape 24x32 --batch 8 --population 16 --generations 1 "
-                     "--repeat 2 --min-repeat-ms 1 -q --db " + db;
+  std::string task =
+      "--op dense --shape 16x32 --shape 24x32 --batch 8 --population 16 --generations 1 "
+      "--repeat 2 --min-repeat-ms 1 -q --db " +
+      db;
   Output first = kiln("tune-op " + task + " --trials 16 --seed 1");
   ASSERT_EQ(first.status, 0) << first.text;
   EXPECT_NE(first.text.find("measured 16 candidates"), std::string::npos) << first.text;

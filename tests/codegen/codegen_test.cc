@@ -5,26 +5,26 @@
 // Change the count:   KILN_CODEGEN_TRACES=<n> (default 50 per workload)
 #include <dlfcn.h>
 #include <gtest/gtest.h>
-#include <unistd.h>
-#include <sys/wait.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <limits>
 #include <map>
-#include <algorithm>
-#include <functional>
-#include <cmath>
 #include <random>
 #include <sstream>
 
 #include "codegen/abi.h"
 #include "codegen/codegen.h"
-#include "ir/interpreter.h"
 #include "ir/functor.h"
+#include "ir/interpreter.h"
 #include "ir/lower_passes.h"
 #include "ir/ops/examples.h"
 #include "ir/schedule/schedule.h"
@@ -44,7 +44,8 @@ int traces_per_workload() {
 
 std::string temp_dir() {
   static std::string dir = [] {
-    std::string d = (std::filesystem::temp_directory_path() / ("kiln_codegen_test_" + std::to_string(getpid()))).string();
+    std::string d =
+        (std::filesystem::temp_directory_path() / ("kiln_codegen_test_" + std::to_string(getpid()))).string();
     std::filesystem::create_directories(d);
     return d;
   }();
@@ -227,9 +228,9 @@ struct StridedConv {
 };
 
 StridedConv strided_conv_vectorized_along_width(int64_t size, int64_t stride) {
-  ir::Workload w = ir::Workload::single(
-      "conv2d", {{{1, 4, size, size}, ir::DType::kFloat32}, {{4, 4, 3, 3}, ir::DType::kFloat32}},
-      {{"strides", {stride, stride}}, {"pads", {1, 1, 1, 1}}});
+  ir::Workload w =
+      ir::Workload::single("conv2d", {{{1, 4, size, size}, ir::DType::kFloat32}, {{4, 4, 3, 3}, ir::DType::kFloat32}},
+                           {{"strides", {stride, stride}}, {"pads", {1, 1, 1, 1}}});
   te::ComputeDAG dag = w.build_dag();
   ir::PrimFunc func = te::lower(dag, "conv_s2");
   ir::Schedule sch(func);
@@ -268,7 +269,8 @@ TEST(CodegenX86Strided, PowerOfTwoLanesLoadWholeVectors) {
       EXPECT_NE(ir_text.find("load <8 x float>"), std::string::npos) << context << ", " << t.isa << "\n" << ir_text;
       EXPECT_EQ(ir_text.find("masked.gather"), std::string::npos) << context << ", " << t.isa << "\n" << ir_text;
     }
-    expect_artifact_matches(c.sch.func(), c.func, random_inputs(c.dag, 4), "strided_whole_vectors_" + std::to_string(stride));
+    expect_artifact_matches(c.sch.func(), c.func, random_inputs(c.dag, 4),
+                            "strided_whole_vectors_" + std::to_string(stride));
   }
 }
 
@@ -276,9 +278,9 @@ TEST(CodegenX86Strided, PowerOfTwoLanesLoadWholeVectors) {
 // masked span load (lane bits spread to every second element) replaces the gather, and
 // the masked-off lanes left of column 0 are never read.
 TEST(CodegenX86Strided, PaddedStrideTwoLoadsAreMaskedSpans) {
-  ir::Workload w = ir::Workload::single(
-      "conv2d", {{{1, 3, 16, 16}, ir::DType::kFloat32}, {{4, 3, 3, 3}, ir::DType::kFloat32}},
-      {{"strides", {2, 2}}, {"pads", {1, 1, 1, 1}}});
+  ir::Workload w =
+      ir::Workload::single("conv2d", {{{1, 3, 16, 16}, ir::DType::kFloat32}, {{4, 3, 3, 3}, ir::DType::kFloat32}},
+                           {{"strides", {2, 2}}, {"pads", {1, 1, 1, 1}}});
   te::ComputeDAG dag = w.build_dag();
   ir::PrimFunc func = te::lower(dag, "conv_s2_padded");
   ir::Schedule sch(func);
@@ -316,7 +318,8 @@ TEST(CodegenX86Strided, PackedTransposedPanelIsStoredForVectorLoads) {
   bool transposed = false;
   ir::for_each_stmt(lowered.body, [&](const ir::Stmt &s) {
     if (const auto *b = s.as<ir::BlockNode>())
-      for (const ir::Buffer &buf : b->alloc_buffers) transposed = transposed || buf->shape == std::vector<int64_t>{256, 8};
+      for (const ir::Buffer &buf : b->alloc_buffers)
+        transposed = transposed || buf->shape == std::vector<int64_t>{256, 8};
   });
   EXPECT_TRUE(transposed) << ir::to_string(lowered);
   for (const IsaTarget &t : x86_isa_targets()) {
@@ -324,8 +327,10 @@ TEST(CodegenX86Strided, PackedTransposedPanelIsStoredForVectorLoads) {
     std::vector<std::string> panel_reads = accesses_of(ir_text, "in1_local");
     EXPECT_TRUE(std::any_of(panel_reads.begin(), panel_reads.end(),
                             [](const std::string &line) { return line.find("load <8 x float>") != std::string::npos; }))
-        << t.isa << "\n" << ir_text;
-    for (const std::string &line : panel_reads) EXPECT_EQ(line.find("masked.gather"), std::string::npos) << t.isa << ": " << line;
+        << t.isa << "\n"
+        << ir_text;
+    for (const std::string &line : panel_reads)
+      EXPECT_EQ(line.find("masked.gather"), std::string::npos) << t.isa << ": " << line;
   }
 
   expect_artifact_matches(sch.func(), func, random_inputs(dag, 5), "panel");
@@ -335,9 +340,9 @@ TEST(CodegenX86Strided, PackedTransposedPanelIsStoredForVectorLoads) {
 // (the padding lanes are off). On AVX2, LLVM 16 miscompiled such a non-power-of-two
 // masked load inside this nest; code generation now widens it itself.
 TEST(CodegenX86Strided, NineLaneMaskedPaddingRowsAreRight) {
-  ir::Workload w = ir::Workload::single(
-      "conv2d", {{{1, 5, 7, 7}, ir::DType::kFloat32}, {{5, 1, 3, 3}, ir::DType::kFloat32}},
-      {{"groups", 5}, {"pads", {1, 1, 1, 1}}});
+  ir::Workload w =
+      ir::Workload::single("conv2d", {{{1, 5, 7, 7}, ir::DType::kFloat32}, {{5, 1, 3, 3}, ir::DType::kFloat32}},
+                           {{"groups", 5}, {"pads", {1, 1, 1, 1}}});
   te::ComputeDAG dag = w.build_dag();
   ir::PrimFunc func = te::lower(dag, "dw");
   ir::Schedule sch(func);
@@ -361,8 +366,7 @@ TEST(CodegenX86Strided, NineLaneMaskedPaddingRowsAreRight) {
 // reduction (it stored and reloaded it every step: 3x slower).
 TEST(CodegenX86Strided, WidenedMaskedLoadsKeepTheirAliasScopes) {
   ir::Workload w = ir::Workload::single(
-      "conv2d", {{{1, 8, 7, 7}, ir::DType::kFloat32}, {{4, 8, 3, 3}, ir::DType::kFloat32}},
-      {{"pads", {1, 1, 1, 1}}});
+      "conv2d", {{{1, 8, 7, 7}, ir::DType::kFloat32}, {{4, 8, 3, 3}, ir::DType::kFloat32}}, {{"pads", {1, 1, 1, 1}}});
   te::ComputeDAG dag = w.build_dag();
   ir::PrimFunc func = te::lower(dag, "conv_rows");
   ir::Schedule sch(func);
@@ -394,7 +398,8 @@ TEST(CodegenX86Strided, WidenedMaskedLoadsKeepTheirAliasScopes) {
 // only for AVX-512. Code generation turns interleaved groups off for every target.
 TEST(CodegenX86Vectorizer, RepeatedAccumulatorUpdatesAreNotInterleaved) {
   ir::Workload w = ir::Workload::single(
-      "conv2d", {{{1, 8, 8, 8}, ir::DType::kFloat32}, {{64, 8, 3, 3}, ir::DType::kFloat32}, {{64}, ir::DType::kFloat32}},
+      "conv2d",
+      {{{1, 8, 8, 8}, ir::DType::kFloat32}, {{64, 8, 3, 3}, ir::DType::kFloat32}, {{64}, ir::DType::kFloat32}},
       {{"pads", {1, 1, 1, 1}}});
   te::ComputeDAG dag = w.build_dag();
   ir::PrimFunc func = te::lower(dag, "conv_accumulators");
@@ -453,10 +458,12 @@ TEST(CodegenX86Math, TranscendentalsMatchLibmElementwise) {
     ir::Workload w = ir::Workload::single(c.op, {{{64, 64}, ir::DType::kFloat32}});
     ir::PrimFunc func = te::lower(w.build_dag(), c.op);
     HostTensor x(ir::DType::kFloat32, {64, 64});
-    std::vector<double> special = {0.0, -0.0, 1e-30, -1e-30, 1e-7, -3e-4, 0.5, 0.55, -0.55, 1.0, -1.0, 4.0, inf, -inf, nan};
+    std::vector<double> special = {0.0,   -0.0, 1e-30, -1e-30, 1e-7, -3e-4, 0.5, 0.55,
+                                   -0.55, 1.0,  -1.0,  4.0,    inf,  -inf,  nan};
     for (int64_t i = 0; i < x.size(); ++i)
-      x.set(i, i < static_cast<int64_t>(special.size()) ? special[static_cast<size_t>(i)]
-                                                        : c.lo + (c.hi - c.lo) * static_cast<double>(i) / static_cast<double>(x.size()));
+      x.set(i, i < static_cast<int64_t>(special.size())
+                   ? special[static_cast<size_t>(i)]
+                   : c.lo + (c.hi - c.lo) * static_cast<double>(i) / static_cast<double>(x.size()));
     for (bool vectorized : {false, true}) {
       ir::Schedule sch(func);
       if (vectorized) {
@@ -496,12 +503,15 @@ TEST(CodegenX86Errors, FailedWorkspaceAllocationIsReturned) {
     ir::Buffer y = ir::make_buffer("y", ir::DType::kFloat32, {2});
     ir::Buffer scratch = ir::make_buffer("scratch", ir::DType::kFloat32, {int64_t{1} << 28});
     ir::Var i("i"), vi("vi");
-    ir::Stmt work = ir::make_block(
-        "work", {ir::IterVar{vi, 2, ir::IterKind::kSpatial}}, {i}, ir::Expr(), ir::Stmt(),
-        ir::make_seq({ir::make_store(scratch, {ir::make_int(0)}, ir::make_load(x, {vi})),
-                      ir::make_store(y, {vi}, ir::make_mul(ir::make_load(scratch, {ir::make_int(0)}), ir::make_float(2.0, ir::DType::kFloat32)))}),
-        {scratch});
-    ir::PrimFunc func{"scratch", {x, y}, ir::make_block("root", {}, {}, ir::Expr(), ir::Stmt(), ir::make_for(i, 2, kind, work))};
+    ir::Stmt work =
+        ir::make_block("work", {ir::IterVar{vi, 2, ir::IterKind::kSpatial}}, {i}, ir::Expr(), ir::Stmt(),
+                       ir::make_seq({ir::make_store(scratch, {ir::make_int(0)}, ir::make_load(x, {vi})),
+                                     ir::make_store(y, {vi},
+                                                    ir::make_mul(ir::make_load(scratch, {ir::make_int(0)}),
+                                                                 ir::make_float(2.0, ir::DType::kFloat32)))}),
+                       {scratch});
+    ir::PrimFunc func{
+        "scratch", {x, y}, ir::make_block("root", {}, {}, ir::Expr(), ir::Stmt(), ir::make_for(i, 2, kind, work))};
     std::string path = temp_dir() + "/scratch_" + std::to_string(static_cast<int>(kind)) + ".so";
     compiler().build_artifact(func, host_target(), path);
 
@@ -518,7 +528,9 @@ TEST(CodegenX86Errors, FailedWorkspaceAllocationIsReturned) {
       long pages = 0;
       std::ifstream("/proc/self/statm") >> pages;
       rlim_t limit = static_cast<rlim_t>(pages) * static_cast<rlim_t>(sysconf(_SC_PAGESIZE)) + (rlim_t{256} << 20);
-      struct rlimit rl{limit, limit};
+      struct rlimit rl {
+        limit, limit
+      };
       if (setrlimit(RLIMIT_AS, &rl) != 0) _exit(101);
       void *handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
       if (!handle) _exit(102);

@@ -92,12 +92,12 @@ struct X86Family {
 };
 
 std::vector<X86Family> x86_families() {
-  return {{"avx2", "llvm -mcpu=haswell -mtriple=x86_64-linux-gnu -num-cores=2",
-           __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("bmi2")},
-          {"avx512", "llvm -mcpu=skylake-avx512 -mtriple=x86_64-linux-gnu -num-cores=2",
-           __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-               __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") &&
-               __builtin_cpu_supports("avx512cd")}};
+  return {
+      {"avx2", "llvm -mcpu=haswell -mtriple=x86_64-linux-gnu -num-cores=2",
+       __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("bmi2")},
+      {"avx512", "llvm -mcpu=skylake-avx512 -mtriple=x86_64-linux-gnu -num-cores=2",
+       __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
+           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512cd")}};
 }
 
 // Workloads large enough for register tiles, packed panels and LLVM's own vectorizer
@@ -130,7 +130,8 @@ TEST_P(CodegenSampledSchedulesPerIsa, MatchInterpreter) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, CodegenSampledSchedulesPerIsa,
-                         ::testing::Combine(::testing::ValuesIn(x86_families()), ::testing::ValuesIn(register_tile_workloads())),
+                         ::testing::Combine(::testing::ValuesIn(x86_families()),
+                                            ::testing::ValuesIn(register_tile_workloads())),
                          [](const ::testing::TestParamInfo<FamilyCase> &info) {
                            return std::get<0>(info.param).name + "_" + std::get<1>(info.param).name;
                          });

@@ -59,10 +59,18 @@ std::string random_step(Schedule &sch, std::mt19937_64 &rng) {
       sch.reorder(subset);
       return "reorder";
     }
-    case 4: sch.parallel(any_loop()); return "parallel";
-    case 5: sch.vectorize(any_loop()); return "vectorize";
-    case 6: sch.unroll(any_loop()); return "unroll";
-    case 7: sch.bind(any_loop(), rng() % 2 ? "threadIdx.x" : "blockIdx.x"); return "bind";
+    case 4:
+      sch.parallel(any_loop());
+      return "parallel";
+    case 5:
+      sch.vectorize(any_loop());
+      return "vectorize";
+    case 6:
+      sch.unroll(any_loop());
+      return "unroll";
+    case 7:
+      sch.bind(any_loop(), rng() % 2 ? "threadIdx.x" : "blockIdx.x");
+      return "bind";
     case 8: {
       BlockRV other = sch.get_block(pick(rng, blocks));
       std::vector<LoopRV> other_loops = sch.get_loops(other);
@@ -77,11 +85,21 @@ std::string random_step(Schedule &sch, std::mt19937_64 &rng) {
       sch.reverse_compute_at(block, pick(rng, other_loops));
       return "reverse_compute_at";
     }
-    case 10: sch.compute_inline(block); return "compute_inline";
-    case 11: sch.reverse_compute_inline(block); return "reverse_compute_inline";
-    case 12: sch.cache_read(block, static_cast<int>(rng() % 3), rng() % 2 ? "local" : "shared"); return "cache_read";
-    case 13: sch.cache_write(block, 0, "local"); return "cache_write";
-    case 14: sch.rfactor(any_loop(), static_cast<int>(rng() % 2)); return "rfactor";
+    case 10:
+      sch.compute_inline(block);
+      return "compute_inline";
+    case 11:
+      sch.reverse_compute_inline(block);
+      return "reverse_compute_inline";
+    case 12:
+      sch.cache_read(block, static_cast<int>(rng() % 3), rng() % 2 ? "local" : "shared");
+      return "cache_read";
+    case 13:
+      sch.cache_write(block, 0, "local");
+      return "cache_write";
+    case 14:
+      sch.rfactor(any_loop(), static_cast<int>(rng() % 2));
+      return "rfactor";
     case 15: {
       LoopRV at = sch.sample_compute_location(block);
       sch.compute_at(block, at);
@@ -94,6 +112,5 @@ std::string random_step(Schedule &sch, std::mt19937_64 &rng) {
     }
   }
 }
-
 
 }  // namespace kiln::test_support

@@ -6,8 +6,7 @@
 
 namespace kiln::costmodel::testing {
 
-ir::PrimFunc tiled_gemm(int64_t m, int64_t n, int64_t k, int64_t tile, bool vectorize, bool parallel,
-                        int64_t tile_i) {
+ir::PrimFunc tiled_gemm(int64_t m, int64_t n, int64_t k, int64_t tile, bool vectorize, bool parallel, int64_t tile_i) {
   ir::Workload w = ir::Workload::single("matmul", {{{m, k}}, {{k, n}}});
   ir::Schedule sch(te::lower(w.build_dag(), "matmul"));
   ir::BlockRV block = sch.get_block("matmul");

@@ -5,11 +5,11 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <random>
-#include <unistd.h>
 
 #include "costmodel/evaluation.h"
 #include "costmodel/metrics.h"

@@ -1,6 +1,5 @@
-/// \file
-/// Files and inputs the database must refuse with a clear message, leaving
-/// the file exactly as it was.
+// Files and inputs the database must refuse with a clear message, leaving
+// the file exactly as it was.
 
 #include "test_util.h"
 
@@ -28,8 +27,7 @@ TEST(BadInput, CorruptFileIsRefusedAndUnchanged) {
   TempDir dir;
   std::filesystem::path path = dir / "junk.kdb";
   std::string junk(8192, '\0');
-  for (size_t i = 0; i < junk.size(); ++i)
-    junk[i] = static_cast<char>((i * 131 + 7) % 251);
+  for (size_t i = 0; i < junk.size(); ++i) junk[i] = static_cast<char>((i * 131 + 7) % 251);
   std::ofstream(path, std::ios::binary) << junk;
   for (OpenMode mode : {OpenMode::read_only, OpenMode::read_write, OpenMode::create}) {
     std::string error = open_error(path, mode);
@@ -45,15 +43,13 @@ TEST(BadInput, DamagedKilnFileIsReportedAsCorrupt) {
   {
     auto db = Database::open(path, OpenMode::create);
     std::vector<Record> many;
-    for (int i = 0; i < 300; ++i)
-      many.push_back(ok_record(i, kSkylake, "{\"i\":" + std::to_string(i) + "}", {1e-3}));
+    for (int i = 0; i < 300; ++i) many.push_back(ok_record(i, kSkylake, "{\"i\":" + std::to_string(i) + "}", {1e-3}));
     db.commit(many);
   }
   // Overwrite every page after the first (the schema survives, the tables do not).
   std::string bytes = read_bytes(path);
   ASSERT_GT(bytes.size(), 8192u);
-  for (size_t i = 4096; i < bytes.size(); ++i)
-    bytes[i] = static_cast<char>(0xA5);
+  for (size_t i = 4096; i < bytes.size(); ++i) bytes[i] = static_cast<char>(0xA5);
   std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
   std::string error = db_error_of([&] {
     auto db = Database::open(path, OpenMode::read_only);
@@ -147,8 +143,8 @@ TEST(BadInput, MalformedJsonlImportNamesTheLineAndWritesNothing) {
   size_t first_newline = good_lines.find('\n');
   for (const Case &c : cases) {
     // Two good lines, the bad one, then the rest: the good ones must not land.
-    std::string input = good_lines.substr(0, first_newline + 1) + "\n" + c.bad_line + "\n" +
-                        good_lines.substr(first_newline + 1);
+    std::string input =
+        good_lines.substr(0, first_newline + 1) + "\n" + c.bad_line + "\n" + good_lines.substr(first_newline + 1);
     std::istringstream in(input);
     auto db = Database::open(path, OpenMode::read_write);
     std::string error = db_error_of([&] { db.import_jsonl(in); });
@@ -159,5 +155,5 @@ TEST(BadInput, MalformedJsonlImportNamesTheLineAndWritesNothing) {
   EXPECT_EQ(read_bytes(path), before);
 }
 
-} // namespace
-} // namespace kiln::db
+}  // namespace
+}  // namespace kiln::db

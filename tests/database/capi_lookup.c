@@ -16,12 +16,12 @@
 
 static int failures = 0;
 
-#define CHECK(cond)                                                     \
-  do {                                                                  \
-    if (!(cond)) {                                                      \
+#define CHECK(cond)                                                            \
+  do {                                                                         \
+    if (!(cond)) {                                                             \
       fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
-      ++failures;                                                       \
-    }                                                                   \
+      ++failures;                                                              \
+    }                                                                          \
   } while (0)
 
 static const char *kWorkloadJson = "{\"ops\":[{\"op\":\"dense\",\"shape\":[128,256,512]}],\"version\":1}";
@@ -32,11 +32,9 @@ static const char *kSkylake = "llvm -mcpu=skylake -mtriple=x86_64-linux-gnu -num
 static int file_exists(const char *path, const char *suffix) {
   char name[4096];
   FILE *file = NULL;
-  if (snprintf(name, sizeof name, "%s%s", path, suffix) >= (int)sizeof name)
-    return 0;
+  if (snprintf(name, sizeof name, "%s%s", path, suffix) >= (int)sizeof name) return 0;
   file = fopen(name, "rb");
-  if (file)
-    fclose(file);
+  if (file) fclose(file);
   return file != NULL;
 }
 

@@ -1,12 +1,11 @@
-/// \file
-/// `kiln db` subcommands, run in-process on real files: output and exit codes.
+// `kiln db` subcommands, run in-process on real files: output and exit codes.
 
 #include "cli/db_command.h"
-#include "test_util.h"
 #include "database/jsonl.h"
+#include "test_util.h"
 
-#include <CLI/CLI.hpp>
 #include <gtest/gtest.h>
+#include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
 #include <sstream>
@@ -39,7 +38,7 @@ CliResult run_kiln(std::vector<std::string> args) {
 }
 
 class Cli : public ::testing::Test {
-protected:
+ protected:
   void SetUp() override {
     auto db = Database::open(path, OpenMode::create);
     db.commit({ok_record(1, kSkylake, trace("fast"), {1e-3}), ok_record(1, kSkylake, trace("slow"), {2e-3}),
@@ -161,8 +160,8 @@ TEST_F(Cli, RetargetMovesLegacyNativeRecords) {
   CliResult best = run_kiln({"db", "best", "--db", path, "--workload", w1, "--target", kSkylake, "--exact", "--json"});
   ASSERT_EQ(best.exit_code, 0) << best.err;
   EXPECT_NE(best.out.find("old"), std::string::npos) << best.out;
-  CliResult cross = run_kiln({"db", "retarget", "--db", path, "--from", legacy, "--to",
-                              "llvm -mtriple=aarch64-linux-gnu -mcpu=cortex-a78"});
+  CliResult cross = run_kiln(
+      {"db", "retarget", "--db", path, "--from", legacy, "--to", "llvm -mtriple=aarch64-linux-gnu -mcpu=cortex-a78"});
   EXPECT_EQ(cross.exit_code, 1);
   EXPECT_NE(cross.err.find("another kind of device"), std::string::npos) << cross.err;
 }
@@ -193,5 +192,5 @@ TEST_F(Cli, BadInputFailsWithMessage) {
   EXPECT_EQ(Database::open(path, OpenMode::read_only).stats().records, 3);
 }
 
-} // namespace
-} // namespace kiln::db
+}  // namespace
+}  // namespace kiln::db

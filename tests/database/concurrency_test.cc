@@ -1,5 +1,4 @@
-/// \file
-/// Several processes writing one file at once, and a writer killed mid-batch.
+// Several processes writing one file at once, and a writer killed mid-batch.
 
 #include "test_util.h"
 #include "writer_process.h"
@@ -20,12 +19,10 @@ TEST(Concurrency, FourProcessesCommitFortyThousandRecordsExactlyOnce) {
   std::string path = (dir / "shared.kdb").string();
   // The file does not exist yet: the writers also race to create the schema.
   std::vector<std::unique_ptr<WriterProcess>> writers;
-  for (int w = 0; w < kWriters; ++w)
-    writers.push_back(std::make_unique<WriterProcess>(path, w, kBatches, kBatchSize));
+  for (int w = 0; w < kWriters; ++w) writers.push_back(std::make_unique<WriterProcess>(path, w, kBatches, kBatchSize));
   for (auto &writer : writers) {
     int reported = 0;
-    while (writer->next_committed_batch() >= 0)
-      ++reported;
+    while (writer->next_committed_batch() >= 0) ++reported;
     EXPECT_EQ(reported, kBatches);
     EXPECT_EQ(writer->wait(), 0);
   }
@@ -33,16 +30,17 @@ TEST(Concurrency, FourProcessesCommitFortyThousandRecordsExactlyOnce) {
   EXPECT_EQ(sqlite_query_text(path, "PRAGMA integrity_check"), "ok");
   EXPECT_EQ(sqlite_query_text(path, "SELECT count(*) FROM records"), "40000");
   EXPECT_EQ(sqlite_query_text(path, "SELECT count(DISTINCT trace_json) FROM records"), "40000");
-  EXPECT_EQ(sqlite_query_text(path, "SELECT count(*) FROM (SELECT DISTINCT json_extract(trace_json, '$.writer'), "
-                                    "json_extract(trace_json, '$.batch'), json_extract(trace_json, '$.i') "
-                                    "FROM records)"),
+  EXPECT_EQ(sqlite_query_text(path,
+                              "SELECT count(*) FROM (SELECT DISTINCT json_extract(trace_json, '$.writer'), "
+                              "json_extract(trace_json, '$.batch'), json_extract(trace_json, '$.i') "
+                              "FROM records)"),
             "40000");
   EXPECT_EQ(sqlite_query_text(path, "SELECT count(*) FROM workloads"), "20");
   EXPECT_EQ(sqlite_query_text(path, "SELECT version FROM schema_version"), "2");
   auto db = Database::open(path, OpenMode::read_only);
   Stats s = db.stats();
   EXPECT_EQ(s.records, 40000);
-  EXPECT_EQ(s.errors, 4000); // every tenth record is a run_timeout
+  EXPECT_EQ(s.errors, 4000);  // every tenth record is a run_timeout
 }
 
 TEST(Crash, KilledWriterLosesOnlyItsUncommittedBatch) {
@@ -59,12 +57,11 @@ TEST(Crash, KilledWriterLosesOnlyItsUncommittedBatch) {
     }
     writer.kill_now();
     // Reports already in the pipe were committed too.
-    for (int batch; (batch = writer.next_committed_batch()) >= 0;)
-      reported.insert(batch);
+    for (int batch; (batch = writer.next_committed_batch()) >= 0;) reported.insert(batch);
     EXPECT_EQ(writer.wait(), 128 + SIGKILL);
   }
 
-  auto db = Database::open(path, OpenMode::read_write); // recovers the WAL
+  auto db = Database::open(path, OpenMode::read_write);  // recovers the WAL
   EXPECT_EQ(sqlite_query_text(path, "PRAGMA integrity_check"), "ok");
   // Every reported batch is complete; no batch is partial (transactions are atomic).
   for (int batch : reported)
@@ -72,9 +69,10 @@ TEST(Crash, KilledWriterLosesOnlyItsUncommittedBatch) {
                                           std::to_string(batch)),
               std::to_string(kBatchSize))
         << "batch " << batch;
-  EXPECT_EQ(sqlite_query_text(path, "SELECT count(*) FROM (SELECT json_extract(trace_json, '$.batch') AS b, "
-                                    "count(*) AS n FROM records GROUP BY b) WHERE n <> " +
-                                        std::to_string(kBatchSize)),
+  EXPECT_EQ(sqlite_query_text(path,
+                              "SELECT count(*) FROM (SELECT json_extract(trace_json, '$.batch') AS b, "
+                              "count(*) AS n FROM records GROUP BY b) WHERE n <> " +
+                                  std::to_string(kBatchSize)),
             "0");
   // At most one batch may have committed after its report was lost with the process.
   int64_t stored = db.stats().records;
@@ -84,5 +82,5 @@ TEST(Crash, KilledWriterLosesOnlyItsUncommittedBatch) {
   EXPECT_EQ(db.commit({ok_record(1, kSkylake, "{}", {1e-3})}).inserted, 1u);
 }
 
-} // namespace
-} // namespace kiln::db
+}  // namespace
+}  // namespace kiln::db

@@ -1,5 +1,4 @@
-/// \file
-/// Export/import round trip, idempotent import, and the stats/prune views.
+// Export/import round trip, idempotent import, and the stats/prune views.
 
 #include "database/jsonl.h"
 #include "test_util.h"
@@ -48,8 +47,8 @@ TEST(Jsonl, ExportImportRoundTripsEveryRecord) {
   EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 3);
   nlohmann::json first = nlohmann::json::parse(text.substr(0, text.find('\n')));
   EXPECT_EQ(first["format"], "kiln-record-1");
-  EXPECT_EQ(first["trace"], nlohmann::json::parse(trace("a"))); // embedded, not a string
-  EXPECT_EQ(first["workload"]["canonical_json"], workload_json(1));         // a string: hashed bytes
+  EXPECT_EQ(first["trace"], nlohmann::json::parse(trace("a")));      // embedded, not a string
+  EXPECT_EQ(first["workload"]["canonical_json"], workload_json(1));  // a string: hashed bytes
 
   auto copy = Database::open(dir / "b.kdb", OpenMode::create);
   std::istringstream in(text);
@@ -99,14 +98,14 @@ TEST(Prune, KeepsTheNFastestPerWorkloadAndTarget) {
   std::vector<Record> records;
   for (int i = 0; i < 10; ++i) {
     std::string trace = "{\"i\":" + std::to_string(i) + "}";
-    records.push_back(ok_record(1, kSkylake, trace, {(10 - i) * 1e-3}));  // fastest: i = 9, 8
-    records.push_back(ok_record(1, kCortexA78, trace, {(i + 1) * 1e-3})); // fastest: i = 0, 1
+    records.push_back(ok_record(1, kSkylake, trace, {(10 - i) * 1e-3}));   // fastest: i = 9, 8
+    records.push_back(ok_record(1, kCortexA78, trace, {(i + 1) * 1e-3}));  // fastest: i = 0, 1
   }
   records.push_back(error_record(1, kSkylake, R"({"e":1})", ErrorKind::run_timeout, "10 s"));
   records.push_back(error_record(2, kSkylake, R"({"e":2})", ErrorKind::run_timeout, "10 s"));
   db.commit(records);
 
-  EXPECT_EQ(db.prune(2), 18u); // 8 + 8 slower records, 2 errors
+  EXPECT_EQ(db.prune(2), 18u);  // 8 + 8 slower records, 2 errors
   std::vector<Record> left = db.records_of(workload(1).key_hash);
   ASSERT_EQ(left.size(), 4u);
   EXPECT_EQ(db.top_k(workload(1).key_hash, kSkylake, 5)[0].trace_json, R"({"i":9})");
@@ -114,9 +113,9 @@ TEST(Prune, KeepsTheNFastestPerWorkloadAndTarget) {
   EXPECT_EQ(db.top_k(workload(1).key_hash, kCortexA78, 5)[1].trace_json, R"({"i":1})");
   Stats s = db.stats();
   EXPECT_EQ(s.errors, 0);
-  EXPECT_EQ(s.workloads, 1); // workload 2 had only an error
+  EXPECT_EQ(s.workloads, 1);  // workload 2 had only an error
   EXPECT_EQ(db.prune(2), 0u);
 }
 
-} // namespace
-} // namespace kiln::db
+}  // namespace
+}  // namespace kiln::db

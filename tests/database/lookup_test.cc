@@ -1,5 +1,4 @@
-/// \file
-/// best / top_k: ordering, error records never returned, target fallback.
+// best / top_k: ordering, error records never returned, target fallback.
 
 #include "test_util.h"
 
@@ -16,7 +15,7 @@ namespace {
 using namespace kiln::db::testing;
 
 class Lookup : public ::testing::Test {
-protected:
+ protected:
   void SetUp() override {
     db.emplace(Database::open(dir / "t.kdb", OpenMode::create));
     db->commit({
@@ -67,7 +66,7 @@ TEST_F(Lookup, TopKIsOrderedAndSkipsErrors) {
 TEST_F(Lookup, ErrorOnlyWorkloadHasNoBest) {
   EXPECT_FALSE(db->best(w2, kSkylake));
   EXPECT_TRUE(db->top_k(w2, kSkylake, 5).empty());
-  EXPECT_EQ(db->records_of(w2).size(), 1u); // but the error is stored
+  EXPECT_EQ(db->records_of(w2).size(), 1u);  // but the error is stored
   EXPECT_FALSE(db->best(workload(99).key_hash, kSkylake));
 }
 
@@ -86,7 +85,7 @@ TEST_F(Lookup, FallbackPrefersSameModelThenSameDeviceKind) {
   EXPECT_EQ(same_kind->trace_json, R"({"t":"cascade"})");
 
   std::vector<Record> top = db->top_k(w1, skylake16, 10);
-  ASSERT_EQ(top.size(), 5u); // skylake by latency (4 cores, then 8), then cascadelake; no arm
+  ASSERT_EQ(top.size(), 5u);  // skylake by latency (4 cores, then 8), then cascadelake; no arm
   EXPECT_EQ(top[0].trace_json, R"({"t":"fast"})");
   EXPECT_EQ(top[3].trace_json, R"({"t":"skylake8"})");
   EXPECT_EQ(top[4].trace_json, R"({"t":"cascade"})");
@@ -145,7 +144,7 @@ TEST_F(Lookup, FallbackCanBeTurnedOff) {
   const char *icelake = "llvm -mtriple=x86_64-linux-gnu -mcpu=icelake-server -num-cores=4";
   EXPECT_FALSE(db->best(w1, icelake, TargetMatch::exact_only));
   EXPECT_TRUE(db->top_k(w1, icelake, 3, TargetMatch::exact_only).empty());
-  EXPECT_FALSE(db->best(w1, "cuda -arch=sm_90")); // no cuda record at all
+  EXPECT_FALSE(db->best(w1, "cuda -arch=sm_90"));  // no cuda record at all
 }
 
 TEST_F(Lookup, CudaFallsBackAcrossArchitectures) {
@@ -160,5 +159,5 @@ TEST_F(Lookup, BadLookupTargetIsAnError) {
   EXPECT_NE(db_error_of([&] { db->best(w1, "llvm -mcpu"); }).find("bad flag '-mcpu'"), std::string::npos);
 }
 
-} // namespace
-} // namespace kiln::db
+}  // namespace
+}  // namespace kiln::db

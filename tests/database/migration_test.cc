@@ -1,5 +1,4 @@
-/// \file
-/// A version-1 file, written with the frozen v1 SQL, is migrated on open.
+// A version-1 file, written with the frozen v1 SQL, is migrated on open.
 
 #include "database/schema.h"
 #include "test_util.h"
@@ -35,9 +34,7 @@ void write_v1_database(const std::filesystem::path &path) {
                         row(2, "llvm -mattr=+avx2", R"({"v":5})", "0.004"));
 }
 
-TEST(Migration, FrozenV1ScriptMatchesTheOneTheLibraryReplays) {
-  EXPECT_EQ(v1_sql(), std::string(schema_v1_sql()));
-}
+TEST(Migration, FrozenV1ScriptMatchesTheOneTheLibraryReplays) { EXPECT_EQ(v1_sql(), std::string(schema_v1_sql())); }
 
 TEST(Migration, ReadOnlyOpenOfV1FileAsksForAnUpgrade) {
   TempDir dir;
@@ -95,5 +92,5 @@ TEST(Migration, NewFileIsAtCurrentVersionInWalMode) {
   EXPECT_EQ(sqlite_query_text(dir / "new.kdb", "PRAGMA journal_mode"), "wal");
 }
 
-} // namespace
-} // namespace kiln::db
+}  // namespace
+}  // namespace kiln::db

@@ -1,8 +1,7 @@
-/// \file
-/// Opening for lookup writes nothing, not even the -wal and -shm files SQLite
-/// makes to read a WAL-mode file, so that a database in a folder the reader
-/// cannot write (shipped in a system folder) can be read; and a read-only
-/// handle still sees what writers commit before and after it opened.
+// Opening for lookup writes nothing, not even the -wal and -shm files SQLite
+// makes to read a WAL-mode file, so that a database in a folder the reader
+// cannot write (shipped in a system folder) can be read; and a read-only
+// handle still sees what writers commit before and after it opened.
 
 #include "test_util.h"
 
@@ -20,18 +19,17 @@ using namespace kiln::db::testing;
 
 std::set<std::string> names_in(const std::filesystem::path &dir) {
   std::set<std::string> names;
-  for (const auto &entry : std::filesystem::directory_iterator(dir))
-    names.insert(entry.path().filename().string());
+  for (const auto &entry : std::filesystem::directory_iterator(dir)) names.insert(entry.path().filename().string());
   return names;
 }
 
 class ReadOnly : public ::testing::Test {
-protected:
+ protected:
   void SetUp() override {
     auto db = Database::open(path, OpenMode::create);
     db.commit({ok_record(1, kSkylake, trace("fast"), {1e-3}), ok_record(1, kSkylake, trace("slow"), {2e-3}),
                error_record(1, kSkylake, trace("bad"), ErrorKind::build_error, "no")});
-  } // Closing the last connection folds the log into the file and deletes it.
+  }  // Closing the last connection folds the log into the file and deletes it.
   TempDir dir;
   std::filesystem::path path = dir / "t.kdb";
   std::string w1 = workload(1).key_hash;
@@ -56,7 +54,7 @@ TEST_F(ReadOnly, LookupsCreateNoLogFilesAndLeaveTheFileAlone) {
     EXPECT_EQ(db.stats().records, 3);
     std::ostringstream out;
     EXPECT_EQ(db.export_jsonl(out), 3u);
-    EXPECT_EQ(names_in(path.parent_path()), names); // no -wal or -shm while open
+    EXPECT_EQ(names_in(path.parent_path()), names);  // no -wal or -shm while open
   }
   EXPECT_EQ(names_in(path.parent_path()), names);
   EXPECT_EQ(read_bytes(path), bytes);
@@ -66,8 +64,7 @@ TEST_F(ReadOnly, LookupsCreateNoLogFilesAndLeaveTheFileAlone) {
 TEST_F(ReadOnly, WorksInAFolderItCannotWrite) {
   // Root writes anywhere, so this only runs as another user; as root the test
   // above checks the same thing: no file is made beside the database.
-  if (geteuid() == 0)
-    GTEST_SKIP() << "root bypasses folder permissions";
+  if (geteuid() == 0) GTEST_SKIP() << "root bypasses folder permissions";
   std::filesystem::path folder = dir / "shipped";
   std::filesystem::create_directory(folder);
   std::filesystem::copy_file(path, folder / "t.kdb");
@@ -83,7 +80,7 @@ TEST_F(ReadOnly, WorksInAFolderItCannotWrite) {
 
 TEST_F(ReadOnly, SeesWhatAWriterStillOpenHasCommitted) {
   auto writer = Database::open(path, OpenMode::read_write);
-  writer.commit({ok_record(1, kSkylake, trace("faster"), {0.5e-3})}); // in the log, not yet in the file
+  writer.commit({ok_record(1, kSkylake, trace("faster"), {0.5e-3})});  // in the log, not yet in the file
   ASSERT_TRUE(std::filesystem::exists(path.string() + "-wal"));
   auto reader = Database::open(path, OpenMode::read_only);
   std::optional<Record> best = reader.best(w1, kSkylake);
@@ -127,5 +124,5 @@ TEST(ReadOnlyErrors, NameTheFileAndWhatToDo) {
                        "an export");
 }
 
-} // namespace
-} // namespace kiln::db
+}  // namespace
+}  // namespace kiln::db

@@ -1,6 +1,5 @@
-/// \file
-/// Committing and reading back records: exact round trip, duplicates,
-/// validation of every field, sha256 vectors behind workload keys.
+// Committing and reading back records: exact round trip, duplicates,
+// validation of every field, sha256 vectors behind workload keys.
 
 #include "test_util.h"
 
@@ -32,10 +31,10 @@ TEST(Records, RoundTripEveryField) {
   const Record &a = back[0];
   EXPECT_GT(a.id, 0);
   EXPECT_EQ(a.workload, ok.workload);
-  EXPECT_EQ(a.target, kSkylake); // already canonical
-  EXPECT_EQ(a.trace_json, R"({"insts":[{"factors":[4,16],"kind":"split"}]})"); // keys sorted
+  EXPECT_EQ(a.target, kSkylake);                                                // already canonical
+  EXPECT_EQ(a.trace_json, R"({"insts":[{"factors":[4,16],"kind":"split"}]})");  // keys sorted
   ASSERT_TRUE(a.ok());
-  EXPECT_EQ(a.latencies(), (std::vector<double>{1.5e-4, 1.25e-4, 1.0e-4})); // bit-exact doubles
+  EXPECT_EQ(a.latencies(), (std::vector<double>{1.5e-4, 1.25e-4, 1.0e-4}));  // bit-exact doubles
   EXPECT_DOUBLE_EQ(a.mean_latency(), 1.25e-4);
   EXPECT_EQ(a.metadata_json, R"({"number":10,"repeat":3})");
   EXPECT_EQ(a.kiln_version, "9.9.9");
@@ -53,8 +52,8 @@ TEST(Records, SameTraceTwiceIsOneRecordWhateverItsSpelling) {
   auto db = Database::open(dir / "t.kdb", OpenMode::create);
   db.commit({ok_record(1, kSkylake, R"({"a":1,"b":2})", {1e-3})});
   // Same trace with other key order and spacing, target with other flag order.
-  CommitResult again = db.commit({ok_record(1, "llvm -num-cores=4 -mcpu=skylake -mtriple=x86_64-linux-gnu",
-                                            R"({ "b": 2, "a": 1 })", {2e-3})});
+  CommitResult again = db.commit(
+      {ok_record(1, "llvm -num-cores=4 -mcpu=skylake -mtriple=x86_64-linux-gnu", R"({ "b": 2, "a": 1 })", {2e-3})});
   EXPECT_EQ(again.inserted, 0u);
   EXPECT_EQ(again.duplicates, 1u);
   // The same trace on another target is another fact.
@@ -91,10 +90,9 @@ TEST(Records, InvalidRecordRejectsWholeBatch) {
 
   Record bad_metadata = good;
   bad_metadata.metadata_json = "[1]";
-  EXPECT_NE(db_error_of([&] { db.commit({bad_metadata}); }).find("metadata must be a JSON object"),
-            std::string::npos);
+  EXPECT_NE(db_error_of([&] { db.commit({bad_metadata}); }).find("metadata must be a JSON object"), std::string::npos);
 
-  EXPECT_EQ(db.stats().records, 0); // the good record of the failed batches was not stored
+  EXPECT_EQ(db.stats().records, 0);  // the good record of the failed batches was not stored
 }
 
 TEST(Records, EmptyHashIsComputedFromCanonicalJson) {
@@ -107,5 +105,5 @@ TEST(Records, EmptyHashIsComputedFromCanonicalJson) {
   EXPECT_EQ(workload_hash_of(workload_json(3)), sha256_hex(workload_json(3)));
 }
 
-} // namespace
-} // namespace kiln::db
+}  // namespace
+}  // namespace kiln::db

@@ -1,6 +1,5 @@
-/// \file
-/// Helpers shared by the database tests: temporary directories, record
-/// builders, and raw SQLite access for checks the library does not expose.
+// Helpers shared by the database tests: temporary directories, record
+// builders, and raw SQLite access for checks the library does not expose.
 
 #pragma once
 
@@ -21,11 +20,10 @@ namespace kiln::db::testing {
 
 /// A fresh directory removed with its contents at the end of the test.
 class TempDir {
-public:
+ public:
   TempDir() {
     std::string pattern = (std::filesystem::temp_directory_path() / "kiln-db-test-XXXXXX").string();
-    if (!mkdtemp(pattern.data()))
-      throw std::runtime_error("mkdtemp failed");
+    if (!mkdtemp(pattern.data())) throw std::runtime_error("mkdtemp failed");
     path_ = pattern;
   }
   ~TempDir() {
@@ -35,7 +33,7 @@ public:
   TempDir(const TempDir &) = delete;
   std::filesystem::path operator/(const std::string &name) const { return path_ / name; }
 
-private:
+ private:
   std::filesystem::path path_;
 };
 
@@ -114,12 +112,12 @@ inline void sqlite_exec(const std::filesystem::path &path, const std::string &sq
   std::string message = error ? error : "";
   sqlite3_free(error);
   sqlite3_close(db);
-  if (rc != SQLITE_OK)
-    throw std::runtime_error("sqlite: " + message);
+  if (rc != SQLITE_OK) throw std::runtime_error("sqlite: " + message);
 }
 
 /// Catches the DbError `body` throws and returns its message.
-template <class F> std::string db_error_of(F &&body) {
+template <class F>
+std::string db_error_of(F &&body) {
   try {
     body();
   } catch (const DbError &e) {
@@ -128,4 +126,4 @@ template <class F> std::string db_error_of(F &&body) {
   return "<no error>";
 }
 
-} // namespace kiln::db::testing
+}  // namespace kiln::db::testing

@@ -1,5 +1,4 @@
-/// \file
-/// Starts kiln_db_test_writer as a child process with its stdout on a pipe.
+// Starts kiln_db_test_writer as a child process with its stdout on a pipe.
 
 #pragma once
 
@@ -18,11 +17,10 @@ extern char **environ;
 namespace kiln::db::testing {
 
 class WriterProcess {
-public:
+ public:
   WriterProcess(const std::string &db, int writer, int batches, int batch_size) {
     int fds[2];
-    if (pipe(fds) != 0)
-      throw std::runtime_error("pipe failed");
+    if (pipe(fds) != 0) throw std::runtime_error("pipe failed");
     posix_spawn_file_actions_t actions;
     posix_spawn_file_actions_init(&actions);
     posix_spawn_file_actions_adddup2(&actions, fds[1], STDOUT_FILENO);
@@ -31,8 +29,7 @@ public:
     std::vector<std::string> args = {KILN_DB_TEST_WRITER, db, std::to_string(writer), std::to_string(batches),
                                      std::to_string(batch_size)};
     std::vector<char *> argv;
-    for (std::string &a : args)
-      argv.push_back(a.data());
+    for (std::string &a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
     int rc = posix_spawn(&pid_, argv[0], &actions, nullptr, argv.data(), environ);
     posix_spawn_file_actions_destroy(&actions);
@@ -48,8 +45,7 @@ public:
       kill(pid_, SIGKILL);
       wait();
     }
-    if (out_)
-      fclose(out_);
+    if (out_) fclose(out_);
   }
   WriterProcess(const WriterProcess &) = delete;
 
@@ -58,8 +54,7 @@ public:
     char line[128];
     int batch = -1;
     while (fgets(line, sizeof line, out_))
-      if (std::sscanf(line, "committed %d", &batch) == 1)
-        return batch;
+      if (std::sscanf(line, "committed %d", &batch) == 1) return batch;
     return -1;
   }
 
@@ -73,9 +68,9 @@ public:
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   }
 
-private:
+ private:
   pid_t pid_ = -1;
   FILE *out_ = nullptr;
 };
 
-} // namespace kiln::db::testing
+}  // namespace kiln::db::testing

@@ -96,7 +96,8 @@ TEST(CompiledModelWithDatabase, TunedRecordsAreUsed) {
     Target t = Target::parse(target);
     std::vector<ir::Trace> sketches = search::generate_sketches(func, search::default_rules(t), 1);
     std::optional<search::Candidate> c;
-    for (uint64_t seed = 0; !c && seed < 16; ++seed) c = search::realize(func, sketches.front(), search::default_postprocessors(t), seed);
+    for (uint64_t seed = 0; !c && seed < 16; ++seed)
+      c = search::realize(func, sketches.front(), search::default_postprocessors(t), seed);
     ASSERT_TRUE(c);
     db::Record r;
     r.workload.canonical_json = conv.workload.canonical_string();
@@ -122,7 +123,8 @@ TEST(CompiledModelErrors, BadFoldersAndInputsAreClearErrors) {
     }
     return std::string("<no error>");
   };
-  EXPECT_NE(error_of([] { Model::load((temp_dir() / "nothing").string()); }).find("is not a compiled model"), std::string::npos);
+  EXPECT_NE(error_of([] { Model::load((temp_dir() / "nothing").string()); }).find("is not a compiled model"),
+            std::string::npos);
   std::filesystem::path damaged = temp_dir() / "damaged.kiln";
   std::filesystem::create_directories(damaged);
   std::ofstream(damaged / "model.json") << "{\"kiln_model\": 1, \"target\": ";
@@ -133,19 +135,22 @@ TEST(CompiledModelErrors, BadFoldersAndInputsAreClearErrors) {
   std::filesystem::path mine = temp_dir() / "my_files";
   std::filesystem::create_directories(mine);
   std::ofstream(mine / "notes.txt") << "keep me";
-  EXPECT_NE(error_of([&] { compile_model(f.graph, f.subgraphs, {"llvm -num-cores=2", ""}, mine.string()); })
-                .find("exists and is not a compiled model"),
+  EXPECT_NE(error_of([&] {
+              compile_model(f.graph, f.subgraphs, {"llvm -num-cores=2", ""}, mine.string());
+            }).find("exists and is not a compiled model"),
             std::string::npos);
   EXPECT_TRUE(std::filesystem::exists(mine / "notes.txt"));
   std::string dir = (temp_dir() / "mlp_errors.kiln").string();
   compile_model(f.graph, f.subgraphs, {"llvm -num-cores=2", ""}, dir);
   Model model = Model::load(dir);
   ir::HostTensor wrong(ir::DType::kFloat32, {1, 783});
-  EXPECT_NE(error_of([&] { model.run({wrong}); }).find("input 'input' must be float32 of 784 elements"), std::string::npos);
+  EXPECT_NE(error_of([&] { model.run({wrong}); }).find("input 'input' must be float32 of 784 elements"),
+            std::string::npos);
   EXPECT_NE(error_of([&] { model.run({}); }).find("the model has 1 inputs, 0 given"), std::string::npos);
   std::filesystem::remove(std::filesystem::path(dir) / "weights.bin");
   std::ofstream(std::filesystem::path(dir) / "weights.bin") << "short";
-  EXPECT_NE(error_of([&] { Model::load(dir); }).find("weights.bin' is shorter than its manifest says"), std::string::npos);
+  EXPECT_NE(error_of([&] { Model::load(dir); }).find("weights.bin' is shorter than its manifest says"),
+            std::string::npos);
 }
 
 }  // namespace

@@ -85,7 +85,8 @@ TEST(FixtureGraphs, PassesAndFusionShapeTheTasks) {
   run_default_passes(cnn);
   std::vector<Subgraph> subgraphs = fuse(cnn);
   std::vector<std::string> summaries;
-  for (const Subgraph &s : subgraphs) summaries.push_back(s.workload.summary().substr(0, s.workload.summary().find(' ')));
+  for (const Subgraph &s : subgraphs)
+    summaries.push_back(s.workload.summary().substr(0, s.workload.summary().find(' ')));
   EXPECT_EQ(summaries, (std::vector<std::string>{"conv2d+relu", "conv2d+relu", "avg_pool2d", "flatten", "dense"}));
 }
 
@@ -111,8 +112,10 @@ struct ModelBuilder {
     t->set_elem_type(elem);
     for (int64_t d : shape) {
       auto *dim = t->mutable_shape()->add_dim();
-      if (d > 0) dim->set_dim_value(d);
-      else dim->set_dim_param("batch");
+      if (d > 0)
+        dim->set_dim_value(d);
+      else
+        dim->set_dim_param("batch");
     }
   }
   void output(const std::string &name) { graph->add_output()->set_name(name); }
@@ -151,7 +154,9 @@ struct ModelBuilder {
     a->set_type(onnx::AttributeProto::FLOAT);
     a->set_f(v);
   }
-  Graph import(const ImportOptions &options = {}) const { return import_onnx_bytes(model.SerializeAsString(), options); }
+  Graph import(const ImportOptions &options = {}) const {
+    return import_onnx_bytes(model.SerializeAsString(), options);
+  }
   std::string error(const ImportOptions &options = {}) const {
     try {
       import(options);
@@ -170,12 +175,13 @@ ir::HostTensor tensor(std::vector<int64_t> shape, std::vector<double> values) {
 
 void expect_values(const ir::HostTensor &got, std::vector<int64_t> shape, std::vector<double> want) {
   ASSERT_EQ(got.shape(), shape);
-  for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got.get(static_cast<int64_t>(i)), want[i], 1e-5) << "element " << i;
+  for (size_t i = 0; i < want.size(); ++i)
+    EXPECT_NEAR(got.get(static_cast<int64_t>(i)), want[i], 1e-5) << "element " << i;
 }
 
 TEST(OnnxImport, GemmWithTransposesAlphaAndBeta) {
   ModelBuilder m;
-  m.input("a", {3, 2});  // transA: A is K x M
+  m.input("a", {3, 2});                       // transA: A is K x M
   m.floats("b", {2, 3}, {1, 2, 3, 4, 5, 6});  // K x N
   m.floats("c", {1, 2}, {10, 20});
   auto *n = m.node("Gemm", {"a", "b", "c"}, {"y"});
@@ -232,8 +238,8 @@ TEST(OnnxImport, PadSqueezeUnsqueezeAndDeadNodes) {
   m.input("x", {1, 2});
   m.ints("pads", {0, 1, 0, 2});
   m.ints("axes", {0});
-  m.node("Pad", {"x", "pads"}, {"p"});    // 1x5: [0, x0, x1, 0, 0]
-  m.node("Squeeze", {"p", "axes"}, {"s"});  // 5
+  m.node("Pad", {"x", "pads"}, {"p"});        // 1x5: [0, x0, x1, 0, 0]
+  m.node("Squeeze", {"p", "axes"}, {"s"});    // 5
   m.node("Unsqueeze", {"s", "axes"}, {"u"});  // 1x5
   m.node("Neg", {"x"}, {"unused"});
   m.output("u");
@@ -307,8 +313,9 @@ TEST(OnnxImport, EveryUnsupportedOperatorIsListedOnce) {
   m.node("NonMaxSuppression", {"b"}, {"c"});
   m.node("Relu", {"c"}, {"d"})->set_domain("com.example");
   m.output("d");
-  EXPECT_NE(m.error().find("uses operators Kiln does not import: FooOp (2), NonMaxSuppression (1), com.example::Relu (1)"),
-            std::string::npos)
+  EXPECT_NE(
+      m.error().find("uses operators Kiln does not import: FooOp (2), NonMaxSuppression (1), com.example::Relu (1)"),
+      std::string::npos)
       << m.error();
 }
 
@@ -325,7 +332,8 @@ TEST(OnnxImport, VersionsOutsideTheSupportedRangeAreRefusedFirst) {
 
 TEST(OnnxImport, BadFilesAndTensorsAreClearErrors) {
   std::string bytes = read_file(models_dir() + "/tiny_cnn.onnx");
-  for (const std::string &junk : {bytes.substr(0, bytes.size() / 2), std::string("hello, not a model"), std::string()}) {
+  for (const std::string &junk :
+       {bytes.substr(0, bytes.size() / 2), std::string("hello, not a model"), std::string()}) {
     try {
       import_onnx_bytes(junk);
       ADD_FAILURE() << "junk of " << junk.size() << " bytes imported";
@@ -353,7 +361,8 @@ TEST(OnnxImport, BadFilesAndTensorsAreClearErrors) {
   entry->set_value("weights.bin");
   external.node("Add", {"x", "w"}, {"y"});
   external.output("y");
-  EXPECT_NE(external.error().find("external data not supported: tensor 'w' is stored in 'weights.bin'"), std::string::npos)
+  EXPECT_NE(external.error().find("external data not supported: tensor 'w' is stored in 'weights.bin'"),
+            std::string::npos)
       << external.error();
 }
 
@@ -362,7 +371,8 @@ TEST(OnnxImport, DanglingInputsCyclesAndShapeMismatchesNameTheNode) {
   dangling.input("x", {4});
   dangling.node("Add", {"x", "nowhere"}, {"y"});
   dangling.output("y");
-  EXPECT_NE(dangling.error().find("node 'Add_1' (Add): input 'nowhere' is not defined before this node"), std::string::npos)
+  EXPECT_NE(dangling.error().find("node 'Add_1' (Add): input 'nowhere' is not defined before this node"),
+            std::string::npos)
       << dangling.error();
 
   ModelBuilder cycle;

@@ -52,9 +52,11 @@ TEST(OnnxImportFuzz, SeedsAndTheirMutationsImportOrAreRefused) {
   std::vector<std::string> seeds = {read_file(std::filesystem::path(KILN_FRONTEND_MODELS) / "tiny_cnn.onnx"),
                                     read_file(std::filesystem::path(KILN_FRONTEND_MODELS) / "bert_tiny_opset17.onnx")};
   std::filesystem::path node_tests = KILN_ONNX_NODE_TESTS;
-  for (const char *name : {"test_conv_with_strides_padding", "test_gemm_all_attributes", "test_reshape_extended_dims",
-                           "test_constantofshape_int_zeros", "test_slice", "test_pad", "test_layer_normalization_4d_axis1"})
-    if (std::filesystem::exists(node_tests / name / "model.onnx")) seeds.push_back(read_file(node_tests / name / "model.onnx"));
+  for (const char *name :
+       {"test_conv_with_strides_padding", "test_gemm_all_attributes", "test_reshape_extended_dims",
+        "test_constantofshape_int_zeros", "test_slice", "test_pad", "test_layer_normalization_4d_axis1"})
+    if (std::filesystem::exists(node_tests / name / "model.onnx"))
+      seeds.push_back(read_file(node_tests / name / "model.onnx"));
   const char *env = std::getenv("KILN_IMPORT_FUZZ_RUNS");
   int runs = env ? std::atoi(env) : 400;
   std::mt19937_64 rng(12345);
@@ -62,8 +64,8 @@ TEST(OnnxImportFuzz, SeedsAndTheirMutationsImportOrAreRefused) {
   for (int i = 0; i < runs; ++i) {
     std::string input = mutate(seeds[static_cast<size_t>(i) % seeds.size()], rng);
     // Only ImportError may leave the importer; anything else fails the test here.
-    EXPECT_NO_THROW((import_or_refuse(reinterpret_cast<const uint8_t *>(input.data()), input.size()) ? imported
-                                                                                                       : refused)++)
+    EXPECT_NO_THROW(
+        (import_or_refuse(reinterpret_cast<const uint8_t *>(input.data()), input.size()) ? imported : refused)++)
         << "mutation " << i << " of seed " << i % seeds.size();
   }
   // Both outcomes occur: the mutations reach past the parser into the importers.

@@ -72,10 +72,14 @@ TEST(OnnxBackendNodeTests, SupportedCasesPassAndNoCaseCrashes) {
       // The reason without the file's name, the opset number or the node's name.
       std::string reason = e.what();
       size_t ops = reason.find("Kiln does not import: ");
-      if (ops != std::string::npos) reason = "unsupported: " + reason.substr(ops + 22);
+      if (ops != std::string::npos)
+        reason = "unsupported: " + reason.substr(ops + 22);
       else if (reason.find(" changed meaning by opset") != std::string::npos)
-        reason = "older opset where " + reason.substr(reason.find(", and ") + 6, reason.find(" changed") - reason.find(", and ") - 6) + " differs";
-      else if (reason.find("): ") != std::string::npos) reason = reason.substr(reason.find("(")) ;
+        reason = "older opset where " +
+                 reason.substr(reason.find(", and ") + 6, reason.find(" changed") - reason.find(", and ") - 6) +
+                 " differs";
+      else if (reason.find("): ") != std::string::npos)
+        reason = reason.substr(reason.find("("));
       ++skip_reasons[reason.substr(0, 120)];
       continue;
     }

@@ -13,12 +13,12 @@
 
 #ifdef KILN_LIBFUZZER
 
-#define KILN_FUZZ_TARGET(name)                                                      \
-  static void fuzz_##name(const std::string &input);                                \
-  extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {         \
-    fuzz_##name(std::string(reinterpret_cast<const char *>(data), size));           \
-    return 0;                                                                       \
-  }                                                                                 \
+#define KILN_FUZZ_TARGET(name)                                              \
+  static void fuzz_##name(const std::string &input);                        \
+  extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) { \
+    fuzz_##name(std::string(reinterpret_cast<const char *>(data), size));   \
+    return 0;                                                               \
+  }                                                                         \
   static void fuzz_##name(const std::string &input)
 
 #else
@@ -33,9 +33,9 @@ namespace kiln::testing {
 int run_corpus_and_mutations(const std::string &name, const std::function<void(const std::string &)> &target);
 }  // namespace kiln::testing
 
-#define KILN_FUZZ_TARGET(name)                                                                        \
-  static void fuzz_##name(const std::string &input);                                                  \
-  TEST(Fuzz, name) { EXPECT_GT(kiln::testing::run_corpus_and_mutations(#name, fuzz_##name), 0); }     \
+#define KILN_FUZZ_TARGET(name)                                                                    \
+  static void fuzz_##name(const std::string &input);                                              \
+  TEST(Fuzz, name) { EXPECT_GT(kiln::testing::run_corpus_and_mutations(#name, fuzz_##name), 0); } \
   static void fuzz_##name(const std::string &input)
 
 #endif

@@ -6,8 +6,8 @@
 #include <random>
 #include <stdexcept>
 
-#include "ir/interpreter.h"
 #include "ir/host_tensor.h"
+#include "ir/interpreter.h"
 #include "ir/schedule/analysis.h"
 #include "ir/schedule/schedule.h"
 #include "ir/te.h"
@@ -25,9 +25,9 @@ const std::vector<ir::PrimFunc> &programs() {
   static const std::vector<ir::PrimFunc> funcs = [] {
     std::vector<ir::PrimFunc> f;
     f.push_back(te::lower(ir::Workload::single("dense", {f32({8, 12}), f32({16, 12}), f32({16})}).build_dag()));
-    f.push_back(te::lower(ir::Workload::single("conv2d", {f32({1, 4, 6, 6}), f32({8, 4, 3, 3}), f32({8})},
-                                               {{"pads", {1, 1, 1, 1}}})
-                              .build_dag()));
+    f.push_back(te::lower(
+        ir::Workload::single("conv2d", {f32({1, 4, 6, 6}), f32({8, 4, 3, 3}), f32({8})}, {{"pads", {1, 1, 1, 1}}})
+            .build_dag()));
     return f;
   }();
   return funcs;

@@ -1,7 +1,6 @@
-/// \file
-/// The operator library against an independent reference: every example workload is
-/// lowered, run by the interpreter on random inputs, and compared with plain loops
-/// written here from the ONNX definitions. Plus the user errors of attributes and shapes.
+// The operator library against an independent reference: every example workload is
+// lowered, run by the interpreter on random inputs, and compared with plain loops
+// written here from the ONNX definitions. Plus the user errors of attributes and shapes.
 
 #include <gtest/gtest.h>
 
@@ -217,8 +216,10 @@ Ref ref_reduce(const Ref &x, const json &a, Reduce kind) {
   const bool keep = a["keepdims"].get<bool>();
   Shape os;
   for (size_t d = 0; d < rank; ++d) {
-    if (!reduced[d]) os.push_back(x.shape[d]);
-    else if (keep) os.push_back(1);
+    if (!reduced[d])
+      os.push_back(x.shape[d]);
+    else if (keep)
+      os.push_back(1);
   }
   if (os.empty()) os.push_back(1);  // Kiln's representation of a scalar
   double init = kind == Reduce::kMax   ? -std::numeric_limits<double>::infinity()
@@ -231,8 +232,10 @@ Ref ref_reduce(const Ref &x, const json &a, Reduce kind) {
   for (int64_t f = 0; f < count(x.shape); ++f) {
     Shape idx = unravel(x.shape, f), oi;
     for (size_t d = 0; d < rank; ++d) {
-      if (!reduced[d]) oi.push_back(idx[d]);
-      else if (keep) oi.push_back(0);
+      if (!reduced[d])
+        oi.push_back(idx[d]);
+      else if (keep)
+        oi.push_back(0);
     }
     if (oi.empty()) oi.push_back(0);
     double &o = out.data[ravel(os, oi)];
@@ -314,8 +317,10 @@ Ref ref_reshape(const std::vector<Ref> &in, const json &a) {
   int64_t known = 1, infer = -1;
   for (size_t d = 0; d < spec.size(); ++d) {
     if (spec[d] == 0) spec[d] = in[0].shape[d];
-    if (spec[d] == -1) infer = static_cast<int64_t>(d);
-    else known *= spec[d];
+    if (spec[d] == -1)
+      infer = static_cast<int64_t>(d);
+    else
+      known *= spec[d];
   }
   if (infer >= 0) spec[infer] = count(in[0].shape) / known;
   out.shape = spec;
@@ -376,7 +381,8 @@ const std::map<std::string, RefOp> &reference_ops() {
       {"avg_pool2d", [](const std::vector<Ref> &in, const json &a) { return ref_pool(in[0], a, false); }},
       {"global_avg_pool2d", ref_global_avg_pool},
       {"relu", unary([](double x) { return std::max(x, 0.0); })},
-      {"clip", [](const std::vector<Ref> &in, const json &a) {
+      {"clip",
+       [](const std::vector<Ref> &in, const json &a) {
          double lo = a["min"], hi = a["max"];
          return ref_unary(in[0], [=](double x) { return std::min(std::max(x, lo), hi); });
        }},
@@ -686,7 +692,8 @@ TEST(OpsErrors, ElementwiseAndBroadcastChecks) {
 TEST(OpsErrors, AxisChecks) {
   expect_contains(build_error("softmax", {f32({2, 3})}, {{"axis", 2}}), {"softmax:", "axis 2 is out of range"});
   expect_contains(build_error("reduce_sum", {f32({2, 3})}, {{"axes", {1, -1}}}), {"more than once"});
-  expect_contains(build_error("layer_norm", {f32({2, 3}), f32({2})}), {"gamma (scale) must have the normalized shape [3]"});
+  expect_contains(build_error("layer_norm", {f32({2, 3}), f32({2})}),
+                  {"gamma (scale) must have the normalized shape [3]"});
   expect_contains(build_error("transpose", {f32({2, 3})}, {{"perm", {0, 0}}}), {"not a permutation"});
   expect_contains(build_error("reshape", {f32({2, 3})}, {{"shape", {4, -1}}}), {"cannot infer the -1"});
   expect_contains(build_error("reshape", {f32({2, 3})}, {{"shape", {4, 2}}}), {"cannot reshape [2, 3]"});

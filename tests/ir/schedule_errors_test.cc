@@ -126,37 +126,51 @@ TEST(ScheduleErrors, BindUnknownThreadName) {
 TEST(ScheduleErrors, SplitZeroFactor) {
   Schedule sch(dense());
   std::vector<LoopRV> loops = sch.get_loops(sch.get_block("dense"));
-  expect_rejected(sch, [&] { sch.split(loops[0], {Factor(int64_t{-1}), Factor(int64_t{0})}); }, "split",
-                  {"factor 0", "loop 'i' (extent 4)", "not positive"});
+  expect_rejected(sch,
+                  [&] {
+                    sch.split(loops[0], {Factor(int64_t{-1}), Factor(int64_t{0})});
+                  },
+                  "split", {"factor 0", "loop 'i' (extent 4)", "not positive"});
 }
 
 TEST(ScheduleErrors, SplitNegativeFactor) {
   Schedule sch(dense());
   std::vector<LoopRV> loops = sch.get_loops(sch.get_block("dense"));
-  expect_rejected(sch, [&] { sch.split(loops[1], {Factor(int64_t{2}), Factor(int64_t{-3})}); }, "split",
-                  {"factor -3", "loop 'j' (extent 6)", "not positive"});
+  expect_rejected(sch,
+                  [&] {
+                    sch.split(loops[1], {Factor(int64_t{2}), Factor(int64_t{-3})});
+                  },
+                  "split", {"factor -3", "loop 'j' (extent 6)", "not positive"});
 }
 
 TEST(ScheduleErrors, SplitFactorsWhoseProductOverflows) {
   // 4294967297 * 4294967296 wraps to 2^32 in int64: it must not pass as "covers 4".
   Schedule sch(dense());
   std::vector<LoopRV> loops = sch.get_loops(sch.get_block("dense"));
-  expect_rejected(sch, [&] { sch.split(loops[0], {Factor(int64_t{4294967297}), Factor(int64_t{4294967296})}); },
+  expect_rejected(sch,
+                  [&] {
+                    sch.split(loops[0], {Factor(int64_t{4294967297}), Factor(int64_t{4294967296})});
+                  },
                   "split", {"loop 'i' (extent 4)", "multiply past 2^63"});
 }
 
 TEST(ScheduleErrors, SplitFactorsMultiplyToLessThanExtent) {
   Schedule sch(dense());
   std::vector<LoopRV> loops = sch.get_loops(sch.get_block("dense"));
-  expect_rejected(sch, [&] { sch.split(loops[2], {Factor(int64_t{3}), Factor(int64_t{2})}); }, "split",
-                  {"factors [3, 2]", "multiply to 6", "less than the extent", "loop 'rk' (extent 8)"});
+  expect_rejected(sch,
+                  [&] {
+                    sch.split(loops[2], {Factor(int64_t{3}), Factor(int64_t{2})});
+                  },
+                  "split", {"factors [3, 2]", "multiply to 6", "less than the extent", "loop 'rk' (extent 8)"});
 }
 
 TEST(ScheduleErrors, SplitWithTwoInferredFactors) {
   Schedule sch(dense());
   std::vector<LoopRV> loops = sch.get_loops(sch.get_block("dense"));
   expect_rejected(sch,
-                  [&] { sch.split(loops[2], {Factor(int64_t{-1}), Factor(int64_t{2}), Factor(int64_t{-1})}); },
+                  [&] {
+                    sch.split(loops[2], {Factor(int64_t{-1}), Factor(int64_t{2}), Factor(int64_t{-1})});
+                  },
                   "split", {"at most one factor may be inferred", "loop 'rk'"});
 }
 
@@ -172,8 +186,11 @@ TEST(ScheduleErrors, ReorderLoopsFromDifferentNests) {
   Schedule sch(dense_bias());
   std::vector<LoopRV> dense_loops = sch.get_loops(sch.get_block("dense"));
   std::vector<LoopRV> bias_loops = sch.get_loops(sch.get_block("bias_add"));
-  expect_rejected(sch, [&] { sch.reorder({bias_loops[1], dense_loops[0]}); }, "reorder",
-                  {"'j'", "'i'", "different loop nests"});
+  expect_rejected(sch,
+                  [&] {
+                    sch.reorder({bias_loops[1], dense_loops[0]});
+                  },
+                  "reorder", {"'j'", "'i'", "different loop nests"});
 }
 
 TEST(ScheduleErrors, ReorderLoopsSeparatedByOtherStatements) {
@@ -182,15 +199,17 @@ TEST(ScheduleErrors, ReorderLoopsSeparatedByOtherStatements) {
   std::vector<LoopRV> loops = sch.get_loops(dense_block);
   // Moving bias_add under dense's j loop puts a sequence {rk loop, bias_add} there.
   sch.reverse_compute_at(sch.get_block("bias_add"), loops[1]);
-  expect_rejected(sch, [&] { sch.reorder({loops[2], loops[1]}); }, "reorder",
-                  {"loop 'j' (extent 6)", "other statements", "'rk'"});
+  expect_rejected(sch,
+                  [&] {
+                    sch.reorder({loops[2], loops[1]});
+                  },
+                  "reorder", {"loop 'j' (extent 6)", "other statements", "'rk'"});
 }
 
 TEST(ScheduleErrors, ReorderListingALoopTwice) {
   Schedule sch(dense());
   std::vector<LoopRV> loops = sch.get_loops(sch.get_block("dense"));
-  expect_rejected(sch, [&] { sch.reorder({loops[1], loops[0], loops[1]}); }, "reorder",
-                  {"loop 'j'", "listed twice"});
+  expect_rejected(sch, [&] { sch.reorder({loops[1], loops[0], loops[1]}); }, "reorder", {"loop 'j'", "listed twice"});
 }
 
 TEST(ScheduleErrors, LoopUsedAfterItWasSplitAway) {
@@ -198,8 +217,11 @@ TEST(ScheduleErrors, LoopUsedAfterItWasSplitAway) {
   std::vector<LoopRV> loops = sch.get_loops(sch.get_block("dense"));
   sch.split(loops[0], {Factor(int64_t{2}), Factor(int64_t{2})});
   expect_rejected(sch, [&] { sch.vectorize(loops[0]); }, "vectorize", {"loop 'i'", "no longer exists", "split"});
-  expect_rejected(sch, [&] { sch.split(loops[0], {Factor(int64_t{-1}), Factor(int64_t{2})}); }, "split",
-                  {"loop 'i'", "no longer exists"});
+  expect_rejected(sch,
+                  [&] {
+                    sch.split(loops[0], {Factor(int64_t{-1}), Factor(int64_t{2})});
+                  },
+                  "split", {"loop 'i'", "no longer exists"});
   expect_rejected(sch, [&] { sch.reorder({loops[1], loops[0]}); }, "reorder", {"loop 'i'", "no longer exists"});
 }
 
@@ -314,9 +336,15 @@ TEST(ScheduleErrors, UnknownStorageScope) {
 TEST(ScheduleErrors, SamplePerfectTileImpossibleDecision) {
   Schedule sch(dense());
   std::vector<LoopRV> loops = sch.get_loops(sch.get_block("dense"));
-  expect_rejected(sch, [&] { sch.sample_perfect_tile(loops[0], 2, 0, std::vector<int64_t>{3, 3}); },
+  expect_rejected(sch,
+                  [&] {
+                    sch.sample_perfect_tile(loops[0], 2, 0, std::vector<int64_t>{3, 3});
+                  },
                   "sample_perfect_tile", {"decision [3,3]", "loop 'i' (extent 4)", "perfect tiling"});
-  expect_rejected(sch, [&] { sch.sample_perfect_tile(loops[2], 2, 2, std::vector<int64_t>{2, 4}); },
+  expect_rejected(sch,
+                  [&] {
+                    sch.sample_perfect_tile(loops[2], 2, 2, std::vector<int64_t>{2, 4});
+                  },
                   "sample_perfect_tile", {"decision [2,4]", "loop 'rk'", "innermost factor <= 2"});
 }
 

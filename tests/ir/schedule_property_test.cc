@@ -11,13 +11,13 @@
 #include <random>
 #include <sstream>
 
-#include "tests/common/random_schedule.h"
 #include "ir/interpreter.h"
 #include "ir/lower_passes.h"
 #include "ir/ops/examples.h"
 #include "ir/schedule/schedule.h"
 #include "ir/structural.h"
 #include "ir/te.h"
+#include "tests/common/random_schedule.h"
 
 namespace kiln::ir {
 namespace {
@@ -87,9 +87,10 @@ void check_case(const ops::NamedWorkload &w, uint64_t seed) {
   // Lowering passes keep the result too.
   std::vector<HostTensor> lowered = interpret(lower_for_codegen(sch.func()), inputs);
   for (size_t o = 0; o < got.size(); ++o) {
-    bool same = is_float(got[o].dtype()) ? relative_l2_error(lowered[o], got[o]) == 0.0 : exactly_equal(lowered[o], got[o]);
-    ASSERT_TRUE(same) << "lowering changed output " << o << context.str()
-                      << "\nlowered:\n" << to_string(lower_for_codegen(sch.func()));
+    bool same =
+        is_float(got[o].dtype()) ? relative_l2_error(lowered[o], got[o]) == 0.0 : exactly_equal(lowered[o], got[o]);
+    ASSERT_TRUE(same) << "lowering changed output " << o << context.str() << "\nlowered:\n"
+                      << to_string(lower_for_codegen(sch.func()));
   }
 
   // Trace JSON round-trip is exact, and replay rebuilds a structurally equal program.
@@ -98,8 +99,8 @@ void check_case(const ops::NamedWorkload &w, uint64_t seed) {
   ASSERT_EQ(parsed.to_json().dump(), text) << context.str();
   PrimFunc fresh = te::lower(w.workload.build_dag(), w.name);
   Schedule replayed = Schedule::replay(fresh, parsed);
-  ASSERT_TRUE(structural_equal(replayed.func(), sch.func()))
-      << "replay differs:\n" << to_string(replayed.func()) << context.str();
+  ASSERT_TRUE(structural_equal(replayed.func(), sch.func())) << "replay differs:\n"
+                                                             << to_string(replayed.func()) << context.str();
   ASSERT_EQ(structural_hash(replayed.func()), structural_hash(sch.func())) << context.str();
   ASSERT_EQ(replayed.trace().to_json().dump(), text) << context.str();
 }
@@ -128,17 +129,18 @@ TEST_P(ScheduleProperty, RandomLegalSequencesPreserveResultsAndReplay) {
 class PrimitiveCoverage : public ::testing::Environment {
  public:
   void TearDown() override {
-  const auto &counts = primitive_counts();
-  // Only meaningful for the full run, not for filtered or single-case runs.
-  if (std::getenv("KILN_PROPERTY_CASE") || ::testing::GTEST_FLAG(filter) != "*") return;
-  for (const char *p : {"split", "sample_perfect_tile+split", "fuse", "reorder", "parallel", "vectorize", "unroll",
-                        "bind", "compute_at", "reverse_compute_at", "compute_inline", "reverse_compute_inline",
-                        "cache_read", "cache_write", "rfactor", "sample_compute_location+compute_at", "annotate"}) {
-    auto it = counts.find(p);
-    int applied = it == counts.end() ? 0 : it->second.first;
-    EXPECT_GE(applied, 20) << p << " was applied only " << applied << " times";
-  }
-  for (const auto &[name, c] : counts) std::printf("  %-36s applied %6d  rejected %6d\n", name.c_str(), c.first, c.second);
+    const auto &counts = primitive_counts();
+    // Only meaningful for the full run, not for filtered or single-case runs.
+    if (std::getenv("KILN_PROPERTY_CASE") || ::testing::GTEST_FLAG(filter) != "*") return;
+    for (const char *p : {"split", "sample_perfect_tile+split", "fuse", "reorder", "parallel", "vectorize", "unroll",
+                          "bind", "compute_at", "reverse_compute_at", "compute_inline", "reverse_compute_inline",
+                          "cache_read", "cache_write", "rfactor", "sample_compute_location+compute_at", "annotate"}) {
+      auto it = counts.find(p);
+      int applied = it == counts.end() ? 0 : it->second.first;
+      EXPECT_GE(applied, 20) << p << " was applied only " << applied << " times";
+    }
+    for (const auto &[name, c] : counts)
+      std::printf("  %-36s applied %6d  rejected %6d\n", name.c_str(), c.first, c.second);
   }
 };
 const auto *const kCoverage = ::testing::AddGlobalTestEnvironment(new PrimitiveCoverage);

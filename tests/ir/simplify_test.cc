@@ -64,14 +64,22 @@ TEST(Simplify, PreservesValueOnRandomExpressions) {
     std::function<Expr(int)> gen = [&](int depth) -> Expr {
       int pick = depth > 3 ? static_cast<int>(rng() % 3) : static_cast<int>(rng() % 8);
       switch (pick) {
-        case 0: return x;
-        case 1: return y;
-        case 2: return Expr(static_cast<int64_t>(rng() % 9));
-        case 3: return gen(depth + 1) + gen(depth + 1);
-        case 4: return gen(depth + 1) - gen(depth + 1);
-        case 5: return gen(depth + 1) * Expr(static_cast<int64_t>(rng() % 5 + 1));
-        case 6: return make_floordiv(gen(depth + 1), Expr(static_cast<int64_t>(rng() % 7 + 1)));
-        default: return make_floormod(gen(depth + 1), Expr(static_cast<int64_t>(rng() % 7 + 1)));
+        case 0:
+          return x;
+        case 1:
+          return y;
+        case 2:
+          return Expr(static_cast<int64_t>(rng() % 9));
+        case 3:
+          return gen(depth + 1) + gen(depth + 1);
+        case 4:
+          return gen(depth + 1) - gen(depth + 1);
+        case 5:
+          return gen(depth + 1) * Expr(static_cast<int64_t>(rng() % 5 + 1));
+        case 6:
+          return make_floordiv(gen(depth + 1), Expr(static_cast<int64_t>(rng() % 7 + 1)));
+        default:
+          return make_floormod(gen(depth + 1), Expr(static_cast<int64_t>(rng() % 7 + 1)));
       }
     };
     Expr e = gen(0);

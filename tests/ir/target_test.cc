@@ -1,5 +1,4 @@
-/// \file
-/// Target parsing: accepted forms, derived facts, canonical strings, errors.
+// Target parsing: accepted forms, derived facts, canonical strings, errors.
 
 #include "ir/target.h"
 
@@ -120,5 +119,5 @@ TEST(Target, ErrorsNameTheProblem) {
   EXPECT_NE(parse_error("llvm -mtriple=riscv64-linux-gnu -mcpu=native").find("not this host"), std::string::npos);
 }
 
-} // namespace
-} // namespace kiln
+}  // namespace
+}  // namespace kiln

@@ -26,19 +26,34 @@ TensorType f32(std::vector<int64_t> shape) { return TensorType{std::move(shape),
 Workload conv_relu_sum() {
   Workload w;
   w.inputs = {f32({1, 3, 8, 8}), f32({4, 3, 3, 3}), f32({4})};
-  w.ops = {OpCall{"conv2d", {{"pads", {1, 1, 1, 1}}}, {"in0", "in1", "in2"}},
-           OpCall{"relu", json::object(), {"op0"}}, OpCall{"reduce_sum", {{"axes", {3}}}, {"op1"}}};
+  w.ops = {OpCall{"conv2d", {{"pads", {1, 1, 1, 1}}}, {"in0", "in1", "in2"}}, OpCall{"relu", json::object(), {"op0"}},
+           OpCall{"reduce_sum", {{"axes", {3}}}, {"op1"}}};
   w.outputs = {"op2"};
   return w;
 }
 
 PrimFunc program() { return te::lower(conv_relu_sum().build_dag()); }
 
-const std::set<std::string> kEveryInstructionKind = {
-    "get_block",     "get_loops",   "split",          "fuse",          "reorder",
-    "parallel",      "vectorize",   "unroll",         "bind",          "annotate",
-    "compute_at",    "reverse_compute_at", "compute_inline", "reverse_compute_inline", "cache_read",
-    "cache_write",   "rfactor",     "sample_perfect_tile", "sample_categorical", "sample_compute_location"};
+const std::set<std::string> kEveryInstructionKind = {"get_block",
+                                                     "get_loops",
+                                                     "split",
+                                                     "fuse",
+                                                     "reorder",
+                                                     "parallel",
+                                                     "vectorize",
+                                                     "unroll",
+                                                     "bind",
+                                                     "annotate",
+                                                     "compute_at",
+                                                     "reverse_compute_at",
+                                                     "compute_inline",
+                                                     "reverse_compute_inline",
+                                                     "cache_read",
+                                                     "cache_write",
+                                                     "rfactor",
+                                                     "sample_perfect_tile",
+                                                     "sample_categorical",
+                                                     "sample_compute_location"};
 
 struct EveryPrimitive {
   Schedule sch;
@@ -250,7 +265,8 @@ TEST(Trace, FromJsonRejectsMalformedInstructionRows) {
     std::string fragment;
   };
   std::vector<Case> cases = {
-      {json::array({json::array({"get_block", json::array(), json::object()})}), "instruction 0 is not [kind, inputs, attrs, outputs]"},
+      {json::array({json::array({"get_block", json::array(), json::object()})}),
+       "instruction 0 is not [kind, inputs, attrs, outputs]"},
       {json::array({json::parse(good_row), json::array({1, json::array(), json::object(), json::array()})}),
        "instruction 1 is not [kind, inputs, attrs, outputs]"},
       {json::array({json::array({"split", "l0", json::object(), json::array()})}), "instruction 0 is not"},

@@ -7,8 +7,8 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
-#include <functional>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <set>
 #include <sstream>
@@ -52,8 +52,8 @@ std::string read_file(const std::string &path) {
 // The golden file's exact bytes, rebuilt from the workloads.
 std::string golden_text() {
   json j = json::object();
-  for (const auto &[name, w] : std::map<std::string, Workload>{{"conv2d_bias_relu", conv2d_bias_relu()},
-                                                               {"dense", dense()}})
+  for (const auto &[name, w] :
+       std::map<std::string, Workload>{{"conv2d_bias_relu", conv2d_bias_relu()}, {"dense", dense()}})
     j[name] = {{"canonical", w.canonical_string()}, {"hash", w.key_hash()}};
   return j.dump(2) + "\n";
 }
@@ -294,11 +294,10 @@ TEST(WorkloadKey, AttributeChangesOfOtherOperatorsChangeTheHash) {
 }
 
 TEST(WorkloadKey, InvalidAttributesAreRejectedNotHashed) {
-  EXPECT_THROW(Workload::single("conv2d", {tensor({1, 3, 8, 8}), tensor({4, 3, 3, 3})}, {{"stride", {2, 2}}})
-                   .key_hash(),
-               std::invalid_argument);
-  EXPECT_THROW(Workload::single("conv2d", {tensor({1, 3, 8, 8}), tensor({4, 3, 3, 3})}, {{"groups", 1.5}})
-                   .key_hash(),
+  EXPECT_THROW(
+      Workload::single("conv2d", {tensor({1, 3, 8, 8}), tensor({4, 3, 3, 3})}, {{"stride", {2, 2}}}).key_hash(),
+      std::invalid_argument);
+  EXPECT_THROW(Workload::single("conv2d", {tensor({1, 3, 8, 8}), tensor({4, 3, 3, 3})}, {{"groups", 1.5}}).key_hash(),
                std::invalid_argument);
   EXPECT_THROW(Workload::single("no_such_op", {tensor({4})}).key_hash(), std::invalid_argument);
 }

@@ -69,8 +69,8 @@ TEST(LocalBuilderPool, BuildsABatchWithTwoWorkersAndTheArtifactsRunCorrectly) {
 TEST(LocalBuilderPool, AProgramTheCodegenRejectsIsABuildError) {
   TempDir dir;
   LocalBuilderPool pool(pool_options(dir));
-  std::vector<BuildResult> built = pool.build({{dense_program(), Target::parse("cuda -arch=sm_90"), "gpu"},
-                                               {dense_program(), host_target(), "cpu"}});
+  std::vector<BuildResult> built = pool.build(
+      {{dense_program(), Target::parse("cuda -arch=sm_90"), "gpu"}, {dense_program(), host_target(), "cpu"}});
   ASSERT_EQ(built.size(), 2u);
   EXPECT_EQ(built[0].error, ErrorKind::build_error);
   EXPECT_NE(built[0].message.find("codegen rejected the program"), std::string::npos) << built[0].message;
@@ -96,8 +96,8 @@ TEST(LocalBuilderPool, InThreadBuildsGiveTheSameResults) {
   LocalBuilderOptions options = pool_options(dir);
   options.isolate_builds = false;
   LocalBuilderPool pool(options);
-  std::vector<BuildResult> built = pool.build({{dense_program(), host_target(), "a"},
-                                               {dense_program(), Target::parse("cuda -arch=sm_90"), "b"}});
+  std::vector<BuildResult> built =
+      pool.build({{dense_program(), host_target(), "a"}, {dense_program(), Target::parse("cuda -arch=sm_90"), "b"}});
   EXPECT_TRUE(built[0].ok()) << built[0].message;
   EXPECT_EQ(built[1].error, ErrorKind::build_error);
 }

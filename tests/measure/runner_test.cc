@@ -188,9 +188,9 @@ TEST(LocalRunner, ACandidateThatWritesItsInputIsAWrongResult) {
 TEST(LocalRunner, BadArtifactInfoIsALoadError) {
   TempDir dir;
   LocalRunner runner(test_runner_options(dir));
-  expect_bad(runner, "bad_abi", ErrorKind::load_error,
-             {"bad_abi.so", "kiln_abi 99", "this runner speaks version 1"});
-  expect_bad(runner, "bad_info_json", ErrorKind::load_error, {"bad_info_json.so", "kiln_artifact_info is not valid JSON"});
+  expect_bad(runner, "bad_abi", ErrorKind::load_error, {"bad_abi.so", "kiln_abi 99", "this runner speaks version 1"});
+  expect_bad(runner, "bad_info_json", ErrorKind::load_error,
+             {"bad_info_json.so", "kiln_artifact_info is not valid JSON"});
 }
 
 // Child processes of `pid` (every thread's), from /proc.

@@ -1,8 +1,7 @@
-/// \file
-/// Tests of libkiln_runtime through its C ABI only (codegen/abi.h), the way generated
-/// kernels use it. No assertion depends on timing: where a test needs several threads
-/// to be inside tasks at once it waits for them with a generous bound, and a missing
-/// thread shows up as a failed task, never as a hang.
+// Tests of libkiln_runtime through its C ABI only (codegen/abi.h), the way generated
+// kernels use it. No assertion depends on timing: where a test needs several threads
+// to be inside tasks at once it waits for them with a generous bound, and a missing
+// thread shows up as a failed task, never as a hang.
 
 #include <gtest/gtest.h>
 
@@ -79,7 +78,7 @@ TEST_F(Runtime, EveryTaskRunsExactlyOnce) {
     ASSERT_EQ(kiln_rt_num_threads(), threads);
     for (int64_t n : {-3, 0, 1, 2, 3, 7, 8, 9, 64, 1000}) {
       for (int work : {0, 20000}) {
-        const int64_t effective = n <= 0 ? threads : n; // n <= 0: one task per thread
+        const int64_t effective = n <= 0 ? threads : n;  // n <= 0: one task per thread
         TaskCounts counts(effective, work);
         ASSERT_EQ(kiln_rt_parallel_for(n, count_task, &counts), 0) << "threads " << threads << " n " << n;
         EXPECT_EQ(counts.wrong_num_tasks.load(), 0) << "threads " << threads << " n " << n;
@@ -157,7 +156,7 @@ TEST_F(Runtime, SetNumThreadsChangesWorkerCount) {
     EXPECT_EQ(kiln_rt_num_threads(), threads);
     EXPECT_EQ(threads_used(0), static_cast<size_t>(threads)) << "threads " << threads;
   }
-  kiln_rt_set_num_threads(0); // below the minimum: clamped
+  kiln_rt_set_num_threads(0);  // below the minimum: clamped
   EXPECT_EQ(kiln_rt_num_threads(), 1);
   kiln_rt_set_num_threads(-5);
   EXPECT_EQ(kiln_rt_num_threads(), 1);
@@ -275,7 +274,7 @@ TEST_F(Runtime, StressBackToBackCalls) {
   };
   int64_t expected = 0;
   for (int call = 0; call < 100000; ++call) {
-    const int64_t n = 1 + call % 5; // 1..5 tasks: serial, fewer and more than threads
+    const int64_t n = 1 + call % 5;  // 1..5 tasks: serial, fewer and more than threads
     ASSERT_EQ(kiln_rt_parallel_for(n, add, &total), 0);
     expected += n * (n + 1) / 2;
   }
@@ -326,7 +325,7 @@ TEST_F(Runtime, CallerWaitsForALongHelperTask) {
   for (int i = 0; i < 5; ++i) {
     finished = 0;
     ASSERT_EQ(kiln_rt_parallel_for(2, task, &finished), 0);
-    EXPECT_EQ(finished.load(), 2); // nothing may still run when the call returns
+    EXPECT_EQ(finished.load(), 2);  // nothing may still run when the call returns
   }
 }
 
@@ -339,7 +338,9 @@ TEST_F(Runtime, HelperOnTheCallersCpuMovesToAFreeOne) {
   ASSERT_EQ(sched_getaffinity(0, sizeof(process_mask), &process_mask), 0);
   if (CPU_COUNT(&process_mask) < 2) GTEST_SKIP() << "needs 2 CPUs";
   kiln_rt_set_num_threads(2);  // the pool exists and knows the whole mask
-  ASSERT_EQ(kiln_rt_parallel_for(2, [](int64_t, int64_t, void *) -> int32_t { return 0; }, nullptr), 0);
+  ASSERT_EQ(kiln_rt_parallel_for(
+                2, [](int64_t, int64_t, void *) -> int32_t { return 0; }, nullptr),
+            0);
   int caller_cpu = sched_getcpu();
   cpu_set_t one;
   CPU_ZERO(&one);
@@ -400,11 +401,11 @@ TEST_F(Runtime, ConcurrentExternalCallers) {
 
 TEST_F(Runtime, ForkedChildGetsAWorkingPool) {
   kiln_rt_set_num_threads(2);
-  ASSERT_EQ(threads_used(2), 2u); // the parent's workers exist now
+  ASSERT_EQ(threads_used(2), 2u);  // the parent's workers exist now
   pid_t child = fork();
   ASSERT_GE(child, 0);
   if (child == 0) {
-    alarm(60); // a hang in the child becomes a signal, not a stuck test
+    alarm(60);  // a hang in the child becomes a signal, not a stuck test
     bool ok = kiln_rt_num_threads() == 2 && threads_used(2) == 2;
     TaskCounts counts(100);
     ok = ok && kiln_rt_parallel_for(100, count_task, &counts) == 0;
@@ -415,7 +416,7 @@ TEST_F(Runtime, ForkedChildGetsAWorkingPool) {
   ASSERT_EQ(waitpid(child, &status, 0), child);
   ASSERT_TRUE(WIFEXITED(status)) << "child ended by signal " << (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
   EXPECT_EQ(WEXITSTATUS(status), 0);
-  EXPECT_EQ(threads_used(2), 2u); // and the parent's pool still works
+  EXPECT_EQ(threads_used(2), 2u);  // and the parent's pool still works
 }
 
 TEST(Workspace, IsAlignedAndWritable) {
@@ -439,7 +440,7 @@ TEST(Workspace, FreedBlocksAreReusedForTheSameSize) {
   EXPECT_NE(a, b);
   kiln_rt_free_workspace(a);
   EXPECT_EQ(kiln_rt_alloc_workspace(100001), a);  // both round up to 100032 bytes
-  void *other = kiln_rt_alloc_workspace(200000);   // a different size: a new block
+  void *other = kiln_rt_alloc_workspace(200000);  // a different size: a new block
   EXPECT_NE(other, a);
   EXPECT_NE(other, b);
   for (void *p : {a, b, other}) kiln_rt_free_workspace(p);
@@ -457,4 +458,4 @@ TEST(Workspace, AllocationsFromManyTasks) {
   EXPECT_EQ(kiln_rt_parallel_for(256, task, nullptr), 0);
 }
 
-} // namespace
+}  // namespace

@@ -32,7 +32,8 @@ TaskState task(const std::string &summary, int weight, double flops, std::vector
 // Replays the scheduler's rule and bookkeeping against curves that follow a fixed law:
 // each pick books the next point of the picked task's curve (early stop included).
 // Returns how many rounds each task got.
-std::vector<int> allocate(std::vector<TaskState> tasks, const std::vector<std::function<double(int)>> &law, int rounds) {
+std::vector<int> allocate(std::vector<TaskState> tasks, const std::vector<std::function<double(int)>> &law,
+                          int rounds) {
   SchedulerOptions options;
   options.epsilon = 0;
   std::vector<int> picks(tasks.size(), 0);

@@ -45,7 +45,9 @@ TuneOptions quick_options(uint64_t seed) {
 class TaskTunerTest : public ::testing::Test {
  protected:
   TaskTunerTest()
-      : dir(fresh_dir()), database(db::Database::open(dir / "tune.db", db::OpenMode::create)), pool(2, dir / "work", 60.0) {}
+      : dir(fresh_dir()),
+        database(db::Database::open(dir / "tune.db", db::OpenMode::create)),
+        pool(2, dir / "work", 60.0) {}
   ~TaskTunerTest() override { fs::remove_all(dir); }
 
   static fs::path fresh_dir() {
@@ -111,7 +113,8 @@ TEST_F(TaskTunerTest, WarmStartTrainsOnOtherWorkloadsOnly) {
   size_t dense_ok = dense.best_gflops_curve.size() - static_cast<size_t>(dense.progress.errors);
   ASSERT_GT(dense_ok, 2u);
 
-  ir::Workload matmul = ir::Workload::single("matmul", {{{16, 16}, ir::DType::kFloat32}, {{16, 16}, ir::DType::kFloat32}});
+  ir::Workload matmul =
+      ir::Workload::single("matmul", {{{16, 16}, ir::DType::kFloat32}, {{16, 16}, ir::DType::kFloat32}});
   TuneOptions warm = quick_options(3);
   warm.trials = 8;
   warm.warm_start = true;

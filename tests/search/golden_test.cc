@@ -68,9 +68,7 @@ std::vector<std::pair<std::string, std::string>> golden_targets() {
           {"avx512", "llvm -mtriple=x86_64-linux-gnu -mcpu=sapphirerapids -num-cores=2"}};
 }
 
-ir::PrimFunc lower(const json &workload) {
-  return te::lower(ir::Workload::from_json(workload).build_dag(), "main");
-}
+ir::PrimFunc lower(const json &workload) { return te::lower(ir::Workload::from_json(workload).build_dag(), "main"); }
 
 std::string digest(const std::string &text) { return sha256_hex(text).substr(0, 16); }
 

@@ -6,8 +6,8 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
-#include "ir/interpreter.h"
 #include "ir/functor.h"
+#include "ir/interpreter.h"
 #include "ir/lower_passes.h"
 #include "ir/ops/examples.h"
 #include "ir/schedule/analysis.h"
@@ -25,15 +25,14 @@ Target cpu_target() { return Target::parse("llvm -mtriple=x86_64-linux-gnu -mcpu
 // A 2-D convolution (NCHW, bias) followed by a ReLU, as an ONNX export has it.
 ir::Workload conv_relu(std::vector<int64_t> input, std::vector<int64_t> weight, int64_t pad, int64_t stride = 1) {
   auto f32 = [](std::vector<int64_t> shape) { return nlohmann::json{{"dtype", "float32"}, {"shape", shape}}; };
-  nlohmann::json w = {
-      {"kiln_workload", 1},
-      {"inputs", {f32(input), f32(weight), f32({weight[0]})}},
-      {"ops",
-       {{{"op", "conv2d"},
-         {"args", {"in0", "in1", "in2"}},
-         {"attrs", {{"strides", {stride, stride}}, {"pads", {pad, pad, pad, pad}}, {"groups", 1}}}},
-        {{"op", "relu"}, {"args", {"op0"}}, {"attrs", nlohmann::json::object()}}}},
-      {"outputs", {"op1"}}};
+  nlohmann::json w = {{"kiln_workload", 1},
+                      {"inputs", {f32(input), f32(weight), f32({weight[0]})}},
+                      {"ops",
+                       {{{"op", "conv2d"},
+                         {"args", {"in0", "in1", "in2"}},
+                         {"attrs", {{"strides", {stride, stride}}, {"pads", {pad, pad, pad, pad}}, {"groups", 1}}}},
+                        {{"op", "relu"}, {"args", {"op0"}}, {"attrs", nlohmann::json::object()}}}},
+                      {"outputs", {"op1"}}};
   return ir::Workload::from_json(w);
 }
 
@@ -72,8 +71,9 @@ TEST_P(SearchSpace, SampledAndMutatedCandidatesAreCorrect) {
     std::vector<HostTensor> got = ir::interpret(c.func, inputs);
     for (size_t o = 0; o < got.size(); ++o) {
       if (ir::is_float(got[o].dtype())) {
-        ASSERT_LE(ir::relative_l2_error(got[o], want[o]), 1e-5) << what << "\ntrace: " << c.trace.to_json().dump()
-                                                                << "\n" << ir::to_string(c.func);
+        ASSERT_LE(ir::relative_l2_error(got[o], want[o]), 1e-5)
+            << what << "\ntrace: " << c.trace.to_json().dump() << "\n"
+            << ir::to_string(c.func);
       } else {
         ASSERT_TRUE(ir::exactly_equal(got[o], want[o])) << what << "\ntrace: " << c.trace.to_json().dump();
       }
@@ -269,7 +269,8 @@ TEST(SearchSpace, ProducersStayOutOfRegisterTiles) {
 // Accumulator tiles that fit the register file (3/4 of AVX2's 16 x 8 floats) with whole
 // vectors innermost; the rest are rejected at sampling time.
 TEST(SearchSpace, RegisterTilesFitTheRegisterFileAndFillVectors) {
-  ir::Workload w = ir::Workload::single("matmul", {{{256, 256}, ir::DType::kFloat32}, {{256, 256}, ir::DType::kFloat32}});
+  ir::Workload w =
+      ir::Workload::single("matmul", {{{256, 256}, ir::DType::kFloat32}, {{256, 256}, ir::DType::kFloat32}});
   ir::PrimFunc func = te::lower(w.build_dag(), "matmul");
   Target avx2 = Target::parse("llvm -mtriple=x86_64-linux-gnu -mcpu=haswell -num-cores=2");
   std::vector<ir::Trace> sketches = generate_sketches(func, default_rules(avx2), 1);
@@ -308,8 +309,9 @@ TEST(SearchSpace, PaddingIsInlinedInOneSketchAndPlacedInAnother) {
 
 // A producer placed at an extent-1 outer loop leaves nothing to run in parallel.
 TEST(SearchSpace, NestsSerializedByAProducerPlacementAreRejected) {
-  ir::Workload w = ir::Workload::single(
-      "conv2d", {{{1, 16, 32, 32}, ir::DType::kFloat32}, {{16, 16, 3, 3}, ir::DType::kFloat32}}, {{"pads", {1, 1, 1, 1}}});
+  ir::Workload w =
+      ir::Workload::single("conv2d", {{{1, 16, 32, 32}, ir::DType::kFloat32}, {{16, 16, 3, 3}, ir::DType::kFloat32}},
+                           {{"pads", {1, 1, 1, 1}}});
   ir::PrimFunc func = te::lower(w.build_dag(), "conv2d");
   Target target = cpu_target();
   auto post = default_postprocessors(target);

@@ -9,7 +9,9 @@ namespace {
 
 class DispatcherTest : public ::testing::Test {
  protected:
-  DispatcherTest() : dispatcher_(options(), [this] { return now_; }, "instance-1") {}
+  DispatcherTest()
+      : dispatcher_(
+            options(), [this] { return now_; }, "instance-1") {}
 
   static DispatcherOptions options() {
     DispatcherOptions o;
@@ -41,8 +43,8 @@ class DispatcherTest : public ::testing::Test {
     return dispatcher_.submit(request, [](const v1::Digest &d) { return d.sha256()[0] == 'a'; });
   }
 
-  v1::RunnerPollResponse poll(const std::string &runner, std::vector<uint64_t> held = {}, const std::string &key = "cpu",
-                              const std::string &process = "") {
+  v1::RunnerPollResponse poll(const std::string &runner, std::vector<uint64_t> held = {},
+                              const std::string &key = "cpu", const std::string &process = "") {
     v1::RunnerPollRequest request;
     request.set_protocol_version(v1::PROTOCOL_VERSION_1);
     request.set_runner_id(runner);

@@ -38,7 +38,8 @@ class Network : public ::testing::Test {
  protected:
   Network() {
     const auto *info = ::testing::UnitTest::GetInstance()->current_test_info();
-    dir_ = fs::temp_directory_path() / ("kiln-tracker-test-" + std::string(info->name()) + "-" + std::to_string(getpid()));
+    dir_ =
+        fs::temp_directory_path() / ("kiln-tracker-test-" + std::string(info->name()) + "-" + std::to_string(getpid()));
     fs::remove_all(dir_);
     fs::create_directories(dir_);
   }
@@ -51,9 +52,16 @@ class Network : public ::testing::Test {
   /// Starts the tracker (on `port`, or any free port for 0) with quick loss detection.
   void start_tracker(std::vector<std::string> extra = {}, int port = 0) {
     fs::remove(dir_ / "port");
-    std::vector<std::string> args = {kiln_binary(), "tracker", "--listen", "127.0.0.1:" + std::to_string(port),
-                                     "--port-file", (dir_ / "port").string(), "--heartbeat", "0.5",
-                                     "--runner-lost-after", "3"};
+    std::vector<std::string> args = {kiln_binary(),
+                                     "tracker",
+                                     "--listen",
+                                     "127.0.0.1:" + std::to_string(port),
+                                     "--port-file",
+                                     (dir_ / "port").string(),
+                                     "--heartbeat",
+                                     "0.5",
+                                     "--runner-lost-after",
+                                     "3"};
     args.insert(args.end(), extra.begin(), extra.end());
     tracker_ = std::make_unique<Process>(args, dir_ / "tracker.log");
     port_ = testing::wait_for_port(dir_ / "port");
@@ -123,7 +131,8 @@ TEST_F(Network, EveryJobHasOneResultWhileRunnersAreKilledTwentyTimes) {
     runners_[victim]->wait();
     ++kills;
     // Half come back under their old id (the tracker sees a restart), half as new runners.
-    std::string id = kills % 2 ? "r" + std::to_string(victim) : "r" + std::to_string(victim) + "-" + std::to_string(kills);
+    std::string id =
+        kills % 2 ? "r" + std::to_string(victim) : "r" + std::to_string(victim) + "-" + std::to_string(kills);
     runners_[victim] = std::make_unique<Process>(runner_args(id), dir_ / ("runner-" + id + ".log"));
   }
   tuner.join();
@@ -208,21 +217,23 @@ TEST_F(Network, CallersWithoutTheTokenAreRefused) {
 
 TEST_F(Network, AMeasurementServerThatCannotStartStopsTheRunnerWithAMessage) {
   start_tracker();
-  Process &runner = start_runner("broken", {"--measure-server", std::string(KILN_BINARY_DIR) + "/measure/kiln-measure-server",
-                                            "--exec-wrapper", "/nonexistent/qemu-wrapper"});
+  Process &runner =
+      start_runner("broken", {"--measure-server", std::string(KILN_BINARY_DIR) + "/measure/kiln-measure-server",
+                              "--exec-wrapper", "/nonexistent/qemu-wrapper"});
   EXPECT_EQ(runner.wait_for(30), 1);
   EXPECT_NE(runner.log().find("cannot start the measurement server '/nonexistent/qemu-wrapper'"), std::string::npos)
       << runner.log();
 }
 
 TEST_F(Network, TlsWithACertificateMadeForTheTest) {
-  std::string command = "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=localhost "
-                        "-addext subjectAltName=DNS:localhost,IP:127.0.0.1 -keyout " +
-                        (dir_ / "key.pem").string() + " -out " + (dir_ / "cert.pem").string() + " 2>/dev/null";
+  std::string command =
+      "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=localhost "
+      "-addext subjectAltName=DNS:localhost,IP:127.0.0.1 -keyout " +
+      (dir_ / "key.pem").string() + " -out " + (dir_ / "cert.pem").string() + " 2>/dev/null";
   ASSERT_EQ(std::system(command.c_str()), 0) << "openssl could not make a certificate";
   std::ofstream(dir_ / "token") << "tls-token\n";
-  start_tracker({"--tls-cert", (dir_ / "cert.pem").string(), "--tls-key", (dir_ / "key.pem").string(),
-                 "--token-file", (dir_ / "token").string()});
+  start_tracker({"--tls-cert", (dir_ / "cert.pem").string(), "--tls-key", (dir_ / "key.pem").string(), "--token-file",
+                 (dir_ / "token").string()});
   start_runner("tls", {"--tls-ca", (dir_ / "cert.pem").string(), "--token-file", (dir_ / "token").string()});
   rpc::RemoteRunnerOptions options = remote_options();
   options.tracker.token = "tls-token";
@@ -271,9 +282,29 @@ TEST_F(Network, TuneOpThroughTheTrackerStoresOneRecordPerCandidate) {
   start_runner("a");
   start_runner("b");
   fs::path db = dir_ / "tune.db";
-  Process tune({kiln_binary(), "tune-op", "--op", "matmul", "--shape", "32x32", "--shape", "32x32", "--trials", "48",
-                "--batch", "16", "--runner", "tracker://" + address() + "/cpu", "--db", db.string(), "--repeat", "1",
-                "--min-repeat-ms", "1", "--confirm-top", "0", "-q"},
+  Process tune({kiln_binary(),
+                "tune-op",
+                "--op",
+                "matmul",
+                "--shape",
+                "32x32",
+                "--shape",
+                "32x32",
+                "--trials",
+                "48",
+                "--batch",
+                "16",
+                "--runner",
+                "tracker://" + address() + "/cpu",
+                "--db",
+                db.string(),
+                "--repeat",
+                "1",
+                "--min-repeat-ms",
+                "1",
+                "--confirm-top",
+                "0",
+                "-q"},
                dir_ / "tune.log");
   ASSERT_EQ(tune.wait(), 0) << tune.log();
   // The target came from the runners: this host's concrete CPU, not "native".
@@ -292,9 +323,29 @@ TEST_F(Network, AnAArch64TuningJobRunsOnARunnerUnderQemu) {
                          "--measure-server", KILN_MEASURE_SERVER_AARCH64, "--exec-wrapper",
                          std::string(KILN_QEMU_AARCH64) + " -L /usr/aarch64-linux-gnu", "--run-timeout", "60"});
   fs::path db = dir_ / "arm.db";
-  Process tune({kiln_binary(), "tune-op", "--op", "matmul", "--shape", "16x24", "--shape", "24x8", "--trials", "16",
-                "--batch", "8", "--runner", "tracker://" + address() + "/arm", "--db", db.string(), "--repeat", "1",
-                "--min-repeat-ms", "0", "--confirm-top", "0", "-q"},
+  Process tune({kiln_binary(),
+                "tune-op",
+                "--op",
+                "matmul",
+                "--shape",
+                "16x24",
+                "--shape",
+                "24x8",
+                "--trials",
+                "16",
+                "--batch",
+                "8",
+                "--runner",
+                "tracker://" + address() + "/arm",
+                "--db",
+                db.string(),
+                "--repeat",
+                "1",
+                "--min-repeat-ms",
+                "0",
+                "--confirm-top",
+                "0",
+                "-q"},
                dir_ / "tune.log");
   ASSERT_EQ(tune.wait(), 0) << tune.log();
   EXPECT_NE(tune.log().find("aarch64-linux-gnu"), std::string::npos) << tune.log();

@@ -29,12 +29,14 @@ void run_script(const std::string &script) {
   double now = 0;
   DispatcherOptions options;
   options.max_jobs_per_submit = 64;
-  Dispatcher dispatcher(options, [&] { return now; }, "fuzz");
+  Dispatcher dispatcher(
+      options, [&] { return now; }, "fuzz");
   BlobStore blobs({/*max_blob_bytes=*/4096, /*max_total_bytes=*/16384}, [&] { return dispatcher.blobs_in_use(); });
   size_t at = 0;
   while (at + 3 <= script.size()) {
     uint8_t op = static_cast<uint8_t>(script[at]) % kOpCount;
-    size_t length = static_cast<uint8_t>(script[at + 1]) | static_cast<size_t>(static_cast<uint8_t>(script[at + 2])) << 8;
+    size_t length = static_cast<uint8_t>(script[at + 1]) | static_cast<size_t>(static_cast<uint8_t>(script[at + 2]))
+                                                               << 8;
     at += 3;
     std::string body = script.substr(at, length);
     at += body.size();
@@ -141,7 +143,9 @@ void append_raw(std::string &script, Op op, const std::string &body) {
 // runner, acknowledgements and a cancel.
 std::string recorded_script() {
   std::string script;
-  std::string artifact = "\x7f" "ELF artifact bytes";
+  std::string artifact =
+      "\x7f"
+      "ELF artifact bytes";
   append_raw(script, kUpload, artifact);
   v1::SubmitRequest submit;
   submit.set_protocol_version(v1::PROTOCOL_VERSION_1);

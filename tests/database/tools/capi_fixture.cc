@@ -1,8 +1,7 @@
-/// \file
-/// Writes the database the C API test (capi_lookup.c) reads. The values here
-/// and the expectations there must agree.
-///
-/// usage: kiln_db_capi_fixture DB
+// Writes the database the C API test (capi_lookup.c) reads. The values here
+// and the expectations there must agree.
+//
+// usage: kiln_db_capi_fixture DB
 
 #include "database/database.h"
 
@@ -29,7 +28,7 @@ int main(int argc, char **argv) {
     kiln::db::Record failed = record(skylake, R"({"tile":[1,1]})", {});
     failed.outcome = kiln::db::MeasureError{kiln::db::ErrorKind::run_timeout, "timed out"};
     db.commit({
-        record(skylake, R"({"tile":[8,32]})", {2.0e-4, 3.0e-4}), // mean 2.5e-4: the best
+        record(skylake, R"({"tile":[8,32]})", {2.0e-4, 3.0e-4}),  // mean 2.5e-4: the best
         record(skylake, R"({"tile":[4,16]})", {5.0e-4}),
         failed,
         record("llvm -mtriple=aarch64-linux-gnu -mcpu=cortex-a78 -num-cores=4", R"({"tile":[2,8]})", {1.0e-3}),

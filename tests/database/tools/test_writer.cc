@@ -1,10 +1,9 @@
-/// \file
-/// A writer process for the concurrency and crash tests. Commits `batches`
-/// batches of `batch_size` records, one transaction each, and after each
-/// commit prints "committed <batch>" on stdout, flushed, so the parent knows
-/// exactly which batches were durable when it killed us.
-///
-/// usage: kiln_db_test_writer DB WRITER_ID BATCHES BATCH_SIZE
+// A writer process for the concurrency and crash tests. Commits `batches`
+// batches of `batch_size` records, one transaction each, and after each
+// commit prints "committed <batch>" on stdout, flushed, so the parent knows
+// exactly which batches were durable when it killed us.
+//
+// usage: kiln_db_test_writer DB WRITER_ID BATCHES BATCH_SIZE
 
 #include "database/database.h"
 
@@ -33,8 +32,8 @@ int main(int argc, char **argv) {
         r.workload.canonical_json = R"({"ops":[{"op":"conv2d","n":)" + std::to_string(w) + "}],\"version\":1}";
         r.target = (i % 2) ? "llvm -mtriple=x86_64-linux-gnu -mcpu=skylake -num-cores=2"
                            : "llvm -mtriple=x86_64-linux-gnu -mcpu=znver3 -num-cores=2";
-        r.trace_json = R"({"writer":)" + std::to_string(writer) + R"(,"batch":)" + std::to_string(b) +
-                       R"(,"i":)" + std::to_string(i) + "}";
+        r.trace_json = R"({"writer":)" + std::to_string(writer) + R"(,"batch":)" + std::to_string(b) + R"(,"i":)" +
+                       std::to_string(i) + "}";
         if (i % 10 == 9)
           r.outcome = kiln::db::MeasureError{kiln::db::ErrorKind::run_timeout, "timed out after 10 s"};
         else
