@@ -61,7 +61,7 @@ static void fill(kiln::db::Database &db, const Options &o, std::mt19937_64 &rng)
       r.trace_json =
           R"({"insts":[{"kind":"split","factors":[)" + std::to_string(i % 64) + "," + std::to_string(i) + "]}]}";
       if ((i / o.workloads) % 10 == 9)  // every workload gets some errors
-        r.outcome = kiln::db::MeasureError{kiln::db::ErrorKind::run_timeout, "timed out"};
+        r.outcome = kiln::db::MeasureError{kiln::db::ErrorKind::kRunTimeout, "timed out"};
       else
         r.outcome = std::vector<double>{latency(rng), latency(rng), latency(rng)};
       chunk.push_back(std::move(r));
@@ -118,12 +118,12 @@ int main(int argc, char **argv) {
   try {
     std::mt19937_64 rng(42);
     {
-      auto db = kiln::db::Database::open(o.db, kiln::db::OpenMode::create);
+      auto db = kiln::db::Database::open(o.db, kiln::db::OpenMode::kCreate);
       fill(db, o, rng);
     }
     std::printf("file: %.1f MiB\n", static_cast<double>(std::filesystem::file_size(o.db)) / (1 << 20));
     // A fresh read-only handle, as a compiler would open it.
-    auto db = kiln::db::Database::open(o.db, kiln::db::OpenMode::read_only);
+    auto db = kiln::db::Database::open(o.db, kiln::db::OpenMode::kReadOnly);
     std::printf("%-22s %9s %9s %10s %10s %10s\n", "lookup", "calls", "found", "median us", "p99 us", "max us");
     time_lookups(db, o, "best, exact target", kTargets[0], rng);
     time_lookups(db, o, "best, fallback", kFallbackTarget, rng);

@@ -201,7 +201,7 @@ int main(int argc, char **argv) {
   measure::LocalRunner runner;  // forked before any thread exists
   std::filesystem::path work = std::filesystem::temp_directory_path() / ("kiln_tune_ops_" + std::to_string(getpid()));
   measure::LocalBuilderPool pool(2, work, 60.0);
-  db::Database database = db::Database::open(db_path, db::OpenMode::create);
+  db::Database database = db::Database::open(db_path, db::OpenMode::kCreate);
   Target target = Target::parse("llvm -mcpu=native -num-cores=2");
   codegen::Compiler compiler;
   dnnl::engine eng(dnnl::engine::kind::cpu, 0);

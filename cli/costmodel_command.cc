@@ -55,7 +55,7 @@ void run_eval(const EvalArgs &args) {
 
   scheduler::MeasuredPrograms loaded;
   try {
-    auto database = db::Database::open(args.db, db::OpenMode::read_only);
+    auto database = db::Database::open(args.db, db::OpenMode::kReadOnly);
     loaded = scheduler::load_measured_programs(database, target);
   } catch (const std::exception &e) {
     fail("cannot read database '" + args.db + "': " + e.what());

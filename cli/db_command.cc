@@ -83,8 +83,8 @@ static void add_best(CLI::App &db, Streams io) {
   CLI::App *cmd = add_lookup_flags(db.add_subcommand("best", "print the fastest record of a workload on a target"), *o);
   cmd->callback([o, io] {
     run_reporting_errors("best", io, [&] {
-      auto database = kiln::db::Database::open(o->db, kiln::db::OpenMode::read_only);
-      auto match = o->exact ? kiln::db::TargetMatch::exact_only : kiln::db::TargetMatch::allow_same_device_kind;
+      auto database = kiln::db::Database::open(o->db, kiln::db::OpenMode::kReadOnly);
+      auto match = o->exact ? kiln::db::TargetMatch::kExactOnly : kiln::db::TargetMatch::kAllowSameDeviceKind;
       std::optional<kiln::db::Record> best =
           database.best(kiln::db::workload_hash_from_argument(o->workload), o->target, match);
       if (!best) {
@@ -110,8 +110,8 @@ static void add_top(CLI::App &db, Streams io) {
   cmd->add_option("-k", o->k, "how many records")->check(CLI::PositiveNumber);
   cmd->callback([o, io] {
     run_reporting_errors("top", io, [&] {
-      auto database = kiln::db::Database::open(o->db, kiln::db::OpenMode::read_only);
-      auto match = o->exact ? kiln::db::TargetMatch::exact_only : kiln::db::TargetMatch::allow_same_device_kind;
+      auto database = kiln::db::Database::open(o->db, kiln::db::OpenMode::kReadOnly);
+      auto match = o->exact ? kiln::db::TargetMatch::kExactOnly : kiln::db::TargetMatch::kAllowSameDeviceKind;
       std::vector<kiln::db::Record> top =
           database.top_k(kiln::db::workload_hash_from_argument(o->workload), o->target, o->k, match);
       if (top.empty()) {
@@ -139,7 +139,7 @@ static void add_stats(CLI::App &db, Streams io) {
   cmd->add_flag("--json", *json, "print JSON");
   cmd->callback([path, json, io] {
     run_reporting_errors("stats", io, [&] {
-      kiln::db::Stats s = kiln::db::Database::open(*path, kiln::db::OpenMode::read_only).stats();
+      kiln::db::Stats s = kiln::db::Database::open(*path, kiln::db::OpenMode::kReadOnly).stats();
       if (*json) {
         nlohmann::json j = {{"schema_version", s.schema_version},
                             {"workloads", s.workloads},
@@ -172,7 +172,7 @@ static void add_export(CLI::App &db, Streams io) {
   cmd->add_option("-o,--output", *output, "output file; - for stdout (default)");
   cmd->callback([path, output, io] {
     run_reporting_errors("export", io, [&] {
-      auto database = kiln::db::Database::open(*path, kiln::db::OpenMode::read_only);
+      auto database = kiln::db::Database::open(*path, kiln::db::OpenMode::kReadOnly);
       if (*output == "-") {
         database.export_jsonl(io.out);
         return;
@@ -196,7 +196,7 @@ static void add_import(CLI::App &db, Streams io) {
   cmd->callback([path, input, create, io] {
     run_reporting_errors("import", io, [&] {
       auto database =
-          kiln::db::Database::open(*path, *create ? kiln::db::OpenMode::create : kiln::db::OpenMode::read_write);
+          kiln::db::Database::open(*path, *create ? kiln::db::OpenMode::kCreate : kiln::db::OpenMode::kReadWrite);
       kiln::db::CommitResult result;
       if (*input == "-") {
         result = database.import_jsonl(std::cin);
@@ -219,7 +219,7 @@ static void add_prune(CLI::App &db, Streams io) {
   cmd->add_option("--keep", *keep, "records to keep per workload and target")->required()->check(CLI::PositiveNumber);
   cmd->callback([path, keep, io] {
     run_reporting_errors("prune", io, [&] {
-      size_t deleted = kiln::db::Database::open(*path, kiln::db::OpenMode::read_write).prune(*keep);
+      size_t deleted = kiln::db::Database::open(*path, kiln::db::OpenMode::kReadWrite).prune(*keep);
       io.out << "deleted " << deleted << " records\n";
     });
   });
@@ -239,7 +239,7 @@ static void add_retarget(CLI::App &db, Streams io) {
   cmd->add_option("--to", *to, "target the records were measured on (`native` means this host)")->required();
   cmd->callback([path, from, to, io] {
     run_reporting_errors("retarget", io, [&] {
-      auto [moved, left] = kiln::db::Database::open(*path, kiln::db::OpenMode::read_write).retarget(*from, *to);
+      auto [moved, left] = kiln::db::Database::open(*path, kiln::db::OpenMode::kReadWrite).retarget(*from, *to);
       io.out << "moved " << moved << " records";
       if (left > 0) io.out << "; " << left << " stay under the old target (the new one already holds their traces)";
       io.out << '\n';

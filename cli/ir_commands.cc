@@ -115,12 +115,7 @@ static void add_demo(CLI::App &app) {
     ir::Schedule sch(f, *seed);
     std::vector<std::string> blocks = sch.block_names();
     // Inline element-wise producers where legal, then tile the main block.
-    for (const std::string &b : blocks) {
-      try {
-        sch.compute_inline(sch.get_block(b));
-      } catch (const ir::ScheduleError &) {
-      }
-    }
+    for (const std::string &b : blocks) sch.try_compute_inline(sch.get_block(b));
     std::string main_block;
     for (const std::string &b : sch.block_names()) {
       ir::Stmt s = ir::sched::find_block(sch.func(), b, "demo");
@@ -145,15 +140,8 @@ static void add_demo(CLI::App &app) {
     std::vector<ir::LoopRV> order = outer;
     order.insert(order.end(), inner.begin(), inner.end());
     sch.reorder(order);
-    try {
-      sch.parallel(outer[0]);
-    } catch (const ir::ScheduleError &) {
-    }
-    try {
-      sch.vectorize(inner.back());
-    } catch (const ir::ScheduleError &) {
-      sch.unroll(inner.back());
-    }
+    sch.try_parallel(outer[0]);
+    if (!sch.try_vectorize(inner.back())) sch.unroll(inner.back());
     std::mt19937_64 rng(*seed);
     std::vector<ir::HostTensor> inputs;
     for (size_t i = 0; i + 1 < f.params.size(); ++i) {

@@ -273,11 +273,12 @@ void add_tune(CLI::App &app) {
   struct ModelTuneArgs : TuningArgs {
     ImportArgs model;
     std::string allocation = "gradient";
-    int early_stop = 8;
+    int early_stop = scheduler::SchedulerOptions{}.early_stop_rounds;
     bool measure = true;
   };
   auto a = std::make_shared<ModelTuneArgs>();
-  a->confirm_top = 4;
+  // A model has many tasks: re-time fewer programs per task than one operator does.
+  a->options.confirm_top = 4;
   auto *cmd = app.add_subcommand("tune",
                                  "Tune every task of an ONNX model with the task scheduler, store the results in "
                                  "the database, and measure the model before and after");
@@ -300,26 +301,26 @@ void add_tune(CLI::App &app) {
     std::optional<db::Database> database;
     try {
       target = Target::parse(a->target);
-      database.emplace(db::Database::open(a->db, db::OpenMode::create));
+      database.emplace(db::Database::open(a->db, db::OpenMode::kCreate));
     } catch (const std::exception &e) {
       fail(e.what());
     }
     std::vector<scheduler::TaskScheduler::Task> jobs;
     for (const frontend::Task &t : tasks) jobs.push_back({t.workload, t.weight});
     scheduler::SchedulerOptions options;
-    options.trials = a->trials;
-    options.time_limit_seconds = a->time_limit;
+    options.trials = a->options.trials;
+    options.time_limit_seconds = a->options.time_limit_seconds;
     options.allocation =
         a->allocation == "gradient" ? scheduler::Allocation::kGradient : scheduler::Allocation::kRoundRobin;
     options.early_stop_rounds = a->early_stop;
-    options.task = tune_options(*a);
+    options.task = a->options;
     std::filesystem::path work = std::filesystem::temp_directory_path() / ("kiln_tune_" + std::to_string(getpid()));
     measure::LocalBuilderPool pool(a->builders, work, 60.0);
     std::unique_ptr<costmodel::CostModel> model = make_cost_model(*a);
     std::signal(SIGINT, on_interrupt);
     std::signal(SIGTERM, on_interrupt);
     std::cerr << "tuning " << tasks.size() << " tasks of " << a->model.model << " on " << target.str() << " (database "
-              << a->db << ", " << a->trials << " trials)\n";
+              << a->db << ", " << a->options.trials << " trials)\n";
     bool tty = isatty(STDERR_FILENO);
     scheduler::SchedulerResult result;
     try {
@@ -331,7 +332,7 @@ void add_tune(CLI::App &app) {
             std::fprintf(
                 stderr,
                 "%s[round %4lld] trials %6lld/%lld  estimated model latency %10.4f ms  %5.1f trials/s  %6.0f s%s",
-                tty ? "\r" : "", (long long)p.round, (long long)p.trials, (long long)a->trials,
+                tty ? "\r" : "", (long long)p.round, (long long)p.trials, (long long)a->options.trials,
                 p.estimated_latency * 1e3, rate, p.elapsed_seconds, tty ? "" : "\n");
             std::fflush(stderr);
           },

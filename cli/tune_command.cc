@@ -49,70 +49,53 @@ void add_tuning_flags(CLI::App *cmd, TuningArgs &args) {
       ->capture_default_str()
       ->check(seconds());
   cmd->add_option("--db", a->db, "SQLite tuning database (created if missing; a rerun resumes)")->capture_default_str();
-  cmd->add_option("--trials", a->trials, "candidates to measure in this run")
+  cmd->add_option("--trials", a->options.trials, "candidates to measure in this run")
       ->capture_default_str()
       ->check(at_least(1));
-  cmd->add_option("--batch", a->batch, "candidates built and measured per round")
+  cmd->add_option("--batch", a->options.batch, "candidates built and measured per round")
       ->capture_default_str()
       ->check(at_least(1, 4096));
-  cmd->add_option("--time", a->time_limit, "stop after this many seconds (0: no limit)")
+  cmd->add_option("--time", a->options.time_limit_seconds, "stop after this many seconds (0: no limit)")
       ->capture_default_str()
       ->check(finite_range(0, 1e7));
-  cmd->add_option("--seed", a->seed, "makes the search deterministic apart from timings")->capture_default_str();
+  cmd->add_option("--seed", a->options.seed, "makes the search deterministic apart from timings")
+      ->capture_default_str();
   cmd->add_option("--builders", a->builders, "parallel build workers")->capture_default_str()->check(at_least(1, 256));
   cmd->add_option("--cost-model", a->cost_model, "xgb (learned) or random (ablation)")
       ->capture_default_str()
       ->check(CLI::IsMember({"xgb", "random"}));
-  cmd->add_option("--population", a->population, "evolutionary search population")
+  cmd->add_option("--population", a->options.evolution.population, "evolutionary search population")
       ->capture_default_str()
       ->check(at_least(1, 1000000));
-  cmd->add_option("--generations", a->generations, "mutation rounds per batch")
+  cmd->add_option("--generations", a->options.evolution.generations, "mutation rounds per batch")
       ->capture_default_str()
       ->check(at_least(0, 1000));
-  cmd->add_option("--eps", a->eps, "share of each batch picked at random")
+  cmd->add_option("--eps", a->options.evolution.eps_greedy, "share of each batch picked at random")
       ->capture_default_str()
       ->check(finite_range(0, 1));
-  cmd->add_option("--repeat", a->repeat, "timed repeats per candidate")
+  cmd->add_option("--repeat", a->options.timing.repeat, "timed repeats per candidate")
       ->capture_default_str()
       ->check(at_least(1, 100000));
-  cmd->add_option("--min-repeat-ms", a->min_repeat_ms, "minimum duration of one repeat")
+  cmd->add_option("--min-repeat-ms", a->options.timing.min_repeat_ms, "minimum duration of one repeat")
       ->capture_default_str()
       ->check(finite_range(0, 60000));
-  cmd->add_option("--give-up-factor", a->give_up_factor,
+  cmd->add_option("--give-up-factor", a->options.give_up_factor,
                   "time a candidate whose first call is this many times slower than the best by that call alone "
                   "(0: always the full protocol)")
       ->capture_default_str()
       ->check(finite_range(0, 1e6));
-  cmd->add_option("--confirm-top", a->confirm_top,
+  cmd->add_option("--confirm-top", a->options.confirm_top,
                   "at the end, re-time this many of the fastest programs known, interleaved, and keep the one "
                   "with the lowest median (0: the best single measurement wins)")
       ->capture_default_str()
       ->check(at_least(0, 1000));
-  cmd->add_option("--confirm-runs", a->confirm_runs, "extra timing runs per program for --confirm-top")
+  cmd->add_option("--confirm-runs", a->options.confirm_runs, "extra timing runs per program for --confirm-top")
       ->capture_default_str()
       ->check(at_least(1, 1000));
-  cmd->add_flag("--warm-start", a->warm_start,
+  cmd->add_flag("--warm-start", a->options.warm_start,
                 "rank the first rounds with a cost model trained on the database's records of other workloads "
                 "for this target, until this task has enough programs of its own");
   cmd->add_flag("-q,--quiet", a->quiet, "no progress line");
-}
-
-scheduler::TuneOptions tune_options(const TuningArgs &a) {
-  scheduler::TuneOptions opts;
-  opts.trials = a.trials;
-  opts.batch = a.batch;
-  opts.time_limit_seconds = a.time_limit;
-  opts.seed = a.seed;
-  opts.evolution.population = a.population;
-  opts.evolution.generations = a.generations;
-  opts.evolution.eps_greedy = a.eps;
-  opts.timing.repeat = a.repeat;
-  opts.timing.min_repeat_ms = a.min_repeat_ms;
-  opts.give_up_factor = a.give_up_factor;
-  opts.warm_start = a.warm_start;
-  opts.confirm_top = a.confirm_top;
-  opts.confirm_runs = a.confirm_runs;
-  return opts;
 }
 
 std::unique_ptr<measure::Runner> make_runner(TuningArgs &a) {
@@ -141,7 +124,7 @@ std::unique_ptr<measure::Runner> make_runner(TuningArgs &a) {
 }
 
 std::unique_ptr<costmodel::CostModel> make_cost_model(const TuningArgs &a) {
-  if (a.cost_model == "random") return std::make_unique<costmodel::RandomCostModel>(a.seed);
+  if (a.cost_model == "random") return std::make_unique<costmodel::RandomCostModel>(a.options.seed);
   return std::make_unique<costmodel::XGBoostCostModel>();
 }
 
@@ -155,7 +138,7 @@ void add_tune_command(CLI::App &app) {
     // A local runner forks its server before any thread exists.
     std::unique_ptr<measure::Runner> runner = make_runner(*a);
     if (a->workload.op.empty() && a->workload.workload_file.empty()) {
-      // The embedded default: a BERT-base dense layer with bias and GELU.
+      // The embedded default: a BERT-base dense layer with bias (128 tokens, 768 features).
       a->workload.op = "dense";
       a->workload.shapes = {"128x768", "768x768", "768"};
     }
@@ -169,14 +152,14 @@ void add_tune_command(CLI::App &app) {
     }
     std::optional<db::Database> database;
     try {
-      database.emplace(db::Database::open(a->db, db::OpenMode::create));
+      database.emplace(db::Database::open(a->db, db::OpenMode::kCreate));
     } catch (const std::exception &e) {
       fail(e.what());
     }
     std::filesystem::path work = std::filesystem::temp_directory_path() / ("kiln_tune_" + std::to_string(getpid()));
     measure::LocalBuilderPool pool(a->builders, work, 60.0);
     std::unique_ptr<costmodel::CostModel> model = make_cost_model(*a);
-    scheduler::TuneOptions opts = tune_options(*a);
+    const scheduler::TuneOptions &opts = a->options;
     std::cerr << "tuning " << w.summary() << " on " << target.str() << " (key " << w.key_hash().substr(0, 16)
               << ", database " << a->db << ")\n";
     scheduler::TuneResult r;
@@ -185,7 +168,7 @@ void add_tune_command(CLI::App &app) {
       r = tuner.run([&](const scheduler::Progress &p) {
         if (a->quiet) return;
         std::fprintf(stderr, "\r[round %3lld] trials %5lld/%lld  errors %4lld  best %9.4f ms  %8.2f GFLOP/s  %6.0f s",
-                     (long long)p.round, (long long)p.trials, (long long)a->trials, (long long)p.errors,
+                     (long long)p.round, (long long)p.trials, (long long)a->options.trials, (long long)p.errors,
                      p.best_seconds * 1e3, p.best_gflops, p.elapsed_seconds);
         std::fflush(stderr);
       });

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <unordered_map>
 
+#include "ir/annotations.h"
 #include "ir/functor.h"
 
 namespace kiln::costmodel {
@@ -152,7 +153,7 @@ class SiteCollector : public ir::IRVisitor {
     result.loops.push_back(LoopInfo{op->loop_var, std::max<int64_t>(op->extent, 1), op->for_kind, op->thread_tag});
     stack_.push_back(id);
     int64_t saved_unroll = auto_unroll_;
-    auto_unroll_ = std::max(auto_unroll_, annotation_value(op->annotations, kAutoUnrollAnnotation));
+    auto_unroll_ = std::max(auto_unroll_, annotation_value(op->annotations, ir::annotation::kAutoUnrollMaxStep));
     visit_stmt(op->body);
     auto_unroll_ = saved_unroll;
     stack_.pop_back();
@@ -177,7 +178,7 @@ class SiteCollector : public ir::IRVisitor {
     OpCounts saved_guard = guard_ops_;
     if (op->predicate.defined()) count_ops(ir::substitute(op->predicate, subst_), &guard_ops_);
     int64_t saved_unroll = auto_unroll_;
-    auto_unroll_ = std::max(auto_unroll_, annotation_value(op->annotations, kAutoUnrollAnnotation));
+    auto_unroll_ = std::max(auto_unroll_, annotation_value(op->annotations, ir::annotation::kAutoUnrollMaxStep));
 
     if (op->init.defined()) visit_stmt(op->init);
     visit_stmt(op->body);

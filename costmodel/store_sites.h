@@ -53,9 +53,6 @@ struct StoreSites {
   std::vector<StoreSite> sites;
 };
 
-/// Loop and block annotation that carries the auto-unroll depth (as in Ansor).
-inline constexpr const char *kAutoUnrollAnnotation = "pragma_auto_unroll_max_step";
-
 StoreSites collect_store_sites(const ir::PrimFunc &lowered);
 
 }  // namespace kiln::costmodel

@@ -64,12 +64,12 @@ static bool file_exists(const std::string &path) {
 static sqlite::Connection connect(const std::string &path, OpenMode mode, bool immutable) {
   int flags = SQLITE_OPEN_NOMUTEX;  // one connection per thread, see the class comment
   std::string name = path;
-  if (mode == OpenMode::read_only) {
+  if (mode == OpenMode::kReadOnly) {
     flags |= SQLITE_OPEN_READONLY | SQLITE_OPEN_URI;
     name = file_uri(path, immutable ? "mode=ro&immutable=1" : "mode=ro");
   } else {
     flags |= SQLITE_OPEN_READWRITE;
-    if (mode == OpenMode::create) flags |= SQLITE_OPEN_CREATE;
+    if (mode == OpenMode::kCreate) flags |= SQLITE_OPEN_CREATE;
   }
   sqlite::Connection conn(name, flags);
   sqlite3_busy_timeout(conn.get(), kBusyTimeoutMs);
@@ -106,7 +106,7 @@ void Database::Impl::reopen_if_changed() {
   for (auto *slot : {&insert_workload, &select_workload_id, &insert_record, &lookup_exact, &lookup_same_kind})
     slot->reset();
   try {
-    conn = connect(path, OpenMode::read_only, !writer_open);
+    conn = connect(path, OpenMode::kReadOnly, !writer_open);
   } catch (const sqlite::CantOpenError &e) {
     throw_cannot_read(path, e);
   }
@@ -116,9 +116,9 @@ void Database::Impl::reopen_if_changed() {
 
 Database Database::open(const std::filesystem::path &file, OpenMode mode) {
   std::string path = file.string();
-  if (mode == OpenMode::read_only && !file_exists(path))
+  if (mode == OpenMode::kReadOnly && !file_exists(path))
     throw DbError("database " + path + " does not exist; check the path (opening for lookup never creates one)");
-  if (mode == OpenMode::read_write && !file_exists(path))
+  if (mode == OpenMode::kReadWrite && !file_exists(path))
     throw DbError("database " + path + " does not exist; create it by opening in create mode");
 
   // Opening for lookup must not write, not even the -wal and -shm files SQLite
@@ -128,7 +128,7 @@ Database Database::open(const std::filesystem::path &file, OpenMode mode) {
   // immutable: no log, no locks. A -wal file holds committed transactions, so
   // then an ordinary read-only connection reads it (and needs its -shm).
   std::optional<FileStamp> stamp = file_stamp(path);
-  bool immutable = mode == OpenMode::read_only && !file_exists(path + "-wal");
+  bool immutable = mode == OpenMode::kReadOnly && !file_exists(path + "-wal");
   std::unique_ptr<Impl> impl;
   int version = 0;
   try {
@@ -139,11 +139,11 @@ Database Database::open(const std::filesystem::path &file, OpenMode mode) {
     // not understand (corrupt, foreign, newer) is left exactly as it was.
     version = with_lock_retry(path, [&] { return read_schema_version(impl->conn, path); });
   } catch (const sqlite::CantOpenError &e) {
-    if (mode != OpenMode::read_only) throw;
+    if (mode != OpenMode::kReadOnly) throw;
     throw_cannot_read(path, e);
   }
   sqlite::Connection &conn = impl->conn;
-  if (mode == OpenMode::read_only) {
+  if (mode == OpenMode::kReadOnly) {
     if (version == 0) throw DbError("database " + path + " is empty; nothing to read");
     if (version < kSchemaVersion)
       throw DbError("database " + path + " has schema version " + std::to_string(version) +
@@ -250,7 +250,8 @@ Record read_record(const sqlite::Statement &row) {
   } else {
     std::string kind = row.column_text(8);
     std::optional<ErrorKind> parsed = error_kind_from_string(kind);
-    if (!parsed) throw DbError("record " + std::to_string(r.id) + " has unknown error kind '" + kind + "'");
+    if (!parsed || *parsed == ErrorKind::kNone)
+      throw DbError("record " + std::to_string(r.id) + " has unknown error kind '" + kind + "'");
     r.outcome = MeasureError{*parsed, row.column_text(9)};
   }
   r.metadata_json = row.column_text(10);
@@ -289,7 +290,7 @@ std::vector<Record> Database::top_k(std::string_view workload_hash, std::string_
       exact.bind(1, workload_hash).bind(2, canonical).bind(3, limit);
       read_rows(exact, k, out);
     }
-    if (out.size() == k || match == TargetMatch::exact_only) return out;
+    if (out.size() == k || match == TargetMatch::kExactOnly) return out;
     // Fallback tiers: same model first, then models of the same vector width (an
     // AVX-512 schedule for an AVX-512 CPU), then the rest of the device kind.
     sqlite::Statement &same_kind = impl_->statement(

@@ -20,22 +20,22 @@
 namespace kiln::db {
 
 enum class OpenMode {
-  read_only,   ///< the file must exist and be at the current schema version; writes
+  kReadOnly,   ///< the file must exist and be at the current schema version; writes
                ///< nothing, not even -wal and -shm files (see README "Tuning database")
-  read_write,  ///< the file must exist; an older schema is migrated
-  create,      ///< like read_write, creating an empty database if missing
+  kReadWrite,  ///< the file must exist; an older schema is migrated
+  kCreate,     ///< like kReadWrite, creating an empty database if missing
 };
 
 /// Which records a lookup may return when the exact target has none.
 enum class TargetMatch {
   /// Only records measured on the identical (canonical) target string.
-  exact_only,
+  kExactOnly,
   /// Exact target first; then the same device model with other flags (e.g.
   /// another -num-cores); then other models of the same device kind (e.g. a
   /// skylake record for a cascadelake lookup, sm_80 for sm_90). A schedule
   /// from a sibling device is a far better start than none, but its latency
   /// was measured elsewhere: check Record::target to see what was returned.
-  allow_same_device_kind,
+  kAllowSameDeviceKind,
 };
 
 struct CommitResult {
@@ -78,11 +78,11 @@ class Database {
   /// The fastest successful record (lowest mean latency; ties: oldest).
   /// Error records are never returned. `target` may be in any flag order.
   std::optional<Record> best(std::string_view workload_hash, std::string_view target,
-                             TargetMatch match = TargetMatch::allow_same_device_kind);
+                             TargetMatch match = TargetMatch::kAllowSameDeviceKind);
   /// Up to k successful records, fastest first, exact target first, then the
   /// fallback tiers of `match` in order.
   std::vector<Record> top_k(std::string_view workload_hash, std::string_view target, size_t k,
-                            TargetMatch match = TargetMatch::allow_same_device_kind);
+                            TargetMatch match = TargetMatch::kAllowSameDeviceKind);
   /// Every record of a workload, errors included, oldest first.
   std::vector<Record> records_of(std::string_view workload_hash);
 

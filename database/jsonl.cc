@@ -3,6 +3,7 @@
 #include "database/jsonl.h"
 
 #include "database/error.h"
+#include "ir/json_checks.h"
 #include "ir/schedule/trace.h"
 
 #include <nlohmann/json.hpp>
@@ -55,6 +56,12 @@ Record record_from_jsonl(std::string_view line) {
     throw DbError(std::string("not valid JSON: ") + e.what());
   }
   if (!j.is_object()) throw DbError(std::string("a record line must be a JSON object, got ") + j.type_name());
+  try {
+    // Bounded before any recursive walk (printing, validation) of its parts.
+    ir::require_max_depth(j, "a record line");
+  } catch (const std::invalid_argument &e) {
+    throw DbError(e.what());
+  }
   std::string format = string_field(j, "format");
   if (format != kJsonlFormat)
     throw DbError("unknown format \"" + format + "\"; this Kiln reads \"" + std::string(kJsonlFormat) + "\"");
@@ -94,7 +101,7 @@ Record record_from_jsonl(std::string_view line) {
     const json &e = field(j, "error", json::value_t::object, "an object");
     std::string kind = string_field(e, "kind");
     std::optional<ErrorKind> parsed = error_kind_from_string(kind);
-    if (!parsed)
+    if (!parsed || *parsed == ErrorKind::kNone)
       throw DbError("unknown error kind \"" + kind +
                     "\"; expected build_error, build_timeout, load_error, runtime_error, run_timeout or "
                     "wrong_result");

@@ -3,6 +3,7 @@
 #include "database/prepared_record.h"
 
 #include "database/error.h"
+#include "ir/json_checks.h"
 #include "ir/sha256.h"
 #include "ir/target.h"
 
@@ -14,12 +15,20 @@
 
 namespace kiln::db {
 
+// Parsed and bounded in depth: stored JSON is printed and compared recursively later.
 static nlohmann::json parse_json(std::string_view text, const char *field) {
+  nlohmann::json j;
   try {
-    return nlohmann::json::parse(text);
+    j = nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception &e) {  // syntax errors and out-of-range numbers alike
     throw DbError(std::string(field) + " is not valid JSON: " + e.what());
   }
+  try {
+    ir::require_max_depth(j, field);
+  } catch (const std::invalid_argument &e) {
+    throw DbError(e.what());
+  }
+  return j;
 }
 
 static int64_t now_ms() {
@@ -76,6 +85,8 @@ PreparedRecord prepare_record(const Record &record, NativeCpu native_cpu) {
     p.latencies_json = nlohmann::json(record.latencies()).dump();
     p.mean_latency = record.mean_latency();
   } else {
+    if (record.error().kind == ErrorKind::kNone)
+      throw DbError("an error record needs an error kind other than \"none\" (build_error, run_timeout, ...)");
     p.error_kind = std::string(to_string(record.error().kind));
     p.error_message = record.error().message;
   }

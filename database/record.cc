@@ -1,4 +1,4 @@
-// Record helpers: error-kind names, mean latency, version, workload hash.
+// Record helpers: mean latency, version, workload hash.
 
 #include "database/record.h"
 
@@ -15,27 +15,6 @@
 #include <utility>
 
 namespace kiln::db {
-
-static constexpr std::array<std::pair<ErrorKind, std::string_view>, 6> kErrorKindNames = {{
-    {ErrorKind::build_error, "build_error"},
-    {ErrorKind::build_timeout, "build_timeout"},
-    {ErrorKind::load_error, "load_error"},
-    {ErrorKind::runtime_error, "runtime_error"},
-    {ErrorKind::run_timeout, "run_timeout"},
-    {ErrorKind::wrong_result, "wrong_result"},
-}};
-
-std::string_view to_string(ErrorKind kind) {
-  for (const auto &[k, name] : kErrorKindNames)
-    if (k == kind) return name;
-  return "unknown";
-}
-
-std::optional<ErrorKind> error_kind_from_string(std::string_view name) {
-  for (const auto &[k, n] : kErrorKindNames)
-    if (n == name) return k;
-  return std::nullopt;
-}
 
 double Record::mean_latency() const {
   const std::vector<double> &l = latencies();

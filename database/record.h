@@ -9,18 +9,19 @@
 #include <variant>
 #include <vector>
 
+#include "measure/error_kind.h"
+
 namespace kiln::db {
 
-/// Why a candidate produced no timing. Stored as the lowercase name.
-enum class ErrorKind { build_error, build_timeout, load_error, runtime_error, run_timeout, wrong_result };
-
-std::string_view to_string(ErrorKind kind);
-/// Parses the stored name; nullopt for an unknown one.
-std::optional<ErrorKind> error_kind_from_string(std::string_view name);
+/// Why a candidate produced no timing: the measurement's own vocabulary, stored as its
+/// lowercase name. A stored error is never kNone.
+using measure::error_kind_from_string;
+using measure::ErrorKind;
+using measure::to_string;
 
 /// A failed measurement.
 struct MeasureError {
-  ErrorKind kind = ErrorKind::runtime_error;
+  ErrorKind kind = ErrorKind::kRuntimeError;
   std::string message;
   bool operator==(const MeasureError &) const = default;
 };

@@ -40,7 +40,7 @@ CompileReport compile_model(const frontend::Graph &graph, const std::vector<fron
     throw ModelError(std::string("bad target: ") + e.what());
   }
   std::optional<db::Database> db;
-  if (!options.db_path.empty()) db.emplace(db::Database::open(options.db_path, db::OpenMode::read_only));
+  if (!options.db_path.empty()) db.emplace(db::Database::open(options.db_path, db::OpenMode::kReadOnly));
 
   std::filesystem::path root(out_dir);
   std::error_code ec;

@@ -108,8 +108,6 @@ bool is_const_int(const Expr &e, int64_t value) {
   return as_const_int(e, &v) && v == value;
 }
 
-bool is_binary(ExprKind kind) { return kind >= ExprKind::kAdd && kind <= ExprKind::kOr; }
-
 // Immediates adopt the other operand's type so that `x + 1` works for any x.
 static bool is_imm(const Expr &e) { return e.kind() == ExprKind::kIntImm || e.kind() == ExprKind::kFloatImm; }
 

@@ -262,7 +262,6 @@ Expr ne(Expr a, Expr b);
 /// Returns the constant value if `e` is an integer immediate.
 bool as_const_int(const Expr &e, int64_t *value);
 bool is_const_int(const Expr &e, int64_t value);
-bool is_binary(ExprKind kind);
 
 /// Thrown when IR is built in a way that violates its contract (a Kiln bug or a misuse
 /// of the C++ API); user-facing errors have their own types.

@@ -245,15 +245,12 @@ bool self_contained(const PrimFunc &f, const Buffer &buffer, const std::vector<c
     }
   }
   // Reads stay inside the region, which the writers cover.
-  sched::Region read;
-  try {
-    read = sched::region_under_loop(f, buffer, blocks, loop, /*reads=*/true, /*writes=*/false, "compact_buffers");
-  } catch (const ScheduleError &) {
-    return false;
-  }
+  std::optional<sched::Region> read =
+      sched::bounded_region_under_loop(f, buffer, blocks, loop, /*reads=*/true, /*writes=*/false);
+  if (!read) return false;
   for (size_t d = 0; d < region.min.size(); ++d) {
-    if (!outer.can_prove(make_cmp(ExprKind::kGE, read.min[d], region.min[d])) ||
-        !outer.can_prove(make_cmp(ExprKind::kLE, make_add(read.min[d], make_int(read.extent[d])),
+    if (!outer.can_prove(make_cmp(ExprKind::kGE, read->min[d], region.min[d])) ||
+        !outer.can_prove(make_cmp(ExprKind::kLE, make_add(read->min[d], make_int(read->extent[d])),
                                   make_add(region.min[d], make_int(region.extent[d])))))
       return false;
   }
@@ -271,12 +268,10 @@ PrimFunc compact_buffers(const PrimFunc &f) {
     if (users.empty()) continue;
     const ForNode *loop = common_loop(g, users);
     if (!loop || reduction_spans_loop(g, buf, users, loop)) continue;
-    sched::Region region;
-    try {
-      region = sched::region_under_loop(g, buf, users, loop, /*reads=*/true, /*writes=*/true, "compact_buffers");
-    } catch (const ScheduleError &) {
-      continue;  // an access we cannot bound: keep the full buffer
-    }
+    std::optional<sched::Region> bounded =
+        sched::bounded_region_under_loop(g, buf, users, loop, /*reads=*/true, /*writes=*/true);
+    if (!bounded) continue;  // an access we cannot bound: keep the full buffer
+    const sched::Region &region = *bounded;
     if (region.extent == buf->shape || !self_contained(g, buf, users, loop, region)) continue;
     Buffer compact = make_buffer(buf->name, buf->dtype, region.extent, buf->scope);
     Rebase rebase(buf, compact, region.min);

@@ -115,6 +115,26 @@ Stmt make_if(Expr cond, Stmt then_case, Stmt else_case = Stmt());
 Stmt with_body(const ForNode *loop, Stmt body);
 Stmt with_for_kind(const ForNode *loop, ForKind kind, std::string thread_tag = "");
 
+/// A node of a program held by a handle that keeps it alive (through `owner`, any
+/// statement the node is part of, such as the program's root): unlike a raw pointer it
+/// stays valid after a schedule primitive replaces the program, though it then
+/// describes the program as it was when it was looked up.
+template <typename T>
+class NodeRef {
+ public:
+  NodeRef() = default;
+  explicit NodeRef(Stmt node) : owner_(std::move(node)), node_(owner_.as<T>()) {}
+  NodeRef(Stmt owner, const T *node) : owner_(std::move(owner)), node_(node) {}
+  const T *get() const { return node_; }
+  const T *operator->() const { return node_; }
+  const T &operator*() const { return *node_; }
+  explicit operator bool() const { return node_ != nullptr; }
+
+ private:
+  Stmt owner_;
+  const T *node_ = nullptr;
+};
+
 /// A function over buffers: parameters are inputs then outputs; the body is the root
 /// block, whose alloc_buffers hold the intermediates.
 struct PrimFunc {

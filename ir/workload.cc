@@ -56,6 +56,7 @@ std::string Workload::summary() const {
 Workload Workload::from_json(const json &j) {
   try {
     if (!j.is_object()) throw std::invalid_argument("a workload is a JSON object");
+    require_max_depth(j, "a workload");
     if (j.contains("kiln_workload")) require_int64_numbers(j.at("kiln_workload"), "\"kiln_workload\"");
     if (j.contains("inputs")) require_int64_numbers(j.at("inputs"), "the inputs' shapes");
     int version = j.value("kiln_workload", kFormatVersion);

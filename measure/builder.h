@@ -24,10 +24,10 @@ struct BuildResult {
   /// Wall time of the build as the pool saw it (process start to exit), not counting
   /// time spent waiting for the measurement lock.
   double build_seconds = 0;
-  ErrorKind error = ErrorKind::none;  // none, build_error or build_timeout
+  ErrorKind error = ErrorKind::kNone;  // none, build_error or build_timeout
   std::string message;
 
-  bool ok() const { return error == ErrorKind::none; }
+  bool ok() const { return error == ErrorKind::kNone; }
 };
 
 class Builder {

@@ -78,14 +78,14 @@ void reference_job(int socket, const std::string &path, uint64_t seed, const Chi
   try {
     artifact = load_artifact(path);
   } catch (const std::exception &e) {
-    send_result(socket, ErrorKind::load_error, e.what());
+    send_result(socket, ErrorKind::kLoadError, e.what());
     return;
   }
   send_phase(socket, "running");
   std::vector<AlignedBuffer> buffers = make_random_buffers(artifact.params, seed, kCheckStream);
   std::vector<void *> args = entry_args(buffers);
   if (int32_t code = artifact.entry(args.data()); code != 0) {
-    send_result(socket, ErrorKind::runtime_error, "kiln_entry returned error code " + std::to_string(code));
+    send_result(socket, ErrorKind::kRuntimeError, "kiln_entry returned error code " + std::to_string(code));
     return;
   }
   send_json(socket, {{"reference", params_to_json(artifact.params)}});
@@ -112,20 +112,20 @@ void candidate_job(int socket, const RunInput &input, const ReferenceOutputs *re
   try {
     artifact = load_artifact(input.artifact_path);
   } catch (const std::exception &e) {
-    send_result(socket, ErrorKind::load_error, e.what());
+    send_result(socket, ErrorKind::kLoadError, e.what());
     return;
   }
 
   if (reference != nullptr) {
     if (std::string why = signature_mismatch(artifact.params, reference->params); !why.empty()) {
-      send_result(socket, ErrorKind::load_error, "signature differs from the reference: " + why);
+      send_result(socket, ErrorKind::kLoadError, "signature differs from the reference: " + why);
       return;
     }
     send_phase(socket, "checking");
     std::vector<AlignedBuffer> buffers = make_random_buffers(artifact.params, input.input_seed, kCheckStream);
     std::vector<void *> args = entry_args(buffers);
     if (int32_t code = artifact.entry(args.data()); code != 0) {
-      send_result(socket, ErrorKind::runtime_error,
+      send_result(socket, ErrorKind::kRuntimeError,
                   "kiln_entry returned error code " + std::to_string(code) + " on its first call");
       return;
     }
@@ -134,7 +134,7 @@ void candidate_job(int socket, const RunInput &input, const ReferenceOutputs *re
     for (size_t i = 0; i < buffers.size(); ++i) {
       auto why = compare_buffer(artifact.params[i], buffers[i].data(), reference->buffers[i], input.tolerance);
       if (!why) continue;
-      send_result(socket, ErrorKind::wrong_result,
+      send_result(socket, ErrorKind::kWrongResult,
                   param_label(artifact.params, i) + " differs from the reference: " + *why);
       return;
     }
@@ -145,11 +145,11 @@ void candidate_job(int socket, const RunInput &input, const ReferenceOutputs *re
   std::vector<void *> args = entry_args(buffers);
   TimingOutcome timing = time_kernel(artifact.entry, args.data(), input.timing);
   if (timing.failed_code != 0) {
-    send_result(socket, ErrorKind::runtime_error,
+    send_result(socket, ErrorKind::kRuntimeError,
                 "kiln_entry returned error code " + std::to_string(timing.failed_code) + " while being timed");
     return;
   }
-  send_result(socket, ErrorKind::none, "", &timing);
+  send_result(socket, ErrorKind::kNone, "", &timing);
 }
 
 }  // namespace kiln::measure::detail

@@ -148,7 +148,7 @@ BuildResult LocalBuilderPool::build_one(codegen::Compiler &compiler, const Build
     result.build_seconds = run.exit.seconds;
     if (run.exit.timed_out) {
       remove_quietly(temp);
-      result.error = ErrorKind::build_timeout;
+      result.error = ErrorKind::kBuildTimeout;
       result.message = "building '" + name + "' took longer than the " +
                        detail::format_seconds(options_.build_timeout_seconds) + " build timeout and was killed";
       return result;
@@ -156,7 +156,7 @@ BuildResult LocalBuilderPool::build_one(codegen::Compiler &compiler, const Build
     if (!run.frames.empty()) report = nlohmann::json::parse(run.frames.back(), nullptr, false);
     if (!report.is_object()) {
       remove_quietly(temp);
-      result.error = ErrorKind::build_error;
+      result.error = ErrorKind::kBuildError;
       result.message = "the compiler " +
                        (run.exit.signal ? "crashed with " + detail::signal_name(run.exit.signal)
                                         : "exited with code " + std::to_string(run.exit.exit_code)) +
@@ -169,7 +169,7 @@ BuildResult LocalBuilderPool::build_one(codegen::Compiler &compiler, const Build
     result.build_seconds = seconds_since(start);
     if (report.value("ok", false) && result.build_seconds > options_.build_timeout_seconds) {
       remove_quietly(temp);
-      result.error = ErrorKind::build_timeout;
+      result.error = ErrorKind::kBuildTimeout;
       result.message = "building '" + name + "' took " + detail::format_seconds(result.build_seconds) +
                        ", longer than the " + detail::format_seconds(options_.build_timeout_seconds) + " build timeout";
       return result;
@@ -178,7 +178,7 @@ BuildResult LocalBuilderPool::build_one(codegen::Compiler &compiler, const Build
 
   if (!report.value("ok", false)) {
     remove_quietly(temp);
-    result.error = ErrorKind::build_error;
+    result.error = ErrorKind::kBuildError;
     result.message = "building '" + name + "': " + report.value("message", std::string("unknown error"));
     return result;
   }
@@ -186,7 +186,7 @@ BuildResult LocalBuilderPool::build_one(codegen::Compiler &compiler, const Build
   std::filesystem::rename(temp, path, error);
   if (error) {
     remove_quietly(temp);
-    result.error = ErrorKind::build_error;
+    result.error = ErrorKind::kBuildError;
     result.message = "building '" + name + "': the compiler reported success but " + path.string() +
                      " could not be put in place: " + error.message();
     return result;

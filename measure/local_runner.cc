@@ -158,7 +158,7 @@ RunResult LocalRunner::run_one(const RunInput &input) {
 RunResult LocalRunner::run_locked(const RunInput &input) {
   if (server_pid_ < 0) start_server();
   RunResult failure;
-  failure.error = ErrorKind::runtime_error;
+  failure.error = ErrorKind::kRuntimeError;
   if (!detail::write_frame(server_socket_, detail::to_json(input).dump())) {
     // The server is gone (killed from outside?): start a new one and retry once.
     stop_server();
@@ -174,10 +174,10 @@ RunResult LocalRunner::run_locked(const RunInput &input) {
                                              std::chrono::duration<double>(2 * options_.run_timeout_seconds + 30));
   std::string reply;
   detail::ReadStatus status = detail::read_frame(server_socket_, reply, deadline);
-  if (status != detail::ReadStatus::ok) {
+  if (status != detail::ReadStatus::kOk) {
     stop_server();
     failure.message =
-        status == detail::ReadStatus::timeout
+        status == detail::ReadStatus::kTimeout
             ? "the runner's server process stopped responding and was restarted"
             : "the runner's server process died while running " + input.artifact_path + " and was restarted";
     return failure;

@@ -40,10 +40,10 @@ struct RunResult {
   int64_t calibration_calls = 0;
   /// Wall time of the whole run (loading, checking, timing), for progress reports.
   double run_seconds = 0;
-  ErrorKind error = ErrorKind::none;
+  ErrorKind error = ErrorKind::kNone;
   std::string message;
 
-  bool ok() const { return error == ErrorKind::none; }
+  bool ok() const { return error == ErrorKind::kNone; }
 };
 
 /// Measures batches of candidates. Implementations must turn every failure of a

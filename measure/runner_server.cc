@@ -57,12 +57,12 @@ RunResult classify_abnormal_end(const ChildRun &run, const ChildReport &report, 
   RunResult result;
   result.run_seconds = run.exit.seconds;
   if (run.exit.timed_out) {
-    result.error = ErrorKind::run_timeout;
+    result.error = ErrorKind::kRunTimeout;
     result.message = who + " ran longer than the " + format_seconds(options.run_timeout_seconds) +
                      " run timeout and was killed" + phase_words(report.phase);
     return result;
   }
-  result.error = ErrorKind::runtime_error;
+  result.error = ErrorKind::kRuntimeError;
   if (run.exit.signal != 0) {
     result.message = who + " crashed with " + signal_name(run.exit.signal) + " after " +
                      format_seconds(run.exit.seconds) + phase_words(report.phase);
@@ -200,12 +200,12 @@ void serve(int socket, const ServerOptions &options) {
   Server server(options);
   for (;;) {
     std::string request;
-    if (read_frame(socket, request, Clock::time_point::max()) != ReadStatus::ok) return;
+    if (read_frame(socket, request, Clock::time_point::max()) != ReadStatus::kOk) return;
     RunResult result;
     try {
       result = server.run(run_input_from_json(nlohmann::json::parse(request)));
     } catch (const std::exception &e) {
-      result.error = ErrorKind::runtime_error;
+      result.error = ErrorKind::kRuntimeError;
       result.message = std::string("the runner could not run the candidate: ") + e.what();
     }
     if (!write_frame(socket, to_json(result).dump())) return;

@@ -47,37 +47,37 @@ static ReadStatus read_exact(int fd, char *data, size_t size, Clock::time_point 
     int timeout_ms = -1;
     if (deadline != Clock::time_point::max()) {
       auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-      if (left <= 0) return ReadStatus::timeout;
+      if (left <= 0) return ReadStatus::kTimeout;
       timeout_ms = static_cast<int>(std::min<int64_t>(left + 1, std::numeric_limits<int>::max()));
     }
     pollfd pfd{fd, POLLIN, 0};
     int ready = poll(&pfd, 1, timeout_ms);
     if (ready < 0) {
       if (errno == EINTR) continue;
-      return ReadStatus::error;
+      return ReadStatus::kError;
     }
     if (ready == 0) continue;  // re-check the deadline
     ssize_t n = read(fd, data + done, size - done);
     if (n < 0) {
       if (errno == EINTR || errno == EAGAIN) continue;
-      return done == 0 ? ReadStatus::eof : ReadStatus::error;
+      return done == 0 ? ReadStatus::kEof : ReadStatus::kError;
     }
-    if (n == 0) return done == 0 ? ReadStatus::eof : ReadStatus::error;
+    if (n == 0) return done == 0 ? ReadStatus::kEof : ReadStatus::kError;
     done += static_cast<size_t>(n);
   }
-  return ReadStatus::ok;
+  return ReadStatus::kOk;
 }
 
 ReadStatus read_frame(int fd, std::string &payload, Clock::time_point deadline) {
   uint64_t size = 0;
   char header[sizeof size];
   ReadStatus status = read_exact(fd, header, sizeof header, deadline);
-  if (status != ReadStatus::ok) return status;
+  if (status != ReadStatus::kOk) return status;
   std::memcpy(&size, header, sizeof size);
-  if (size > (uint64_t{1} << 40)) return ReadStatus::error;  // garbage, not a frame
+  if (size > (uint64_t{1} << 40)) return ReadStatus::kError;  // garbage, not a frame
   payload.resize(size);
   status = read_exact(fd, payload.data(), size, deadline);
-  return status == ReadStatus::eof ? ReadStatus::error : status;
+  return status == ReadStatus::kEof ? ReadStatus::kError : status;
 }
 
 int keep_only_fd(int keep) {
@@ -134,11 +134,11 @@ ChildRun run_in_child(const std::function<void(int socket)> &body, double timeou
   for (;;) {
     std::string frame;
     ReadStatus status = read_frame(fd, frame, deadline);
-    if (status == ReadStatus::ok) {
+    if (status == ReadStatus::kOk) {
       run.frames.push_back(std::move(frame));
       continue;
     }
-    if (status == ReadStatus::timeout) {
+    if (status == ReadStatus::kTimeout) {
       kill(pid, SIGKILL);
       run.exit.timed_out = true;
     }

@@ -19,7 +19,7 @@ using Clock = std::chrono::steady_clock;
 /// Sends one frame: an 8-byte length, then the bytes. False if the peer is gone.
 bool write_frame(int fd, std::string_view payload);
 
-enum class ReadStatus { ok, eof, timeout, error };
+enum class ReadStatus { kOk, kEof, kTimeout, kError };
 /// Reads one frame, giving up at `deadline` (Clock::time_point::max(): wait forever).
 ReadStatus read_frame(int fd, std::string &payload, Clock::time_point deadline);
 

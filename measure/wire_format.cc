@@ -50,7 +50,7 @@ RunResult run_result_from_json(const nlohmann::json &j) {
   result.number = j.value("number", int64_t{0});
   result.calibration_calls = j.value("calibration_calls", int64_t{0});
   result.run_seconds = j.value("run_seconds", 0.0);
-  result.error = error_kind_from_string(j.value("error", "runtime_error")).value_or(ErrorKind::runtime_error);
+  result.error = error_kind_from_string(j.value("error", "runtime_error")).value_or(ErrorKind::kRuntimeError);
   result.message = j.value("message", "");
   return result;
 }

@@ -21,16 +21,16 @@ constexpr double kResultWaitSeconds = 10;
 measure::ErrorKind error_kind_of(v1::ResultCode code) {
   switch (code) {
     case v1::OK:
-      return measure::ErrorKind::none;
+      return measure::ErrorKind::kNone;
     case v1::LOAD_ERROR:
     case v1::ARTIFACT_REJECTED:
-      return measure::ErrorKind::load_error;
+      return measure::ErrorKind::kLoadError;
     case v1::RUN_TIMEOUT:
-      return measure::ErrorKind::run_timeout;
+      return measure::ErrorKind::kRunTimeout;
     case v1::WRONG_RESULT:
-      return measure::ErrorKind::wrong_result;
+      return measure::ErrorKind::kWrongResult;
     default:
-      return measure::ErrorKind::runtime_error;
+      return measure::ErrorKind::kRuntimeError;
   }
 }
 

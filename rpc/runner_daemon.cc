@@ -45,13 +45,13 @@ std::string load_or_make_runner_id(const fs::path &cache_dir) {
 
 v1::ResultCode code_of(measure::ErrorKind kind) {
   switch (kind) {
-    case measure::ErrorKind::none:
+    case measure::ErrorKind::kNone:
       return v1::OK;
-    case measure::ErrorKind::load_error:
+    case measure::ErrorKind::kLoadError:
       return v1::LOAD_ERROR;
-    case measure::ErrorKind::run_timeout:
+    case measure::ErrorKind::kRunTimeout:
       return v1::RUN_TIMEOUT;
-    case measure::ErrorKind::wrong_result:
+    case measure::ErrorKind::kWrongResult:
       return v1::WRONG_RESULT;
     default:
       return v1::RUNTIME_ERROR;

@@ -18,10 +18,6 @@ double mean(const std::vector<double> &v) {
   return v.empty() ? 0 : s / static_cast<double>(v.size());
 }
 
-db::ErrorKind to_db_error(measure::ErrorKind k) {
-  auto parsed = db::error_kind_from_string(measure::to_string(k));
-  return parsed ? *parsed : db::ErrorKind::runtime_error;
-}
 }  // namespace
 
 ir::Trace sketch_of(const ir::Trace &full, size_t n) {
@@ -51,7 +47,9 @@ TaskTuner::TaskTuner(ir::Workload workload, Target target, TuneOptions options, 
     for (size_t d = 0; d < t.shape.size(); ++d) shapes += (d ? "x" : "") + std::to_string(t.shape[d]);
   }
   workload_record_ = db::Workload{workload_.key_hash(), workload_.canonical_string(), workload_.summary(), shapes};
-  search_ = std::make_unique<search::EvolutionarySearch>(func_, target_, options_.evolution, options_.seed);
+  search_ = std::make_unique<search::EvolutionarySearch>(
+      func_, options_.space ? *options_.space : search::default_search_space(target_), options_.evolution,
+      options_.seed);
 }
 
 void TaskTuner::resume_from_database() {
@@ -125,6 +123,17 @@ void TaskTuner::prepare() {
 }
 
 bool TaskTuner::run_round(int n) {
+  std::vector<search::Candidate> batch = propose(n);
+  if (batch.empty()) return false;  // the space is exhausted
+  Measured measured = build_and_run(batch);
+  std::vector<double> latencies = record(batch, measured);
+  train(batch, latencies);
+  ++progress_.round;
+  progress_.elapsed_seconds = now() - start_;
+  return true;
+}
+
+std::vector<search::Candidate> TaskTuner::propose(int n) {
   double t0 = now();
   search::Scorer scorer = [&](const std::vector<ir::PrimFunc> &funcs) {
     double f0 = now();
@@ -135,19 +144,23 @@ bool TaskTuner::run_round(int n) {
   };
   std::vector<search::Candidate> batch = search_->next_batch(n, scorer, model_.ready());
   progress_.time.search += now() - t0;
-  if (batch.empty()) return false;  // the space is exhausted
+  return batch;
+}
+
+TaskTuner::Measured TaskTuner::build_and_run(const std::vector<search::Candidate> &batch) {
   std::vector<measure::BuildInput> builds;
   for (size_t i = 0; i < batch.size(); ++i)
     builds.push_back(
         measure::BuildInput{batch[i].func, target_, artifact_name("c" + std::to_string(progress_.trials + i))});
-  t0 = now();
-  std::vector<measure::BuildResult> built = builder_.build(builds);
+  Measured m;
+  double t0 = now();
+  m.built = builder_.build(builds);
   progress_.time.build += now() - t0;
   std::vector<measure::RunInput> runs;
   std::vector<size_t> run_index;
-  for (size_t i = 0; i < built.size(); ++i) {
-    if (!built[i].ok()) continue;
-    measure::RunInput in = run_input(built[i].artifact_path);
+  for (size_t i = 0; i < m.built.size(); ++i) {
+    if (!m.built[i].ok()) continue;
+    measure::RunInput in = run_input(m.built[i].artifact_path);
     if (options_.give_up_factor > 0 && progress_.best_seconds > 0)
       in.timing.give_up_after_seconds = options_.give_up_factor * progress_.best_seconds;
     runs.push_back(in);
@@ -156,29 +169,33 @@ bool TaskTuner::run_round(int n) {
   t0 = now();
   std::vector<measure::RunResult> ran = runner_.run(runs);
   progress_.time.run += now() - t0;
+  m.ran.resize(batch.size());
+  for (size_t k = 0; k < run_index.size(); ++k) m.ran[run_index[k]] = std::move(ran[k]);
+  return m;
+}
 
+std::vector<double> TaskTuner::record(const std::vector<search::Candidate> &batch, const Measured &m) {
   std::vector<db::Record> records;
-  std::vector<double> new_latencies;
+  std::vector<double> latencies;
   for (size_t i = 0; i < batch.size(); ++i) {
     db::Record rec;
     rec.workload = workload_record_;
     rec.target = target_.str();
     rec.trace_json = batch[i].trace.to_json().dump();
     nlohmann::json meta{{"sketch_instructions", batch[i].sketch.instructions.size()},
-                        {"build_seconds", built[i].build_seconds}};
+                        {"build_seconds", m.built[i].build_seconds}};
     double latency = 0;
-    auto pos = std::find(run_index.begin(), run_index.end(), i);
-    if (!built[i].ok()) {
-      rec.outcome = db::MeasureError{to_db_error(built[i].error), built[i].message};
+    if (!m.built[i].ok()) {
+      rec.outcome = db::MeasureError{m.built[i].error, m.built[i].message};
     } else {
-      const measure::RunResult &r = ran[static_cast<size_t>(pos - run_index.begin())];
+      const measure::RunResult &r = *m.ran[i];
       meta["number"] = r.number;
       meta["run_seconds"] = r.run_seconds;
       if (r.ok()) {
         rec.outcome = r.repeat_seconds;
         latency = mean(r.repeat_seconds);
       } else {
-        rec.outcome = db::MeasureError{to_db_error(r.error), r.message};
+        rec.outcome = db::MeasureError{r.error, r.message};
       }
     }
     rec.metadata_json = meta.dump();
@@ -193,26 +210,25 @@ bool TaskTuner::run_round(int n) {
     }
     progress_.best_gflops = progress_.best_seconds > 0 ? flops_ / progress_.best_seconds / 1e9 : 0;
     best_gflops_curve_.push_back(progress_.best_gflops);
-    new_latencies.push_back(latency);
+    latencies.push_back(latency);
   }
-  t0 = now();
+  double t0 = now();
   if (db_) db_->commit(records);
   progress_.time.database += now() - t0;
+  return latencies;
+}
 
-  // Train on the new measurements; the model relabels everything against the best.
-  t0 = now();
+// The model relabels everything against the best at every update.
+void TaskTuner::train(const std::vector<search::Candidate> &batch, const std::vector<double> &latencies) {
+  double t0 = now();
   std::vector<ir::PrimFunc> funcs;
   for (const search::Candidate &c : batch) funcs.push_back(c.func);
   std::vector<costmodel::ProgramFeatures> feats = costmodel::extract_features_batch(funcs, options_.feature_threads);
   progress_.time.features += now() - t0;
   t0 = now();
   std::vector<std::string> tasks(feats.size(), workload_.key_hash());
-  model_.update({std::move(feats), costmodel::throughputs_of(new_latencies), std::move(tasks)});
+  model_.update({std::move(feats), costmodel::throughputs_of(latencies), std::move(tasks)});
   progress_.time.training += now() - t0;
-
-  ++progress_.round;
-  progress_.elapsed_seconds = now() - start_;
-  return true;
 }
 
 TuneResult TaskTuner::finish() {
@@ -251,7 +267,7 @@ int TaskTuner::confirm_best(double started) {
   std::vector<std::pair<double, std::string>> top;
   if (db_) {
     // This target's records only: a sibling device's latencies compare with nothing here.
-    for (const db::Record &r : db_->top_k(workload_.key_hash(), target_.str(), k, db::TargetMatch::exact_only))
+    for (const db::Record &r : db_->top_k(workload_.key_hash(), target_.str(), k, db::TargetMatch::kExactOnly))
       top.emplace_back(r.mean_latency(), r.trace_json);
   } else {
     std::sort(measured_.begin(), measured_.end());

@@ -8,6 +8,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "costmodel/cost_model.h"
 #include "database/database.h"
@@ -27,7 +28,11 @@ struct TuneOptions {
   double time_limit_seconds = 0;
   uint64_t seed = 0;
   search::EvolutionOptions evolution;
-  measure::TimingOptions timing;
+  /// Rules, postprocessors and mutators; unset: search::default_search_space(target).
+  std::optional<search::SearchSpace> space;
+  /// Fewer and shorter repeats than a one-off measurement: tuning times hundreds of
+  /// programs, and the confirmation (confirm_top) re-times the best ones.
+  measure::TimingOptions timing = {.repeat = 3, .min_repeat_ms = 10};
   /// A candidate whose first timed call is this many times slower than the best
   /// latency known is timed by that call alone (TimingOptions::give_up_after_seconds).
   /// 0 = always the full timing protocol.
@@ -44,9 +49,10 @@ struct TuneOptions {
   /// database's, for this exact target) are timed `confirm_runs` more times,
   /// interleaved, each run in a fresh process, and the best is the one with the lowest
   /// median over these re-timings (the first measurement, which leans low, left out;
-  /// skipped once the time limit is reached). One timing can fall into a window where the host runs fast
-  /// (on a shared machine the same program reads up to 1.5x apart minutes apart) and
-  /// crown a program that is not the fastest. 0 = the best single measurement wins.
+  /// skipped once the time limit is reached). One timing can fall into a window where
+  /// the host runs fast (on a shared machine the same program reads up to 1.5x apart
+  /// minutes apart) and crown a program that is not the fastest. 0 = the best single
+  /// measurement wins.
   int confirm_top = 8;
   int confirm_runs = 3;
 };
@@ -101,6 +107,17 @@ class TaskTuner {
   const ir::Workload &workload() const { return workload_; }
 
  private:
+  // The steps of a round.
+  struct Measured {
+    std::vector<measure::BuildResult> built;             // one per candidate
+    std::vector<std::optional<measure::RunResult>> ran;  // one per candidate; empty where the build failed
+  };
+  std::vector<search::Candidate> propose(int n);
+  Measured build_and_run(const std::vector<search::Candidate> &batch);
+  /// Stores the round's records and updates progress; the latencies (0 for an error).
+  std::vector<double> record(const std::vector<search::Candidate> &batch, const Measured &measured);
+  void train(const std::vector<search::Candidate> &batch, const std::vector<double> &latencies);
+
   void resume_from_database();
   void warm_start_from_other_tasks();
   int confirm_best(double started);

@@ -6,10 +6,10 @@ namespace kiln::search {
 
 using namespace ir;  // NOLINT: queries over IR nodes
 
-const BlockNode *find_block(const Schedule &sch, const std::string &name) {
+NodeRef<BlockNode> find_block(const Schedule &sch, const std::string &name) {
   for (const BlockNode *b : sched::all_blocks(sch.func()))
-    if (b->name == name) return b;
-  return nullptr;
+    if (b->name == name) return NodeRef<BlockNode>(sch.func().body, b);
+  return {};
 }
 
 bool has_reduction(const BlockNode *b) {
@@ -31,10 +31,10 @@ bool is_padding(const BlockNode *b) {
          (sel->false_value.as<LoadNode>() && is_const(sel->true_value));
 }
 
-std::vector<int> loop_kinds(const Schedule &sch, const std::string &block) {
-  const BlockNode *b = find_block(sch, block);
-  std::vector<int> kinds;
-  for (const Stmt &s : sched::loops_above(sch.func(), b)) {
+std::vector<LoopKind> loop_kinds(const Schedule &sch, const std::string &block) {
+  NodeRef<BlockNode> b = find_block(sch, block);
+  std::vector<LoopKind> kinds;
+  for (const Stmt &s : sched::loops_above(sch.func(), b.get())) {
     const auto *l = s.as<ForNode>();
     bool spatial = false, reduce = false;
     for (size_t k = 0; k < b->iter_vars.size(); ++k) {
@@ -42,18 +42,18 @@ std::vector<int> loop_kinds(const Schedule &sch, const std::string &block) {
       (b->iter_vars[k].kind == IterKind::kReduce ? reduce : spatial) = true;
     }
     // A loop that drives nothing (extent 1, folded away) is as harmless as a spatial one.
-    kinds.push_back(spatial && reduce ? kLoopMixed : reduce ? kLoopReduce : kLoopSpatial);
+    kinds.push_back(spatial && reduce ? LoopKind::kMixed : reduce ? LoopKind::kReduce : LoopKind::kSpatial);
   }
   return kinds;
 }
 
 std::vector<std::string> consumers_of(const Schedule &sch, const std::string &block) {
-  const BlockNode *b = find_block(sch, block);
+  NodeRef<BlockNode> b = find_block(sch, block);
   std::vector<std::string> out;
   if (!b) return out;
-  std::vector<Buffer> writes = sched::distinct_buffers(sched::block_writes(b));
+  std::vector<Buffer> writes = sched::distinct_buffers(sched::block_writes(b.get()));
   for (const BlockNode *other : sched::all_blocks(sch.func())) {
-    if (other == b) continue;
+    if (other == b.get()) continue;
     for (const Buffer &w : writes) {
       if (sched::reads_buffer(other, w.get())) {
         out.push_back(other->name);

@@ -13,8 +13,9 @@ namespace kiln::search {
 /// float32 lanes of one vector register of the target (at least 4).
 inline int64_t vector_lanes(const Target &target) { return std::max(4, target.vector_width_bits / 32); }
 
-/// nullptr when the block no longer exists (inlined).
-const ir::BlockNode *find_block(const ir::Schedule &sch, const std::string &name);
+/// Empty when the block no longer exists (inlined). The handle keeps the node alive
+/// across later primitives (it then describes the program of this call).
+ir::NodeRef<ir::BlockNode> find_block(const ir::Schedule &sch, const std::string &name);
 bool has_reduction(const ir::BlockNode *b);
 /// Spatial only, one store, no init: a candidate for inlining or for fusing as an epilogue.
 bool is_elementwise(const ir::BlockNode *b);
@@ -22,16 +23,14 @@ bool is_elementwise(const ir::BlockNode *b);
 /// Inlining it puts the condition into the consumer's innermost loop; materializing it
 /// near the consumer keeps that loop branch-free. The search tries both.
 bool is_padding(const ir::BlockNode *b);
-/// The iterator kind each loop above the block drives: kLoopSpatial (also for a loop
-/// that drives nothing), kLoopReduce, or kLoopMixed when it drives both.
-std::vector<int> loop_kinds(const ir::Schedule &sch, const std::string &block);
+/// What a loop above a block drives: spatial iterators (also said of a loop that drives
+/// nothing), reduction iterators, or both.
+enum class LoopKind { kSpatial, kReduce, kMixed };
+/// The kind of each loop above the block, outermost first.
+std::vector<LoopKind> loop_kinds(const ir::Schedule &sch, const std::string &block);
 /// Blocks that read what `block` writes.
 std::vector<std::string> consumers_of(const ir::Schedule &sch, const std::string &block);
 /// Product of the extents of the block's spatial iterators.
 int64_t spatial_size(const ir::BlockNode *b);
-
-constexpr int kLoopSpatial = 0;
-constexpr int kLoopReduce = 1;
-constexpr int kLoopMixed = 2;
 
 }  // namespace kiln::search

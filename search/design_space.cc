@@ -2,8 +2,7 @@
 
 namespace kiln::search {
 
-std::vector<ir::Trace> generate_sketches(const ir::PrimFunc &func,
-                                         const std::vector<std::unique_ptr<ScheduleRule>> &rules, uint64_t seed) {
+std::vector<ir::Trace> generate_sketches(const ir::PrimFunc &func, const RuleList &rules, uint64_t seed) {
   std::vector<ir::Schedule> states = {ir::Schedule(func, seed)};
   std::vector<std::string> blocks = states[0].block_names();
   // Consumers first: a producer's rules see where its consumers went.
@@ -29,19 +28,17 @@ ir::Trace strip_decisions(const ir::Trace &trace) {
 }
 
 std::optional<Candidate> realize(const ir::PrimFunc &func, const ir::Trace &sketch,
-                                 const std::vector<std::unique_ptr<Postprocessor>> &postprocessors, uint64_t seed) {
-  try {
-    ir::Schedule sch = ir::Schedule::replay(func, sketch, {}, seed);
-    Candidate c;
-    c.sketch = sch.trace();
-    for (const auto &p : postprocessors)
-      if (!p->apply(sch)) return std::nullopt;
-    c.trace = sch.trace();
-    c.func = sch.func();
-    return c;
-  } catch (const ir::ScheduleError &) {
-    return std::nullopt;
-  }
+                                 const PostprocessorList &postprocessors, uint64_t seed) {
+  // A mutated decision may no longer apply (a tiling the loop does not have).
+  std::optional<ir::Schedule> sch = ir::Schedule::try_replay(func, sketch, seed);
+  if (!sch) return std::nullopt;
+  Candidate c;
+  c.sketch = sch->trace();
+  for (const auto &p : postprocessors)
+    if (!p->apply(*sch)) return std::nullopt;
+  c.trace = sch->trace();
+  c.func = sch->func();
+  return c;
 }
 
 }  // namespace kiln::search

@@ -4,21 +4,21 @@
 #include <cmath>
 #include <limits>
 #include <numeric>
+#include <string_view>
 
+#include "ir/annotations.h"
 #include "ir/functor.h"
 #include "ir/structural.h"
 
 namespace kiln::search {
 
-EvolutionarySearch::EvolutionarySearch(ir::PrimFunc func, const Target &target, EvolutionOptions options, uint64_t seed)
-    : func_(std::move(func)), options_(options), rng_(seed) {
-  sketches_ = generate_sketches(func_, default_rules(target), seed);
-  post_ = default_postprocessors(target);
-  mutators_ = default_mutators(target);
+EvolutionarySearch::EvolutionarySearch(ir::PrimFunc func, SearchSpace space, EvolutionOptions options, uint64_t seed)
+    : func_(std::move(func)), options_(options), rng_(seed), space_(std::move(space)) {
+  sketches_ = generate_sketches(func_, space_.rules, seed);
 }
 
 namespace {
-// The search's own block annotations ("kiln.*") steer postprocessing but do not reach
+// The search's own block annotations (ir::annotation::kSearchPrefix) steer postprocessing but do not reach
 // the generated code: two programs differing only there are the same program.
 class StripSearchAnnotations : public ir::IRMutator {
  protected:
@@ -27,7 +27,8 @@ class StripSearchAnnotations : public ir::IRMutator {
     const auto *b = s.as<ir::BlockNode>();
     ir::Annotations kept;
     for (const auto &[k, v] : b->annotations)
-      if (k.rfind("kiln.", 0) != 0) kept[k] = v;
+      if (std::string_view(k).substr(0, ir::annotation::kSearchPrefix.size()) != ir::annotation::kSearchPrefix)
+        kept[k] = v;
     if (kept.size() == b->annotations.size()) return s;
     return ir::make_block(b->name, b->iter_vars, b->iter_values, b->predicate, b->init, b->body, b->alloc_buffers,
                           kept);
@@ -58,7 +59,34 @@ void EvolutionarySearch::add_measured(const ir::Trace &sketch, const ir::PrimFun
   if (throughput > 0 && !sketch.instructions.empty()) measured_sketches_.emplace_back(throughput, sketch);
 }
 
-std::vector<Candidate> EvolutionarySearch::next_batch(int n, const Scorer &score, bool model_ready) {
+// Every program not measured yet that any generation held, with its score. The batch
+// comes from these: the final population alone can hold nothing new once it has
+// converged on the measured seeds and re-derivations of them, which ended tuning early
+// as if the space were exhausted.
+struct EvolutionarySearch::Unseen {
+  std::vector<Candidate> candidates;
+  std::vector<double> scores;
+  std::unordered_set<std::string> keys;
+};
+
+std::optional<Candidate> EvolutionarySearch::sample_fresh() {
+  return realize(func_, sketches_[rng_() % sketches_.size()], space_.postprocessors, rng_());
+}
+
+const Mutator &EvolutionarySearch::pick_mutator() {
+  double weight_sum = 0;
+  for (const WeightedMutator &m : space_.mutators) weight_sum += m.probability;
+  double r = std::uniform_real_distribution<double>(0, weight_sum)(rng_);
+  for (const WeightedMutator &m : space_.mutators) {
+    if ((r -= m.probability) <= 0) return *m.mutator;
+  }
+  return *space_.mutators.back().mutator;
+}
+
+// The best measured programs, then fresh samples of every sketch until the population
+// holds `population` programs not measured yet (the measured seeds are parents for
+// mutation, not candidates themselves).
+std::vector<Candidate> EvolutionarySearch::initial_population() {
   std::vector<Candidate> population;
   std::unordered_set<std::string> in_population;
   auto add = [&](std::optional<Candidate> c) {
@@ -69,98 +97,84 @@ std::vector<Candidate> EvolutionarySearch::next_batch(int n, const Scorer &score
     population.push_back(std::move(*c));
     return true;
   };
-  // Seeds: the best measured programs, then fresh samples of every sketch.
   std::sort(measured_sketches_.begin(), measured_sketches_.end(),
             [](const auto &a, const auto &b) { return a.first > b.first; });
   for (int i = 0; i < options_.init_measured && i < static_cast<int>(measured_sketches_.size()); ++i)
-    add(realize(func_, measured_sketches_[i].second, post_, rng_()));
-  // Fresh samples until the population holds `population` programs not measured yet
-  // (the measured seeds are parents for mutation, not candidates themselves).
+    add(realize(func_, measured_sketches_[i].second, space_.postprocessors, rng_()));
   int fresh = 0;
   for (int tries = 0; fresh < options_.population && tries < options_.population * 4; ++tries) {
     if (sketches_.empty()) break;
-    std::optional<Candidate> c = realize(func_, sketches_[rng_() % sketches_.size()], post_, rng_());
+    std::optional<Candidate> c = sample_fresh();
     bool unseen = c && is_new(*c);
     if (add(std::move(c)) && unseen) ++fresh;
   }
-  if (population.empty()) return {};
+  return population;
+}
 
-  std::vector<double> total_weight;
-  double weight_sum = 0;
-  for (const WeightedMutator &m : mutators_) weight_sum += m.probability;
-  auto pick_mutator = [&]() -> const Mutator & {
-    double r = std::uniform_real_distribution<double>(0, weight_sum)(rng_);
-    for (const WeightedMutator &m : mutators_) {
-      if ((r -= m.probability) <= 0) return *m.mutator;
-    }
-    return *mutators_.back().mutator;
-  };
+void EvolutionarySearch::evolve(std::vector<Candidate> population, const Scorer &score, Unseen &unseen) {
   auto scores_of = [&](const std::vector<Candidate> &cs) {
     std::vector<ir::PrimFunc> funcs;
     for (const Candidate &c : cs) funcs.push_back(c.func);
     return score(funcs);
   };
-
-  // Every program not measured yet that any generation held, with its score. The batch
-  // comes from these: the final population alone can hold nothing new once it has
-  // converged on the measured seeds and re-derivations of them, which ended tuning
-  // early as if the space were exhausted.
-  std::vector<Candidate> unseen;
-  std::vector<double> unseen_scores;
-  std::unordered_set<std::string> unseen_keys;
   auto collect = [&](const std::vector<Candidate> &cs, const std::vector<double> &s) {
     for (size_t i = 0; i < cs.size(); ++i) {
       // Members kept across generations come back each time: the key check first, so
       // each program is hashed (is_new) once per batch, not once per generation.
-      if (!unseen_keys.insert(cs[i].trace.to_json().dump()).second || !is_new(cs[i])) continue;
-      unseen.push_back(cs[i]);
-      unseen_scores.push_back(s[i]);
+      if (!unseen.keys.insert(cs[i].trace.to_json().dump()).second || !is_new(cs[i])) continue;
+      unseen.candidates.push_back(cs[i]);
+      unseen.scores.push_back(s[i]);
     }
   };
-
-  if (model_ready) {
-    if (options_.generations <= 0) collect(population, scores_of(population));
-    for (int g = 0; g < options_.generations; ++g) {
-      std::vector<double> s = scores_of(population);
-      // Parents are drawn in proportion to their (shifted) scores.
-      // (Programs without features score -inf: they are never parents.)
-      double lo = std::numeric_limits<double>::infinity();
-      for (double x : s)
-        if (std::isfinite(x)) lo = std::min(lo, x);
-      std::vector<double> w;
-      for (double x : s) w.push_back(std::isfinite(x) ? x - lo + 1e-6 : 0.0);
-      if (!std::isfinite(lo)) std::fill(w.begin(), w.end(), 1.0);
-      std::discrete_distribution<size_t> parent(w.begin(), w.end());
-      std::vector<Candidate> children;
-      for (int i = 0; i < options_.population; ++i) {
-        const Candidate &p = population[parent(rng_)];
-        std::optional<ir::Trace> t = pick_mutator().apply(p.sketch, rng_);
-        if (!t) continue;
-        std::optional<Candidate> c = realize(func_, *t, post_, rng_());
-        if (c) children.push_back(std::move(*c));
-      }
-      for (Candidate &c : children) add(std::move(c));
-      // Keep the best `population` by score.
-      std::vector<double> all = scores_of(population);
-      collect(population, all);
-      std::vector<size_t> order(population.size());
-      std::iota(order.begin(), order.end(), 0);
-      std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return all[a] > all[b]; });
-      std::vector<Candidate> next;
-      for (size_t i = 0; i < order.size() && static_cast<int>(next.size()) < options_.population; ++i)
-        next.push_back(population[order[i]]);
-      population = std::move(next);
-    }
-  } else {
+  if (!score) {
     collect(population, std::vector<double>(population.size(), 0.0));
+    return;
   }
+  if (options_.generations <= 0) collect(population, scores_of(population));
+  std::unordered_set<std::string> in_population;
+  for (const Candidate &c : population) in_population.insert(c.trace.to_json().dump());
+  for (int g = 0; g < options_.generations; ++g) {
+    std::vector<double> s = scores_of(population);
+    // Parents are drawn in proportion to their (shifted) scores; programs without
+    // features score -inf and are never parents.
+    double lo = std::numeric_limits<double>::infinity();
+    for (double x : s)
+      if (std::isfinite(x)) lo = std::min(lo, x);
+    std::vector<double> w;
+    for (double x : s) w.push_back(std::isfinite(x) ? x - lo + 1e-6 : 0.0);
+    if (!std::isfinite(lo)) std::fill(w.begin(), w.end(), 1.0);
+    std::discrete_distribution<size_t> parent(w.begin(), w.end());
+    std::vector<Candidate> children;
+    for (int i = 0; i < options_.population; ++i) {
+      const Candidate &p = population[parent(rng_)];
+      std::optional<ir::Trace> t = pick_mutator().apply(p.sketch, rng_);
+      if (!t) continue;
+      std::optional<Candidate> c = realize(func_, *t, space_.postprocessors, rng_());
+      if (c) children.push_back(std::move(*c));
+    }
+    for (Candidate &c : children)
+      if (in_population.insert(c.trace.to_json().dump()).second) population.push_back(std::move(c));
+    // Keep the best `population` by score.
+    std::vector<double> all = scores_of(population);
+    collect(population, all);
+    std::vector<size_t> order(population.size());
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return all[a] > all[b]; });
+    std::vector<Candidate> next;
+    for (size_t i = 0; i < order.size() && static_cast<int>(next.size()) < options_.population; ++i)
+      next.push_back(population[order[i]]);
+    population = std::move(next);
+  }
+}
 
-  // Best by score, plus an epsilon share picked at random; never a known program.
-  std::vector<size_t> order(unseen.size());
+// Best by score, plus an epsilon share picked at random; never a known program; fresh
+// samples where the generations held too few new programs.
+std::vector<Candidate> EvolutionarySearch::pick_batch(int n, Unseen &unseen, bool model_ready) {
+  std::vector<size_t> order(unseen.candidates.size());
   std::iota(order.begin(), order.end(), 0);
   if (model_ready) {
     std::stable_sort(order.begin(), order.end(),
-                     [&](size_t a, size_t b) { return unseen_scores[a] > unseen_scores[b]; });
+                     [&](size_t a, size_t b) { return unseen.scores[a] > unseen.scores[b]; });
   } else {
     std::shuffle(order.begin(), order.end(), rng_);
   }
@@ -177,20 +191,27 @@ std::vector<Candidate> EvolutionarySearch::next_batch(int n, const Scorer &score
       rest.push_back(i);
       continue;
     }
-    take(unseen[i]);
+    take(unseen.candidates[i]);
   }
   std::shuffle(rest.begin(), rest.end(), rng_);
   for (size_t i : rest) {
     if (static_cast<int>(batch.size()) >= n) break;
-    take(unseen[i]);
+    take(unseen.candidates[i]);
   }
-  // Fresh samples where the generations held too few new programs.
   for (int tries = 0; !sketches_.empty() && static_cast<int>(batch.size()) < n && tries < options_.population * 4;
        ++tries) {
-    std::optional<Candidate> c = realize(func_, sketches_[rng_() % sketches_.size()], post_, rng_());
+    std::optional<Candidate> c = sample_fresh();
     if (c) take(*c);
   }
   return batch;
+}
+
+std::vector<Candidate> EvolutionarySearch::next_batch(int n, const Scorer &score, bool model_ready) {
+  std::vector<Candidate> population = initial_population();
+  if (population.empty()) return {};
+  Unseen unseen;
+  evolve(std::move(population), model_ready ? score : Scorer(), unseen);
+  return pick_batch(n, unseen, model_ready);
 }
 
 }  // namespace kiln::search

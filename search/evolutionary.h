@@ -4,6 +4,7 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <unordered_set>
 #include <vector>
@@ -28,7 +29,9 @@ using Scorer = std::function<std::vector<double>(const std::vector<ir::PrimFunc>
 
 class EvolutionarySearch {
  public:
-  EvolutionarySearch(ir::PrimFunc func, const Target &target, EvolutionOptions options, uint64_t seed);
+  /// Sketches come from `space`'s rules, samples are finished by its postprocessors and
+  /// evolved by its mutators (default_search_space(target) for the defaults).
+  EvolutionarySearch(ir::PrimFunc func, SearchSpace space, EvolutionOptions options, uint64_t seed);
 
   /// Records a measured program so it is never proposed again; `throughput` > 0 for a
   /// valid measurement (higher is better), 0 for an error. `sketch` may be empty.
@@ -39,18 +42,26 @@ class EvolutionarySearch {
   std::vector<Candidate> next_batch(int n, const Scorer &score, bool model_ready);
 
   size_t num_sketches() const { return sketches_.size(); }
-  const std::vector<std::unique_ptr<Postprocessor>> &postprocessors() const { return post_; }
+  const PostprocessorList &postprocessors() const { return space_.postprocessors; }
 
  private:
   bool is_new(const Candidate &c) const;
   void remember(const Candidate &c);
+  // The steps of next_batch.
+  std::vector<Candidate> initial_population();
+  std::optional<Candidate> sample_fresh();
+  const Mutator &pick_mutator();
+  /// Generations of mutation and selection; every program not measured yet that any
+  /// generation held goes to `unseen` with its score.
+  struct Unseen;
+  void evolve(std::vector<Candidate> population, const Scorer &score, Unseen &unseen);
+  std::vector<Candidate> pick_batch(int n, Unseen &unseen, bool model_ready);
 
   ir::PrimFunc func_;
   EvolutionOptions options_;
   Rng rng_;
+  SearchSpace space_;
   std::vector<ir::Trace> sketches_;
-  std::vector<std::unique_ptr<Postprocessor>> post_;
-  std::vector<WeightedMutator> mutators_;
   std::unordered_set<std::string> seen_traces_;
   std::unordered_set<uint64_t> seen_programs_;
   std::vector<std::pair<double, ir::Trace>> measured_sketches_;  // throughput, sketch

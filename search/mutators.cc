@@ -1,29 +1,22 @@
 // Mutators: each changes one decision of a sketch trace.
 //   MutateTileSize         moves a factor between two levels of a sampled tiling
-//   MutateParallel         another maximum parallel extent
-//   MutateUnroll           another auto-unroll depth
-//   MutateComputeLocation  another sampled compute location
+//   MutateCategorical      another candidate of a sampled annotation value (the
+//                          parallel extent, the unroll depth: one instance per key)
+//   MutateComputeLocation  a neighbouring sampled compute location
 #include <algorithm>
 
-#include "search/space.h"
+#include "search/components.h"
 
 namespace kiln::search {
 namespace {
 
 using nlohmann::json;
 
-std::vector<size_t> instructions_of(const ir::Trace &t, const std::string &kind) {
-  std::vector<size_t> out;
-  for (size_t i = 0; i < t.instructions.size(); ++i)
-    if (t.instructions[i].kind == kind && t.decisions.count(i)) out.push_back(i);
-  return out;
-}
-
 class MutateTileSize : public Mutator {
  public:
   std::string name() const override { return "mutate_tile_size"; }
   std::optional<ir::Trace> apply(const ir::Trace &sketch, Rng &rng) const override {
-    std::vector<size_t> cands = instructions_of(sketch, "sample_perfect_tile");
+    std::vector<size_t> cands = sketch.decided(ir::instructions::kSamplePerfectTile);
     if (cands.empty()) return std::nullopt;
     for (int attempt = 0; attempt < 16; ++attempt) {
       size_t inst = cands[rng() % cands.size()];
@@ -56,10 +49,10 @@ class MutateCategorical : public Mutator {
   std::string name() const override { return name_; }
   std::optional<ir::Trace> apply(const ir::Trace &sketch, Rng &rng) const override {
     std::vector<size_t> cands;
-    for (size_t i : instructions_of(sketch, "sample_categorical")) {
-      const std::string &out = sketch.instructions[i].outputs.at(0);
+    for (size_t i : sketch.decided(ir::instructions::kSampleCategorical)) {
+      const std::string &out = sketch.instructions[i].outputs.at(0).name;
       for (const ir::Instruction &use : sketch.instructions) {
-        if (use.kind == "annotate" && use.inputs.size() == 2 && use.inputs[1] == out &&
+        if (use.kind == &ir::instructions::kAnnotate && use.inputs.size() == 2 && use.inputs[1] == out &&
             use.attrs.value("key", std::string()) == key_)
           cands.push_back(i);
       }
@@ -82,7 +75,7 @@ class MutateComputeLocation : public Mutator {
  public:
   std::string name() const override { return "mutate_compute_location"; }
   std::optional<ir::Trace> apply(const ir::Trace &sketch, Rng &rng) const override {
-    std::vector<size_t> cands = instructions_of(sketch, "sample_compute_location");
+    std::vector<size_t> cands = sketch.decided(ir::instructions::kSampleComputeLocation);
     if (cands.empty()) return std::nullopt;
     size_t inst = cands[rng() % cands.size()];
     int64_t old = sketch.decisions.at(inst).get<int64_t>();
@@ -95,13 +88,10 @@ class MutateComputeLocation : public Mutator {
 
 }  // namespace
 
-std::vector<WeightedMutator> default_mutators(const Target &) {
-  std::vector<WeightedMutator> out;
-  out.push_back({std::make_unique<MutateTileSize>(), 0.85});
-  out.push_back({std::make_unique<MutateCategorical>("mutate_parallel", "kiln.parallel"), 0.05});
-  out.push_back({std::make_unique<MutateCategorical>("mutate_unroll", "kiln.unroll"), 0.05});
-  out.push_back({std::make_unique<MutateComputeLocation>(), 0.05});
-  return out;
+std::shared_ptr<const Mutator> mutate_tile_size() { return std::make_shared<MutateTileSize>(); }
+std::shared_ptr<const Mutator> mutate_annotation_choice(std::string name, std::string annotation_key) {
+  return std::make_shared<MutateCategorical>(std::move(name), std::move(annotation_key));
 }
+std::shared_ptr<const Mutator> mutate_compute_location() { return std::make_shared<MutateComputeLocation>(); }
 
 }  // namespace kiln::search

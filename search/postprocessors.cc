@@ -7,16 +7,16 @@
 //   RejectSerialNests               rejects programs whose large nests lost their
 //                                   parallel loop (a producer placed above it)
 //   VerifyCpu                       rejects programs CPU code generation cannot run
+#include "ir/annotations.h"
 #include "ir/functor.h"
 #include "search/block_info.h"
-#include "search/space.h"
+#include "search/components.h"
 
 namespace kiln::search {
 namespace {
 
 using ir::LoopRV;
 using ir::Schedule;
-using ir::ScheduleError;
 
 int64_t annotation(const ir::BlockNode *b, const char *key, int64_t fallback) {
   auto it = b->annotations.find(key);
@@ -30,17 +30,17 @@ class RewriteParallelVectorizeUnroll : public Postprocessor {
 
   bool apply(Schedule &sch) const override {
     for (const std::string &name : sch.block_names()) {
-      const ir::BlockNode *b = find_block(sch, name);
+      ir::NodeRef<ir::BlockNode> b = find_block(sch, name);
       if (!b) continue;
       // Read everything first: each primitive below rebuilds the program (and `b`).
-      int64_t max_parallel = annotation(b, "kiln.parallel", 0);
-      int64_t max_vector = annotation(b, "kiln.vectorize", 64);
-      int64_t unroll = annotation(b, "kiln.unroll", 0);
+      int64_t max_parallel = annotation(b.get(), ir::annotation::kParallelExtent, 0);
+      int64_t max_vector = annotation(b.get(), ir::annotation::kVectorizeExtent, 64);
+      int64_t unroll = annotation(b.get(), ir::annotation::kUnrollStep, 0);
       parallelize(sch, name, max_parallel);
       vectorize(sch, name, max_vector, lanes_);
       if (unroll > 0) {
         std::vector<LoopRV> loops = sch.get_loops(sch.get_block(name));
-        if (!loops.empty()) sch.annotate(loops.front(), "pragma_auto_unroll_max_step", unroll);
+        if (!loops.empty()) sch.annotate(loops.front(), ir::annotation::kAutoUnrollMaxStep, unroll);
       }
     }
     return true;
@@ -53,16 +53,16 @@ class RewriteParallelVectorizeUnroll : public Postprocessor {
     if (max_extent <= 0) return;
     std::vector<LoopRV> loops = sch.get_loops(sch.get_block(name));
     if (loops.empty()) return;
-    const ir::ForNode *first = sch.loop(loops[0]);
-    ir::Stmt top = ir::sched::root_level_stmt(sch.func(), first);
-    if (top.get() != first || first->for_kind != ir::ForKind::kSerial) return;
-    std::vector<int> kinds = loop_kinds(sch, name);
+    ir::NodeRef<ir::ForNode> first = sch.loop(loops[0]);
+    ir::Stmt top = ir::sched::root_level_stmt(sch.func(), first.get());
+    if (top.get() != first.get() || first->for_kind != ir::ForKind::kSerial) return;
+    std::vector<LoopKind> kinds = loop_kinds(sch, name);
     std::vector<LoopRV> prefix;
     int64_t product = 1;
     for (size_t i = 0; i < loops.size(); ++i) {
-      const ir::ForNode *l = sch.loop(loops[i]);
-      if (kinds[i] != kLoopSpatial || l->for_kind != ir::ForKind::kSerial) break;
-      if (i > 0 && sch.loop(loops[i - 1])->body.get() != l) break;
+      ir::NodeRef<ir::ForNode> l = sch.loop(loops[i]);
+      if (kinds[i] != LoopKind::kSpatial || l->for_kind != ir::ForKind::kSerial) break;
+      if (i > 0 && sch.loop(loops[i - 1])->body.get() != l.get()) break;
       // Loops of extent 1 (a batch of one) do not count as the first: behind them the
       // next loop joins whatever its extent, or an NCHW epilogue's 1 x 256 channel
       // loops would stay serial under any limit below 256.
@@ -71,14 +71,10 @@ class RewriteParallelVectorizeUnroll : public Postprocessor {
       product *= l->extent;
     }
     if (prefix.empty() || product < 2) return;
+    // Where another block under these loops reduces over them, they stay serial.
     Schedule trial = sch;
-    try {
-      LoopRV fused = prefix.size() > 1 ? trial.fuse(prefix) : prefix[0];
-      trial.parallel(fused);
-      sch = trial;
-    } catch (const ScheduleError &) {
-      // Another block under these loops reduces over them: stay serial.
-    }
+    std::optional<LoopRV> fused = prefix.size() > 1 ? trial.try_fuse(prefix) : prefix[0];
+    if (fused && trial.try_parallel(*fused)) sch = trial;
   }
 
   // Vectorizes the innermost loop when it is spatial and short enough. A longer one (an
@@ -88,10 +84,10 @@ class RewriteParallelVectorizeUnroll : public Postprocessor {
   static void vectorize(Schedule &sch, const std::string &name, int64_t max_extent, int64_t lanes) {
     std::vector<LoopRV> loops = sch.get_loops(sch.get_block(name));
     if (loops.empty()) return;
-    const ir::ForNode *inner = sch.loop(loops.back());
-    std::vector<int> kinds = loop_kinds(sch, name);
+    ir::NodeRef<ir::ForNode> inner = sch.loop(loops.back());
+    std::vector<LoopKind> kinds = loop_kinds(sch, name);
     int64_t limit = std::min<int64_t>(max_extent, 64);
-    if (kinds.back() != kLoopSpatial || inner->for_kind != ir::ForKind::kSerial || inner->extent < 2) return;
+    if (kinds.back() != LoopKind::kSpatial || inner->for_kind != ir::ForKind::kSerial || inner->extent < 2) return;
     if (inner->body.as<ir::BlockNode>() == nullptr) return;  // only a block directly inside
     int64_t width = inner->extent;
     if (width > limit) {
@@ -101,13 +97,12 @@ class RewriteParallelVectorizeUnroll : public Postprocessor {
       if (width == 0) return;
     }
     Schedule trial = sch;
-    try {
-      LoopRV vector_loop = loops.back();
-      if (width < inner->extent) vector_loop = trial.split(vector_loop, {int64_t{-1}, width}).back();
-      trial.vectorize(vector_loop);
-      sch = trial;
-    } catch (const ScheduleError &) {
+    std::optional<LoopRV> vector_loop = loops.back();
+    if (width < inner->extent) {
+      std::optional<std::vector<LoopRV>> parts = trial.try_split(*vector_loop, {int64_t{-1}, width});
+      vector_loop = parts ? std::optional<LoopRV>(parts->back()) : std::nullopt;
     }
+    if (vector_loop && trial.try_vectorize(*vector_loop)) sch = trial;
   }
 
   int64_t lanes_;
@@ -124,20 +119,22 @@ class RejectPoorRegisterTiles : public Postprocessor {
   std::string name() const override { return "reject_poor_register_tiles"; }
   bool apply(Schedule &sch) const override {
     for (const std::string &name : sch.block_names()) {
-      const ir::BlockNode *b = find_block(sch, name);
-      int64_t kind = b ? annotation(b, "kiln.register_tile", 0) : 0;
+      ir::NodeRef<ir::BlockNode> b = find_block(sch, name);
+      int64_t kind = b ? annotation(b.get(), ir::annotation::kRegisterTile, 0) : 0;
       if (kind == 0) continue;
       std::vector<LoopRV> loops = sch.get_loops(sch.get_block(name));
-      std::vector<int> kinds = loop_kinds(sch, name);
+      std::vector<LoopKind> kinds = loop_kinds(sch, name);
       // The rule records where S2 starts: a reduction loop of extent 1 (R0 = 1) would
       // otherwise hide where the accumulated tile begins.
       int64_t tile = 1;
-      for (size_t i = static_cast<size_t>(annotation(b, "kiln.register_tile_loop", 0)); i < loops.size(); ++i)
-        if (kinds[i] == kLoopSpatial) tile *= sch.loop(loops[i])->extent;
-      if (kind == 2 && tile > max_tile_elements_) return false;
-      if (!producer_outside_tile(sch, b)) return false;
-      if (!loops.empty() && kinds.back() == kLoopSpatial &&
-          whole_vectors_possible(b, sch.loop(loops.back())->loop_var.get()) &&
+      for (size_t i = static_cast<size_t>(annotation(b.get(), ir::annotation::kRegisterTileLoop, 0)); i < loops.size();
+           ++i)
+        if (kinds[i] == LoopKind::kSpatial) tile *= sch.loop(loops[i])->extent;
+      if (kind == static_cast<int64_t>(ir::annotation::RegisterTile::kAccumulator) && tile > max_tile_elements_)
+        return false;
+      if (!producer_outside_tile(sch, b.get())) return false;
+      if (!loops.empty() && kinds.back() == LoopKind::kSpatial &&
+          whole_vectors_possible(b.get(), sch.loop(loops.back())->loop_var.get()) &&
           sch.loop(loops.back())->extent % lanes_ != 0)
         return false;
     }
@@ -149,7 +146,7 @@ class RejectPoorRegisterTiles : public Postprocessor {
   // nest above the vector loop: nothing is vectorized and the panel keeps its layout,
   // a program hundreds of times slower (seconds per call for a 3x3 convolution).
   static bool producer_outside_tile(const Schedule &sch, const ir::BlockNode *b) {
-    auto begin = static_cast<size_t>(annotation(b, "kiln.register_tile_loop", 0));
+    auto begin = static_cast<size_t>(annotation(b, ir::annotation::kRegisterTileLoop, 0));
     std::vector<ir::Stmt> loops = ir::sched::loops_above(sch.func(), b);
     return begin >= loops.size() || ir::sched::blocks_under(loops[begin]).size() == 1;
   }
@@ -183,14 +180,15 @@ class RejectSerialNests : public Postprocessor {
   bool apply(Schedule &sch) const override {
     if (cores_ < 2) return true;
     for (const std::string &name : sch.block_names()) {
-      const ir::BlockNode *b = find_block(sch, name);
-      if (!b || annotation(b, "kiln.parallel", 0) == 0 || spatial_size(b) < kLargeNest) continue;
-      std::vector<ir::Stmt> loops = ir::sched::loops_above(sch.func(), b);
-      std::vector<int> kinds = loop_kinds(sch, name);
+      ir::NodeRef<ir::BlockNode> b = find_block(sch, name);
+      if (!b || annotation(b.get(), ir::annotation::kParallelExtent, 0) == 0 || spatial_size(b.get()) < kLargeNest)
+        continue;
+      std::vector<ir::Stmt> loops = ir::sched::loops_above(sch.func(), b.get());
+      std::vector<LoopKind> kinds = loop_kinds(sch, name);
       int64_t prefix = 1;
       for (size_t i = 0; i < loops.size(); ++i) {
         const auto *l = loops[i].as<ir::ForNode>();
-        if (l->for_kind == ir::ForKind::kParallel || kinds[i] != kLoopSpatial) break;
+        if (l->for_kind == ir::ForKind::kParallel || kinds[i] != LoopKind::kSpatial) break;
         prefix *= l->extent;
         bool split_here = i + 1 < loops.size() && l->body.get() != loops[i + 1].get();
         if (split_here && prefix < cores_) return false;
@@ -219,13 +217,15 @@ class VerifyCpu : public Postprocessor {
 
 }  // namespace
 
-std::vector<std::unique_ptr<Postprocessor>> default_postprocessors(const Target &target) {
-  std::vector<std::unique_ptr<Postprocessor>> out;
-  out.push_back(std::make_unique<RejectPoorRegisterTiles>(target));
-  out.push_back(std::make_unique<RewriteParallelVectorizeUnroll>(target));
-  out.push_back(std::make_unique<RejectSerialNests>(target));
-  out.push_back(std::make_unique<VerifyCpu>());
-  return out;
+std::shared_ptr<const Postprocessor> reject_poor_register_tiles(const Target &target) {
+  return std::make_shared<RejectPoorRegisterTiles>(target);
 }
+std::shared_ptr<const Postprocessor> rewrite_parallel_vectorize_unroll(const Target &target) {
+  return std::make_shared<RewriteParallelVectorizeUnroll>(target);
+}
+std::shared_ptr<const Postprocessor> reject_serial_nests(const Target &target) {
+  return std::make_shared<RejectSerialNests>(target);
+}
+std::shared_ptr<const Postprocessor> verify_cpu() { return std::make_shared<VerifyCpu>(); }
 
 }  // namespace kiln::search

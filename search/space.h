@@ -1,8 +1,9 @@
 // The design space: schedule rules that turn a program into sketches (traces whose
 // sampling instructions are still to be decided), postprocessors that finish a sampled
 // sketch into a concrete program, and mutators that change one decision of a sketch.
-// Each is a small class behind one interface; the default lists per target are plain
-// functions (see the .cc files for what each rule does and why).
+// Each is a small class behind one interface. A SearchSpace holds the three lists; the
+// default lists per target come from public factory functions, so a new rule is a new
+// class plus one line in a default list (or a push_back by whoever builds a space).
 #pragma once
 
 #include <memory>
@@ -44,22 +45,42 @@ class Mutator {
 };
 
 struct WeightedMutator {
-  std::unique_ptr<Mutator> mutator;
+  std::shared_ptr<const Mutator> mutator;
+  /// Relative weight: the chance of being picked is this over the sum of all weights.
   double probability;
 };
 
-std::vector<std::unique_ptr<ScheduleRule>> default_rules(const Target &target);
-std::vector<std::unique_ptr<Postprocessor>> default_postprocessors(const Target &target);
+// Lists share their (stateless) members, so spaces and tuner options copy cheaply.
+using RuleList = std::vector<std::shared_ptr<const ScheduleRule>>;
+using PostprocessorList = std::vector<std::shared_ptr<const Postprocessor>>;
+using MutatorList = std::vector<WeightedMutator>;
+
+/// What a search explores: the rules that make its sketches (applied in order to every
+/// block), the postprocessors that finish and filter each sample (in order), and the
+/// mutators that change decisions during evolution.
+struct SearchSpace {
+  RuleList rules;
+  PostprocessorList postprocessors;
+  MutatorList mutators;
+};
+
+// The defaults for CPU targets through LLVM (x86-64, AArch64); what each rule,
+// postprocessor and mutator does is said in its file (rules/*.cc, postprocessors.cc,
+// mutators.cc).
+RuleList default_rules(const Target &target);
+PostprocessorList default_postprocessors(const Target &target);
+MutatorList default_mutators(const Target &target);
 /// The rules of a schedule that needs no tuning (what a model compiles with before its
 /// tasks are tuned): element-wise producers inlined, loops annotated to run parallel
 /// outside and vectorized inside; no tiling.
-std::vector<std::unique_ptr<ScheduleRule>> untuned_rules(const Target &target);
-std::vector<WeightedMutator> default_mutators(const Target &target);
+RuleList untuned_rules(const Target &target);
+
+/// The default space of a target: the three default lists.
+SearchSpace default_search_space(const Target &target);
 
 /// Applies `rules` to every block in reverse topological order (consumers first) and
 /// returns the sketches' traces, with decisions removed.
-std::vector<ir::Trace> generate_sketches(const ir::PrimFunc &func,
-                                         const std::vector<std::unique_ptr<ScheduleRule>> &rules, uint64_t seed);
+std::vector<ir::Trace> generate_sketches(const ir::PrimFunc &func, const RuleList &rules, uint64_t seed);
 
 /// A copy of `trace` without decisions: replaying it samples every decision afresh.
 ir::Trace strip_decisions(const ir::Trace &trace);
@@ -75,6 +96,6 @@ struct Candidate {
 /// Replays `sketch` (sampling missing decisions from `seed`) and postprocesses; nullopt
 /// when replay fails or a postprocessor rejects the result.
 std::optional<Candidate> realize(const ir::PrimFunc &func, const ir::Trace &sketch,
-                                 const std::vector<std::unique_ptr<Postprocessor>> &postprocessors, uint64_t seed);
+                                 const PostprocessorList &postprocessors, uint64_t seed);
 
 }  // namespace kiln::search

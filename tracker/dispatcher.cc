@@ -84,9 +84,9 @@ bool Dispatcher::assign(const std::string &runner_id, Runner &runner, double now
     std::string id = queue->second.front();
     queue->second.pop_front();
     auto it = jobs_.find(id);
-    if (it == jobs_.end() || it->second.state != JobState::queued) continue;  // cancelled or resolved
+    if (it == jobs_.end() || it->second.state != JobState::kQueued) continue;  // cancelled or resolved
     Job &job = it->second;
-    job.state = JobState::leased;
+    job.state = JobState::kLeased;
     job.lease_id = next_lease_id_++;
     job.runner_id = runner_id;
     job.leased_at = now;
@@ -187,7 +187,7 @@ bool Dispatcher::report_result(const std::string &runner_id, v1::JobResult resul
     return false;
   }
   Job &job = jobs_.at(lease->second);
-  if (job.state != JobState::leased || job.lease_id != result.lease_id() || job.runner_id != runner_id ||
+  if (job.state != JobState::kLeased || job.lease_id != result.lease_id() || job.runner_id != runner_id ||
       job.spec.job_id() != result.job_id()) {
     ++stale_results_;
     return false;
@@ -214,7 +214,7 @@ bool Dispatcher::report_result(const std::string &runner_id, v1::JobResult resul
 }
 
 void Dispatcher::resolve(Job &job, v1::JobResult result) {
-  if (job.state == JobState::leased) {
+  if (job.state == JobState::kLeased) {
     leases_.erase(job.lease_id);
     auto runner = runners_.find(job.runner_id);
     if (runner != runners_.end()) runner->second.leases.erase(job.lease_id);
@@ -222,7 +222,7 @@ void Dispatcher::resolve(Job &job, v1::JobResult result) {
   if (result.message().size() > options_.max_message_bytes) {
     result.mutable_message()->resize(options_.max_message_bytes);
   }
-  job.state = JobState::resolved;
+  job.state = JobState::kResolved;
   job.result = std::move(result);
   Session &session = sessions_[job.session_id];
   session.resolved.push_back(job.spec.job_id());
@@ -247,7 +247,7 @@ void Dispatcher::lose_lease(Job &job, double now, const std::string &why) {
 }
 
 void Dispatcher::requeue(Job &job) {
-  job.state = JobState::queued;
+  job.state = JobState::kQueued;
   job.runner_id.clear();
   // Back to the front: it has waited its turn already.
   queues_[job.key].push_front(job_key(job.session_id, job.spec.job_id()));
@@ -267,7 +267,7 @@ void Dispatcher::drop_session(const std::string &session_id) {
   std::string prefix = session_id + '\n';
   for (auto it = jobs_.lower_bound(prefix); it != jobs_.end() && it->first.compare(0, prefix.size(), prefix) == 0;) {
     Job &job = it->second;
-    if (job.state == JobState::leased) {
+    if (job.state == JobState::kLeased) {
       // The runner's next heartbeat learns that the lease is revoked.
       leases_.erase(job.lease_id);
       auto runner = runners_.find(job.runner_id);
@@ -312,7 +312,7 @@ void Dispatcher::expire_locked(double now) {
     if (now - job.leased_at > allowed) lose_lease(job, now, "the job ran far past its run timeout");
   }
   for (auto &[id, job] : jobs_) {
-    if (job.state != JobState::queued) continue;
+    if (job.state != JobState::kQueued) continue;
     double waiting_since = std::max(job.submitted_at, key_alive_at(job.key, now));
     if (now - waiting_since > job.queue_deadline_seconds) {
       resolve(job, failure(job, v1::NO_RUNNER,
@@ -377,7 +377,7 @@ int Dispatcher::cancel(const std::string &session_id, const std::vector<std::str
   std::set<std::string> wanted(job_ids.begin(), job_ids.end());
   int cancelled = 0;
   for (auto &[id, job] : jobs_) {
-    if (job.session_id != session_id || job.state == JobState::resolved) continue;
+    if (job.session_id != session_id || job.state == JobState::kResolved) continue;
     if (!wanted.empty() && !wanted.count(job.spec.job_id())) continue;
     // A running job's runner learns on its next poll that the lease is revoked.
     resolve(job, failure(job, v1::CANCELLED, "cancelled by the submitter"));
@@ -433,10 +433,10 @@ Status Dispatcher::status() {
     key.set_runners(key.runners() + 1);
   }
   for (const auto &[id, job] : jobs_) {
-    if (job.state == JobState::resolved) continue;
+    if (job.state == JobState::kResolved) continue;
     v1::KeyStatus &key = keys[job.key];
     key.set_key(job.key);
-    if (job.state == JobState::queued) {
+    if (job.state == JobState::kQueued) {
       key.set_queued(key.queued() + 1);
       key.set_oldest_queued_seconds(std::max(key.oldest_queued_seconds(), now - job.submitted_at));
     } else {
@@ -455,7 +455,7 @@ std::set<std::string> Dispatcher::blobs_in_use() {
   std::lock_guard<std::mutex> lock(mutex_);
   std::set<std::string> in_use;
   for (const auto &[id, job] : jobs_) {
-    if (job.state == JobState::resolved) continue;
+    if (job.state == JobState::kResolved) continue;
     in_use.insert(job.spec.artifact().sha256());
     if (!job.spec.reference().sha256().empty()) in_use.insert(job.spec.reference().sha256());
   }

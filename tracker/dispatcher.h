@@ -106,12 +106,12 @@ class Dispatcher {
   void shut_down();
 
  private:
-  enum class JobState { queued, leased, resolved };
+  enum class JobState { kQueued, kLeased, kResolved };
   struct Job {
     std::string session_id;
     std::string key;
     v1::JobSpec spec;
-    JobState state = JobState::queued;
+    JobState state = JobState::kQueued;
     uint64_t lease_id = 0;
     std::string runner_id;
     double leased_at = 0;

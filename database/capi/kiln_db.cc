@@ -56,13 +56,13 @@ extern "C" kiln_db_status kiln_db_open(const char *path, unsigned flags, kiln_db
   kiln::db::OpenMode mode;
   switch (flags) {
     case KILN_DB_OPEN_READ_ONLY:
-      mode = kiln::db::OpenMode::read_only;
+      mode = kiln::db::OpenMode::kReadOnly;
       break;
     case KILN_DB_OPEN_READ_WRITE:
-      mode = kiln::db::OpenMode::read_write;
+      mode = kiln::db::OpenMode::kReadWrite;
       break;
     case KILN_DB_OPEN_CREATE:
-      mode = kiln::db::OpenMode::create;
+      mode = kiln::db::OpenMode::kCreate;
       break;
     default:
       return fail(db, KILN_DB_INVALID_ARGUMENT,

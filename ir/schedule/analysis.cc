@@ -226,6 +226,16 @@ bool is_param(const PrimFunc &f, const BufferNode *b) {
   return false;
 }
 
+std::optional<Region> bounded_region_under_loop(const PrimFunc &f, const Buffer &buffer,
+                                                const std::vector<const BlockNode *> &blocks, const ForNode *loop,
+                                                bool reads, bool writes) {
+  try {
+    return region_under_loop(f, buffer, blocks, loop, reads, writes, "region");
+  } catch (const ScheduleError &) {
+    return std::nullopt;
+  }
+}
+
 Region region_under_loop(const PrimFunc &f, const Buffer &buffer, const std::vector<const BlockNode *> &blocks,
                          const ForNode *loop, bool reads, bool writes, const std::string &primitive) {
   Analyzer outer;

@@ -1,6 +1,7 @@
 // Queries and rewrites on loop programs shared by the schedule primitives.
 #pragma once
 
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -74,6 +75,10 @@ struct Region {
 /// ScheduleError(primitive, ...) when an index cannot be bounded.
 Region region_under_loop(const PrimFunc &f, const Buffer &buffer, const std::vector<const BlockNode *> &blocks,
                          const ForNode *loop, bool reads, bool writes, const std::string &primitive);
+/// region_under_loop for passes that ask: nullopt when an index cannot be bounded.
+std::optional<Region> bounded_region_under_loop(const PrimFunc &f, const Buffer &buffer,
+                                                const std::vector<const BlockNode *> &blocks, const ForNode *loop,
+                                                bool reads, bool writes);
 
 /// Simplifies every index, binding and predicate using the loop and iterator ranges
 /// in scope.

@@ -2,12 +2,27 @@
 
 #include <functional>
 #include <numeric>
+#include <type_traits>
 
+#include "ir/check.h"
+#include "ir/json_checks.h"
 #include "ir/schedule/primitives.h"
 
 namespace kiln::ir {
 
 using nlohmann::json;
+
+namespace {
+// A trace's own name, bounded for messages (a trace may come from anywhere).
+std::string excerpt(const std::string &name) { return name.size() <= 80 ? name : name.substr(0, 80) + "..."; }
+
+template <typename RV>
+std::vector<std::string> names(const std::vector<RV> &rvs) {
+  std::vector<std::string> out;
+  for (const RV &rv : rvs) out.push_back(rv.name);
+  return out;
+}
+}  // namespace
 
 Schedule::Schedule(PrimFunc func, uint64_t seed) : func_(std::move(func)), rng_(seed) {}
 
@@ -36,17 +51,18 @@ const std::string &Schedule::block_of(const std::string &primitive, const BlockR
   return std::get<std::string>(it->second);
 }
 
-void Schedule::record(std::string kind, json inputs, json attrs, std::vector<std::string> outputs,
+void Schedule::record(const InstructionKind &kind, json inputs, json attrs, const std::vector<std::string> &outputs,
                       std::optional<json> decision) {
-  trace_.instructions.push_back(Instruction{std::move(kind), std::move(inputs), std::move(attrs), std::move(outputs)});
+  Instruction inst{&kind, std::move(inputs), std::move(attrs), {}};
+  for (const std::string &name : outputs) inst.outputs.push_back(TraceRV{kind.output_kind, name});
+  trace_.instructions.push_back(std::move(inst));
   if (decision) trace_.decisions[trace_.instructions.size() - 1] = std::move(*decision);
 }
 
 std::string Schedule::block_name(const BlockRV &block) const { return block_of("block_name", block); }
 
-const ForNode *Schedule::loop(const LoopRV &rv) const {
-  Stmt s = sched::find_loop(func_, loop_var("loop", rv).get());
-  return s.as<ForNode>();
+NodeRef<ForNode> Schedule::loop(const LoopRV &rv) const {
+  return NodeRef<ForNode>(sched::find_loop(func_, loop_var("loop", rv).get()));
 }
 
 int64_t Schedule::value(const ExprRV &v) const {
@@ -65,9 +81,14 @@ std::vector<std::string> Schedule::block_names() const {
 BlockRV Schedule::get_block(const std::string &name) {
   sched::find_block(func_, name, "get_block");
   BlockRV rv{new_rv('b', name)};
-  record("get_block", json::array(), json{{"name", name}}, {rv.name});
+  record(instructions::kGetBlock, json::array(), json{{"name", name}}, {rv.name});
   return rv;
 }
+
+const InstructionKind instructions::kGetBlock{"get_block", RVKind::kBlock,
+                                              [](Schedule &s, const InstructionArgs &a) -> std::vector<std::string> {
+                                                return {s.get_block(a.attr("name").get<std::string>()).name};
+                                              }};
 
 std::vector<LoopRV> Schedule::get_loops(const BlockRV &block) {
   const std::string &name = block_of("get_loops", block);
@@ -78,9 +99,13 @@ std::vector<LoopRV> Schedule::get_loops(const BlockRV &block) {
     loops.push_back(LoopRV{new_rv('l', s.as<ForNode>()->loop_var)});
     outs.push_back(loops.back().name);
   }
-  record("get_loops", json::array({block.name}), json::object(), outs);
+  record(instructions::kGetLoops, json::array({block.name}), json::object(), outs);
   return loops;
 }
+
+const InstructionKind instructions::kGetLoops{
+    "get_loops", RVKind::kLoop,
+    [](Schedule &s, const InstructionArgs &a) -> std::vector<std::string> { return names(s.get_loops(a.block(0))); }};
 
 std::vector<LoopRV> Schedule::split(const LoopRV &loop, const std::vector<Factor> &factors) {
   const Var &v = loop_var("split", loop);
@@ -104,9 +129,22 @@ std::vector<LoopRV> Schedule::split(const LoopRV &loop, const std::vector<Factor
     out.push_back(LoopRV{new_rv('l', nv)});
     names.push_back(out.back().name);
   }
-  record("split", inputs, json::object(), names);
+  record(instructions::kSplit, inputs, json::object(), names);
   return out;
 }
+
+const InstructionKind instructions::kSplit{"split", RVKind::kLoop,
+                                           [](Schedule &s, const InstructionArgs &a) -> std::vector<std::string> {
+                                             std::vector<Factor> factors;
+                                             for (size_t i = 1; i < a.num_inputs(); ++i) {
+                                               if (a.is_literal(i)) {
+                                                 factors.emplace_back(a.literal(i));
+                                               } else {
+                                                 factors.emplace_back(a.expr(i));
+                                               }
+                                             }
+                                             return names(s.split(a.loop(0), factors));
+                                           }};
 
 LoopRV Schedule::fuse(const std::vector<LoopRV> &loops) {
   std::vector<Var> vars;
@@ -118,9 +156,13 @@ LoopRV Schedule::fuse(const std::vector<LoopRV> &loops) {
   Var fused;
   func_ = sched::fuse(func_, vars, &fused);
   LoopRV rv{new_rv('l', fused)};
-  record("fuse", inputs, json::object(), {rv.name});
+  record(instructions::kFuse, inputs, json::object(), {rv.name});
   return rv;
 }
+
+const InstructionKind instructions::kFuse{
+    "fuse", RVKind::kLoop,
+    [](Schedule &s, const InstructionArgs &a) -> std::vector<std::string> { return {s.fuse(a.loops()).name}; }};
 
 void Schedule::reorder(const std::vector<LoopRV> &order) {
   std::vector<Var> vars;
@@ -130,65 +172,134 @@ void Schedule::reorder(const std::vector<LoopRV> &order) {
     inputs.push_back(l.name);
   }
   func_ = sched::reorder(func_, vars);
-  record("reorder", inputs, json::object(), {});
+  record(instructions::kReorder, inputs, json::object(), {});
 }
+
+const InstructionKind instructions::kReorder{"reorder", RVKind::kLoop,
+                                             [](Schedule &s, const InstructionArgs &a) -> std::vector<std::string> {
+                                               s.reorder(a.loops());
+                                               return {};
+                                             }};
 
 void Schedule::parallel(const LoopRV &loop) {
   func_ = sched::set_loop_kind(func_, loop_var("parallel", loop), ForKind::kParallel, "", "parallel");
-  record("parallel", json::array({loop.name}), json::object(), {});
+  record(instructions::kParallel, json::array({loop.name}), json::object(), {});
 }
+
+const InstructionKind instructions::kParallel{"parallel", RVKind::kLoop,
+                                              [](Schedule &s, const InstructionArgs &a) -> std::vector<std::string> {
+                                                s.parallel(a.loop(0));
+                                                return {};
+                                              }};
 
 void Schedule::vectorize(const LoopRV &loop) {
   func_ = sched::set_loop_kind(func_, loop_var("vectorize", loop), ForKind::kVectorized, "", "vectorize");
-  record("vectorize", json::array({loop.name}), json::object(), {});
+  record(instructions::kVectorize, json::array({loop.name}), json::object(), {});
 }
+
+const InstructionKind instructions::kVectorize{"vectorize", RVKind::kLoop,
+                                               [](Schedule &s, const InstructionArgs &a) -> std::vector<std::string> {
+                                                 s.vectorize(a.loop(0));
+                                                 return {};
+                                               }};
 
 void Schedule::unroll(const LoopRV &loop) {
   func_ = sched::set_loop_kind(func_, loop_var("unroll", loop), ForKind::kUnrolled, "", "unroll");
-  record("unroll", json::array({loop.name}), json::object(), {});
+  record(instructions::kUnroll, json::array({loop.name}), json::object(), {});
 }
+
+const InstructionKind instructions::kUnroll{"unroll", RVKind::kLoop,
+                                            [](Schedule &s, const InstructionArgs &a) -> std::vector<std::string> {
+                                              s.unroll(a.loop(0));
+                                              return {};
+                                            }};
 
 void Schedule::bind(const LoopRV &loop, const std::string &thread) {
   func_ = sched::set_loop_kind(func_, loop_var("bind", loop), ForKind::kThreadBinding, thread, "bind");
-  record("bind", json::array({loop.name}), json{{"thread", thread}}, {});
+  record(instructions::kBind, json::array({loop.name}), json{{"thread", thread}}, {});
 }
+
+const InstructionKind instructions::kBind{"bind", RVKind::kLoop,
+                                          [](Schedule &s, const InstructionArgs &a) -> std::vector<std::string> {
+                                            s.bind(a.loop(0), a.attr("thread").get<std::string>());
+                                            return {};
+                                          }};
 
 void Schedule::annotate(const LoopRV &loop, const std::string &key, int64_t value) {
   func_ = sched::annotate_loop(func_, loop_var("annotate", loop), key, value);
-  record("annotate", json::array({loop.name}), json{{"key", key}, {"value", value}}, {});
+  record(instructions::kAnnotate, json::array({loop.name}), json{{"key", key}, {"value", value}}, {});
 }
 
 void Schedule::annotate(const BlockRV &block, const std::string &key, int64_t value) {
   func_ = sched::annotate_block(func_, block_of("annotate", block), key, value);
-  record("annotate", json::array({block.name}), json{{"key", key}, {"value", value}}, {});
+  record(instructions::kAnnotate, json::array({block.name}), json{{"key", key}, {"value", value}}, {});
 }
 
 void Schedule::annotate(const BlockRV &block, const std::string &key, const ExprRV &value) {
   func_ = sched::annotate_block(func_, block_of("annotate", block), key, this->value(value));
-  record("annotate", json::array({block.name, value.name}), json{{"key", key}}, {});
+  record(instructions::kAnnotate, json::array({block.name, value.name}), json{{"key", key}}, {});
 }
+
+// Annotations on a block or a loop, with a literal value or, on a block, a sampled one.
+// Which of the two the target is comes from the kind of its random variable.
+const InstructionKind instructions::kAnnotate{"annotate", RVKind::kLoop,
+                                              [](Schedule &s, const InstructionArgs &a) -> std::vector<std::string> {
+                                                const std::string key = a.attr("key").get<std::string>();
+                                                if (a.num_inputs() == 2) {
+                                                  s.annotate(a.block(0), key, a.expr(1));
+                                                } else if (a.kind_of(0) == RVKind::kBlock) {
+                                                  s.annotate(a.block(0), key, a.attr("value").get<int64_t>());
+                                                } else {
+                                                  s.annotate(a.loop(0), key, a.attr("value").get<int64_t>());
+                                                }
+                                                return {};
+                                              }};
 
 void Schedule::compute_at(const BlockRV &block, const LoopRV &loop) {
   const std::string &name = block_of("compute_at", block);
   if (!is_root(loop)) func_ = sched::compute_at(func_, name, loop_var("compute_at", loop));
-  record("compute_at", json::array({block.name, loop.name}), json::object(), {});
+  record(instructions::kComputeAt, json::array({block.name, loop.name}), json::object(), {});
 }
+
+const InstructionKind instructions::kComputeAt{"compute_at", RVKind::kLoop,
+                                               [](Schedule &s, const InstructionArgs &a) -> std::vector<std::string> {
+                                                 s.compute_at(a.block(0), a.loop(1));
+                                                 return {};
+                                               }};
 
 void Schedule::reverse_compute_at(const BlockRV &block, const LoopRV &loop) {
   const std::string &name = block_of("reverse_compute_at", block);
   if (!is_root(loop)) func_ = sched::reverse_compute_at(func_, name, loop_var("reverse_compute_at", loop));
-  record("reverse_compute_at", json::array({block.name, loop.name}), json::object(), {});
+  record(instructions::kReverseComputeAt, json::array({block.name, loop.name}), json::object(), {});
 }
+
+const InstructionKind instructions::kReverseComputeAt{
+    "reverse_compute_at", RVKind::kLoop, [](Schedule &s, const InstructionArgs &a) -> std::vector<std::string> {
+      s.reverse_compute_at(a.block(0), a.loop(1));
+      return {};
+    }};
 
 void Schedule::compute_inline(const BlockRV &block) {
   func_ = sched::compute_inline(func_, block_of("compute_inline", block));
-  record("compute_inline", json::array({block.name}), json::object(), {});
+  record(instructions::kComputeInline, json::array({block.name}), json::object(), {});
 }
+
+const InstructionKind instructions::kComputeInline{
+    "compute_inline", RVKind::kLoop, [](Schedule &s, const InstructionArgs &a) -> std::vector<std::string> {
+      s.compute_inline(a.block(0));
+      return {};
+    }};
 
 void Schedule::reverse_compute_inline(const BlockRV &block) {
   func_ = sched::reverse_compute_inline(func_, block_of("reverse_compute_inline", block));
-  record("reverse_compute_inline", json::array({block.name}), json::object(), {});
+  record(instructions::kReverseComputeInline, json::array({block.name}), json::object(), {});
 }
+
+const InstructionKind instructions::kReverseComputeInline{
+    "reverse_compute_inline", RVKind::kLoop, [](Schedule &s, const InstructionArgs &a) -> std::vector<std::string> {
+      s.reverse_compute_inline(a.block(0));
+      return {};
+    }};
 
 // The storage scope of a cache stage; the message names the block being staged.
 static MemoryScope cache_scope(const std::string &primitive, const std::string &block, const std::string &scope) {
@@ -205,26 +316,43 @@ BlockRV Schedule::cache_read(const BlockRV &block, int read_index, const std::st
   const std::string &name = block_of("cache_read", block);
   func_ = sched::cache_read(func_, name, read_index, cache_scope("cache_read", name, scope), &cache);
   BlockRV rv{new_rv('b', cache)};
-  record("cache_read", json::array({block.name}), json{{"read_index", read_index}, {"scope", scope}}, {rv.name});
+  record(instructions::kCacheRead, json::array({block.name}), json{{"read_index", read_index}, {"scope", scope}},
+         {rv.name});
   return rv;
 }
+
+const InstructionKind instructions::kCacheRead{
+    "cache_read", RVKind::kBlock, [](Schedule &s, const InstructionArgs &a) -> std::vector<std::string> {
+      return {s.cache_read(a.block(0), a.attr("read_index").get<int>(), a.attr("scope").get<std::string>()).name};
+    }};
 
 BlockRV Schedule::cache_write(const BlockRV &block, int write_index, const std::string &scope) {
   std::string cache;
   const std::string &name = block_of("cache_write", block);
   func_ = sched::cache_write(func_, name, write_index, cache_scope("cache_write", name, scope), &cache);
   BlockRV rv{new_rv('b', cache)};
-  record("cache_write", json::array({block.name}), json{{"write_index", write_index}, {"scope", scope}}, {rv.name});
+  record(instructions::kCacheWrite, json::array({block.name}), json{{"write_index", write_index}, {"scope", scope}},
+         {rv.name});
   return rv;
 }
+
+const InstructionKind instructions::kCacheWrite{
+    "cache_write", RVKind::kBlock, [](Schedule &s, const InstructionArgs &a) -> std::vector<std::string> {
+      return {s.cache_write(a.block(0), a.attr("write_index").get<int>(), a.attr("scope").get<std::string>()).name};
+    }};
 
 BlockRV Schedule::rfactor(const LoopRV &loop, int factor_axis) {
   std::string rf;
   func_ = sched::rfactor(func_, loop_var("rfactor", loop), factor_axis, &rf);
   BlockRV rv{new_rv('b', rf)};
-  record("rfactor", json::array({loop.name}), json{{"factor_axis", factor_axis}}, {rv.name});
+  record(instructions::kRfactor, json::array({loop.name}), json{{"factor_axis", factor_axis}}, {rv.name});
   return rv;
 }
+
+const InstructionKind instructions::kRfactor{"rfactor", RVKind::kBlock,
+                                             [](Schedule &s, const InstructionArgs &a) -> std::vector<std::string> {
+                                               return {s.rfactor(a.loop(0), a.attr("factor_axis").get<int>()).name};
+                                             }};
 
 // ---- sampling ----------------------------------------------------------------------------
 
@@ -289,9 +417,20 @@ std::vector<ExprRV> Schedule::sample_perfect_tile(const LoopRV &loop, int n, int
   }
   json attrs{{"n", n}, {"max_innermost_factor", max_innermost_factor}};
   if (innermost_multiple > 0) attrs["innermost_multiple"] = innermost_multiple;
-  record("sample_perfect_tile", json::array({loop.name}), attrs, names, json(factors));
+  record(instructions::kSamplePerfectTile, json::array({loop.name}), attrs, names, json(factors));
   return out;
 }
+
+const InstructionKind instructions::kSamplePerfectTile{
+    "sample_perfect_tile", RVKind::kInt,
+    [](Schedule &s, const InstructionArgs &a) -> std::vector<std::string> {
+      std::optional<std::vector<int64_t>> decision;
+      if (a.decision()) decision = a.decision()->get<std::vector<int64_t>>();
+      return names(s.sample_perfect_tile(a.loop(0), a.attr("n").get<int>(),
+                                         a.attr("max_innermost_factor").get<int64_t>(), decision,
+                                         a.attrs().value("innermost_multiple", int64_t{0})));
+    },
+    true};
 
 ExprRV Schedule::sample_categorical(const std::vector<int64_t> &candidates, const std::vector<double> &probs,
                                     std::optional<int64_t> decision) {
@@ -309,10 +448,21 @@ ExprRV Schedule::sample_categorical(const std::vector<int64_t> &candidates, cons
     index = dist(rng_);
   }
   ExprRV rv{new_rv('v', candidates[index])};
-  record("sample_categorical", json::array(), json{{"candidates", candidates}, {"probs", probs}}, {rv.name},
+  record(instructions::kSampleCategorical, json::array(), json{{"candidates", candidates}, {"probs", probs}}, {rv.name},
          json(index));
   return rv;
 }
+
+const InstructionKind instructions::kSampleCategorical{
+    "sample_categorical", RVKind::kInt,
+    [](Schedule &s, const InstructionArgs &a) -> std::vector<std::string> {
+      std::optional<int64_t> decision;
+      if (a.decision()) decision = a.decision()->get<int64_t>();
+      return {s.sample_categorical(a.attr("candidates").get<std::vector<int64_t>>(),
+                                   a.attr("probs").get<std::vector<double>>(), decision)
+                  .name};
+    },
+    true};
 
 LoopRV Schedule::sample_compute_location(const BlockRV &block, std::optional<int64_t> decision) {
   const std::string P = "sample_compute_location";
@@ -350,130 +500,213 @@ LoopRV Schedule::sample_compute_location(const BlockRV &block, std::optional<int
     index = std::uniform_int_distribution<int64_t>(-1, static_cast<int64_t>(candidates.size()) - 1)(rng_);
   }
   LoopRV rv{index < 0 ? new_rv('l', RootLoop{}) : new_rv('l', candidates[index])};
-  record("sample_compute_location", json::array({block.name}), json::object(), {rv.name}, json(index));
+  record(instructions::kSampleComputeLocation, json::array({block.name}), json::object(), {rv.name}, json(index));
   return rv;
 }
+
+const InstructionKind instructions::kSampleComputeLocation{
+    "sample_compute_location", RVKind::kLoop,
+    [](Schedule &s, const InstructionArgs &a) -> std::vector<std::string> {
+      std::optional<int64_t> decision;
+      if (a.decision()) decision = a.decision()->get<int64_t>();
+      return {s.sample_compute_location(a.block(0), decision).name};
+    },
+    true};
+
+// ---- probes ------------------------------------------------------------------------------
+
+template <typename Primitive>
+auto Schedule::probe(Primitive &&primitive, std::string *why) {
+  using Result = decltype(primitive());
+  try {
+    if constexpr (std::is_void_v<Result>) {
+      primitive();
+      return true;
+    } else {
+      return std::optional<Result>(primitive());
+    }
+  } catch (const ScheduleError &e) {
+    if (why) *why = e.what();
+    if constexpr (std::is_void_v<Result>) {
+      return false;
+    } else {
+      return std::optional<Result>();
+    }
+  }
+}
+
+bool Schedule::try_compute_at(const BlockRV &block, const LoopRV &loop, std::string *why) {
+  return probe([&] { compute_at(block, loop); }, why);
+}
+bool Schedule::try_reverse_compute_at(const BlockRV &block, const LoopRV &loop, std::string *why) {
+  return probe([&] { reverse_compute_at(block, loop); }, why);
+}
+bool Schedule::try_compute_inline(const BlockRV &block, std::string *why) {
+  return probe([&] { compute_inline(block); }, why);
+}
+bool Schedule::try_reverse_compute_inline(const BlockRV &block, std::string *why) {
+  return probe([&] { reverse_compute_inline(block); }, why);
+}
+bool Schedule::try_parallel(const LoopRV &loop, std::string *why) {
+  return probe([&] { parallel(loop); }, why);
+}
+bool Schedule::try_vectorize(const LoopRV &loop, std::string *why) {
+  return probe([&] { vectorize(loop); }, why);
+}
+std::optional<LoopRV> Schedule::try_fuse(const std::vector<LoopRV> &loops, std::string *why) {
+  return probe([&] { return fuse(loops); }, why);
+}
+std::optional<std::vector<LoopRV>> Schedule::try_split(const LoopRV &loop, const std::vector<Factor> &factors,
+                                                       std::string *why) {
+  return probe([&] { return split(loop, factors); }, why);
+}
+std::optional<BlockRV> Schedule::try_cache_read(const BlockRV &block, int read_index, const std::string &scope,
+                                                std::string *why) {
+  return probe([&] { return cache_read(block, read_index, scope); }, why);
+}
+std::optional<BlockRV> Schedule::try_cache_write(const BlockRV &block, int write_index, const std::string &scope,
+                                                 std::string *why) {
+  return probe([&] { return cache_write(block, write_index, scope); }, why);
+}
+std::optional<LoopRV> Schedule::try_sample_compute_location(const BlockRV &block, std::string *why) {
+  return probe([&] { return sample_compute_location(block); }, why);
+}
+std::optional<std::vector<ExprRV>> Schedule::try_sample_perfect_tile(const LoopRV &loop, int n,
+                                                                     int64_t max_innermost_factor,
+                                                                     int64_t innermost_multiple, std::string *why) {
+  return probe([&] { return sample_perfect_tile(loop, n, max_innermost_factor, std::nullopt, innermost_multiple); },
+               why);
+}
+
+// ---- the instruction table ---------------------------------------------------------------
+
+const std::vector<const InstructionKind *> &instruction_kinds() {
+  using namespace instructions;
+  static const std::vector<const InstructionKind *> kinds = {&kGetBlock,
+                                                             &kGetLoops,
+                                                             &kSplit,
+                                                             &kFuse,
+                                                             &kReorder,
+                                                             &kParallel,
+                                                             &kVectorize,
+                                                             &kUnroll,
+                                                             &kBind,
+                                                             &kAnnotate,
+                                                             &kComputeAt,
+                                                             &kReverseComputeAt,
+                                                             &kComputeInline,
+                                                             &kReverseComputeInline,
+                                                             &kCacheRead,
+                                                             &kCacheWrite,
+                                                             &kRfactor,
+                                                             &kSamplePerfectTile,
+                                                             &kSampleCategorical,
+                                                             &kSampleComputeLocation};
+  return kinds;
+}
+
+const InstructionKind *find_instruction_kind(std::string_view name) {
+  for (const InstructionKind *k : instruction_kinds())
+    if (k->name == name) return k;
+  return nullptr;
+}
+
+InstructionArgs::InstructionArgs(const Instruction &instruction, size_t index, std::vector<Input> inputs,
+                                 std::optional<json> decision)
+    : instruction_(instruction), index_(index), inputs_(std::move(inputs)), decision_(std::move(decision)) {}
+
+static std::string describe_instruction(const Instruction &inst, size_t index) {
+  return "instruction " + std::to_string(index) + " (" + std::string(inst.kind->name) + ")";
+}
+
+RVKind InstructionArgs::kind_of(size_t i) const {
+  if (i >= inputs_.size() || !inputs_[i].rv)
+    throw ScheduleError("replay", describe_instruction(instruction_, index_) + " expects a random variable as input " +
+                                      std::to_string(i));
+  return inputs_[i].rv->kind;
+}
+
+bool InstructionArgs::is_literal(size_t i) const { return i < inputs_.size() && !inputs_[i].rv; }
+
+int64_t InstructionArgs::literal(size_t i) const {
+  if (!is_literal(i))
+    throw ScheduleError(
+        "replay", describe_instruction(instruction_, index_) + " expects an integer as input " + std::to_string(i));
+  return inputs_[i].literal;
+}
+
+const TraceRV &InstructionArgs::rv(size_t i, RVKind kind) const {
+  if (kind_of(i) != kind)
+    throw ScheduleError("replay", describe_instruction(instruction_, index_) + " expects a " + rv_kind_name(kind) +
+                                      " as input " + std::to_string(i) + ", but '" +
+                                      instruction_.inputs[i].get<std::string>() + "' is a " + rv_kind_name(kind_of(i)));
+  return *inputs_[i].rv;
+}
+
+BlockRV InstructionArgs::block(size_t i) const { return BlockRV{rv(i, RVKind::kBlock).name}; }
+LoopRV InstructionArgs::loop(size_t i) const { return LoopRV{rv(i, RVKind::kLoop).name}; }
+ExprRV InstructionArgs::expr(size_t i) const { return ExprRV{rv(i, RVKind::kInt).name}; }
+
+std::vector<LoopRV> InstructionArgs::loops() const {
+  std::vector<LoopRV> out;
+  for (size_t i = 0; i < inputs_.size(); ++i) out.push_back(loop(i));
+  return out;
+}
+
+const json &InstructionArgs::attr(const std::string &key) const { return instruction_.attrs.at(key); }
 
 // ---- replay ------------------------------------------------------------------------------
 
 Schedule Schedule::replay(const PrimFunc &func, const Trace &trace, const std::map<size_t, json> &overrides,
                           uint64_t seed) {
   Schedule sch(func, seed);
-  std::map<std::string, std::string> rename;  // trace RV name -> this schedule's RV name
-  auto rv = [&](const json &in, size_t i) -> std::string {
-    if (!in.is_string())
-      throw ScheduleError("replay",
-                          "instruction " + std::to_string(i) + " expects a random variable, got " + in.dump());
-    auto it = rename.find(in.get<std::string>());
-    if (it == rename.end())
-      throw ScheduleError(
-          "replay", "instruction " + std::to_string(i) + " uses '" + in.get<std::string>() + "' before it is defined");
-    return it->second;
-  };
-  auto bind_outputs = [&](const Instruction &inst, const std::vector<std::string> &names, size_t i) {
-    if (names.size() != inst.outputs.size())
-      throw ScheduleError("replay", "instruction " + std::to_string(i) + " (" + inst.kind + ") produced " +
-                                        std::to_string(names.size()) + " results where the trace has " +
-                                        std::to_string(inst.outputs.size()));
-    for (size_t k = 0; k < names.size(); ++k) rename[inst.outputs[k]] = names[k];
-  };
+  std::map<std::string, TraceRV> renamed;  // the trace's name -> this schedule's variable
   for (size_t i = 0; i < trace.instructions.size(); ++i) {
     const Instruction &inst = trace.instructions[i];
-    const json &in = inst.inputs;
-    const json &at = inst.attrs;
+    KILN_INTERNAL_CHECK(inst.kind != nullptr, "a trace instruction without a kind");
     std::optional<json> decision;
     if (auto it = overrides.find(i); it != overrides.end()) {
       decision = it->second;
     } else if (auto d = trace.decisions.find(i); d != trace.decisions.end()) {
       decision = d->second;
     }
-    try {
-      const std::string &k = inst.kind;
-      std::vector<std::string> outs;
-      if (k == "get_block") {
-        outs.push_back(sch.get_block(at.at("name").get<std::string>()).name);
-      } else if (k == "get_loops") {
-        for (const LoopRV &l : sch.get_loops(BlockRV{rv(in.at(0), i)})) outs.push_back(l.name);
-      } else if (k == "split") {
-        std::vector<Factor> factors;
-        for (size_t a = 1; a < in.size(); ++a) {
-          if (in[a].is_number_integer()) {
-            factors.emplace_back(in[a].get<int64_t>());
-          } else {
-            factors.emplace_back(ExprRV{rv(in[a], i)});
-          }
-        }
-        for (const LoopRV &l : sch.split(LoopRV{rv(in.at(0), i)}, factors)) outs.push_back(l.name);
-      } else if (k == "fuse" || k == "reorder") {
-        std::vector<LoopRV> loops;
-        for (const json &x : in) loops.push_back(LoopRV{rv(x, i)});
-        if (k == "fuse") {
-          outs.push_back(sch.fuse(loops).name);
-        } else {
-          sch.reorder(loops);
-        }
-      } else if (k == "parallel") {
-        sch.parallel(LoopRV{rv(in.at(0), i)});
-      } else if (k == "vectorize") {
-        sch.vectorize(LoopRV{rv(in.at(0), i)});
-      } else if (k == "unroll") {
-        sch.unroll(LoopRV{rv(in.at(0), i)});
-      } else if (k == "bind") {
-        sch.bind(LoopRV{rv(in.at(0), i)}, at.at("thread").get<std::string>());
-      } else if (k == "annotate") {
-        std::string target = rv(in.at(0), i);
-        if (in.size() == 2) {
-          sch.annotate(BlockRV{target}, at.at("key").get<std::string>(), ExprRV{rv(in.at(1), i)});
-        } else if (target[0] == 'b') {
-          sch.annotate(BlockRV{target}, at.at("key").get<std::string>(), at.at("value").get<int64_t>());
-        } else {
-          sch.annotate(LoopRV{target}, at.at("key").get<std::string>(), at.at("value").get<int64_t>());
-        }
-      } else if (k == "compute_at") {
-        sch.compute_at(BlockRV{rv(in.at(0), i)}, LoopRV{rv(in.at(1), i)});
-      } else if (k == "reverse_compute_at") {
-        sch.reverse_compute_at(BlockRV{rv(in.at(0), i)}, LoopRV{rv(in.at(1), i)});
-      } else if (k == "compute_inline") {
-        sch.compute_inline(BlockRV{rv(in.at(0), i)});
-      } else if (k == "reverse_compute_inline") {
-        sch.reverse_compute_inline(BlockRV{rv(in.at(0), i)});
-      } else if (k == "cache_read") {
-        outs.push_back(
-            sch.cache_read(BlockRV{rv(in.at(0), i)}, at.at("read_index").get<int>(), at.at("scope").get<std::string>())
-                .name);
-      } else if (k == "cache_write") {
-        outs.push_back(sch.cache_write(BlockRV{rv(in.at(0), i)}, at.at("write_index").get<int>(),
-                                       at.at("scope").get<std::string>())
-                           .name);
-      } else if (k == "rfactor") {
-        outs.push_back(sch.rfactor(LoopRV{rv(in.at(0), i)}, at.at("factor_axis").get<int>()).name);
-      } else if (k == "sample_perfect_tile") {
-        std::optional<std::vector<int64_t>> d;
-        if (decision) d = decision->get<std::vector<int64_t>>();
-        for (const ExprRV &v : sch.sample_perfect_tile(LoopRV{rv(in.at(0), i)}, at.at("n").get<int>(),
-                                                       at.at("max_innermost_factor").get<int64_t>(), d,
-                                                       at.value("innermost_multiple", int64_t{0})))
-          outs.push_back(v.name);
-      } else if (k == "sample_categorical") {
-        std::optional<int64_t> d;
-        if (decision) d = decision->get<int64_t>();
-        outs.push_back(sch.sample_categorical(at.at("candidates").get<std::vector<int64_t>>(),
-                                              at.at("probs").get<std::vector<double>>(), d)
-                           .name);
-      } else if (k == "sample_compute_location") {
-        std::optional<int64_t> d;
-        if (decision) d = decision->get<int64_t>();
-        outs.push_back(sch.sample_compute_location(BlockRV{rv(in.at(0), i)}, d).name);
-      } else {
-        throw ScheduleError("replay", "unknown instruction kind '" + k + "' at instruction " + std::to_string(i));
+    std::vector<InstructionArgs::Input> inputs;
+    for (const json &in : inst.inputs) {
+      if (in.is_number_integer()) {
+        inputs.push_back({std::nullopt, in.get<int64_t>()});
+        continue;
       }
-      bind_outputs(inst, outs, i);
+      if (!in.is_string())
+        throw ScheduleError("replay",
+                            describe_instruction(inst, i) + " expects a random variable, got " + json_excerpt(in));
+      auto it = renamed.find(in.get<std::string>());
+      if (it == renamed.end())
+        throw ScheduleError("replay", describe_instruction(inst, i) + " uses '" + excerpt(in.get<std::string>()) +
+                                          "' before it is defined");
+      inputs.push_back({it->second, 0});
+    }
+    try {
+      std::vector<std::string> outputs = inst.kind->apply(sch, InstructionArgs(inst, i, std::move(inputs), decision));
+      if (outputs.size() != inst.outputs.size())
+        throw ScheduleError("replay", describe_instruction(inst, i) + " produced " + std::to_string(outputs.size()) +
+                                          " results where the trace has " + std::to_string(inst.outputs.size()));
+      for (size_t k = 0; k < outputs.size(); ++k)
+        renamed[inst.outputs[k].name] = TraceRV{inst.kind->output_kind, outputs[k]};
     } catch (const json::exception &e) {
-      throw ScheduleError("replay",
-                          "instruction " + std::to_string(i) + " (" + inst.kind + ") is malformed: " + e.what());
+      throw ScheduleError("replay", describe_instruction(inst, i) + " is malformed: " + e.what());
     }
   }
   return sch;
+}
+
+std::optional<Schedule> Schedule::try_replay(const PrimFunc &func, const Trace &trace, uint64_t seed,
+                                             std::string *why) {
+  try {
+    return replay(func, trace, {}, seed);
+  } catch (const ScheduleError &e) {
+    if (why) *why = e.what();
+    return std::nullopt;
+  }
 }
 
 }  // namespace kiln::ir

@@ -1,7 +1,9 @@
 // Schedule: a program plus the primitives that transform it. Every successful primitive
-// records one instruction in the trace; a failing one throws ScheduleError and leaves
-// program and trace unchanged. Random variables (RVs) name blocks, loops and sampled
-// integers so traces can be replayed on a fresh program.
+// records one instruction in the trace (its entry in the instruction table,
+// instruction_kind.h, says how to replay it); a failing one throws ScheduleError and
+// leaves program and trace unchanged, and its try_ form, for rules that probe, returns
+// false instead. Random variables (RVs) name blocks, loops and sampled integers so
+// traces can be replayed on a fresh program.
 #pragma once
 
 #include <cstdint>
@@ -13,6 +15,7 @@
 #include <vector>
 
 #include "ir/schedule/analysis.h"
+#include "ir/schedule/instruction_kind.h"
 #include "ir/schedule/trace.h"
 
 namespace kiln::ir {
@@ -42,7 +45,9 @@ class Schedule {
   std::vector<LoopRV> get_loops(const BlockRV &block);
   /// Current names for messages and tests.
   std::string block_name(const BlockRV &block) const;
-  const ForNode *loop(const LoopRV &loop) const;
+  /// The loop as the program has it now; the handle stays valid after later primitives
+  /// (it then describes the program of this call).
+  NodeRef<ForNode> loop(const LoopRV &loop) const;
   int64_t value(const ExprRV &v) const;
   /// The names of all blocks other than the root, in program order.
   std::vector<std::string> block_names() const;
@@ -86,6 +91,32 @@ class Schedule {
   /// A loop of the block's sole consumer where compute_at is legal, or the root.
   LoopRV sample_compute_location(const BlockRV &block, std::optional<int64_t> decision = std::nullopt);
 
+  // ---- probes -------------------------------------------------------------------------
+  // For rules and postprocessors asking whether a primitive applies: each applies it and
+  // returns true (or its result), or leaves the schedule unchanged and returns false
+  // (nullopt), with the reason in `why` when given.
+  bool try_compute_at(const BlockRV &block, const LoopRV &loop, std::string *why = nullptr);
+  bool try_reverse_compute_at(const BlockRV &block, const LoopRV &loop, std::string *why = nullptr);
+  bool try_compute_inline(const BlockRV &block, std::string *why = nullptr);
+  bool try_reverse_compute_inline(const BlockRV &block, std::string *why = nullptr);
+  bool try_parallel(const LoopRV &loop, std::string *why = nullptr);
+  bool try_vectorize(const LoopRV &loop, std::string *why = nullptr);
+  std::optional<LoopRV> try_fuse(const std::vector<LoopRV> &loops, std::string *why = nullptr);
+  std::optional<std::vector<LoopRV>> try_split(const LoopRV &loop, const std::vector<Factor> &factors,
+                                               std::string *why = nullptr);
+  std::optional<BlockRV> try_cache_read(const BlockRV &block, int read_index, const std::string &scope,
+                                        std::string *why = nullptr);
+  std::optional<BlockRV> try_cache_write(const BlockRV &block, int write_index, const std::string &scope,
+                                         std::string *why = nullptr);
+  std::optional<LoopRV> try_sample_compute_location(const BlockRV &block, std::string *why = nullptr);
+  std::optional<std::vector<ExprRV>> try_sample_perfect_tile(const LoopRV &loop, int n, int64_t max_innermost_factor,
+                                                             int64_t innermost_multiple = 0,
+                                                             std::string *why = nullptr);
+
+  /// replay() for a trace that may not apply (a mutated decision): nullopt, with the
+  /// reason in `why` when given.
+  static std::optional<Schedule> try_replay(const PrimFunc &func, const Trace &trace, uint64_t seed = 0,
+                                            std::string *why = nullptr);
   /// Replays `trace` on `func`; `overrides` replace decisions by instruction index.
   static Schedule replay(const PrimFunc &func, const Trace &trace,
                          const std::map<size_t, nlohmann::json> &overrides = {}, uint64_t seed = 0);
@@ -98,8 +129,12 @@ class Schedule {
   const Var &loop_var(const std::string &primitive, const LoopRV &rv) const;
   bool is_root(const LoopRV &rv) const;
   const std::string &block_of(const std::string &primitive, const BlockRV &rv) const;
-  void record(std::string kind, nlohmann::json inputs, nlohmann::json attrs, std::vector<std::string> outputs,
-              std::optional<nlohmann::json> decision = std::nullopt);
+  void record(const InstructionKind &kind, nlohmann::json inputs, nlohmann::json attrs,
+              const std::vector<std::string> &outputs, std::optional<nlohmann::json> decision = std::nullopt);
+  /// Runs `primitive` (a call of one of the primitives above); a ScheduleError becomes
+  /// false (nullopt) with its message in `why`. The primitive left the schedule as it was.
+  template <typename Primitive>
+  auto probe(Primitive &&primitive, std::string *why);
   std::vector<int64_t> candidate_locations_check(const std::string &block, std::vector<Var> *loops) const;
 
   PrimFunc func_;

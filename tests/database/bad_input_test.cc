@@ -18,8 +18,8 @@ std::string open_error(const std::filesystem::path &path, OpenMode mode) {
 
 TEST(BadInput, MissingFileNeedsCreateMode) {
   TempDir dir;
-  EXPECT_NE(open_error(dir / "none.kdb", OpenMode::read_only).find("does not exist"), std::string::npos);
-  EXPECT_NE(open_error(dir / "none.kdb", OpenMode::read_write).find("create mode"), std::string::npos);
+  EXPECT_NE(open_error(dir / "none.kdb", OpenMode::kReadOnly).find("does not exist"), std::string::npos);
+  EXPECT_NE(open_error(dir / "none.kdb", OpenMode::kReadWrite).find("create mode"), std::string::npos);
   EXPECT_FALSE(std::filesystem::exists(dir / "none.kdb"));
 }
 
@@ -29,7 +29,7 @@ TEST(BadInput, CorruptFileIsRefusedAndUnchanged) {
   std::string junk(8192, '\0');
   for (size_t i = 0; i < junk.size(); ++i) junk[i] = static_cast<char>((i * 131 + 7) % 251);
   std::ofstream(path, std::ios::binary) << junk;
-  for (OpenMode mode : {OpenMode::read_only, OpenMode::read_write, OpenMode::create}) {
+  for (OpenMode mode : {OpenMode::kReadOnly, OpenMode::kReadWrite, OpenMode::kCreate}) {
     std::string error = open_error(path, mode);
     EXPECT_NE(error.find("file " + path.string() + " is not a Kiln database or is corrupt: "), std::string::npos)
         << error;
@@ -41,7 +41,7 @@ TEST(BadInput, DamagedKilnFileIsReportedAsCorrupt) {
   TempDir dir;
   std::filesystem::path path = dir / "damaged.kdb";
   {
-    auto db = Database::open(path, OpenMode::create);
+    auto db = Database::open(path, OpenMode::kCreate);
     std::vector<Record> many;
     for (int i = 0; i < 300; ++i) many.push_back(ok_record(i, kSkylake, "{\"i\":" + std::to_string(i) + "}", {1e-3}));
     db.commit(many);
@@ -52,7 +52,7 @@ TEST(BadInput, DamagedKilnFileIsReportedAsCorrupt) {
   for (size_t i = 4096; i < bytes.size(); ++i) bytes[i] = static_cast<char>(0xA5);
   std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
   std::string error = db_error_of([&] {
-    auto db = Database::open(path, OpenMode::read_only);
+    auto db = Database::open(path, OpenMode::kReadOnly);
     db.stats();
   });
   EXPECT_NE(error.find("file " + path.string() + " is not a Kiln database or is corrupt: "), std::string::npos)
@@ -65,7 +65,7 @@ TEST(BadInput, ForeignSqliteFileIsNotAKilnDatabase) {
   std::filesystem::path path = dir / "other.sqlite";
   sqlite_exec(path, "CREATE TABLE customers (name TEXT);");
   std::string before = read_bytes(path);
-  std::string error = open_error(path, OpenMode::read_write);
+  std::string error = open_error(path, OpenMode::kReadWrite);
   EXPECT_NE(error.find("is not a Kiln database or is corrupt: it is an SQLite file without Kiln's schema_version"),
             std::string::npos)
       << error;
@@ -75,10 +75,10 @@ TEST(BadInput, ForeignSqliteFileIsNotAKilnDatabase) {
 TEST(BadInput, NewerSchemaVersionAsksForUpgradeAndLeavesFileAlone) {
   TempDir dir;
   std::filesystem::path path = dir / "future.kdb";
-  { Database::open(path, OpenMode::create); }
+  { Database::open(path, OpenMode::kCreate); }
   sqlite_exec(path, "UPDATE schema_version SET version = 7; PRAGMA wal_checkpoint(TRUNCATE);");
   std::string before = read_bytes(path);
-  for (OpenMode mode : {OpenMode::read_only, OpenMode::read_write}) {
+  for (OpenMode mode : {OpenMode::kReadOnly, OpenMode::kReadWrite}) {
     EXPECT_EQ(open_error(path, mode),
               "database " + path.string() + " has schema version 7 but this Kiln understands up to 2; upgrade Kiln");
   }
@@ -90,12 +90,12 @@ TEST(BadInput, MalformedJsonlImportNamesTheLineAndWritesNothing) {
   std::filesystem::path path = dir / "t.kdb";
   std::string good_lines;
   {
-    auto db = Database::open(path, OpenMode::create);
+    auto db = Database::open(path, OpenMode::kCreate);
     db.commit({ok_record(1, kSkylake, trace("a1"), {1e-3})});
     // Three valid lines from another database to import.
-    auto other = Database::open(dir / "other.kdb", OpenMode::create);
+    auto other = Database::open(dir / "other.kdb", OpenMode::kCreate);
     other.commit({ok_record(2, kSkylake, trace("b1"), {1e-3}), ok_record(2, kSkylake, trace("b2"), {2e-3}),
-                  error_record(3, kSkylake, trace("c1"), ErrorKind::build_timeout, "60 s")});
+                  error_record(3, kSkylake, trace("c1"), ErrorKind::kBuildTimeout, "60 s")});
     std::ostringstream out;
     other.export_jsonl(out);
     good_lines = out.str();
@@ -146,13 +146,30 @@ TEST(BadInput, MalformedJsonlImportNamesTheLineAndWritesNothing) {
     std::string input =
         good_lines.substr(0, first_newline + 1) + "\n" + c.bad_line + "\n" + good_lines.substr(first_newline + 1);
     std::istringstream in(input);
-    auto db = Database::open(path, OpenMode::read_write);
+    auto db = Database::open(path, OpenMode::kReadWrite);
     std::string error = db_error_of([&] { db.import_jsonl(in); });
     EXPECT_EQ(error.rfind(c.expected, 0), 0u) << error;
     EXPECT_NE(error.find("nothing was imported"), std::string::npos) << error;
     EXPECT_EQ(db.stats().records, 1);
   }
   EXPECT_EQ(read_bytes(path), before);
+}
+
+}  // namespace
+}  // namespace kiln::db
+
+namespace kiln::db {
+namespace {
+
+// Measurement and database share one ErrorKind; its "no error" value is not an error
+// kind a record may carry.
+TEST(BadInput, ErrorRecordWithoutAnErrorKindIsRefused) {
+  testing::TempDir dir;
+  Database db = Database::open(dir / "t.kdb", OpenMode::kCreate);
+  std::string message = testing::db_error_of(
+      [&] { db.commit({testing::error_record(1, testing::kSkylake, testing::trace("x"), ErrorKind::kNone, "?")}); });
+  EXPECT_NE(message.find("other than \"none\""), std::string::npos) << message;
+  EXPECT_EQ(db.stats().records, 0);
 }
 
 }  // namespace

@@ -40,9 +40,9 @@ CliResult run_kiln(std::vector<std::string> args) {
 class Cli : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto db = Database::open(path, OpenMode::create);
+    auto db = Database::open(path, OpenMode::kCreate);
     db.commit({ok_record(1, kSkylake, trace("fast"), {1e-3}), ok_record(1, kSkylake, trace("slow"), {2e-3}),
-               error_record(1, kSkylake, trace("bad"), ErrorKind::build_error, "no")});
+               error_record(1, kSkylake, trace("bad"), ErrorKind::kBuildError, "no")});
   }
   TempDir dir;
   std::string path = (dir / "t.kdb").string();
@@ -125,7 +125,7 @@ TEST_F(Cli, ImportRefusesALineWhoseTraceIsNotATrace) {
   CliResult best = run_kiln({"db", "best", "--db", path, "--workload", w1, "--target", kSkylake, "--json"});
   ASSERT_EQ(best.exit_code, 0) << best.err;
   EXPECT_EQ(nlohmann::json::parse(best.out)["trace"], nlohmann::json::parse(trace("fast")));
-  EXPECT_EQ(Database::open(path, OpenMode::read_only).stats().records, 3);
+  EXPECT_EQ(Database::open(path, OpenMode::kReadOnly).stats().records, 3);
 }
 
 // best, top, stats and export open the file read-only: they must work where the
@@ -189,7 +189,7 @@ TEST_F(Cli, BadInputFailsWithMessage) {
   EXPECT_NE(missing_flag.exit_code, 0);
   CliResult zero_keep = run_kiln({"db", "prune", "--db", path, "--keep", "0"});
   EXPECT_NE(zero_keep.exit_code, 0);
-  EXPECT_EQ(Database::open(path, OpenMode::read_only).stats().records, 3);
+  EXPECT_EQ(Database::open(path, OpenMode::kReadOnly).stats().records, 3);
 }
 
 }  // namespace

@@ -37,7 +37,7 @@ TEST(Concurrency, FourProcessesCommitFortyThousandRecordsExactlyOnce) {
             "40000");
   EXPECT_EQ(sqlite_query_text(path, "SELECT count(*) FROM workloads"), "20");
   EXPECT_EQ(sqlite_query_text(path, "SELECT version FROM schema_version"), "2");
-  auto db = Database::open(path, OpenMode::read_only);
+  auto db = Database::open(path, OpenMode::kReadOnly);
   Stats s = db.stats();
   EXPECT_EQ(s.records, 40000);
   EXPECT_EQ(s.errors, 4000);  // every tenth record is a run_timeout
@@ -61,7 +61,7 @@ TEST(Crash, KilledWriterLosesOnlyItsUncommittedBatch) {
     EXPECT_EQ(writer.wait(), 128 + SIGKILL);
   }
 
-  auto db = Database::open(path, OpenMode::read_write);  // recovers the WAL
+  auto db = Database::open(path, OpenMode::kReadWrite);  // recovers the WAL
   EXPECT_EQ(sqlite_query_text(path, "PRAGMA integrity_check"), "ok");
   // Every reported batch is complete; no batch is partial (transactions are atomic).
   for (int batch : reported)

@@ -16,7 +16,7 @@ using namespace kiln::db::testing;
 std::vector<Record> sample() {
   Record a = ok_record(1, kSkylake, trace("a"), {1e-3, 0.9e-3});
   a.created_at_ms = 1700000000000;
-  Record b = error_record(1, kCortexA78, trace("b"), ErrorKind::load_error, "dlopen: \"undefined symbol\"\n");
+  Record b = error_record(1, kCortexA78, trace("b"), ErrorKind::kLoadError, "dlopen: \"undefined symbol\"\n");
   b.created_at_ms = 1700000000001;
   Record c = ok_record(2, "cuda -arch=sm_90", trace("c"), {2.5e-6});
   c.created_at_ms = 1700000000002;
@@ -38,7 +38,7 @@ void expect_same_records(const std::vector<Record> &x, const std::vector<Record>
 
 TEST(Jsonl, ExportImportRoundTripsEveryRecord) {
   TempDir dir;
-  auto source = Database::open(dir / "a.kdb", OpenMode::create);
+  auto source = Database::open(dir / "a.kdb", OpenMode::kCreate);
   source.commit(sample());
   std::ostringstream out;
   EXPECT_EQ(source.export_jsonl(out), 3u);
@@ -50,7 +50,7 @@ TEST(Jsonl, ExportImportRoundTripsEveryRecord) {
   EXPECT_EQ(first["trace"], nlohmann::json::parse(trace("a")));      // embedded, not a string
   EXPECT_EQ(first["workload"]["canonical_json"], workload_json(1));  // a string: hashed bytes
 
-  auto copy = Database::open(dir / "b.kdb", OpenMode::create);
+  auto copy = Database::open(dir / "b.kdb", OpenMode::kCreate);
   std::istringstream in(text);
   CommitResult imported = copy.import_jsonl(in);
   EXPECT_EQ(imported.inserted, 3u);
@@ -74,9 +74,9 @@ TEST(Jsonl, LineRoundTripIsExact) {
 
 TEST(Stats, CountsRecordsErrorsAndTargets) {
   TempDir dir;
-  auto db = Database::open(dir / "t.kdb", OpenMode::create);
+  auto db = Database::open(dir / "t.kdb", OpenMode::kCreate);
   db.commit(sample());
-  db.commit({error_record(3, kSkylake, "{}", ErrorKind::load_error, "x")});
+  db.commit({error_record(3, kSkylake, "{}", ErrorKind::kLoadError, "x")});
   Stats s = db.stats();
   EXPECT_EQ(s.schema_version, 2);
   EXPECT_EQ(s.workloads, 3);
@@ -94,27 +94,49 @@ TEST(Stats, CountsRecordsErrorsAndTargets) {
 
 TEST(Prune, KeepsTheNFastestPerWorkloadAndTarget) {
   TempDir dir;
-  auto db = Database::open(dir / "t.kdb", OpenMode::create);
+  auto db = Database::open(dir / "t.kdb", OpenMode::kCreate);
   std::vector<Record> records;
   for (int i = 0; i < 10; ++i) {
     std::string trace = "{\"i\":" + std::to_string(i) + "}";
     records.push_back(ok_record(1, kSkylake, trace, {(10 - i) * 1e-3}));   // fastest: i = 9, 8
     records.push_back(ok_record(1, kCortexA78, trace, {(i + 1) * 1e-3}));  // fastest: i = 0, 1
   }
-  records.push_back(error_record(1, kSkylake, R"({"e":1})", ErrorKind::run_timeout, "10 s"));
-  records.push_back(error_record(2, kSkylake, R"({"e":2})", ErrorKind::run_timeout, "10 s"));
+  records.push_back(error_record(1, kSkylake, R"({"e":1})", ErrorKind::kRunTimeout, "10 s"));
+  records.push_back(error_record(2, kSkylake, R"({"e":2})", ErrorKind::kRunTimeout, "10 s"));
   db.commit(records);
 
   EXPECT_EQ(db.prune(2), 18u);  // 8 + 8 slower records, 2 errors
   std::vector<Record> left = db.records_of(workload(1).key_hash);
   ASSERT_EQ(left.size(), 4u);
   EXPECT_EQ(db.top_k(workload(1).key_hash, kSkylake, 5)[0].trace_json, R"({"i":9})");
-  EXPECT_EQ(db.top_k(workload(1).key_hash, kSkylake, 5, TargetMatch::exact_only).size(), 2u);
+  EXPECT_EQ(db.top_k(workload(1).key_hash, kSkylake, 5, TargetMatch::kExactOnly).size(), 2u);
   EXPECT_EQ(db.top_k(workload(1).key_hash, kCortexA78, 5)[1].trace_json, R"({"i":1})");
   Stats s = db.stats();
   EXPECT_EQ(s.errors, 0);
   EXPECT_EQ(s.workloads, 1);  // workload 2 had only an error
   EXPECT_EQ(db.prune(2), 0u);
+}
+
+}  // namespace
+}  // namespace kiln::db
+
+namespace kiln::db {
+namespace {
+
+// JSON nested 100k deep anywhere in a line (a trace's attribute, the metadata) is
+// refused before anything walks it recursively; it used to overflow the stack.
+TEST(Jsonl, DeeplyNestedPartsAreRefusedNotCrashed) {
+  std::string line = record_to_jsonl(testing::ok_record(1, testing::kSkylake, testing::trace("a"), {1e-3}));
+  std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  for (const std::string &where : {std::string("\"metadata\":{"), std::string("\"trace\":{")}) {
+    std::string bad = line;
+    size_t at = bad.find(where);
+    ASSERT_NE(at, std::string::npos) << where;
+    size_t after = at + where.size();
+    bad.insert(after, "\"deep\":" + deep + (bad[after] == '}' ? "" : ","));
+    std::string message = testing::db_error_of([&] { record_from_jsonl(bad); });
+    EXPECT_NE(message.find("nests deeper than 64 levels"), std::string::npos) << where << ": " << message;
+  }
 }
 
 }  // namespace

@@ -17,20 +17,20 @@ using namespace kiln::db::testing;
 class Lookup : public ::testing::Test {
  protected:
   void SetUp() override {
-    db.emplace(Database::open(dir / "t.kdb", OpenMode::create));
+    db.emplace(Database::open(dir / "t.kdb", OpenMode::kCreate));
     db->commit({
         ok_record(1, kSkylake, R"({"t":"slow"})", {3e-3, 3e-3}),
         ok_record(1, kSkylake, R"({"t":"fast"})", {1e-3, 1.2e-3}),
         ok_record(1, kSkylake, R"({"t":"medium"})", {2e-3}),
         // Errors never count, however they compare.
-        error_record(1, kSkylake, R"({"t":"crash"})", ErrorKind::runtime_error, "SIGSEGV"),
-        error_record(1, kSkylake, R"({"t":"wrong"})", ErrorKind::wrong_result, "mismatch"),
+        error_record(1, kSkylake, R"({"t":"crash"})", ErrorKind::kRuntimeError, "SIGSEGV"),
+        error_record(1, kSkylake, R"({"t":"wrong"})", ErrorKind::kWrongResult, "mismatch"),
         // Same model, other core count; another x86 model; another device kind.
         ok_record(1, kSkylake8, R"({"t":"skylake8"})", {5e-3}),
         ok_record(1, kCascadelake, R"({"t":"cascade"})", {0.5e-3}),
         ok_record(1, kCortexA78, R"({"t":"arm"})", {0.1e-3}),
         // Workload 2 has only an error.
-        error_record(2, kSkylake, R"({"t":"x"})", ErrorKind::build_error, "llc failed"),
+        error_record(2, kSkylake, R"({"t":"x"})", ErrorKind::kBuildError, "llc failed"),
     });
   }
   TempDir dir;
@@ -48,18 +48,18 @@ TEST_F(Lookup, BestIsTheLowestMeanLatencyOnTheExactTarget) {
 }
 
 TEST_F(Lookup, TargetFlagOrderDoesNotMatter) {
-  auto best = db->best(w1, "llvm -num-cores=4 -mtriple=x86_64-linux-gnu  -mcpu=skylake", TargetMatch::exact_only);
+  auto best = db->best(w1, "llvm -num-cores=4 -mtriple=x86_64-linux-gnu  -mcpu=skylake", TargetMatch::kExactOnly);
   ASSERT_TRUE(best);
   EXPECT_EQ(best->trace_json, R"({"t":"fast"})");
 }
 
 TEST_F(Lookup, TopKIsOrderedAndSkipsErrors) {
-  std::vector<Record> top = db->top_k(w1, kSkylake, 10, TargetMatch::exact_only);
+  std::vector<Record> top = db->top_k(w1, kSkylake, 10, TargetMatch::kExactOnly);
   ASSERT_EQ(top.size(), 3u);
   EXPECT_EQ(top[0].trace_json, R"({"t":"fast"})");
   EXPECT_EQ(top[1].trace_json, R"({"t":"medium"})");
   EXPECT_EQ(top[2].trace_json, R"({"t":"slow"})");
-  EXPECT_EQ(db->top_k(w1, kSkylake, 2, TargetMatch::exact_only).size(), 2u);
+  EXPECT_EQ(db->top_k(w1, kSkylake, 2, TargetMatch::kExactOnly).size(), 2u);
   EXPECT_TRUE(db->top_k(w1, kSkylake, 0).empty());
 }
 
@@ -113,7 +113,7 @@ TEST_F(Lookup, NativeLooksUpThisHostsCpuAndLegacyNativeRecordsStayApart) {
   std::vector<Record> stored = db->records_of(w3);
   ASSERT_EQ(stored.size(), 1u);
   EXPECT_EQ(stored[0].target, "llvm -mcpu=native -mtriple=x86_64-linux-gnu -num-cores=2");
-  EXPECT_FALSE(db->best(w3, "llvm -mcpu=native -num-cores=2", TargetMatch::exact_only));
+  EXPECT_FALSE(db->best(w3, "llvm -mcpu=native -num-cores=2", TargetMatch::kExactOnly));
   auto fallback = db->best(w3, "llvm -mcpu=native -num-cores=2");
   ASSERT_TRUE(fallback);
   EXPECT_EQ(fallback->trace_json, trace("legacy"));
@@ -121,7 +121,7 @@ TEST_F(Lookup, NativeLooksUpThisHostsCpuAndLegacyNativeRecordsStayApart) {
   // A record committed here under native is this host's: stored under its CPU, and
   // found exactly by a native lookup on this host.
   db->commit({ok_record(3, "llvm -mcpu=native -num-cores=2", R"({"t":"here"})", {2e-4})});
-  auto here = db->best(w3, "llvm -mcpu=native -num-cores=2", TargetMatch::exact_only);
+  auto here = db->best(w3, "llvm -mcpu=native -num-cores=2", TargetMatch::kExactOnly);
   ASSERT_TRUE(here);
   EXPECT_EQ(here->trace_json, R"({"t":"here"})");
   EXPECT_EQ(here->target, "llvm -mcpu=" + host_cpu() + " -mtriple=" + host_triple() + " -num-cores=2");
@@ -142,8 +142,8 @@ TEST_F(Lookup, ExactTargetIsPreferredOverFasterFallbacks) {
 
 TEST_F(Lookup, FallbackCanBeTurnedOff) {
   const char *icelake = "llvm -mtriple=x86_64-linux-gnu -mcpu=icelake-server -num-cores=4";
-  EXPECT_FALSE(db->best(w1, icelake, TargetMatch::exact_only));
-  EXPECT_TRUE(db->top_k(w1, icelake, 3, TargetMatch::exact_only).empty());
+  EXPECT_FALSE(db->best(w1, icelake, TargetMatch::kExactOnly));
+  EXPECT_TRUE(db->top_k(w1, icelake, 3, TargetMatch::kExactOnly).empty());
   EXPECT_FALSE(db->best(w1, "cuda -arch=sm_90"));  // no cuda record at all
 }
 
@@ -152,7 +152,7 @@ TEST_F(Lookup, CudaFallsBackAcrossArchitectures) {
   auto best = db->best(w1, "cuda -arch=sm_90");
   ASSERT_TRUE(best);
   EXPECT_EQ(best->trace_json, R"({"t":"gpu"})");
-  EXPECT_FALSE(db->best(w1, "cuda -arch=sm_90", TargetMatch::exact_only));
+  EXPECT_FALSE(db->best(w1, "cuda -arch=sm_90", TargetMatch::kExactOnly));
 }
 
 TEST_F(Lookup, BadLookupTargetIsAnError) {

@@ -39,7 +39,7 @@ TEST(Migration, FrozenV1ScriptMatchesTheOneTheLibraryReplays) { EXPECT_EQ(v1_sql
 TEST(Migration, ReadOnlyOpenOfV1FileAsksForAnUpgrade) {
   TempDir dir;
   write_v1_database(dir / "old.kdb");
-  std::string error = db_error_of([&] { Database::open(dir / "old.kdb", OpenMode::read_only); });
+  std::string error = db_error_of([&] { Database::open(dir / "old.kdb", OpenMode::kReadOnly); });
   EXPECT_NE(error.find("has schema version 1, older than this Kiln's 2; open it read-write once"), std::string::npos)
       << error;
   EXPECT_EQ(sqlite_query_text(dir / "old.kdb", "SELECT version FROM schema_version"), "1");
@@ -49,16 +49,16 @@ TEST(Migration, ReadWriteOpenMigratesV1ToV2AndKeepsRecords) {
   TempDir dir;
   write_v1_database(dir / "old.kdb");
   {
-    auto db = Database::open(dir / "old.kdb", OpenMode::read_write);
+    auto db = Database::open(dir / "old.kdb", OpenMode::kReadWrite);
     EXPECT_EQ(db.schema_version(), 2);
     EXPECT_EQ(db.stats().records, 5);
 
-    auto best = db.best(workload(1).key_hash, kSkylake, TargetMatch::exact_only);
+    auto best = db.best(workload(1).key_hash, kSkylake, TargetMatch::kExactOnly);
     ASSERT_TRUE(best);
     EXPECT_EQ(best->trace_json, R"({"v":2})");
     EXPECT_EQ(best->kiln_version, "0.1.0");
     // Targets were canonicalized, so all three skylake records are one target.
-    EXPECT_EQ(db.top_k(workload(1).key_hash, kSkylake, 5, TargetMatch::exact_only).size(), 2u);
+    EXPECT_EQ(db.top_k(workload(1).key_hash, kSkylake, 5, TargetMatch::kExactOnly).size(), 2u);
     EXPECT_EQ(db.stats().targets.size(), 3u);
     // device_kind was filled from the target string, so v1 records now serve
     // fallback lookups.
@@ -82,12 +82,12 @@ TEST(Migration, ReadWriteOpenMigratesV1ToV2AndKeepsRecords) {
             "1");
   EXPECT_EQ(sqlite_query_text(dir / "old.kdb", "PRAGMA integrity_check"), "ok");
   // Reopening a migrated file is a no-op.
-  EXPECT_EQ(Database::open(dir / "old.kdb", OpenMode::read_only).schema_version(), 2);
+  EXPECT_EQ(Database::open(dir / "old.kdb", OpenMode::kReadOnly).schema_version(), 2);
 }
 
 TEST(Migration, NewFileIsAtCurrentVersionInWalMode) {
   TempDir dir;
-  { Database::open(dir / "new.kdb", OpenMode::create); }
+  { Database::open(dir / "new.kdb", OpenMode::kCreate); }
   EXPECT_EQ(sqlite_query_text(dir / "new.kdb", "SELECT version FROM schema_version"), std::to_string(kSchemaVersion));
   EXPECT_EQ(sqlite_query_text(dir / "new.kdb", "PRAGMA journal_mode"), "wal");
 }

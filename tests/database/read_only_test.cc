@@ -26,9 +26,9 @@ std::set<std::string> names_in(const std::filesystem::path &dir) {
 class ReadOnly : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto db = Database::open(path, OpenMode::create);
+    auto db = Database::open(path, OpenMode::kCreate);
     db.commit({ok_record(1, kSkylake, trace("fast"), {1e-3}), ok_record(1, kSkylake, trace("slow"), {2e-3}),
-               error_record(1, kSkylake, trace("bad"), ErrorKind::build_error, "no")});
+               error_record(1, kSkylake, trace("bad"), ErrorKind::kBuildError, "no")});
   }  // Closing the last connection folds the log into the file and deletes it.
   TempDir dir;
   std::filesystem::path path = dir / "t.kdb";
@@ -45,7 +45,7 @@ TEST_F(ReadOnly, LookupsCreateNoLogFilesAndLeaveTheFileAlone) {
   ASSERT_EQ(names, std::set<std::string>{"t.kdb"});
   auto modified = std::filesystem::last_write_time(path);
   {
-    auto db = Database::open(path, OpenMode::read_only);
+    auto db = Database::open(path, OpenMode::kReadOnly);
     std::optional<Record> best = db.best(w1, kSkylake);
     ASSERT_TRUE(best);
     EXPECT_EQ(best->trace_json, trace("fast"));
@@ -71,7 +71,7 @@ TEST_F(ReadOnly, WorksInAFolderItCannotWrite) {
   ASSERT_EQ(chmod(folder.c_str(), 0555), 0);
   std::optional<Record> best;
   std::string error =
-      db_error_of([&] { best = Database::open(folder / "t.kdb", OpenMode::read_only).best(w1, kSkylake); });
+      db_error_of([&] { best = Database::open(folder / "t.kdb", OpenMode::kReadOnly).best(w1, kSkylake); });
   chmod(folder.c_str(), 0755);
   EXPECT_EQ(error, "<no error>");
   ASSERT_TRUE(best);
@@ -79,29 +79,29 @@ TEST_F(ReadOnly, WorksInAFolderItCannotWrite) {
 }
 
 TEST_F(ReadOnly, SeesWhatAWriterStillOpenHasCommitted) {
-  auto writer = Database::open(path, OpenMode::read_write);
+  auto writer = Database::open(path, OpenMode::kReadWrite);
   writer.commit({ok_record(1, kSkylake, trace("faster"), {0.5e-3})});  // in the log, not yet in the file
   ASSERT_TRUE(std::filesystem::exists(path.string() + "-wal"));
-  auto reader = Database::open(path, OpenMode::read_only);
+  auto reader = Database::open(path, OpenMode::kReadOnly);
   std::optional<Record> best = reader.best(w1, kSkylake);
   ASSERT_TRUE(best);
   EXPECT_EQ(best->trace_json, trace("faster"));
 }
 
 TEST_F(ReadOnly, SeesWhatAWriterCommitsAfterItOpened) {
-  auto reader = Database::open(path, OpenMode::read_only);
+  auto reader = Database::open(path, OpenMode::kReadOnly);
   EXPECT_EQ(reader.best(w1, kSkylake)->trace_json, trace("fast"));
-  auto writer = Database::open(path, OpenMode::read_write);
+  auto writer = Database::open(path, OpenMode::kReadWrite);
   writer.commit({ok_record(1, kSkylake, trace("faster"), {0.5e-3})});
   EXPECT_EQ(reader.best(w1, kSkylake)->trace_json, trace("faster"));
   EXPECT_EQ(reader.stats().records, 4);
 }
 
 TEST_F(ReadOnly, SeesWhatAWriterThatCameAndWentCommitted) {
-  auto reader = Database::open(path, OpenMode::read_only);
+  auto reader = Database::open(path, OpenMode::kReadOnly);
   EXPECT_EQ(reader.best(w1, kSkylake)->trace_json, trace("fast"));
   {
-    auto writer = Database::open(path, OpenMode::read_write);
+    auto writer = Database::open(path, OpenMode::kReadWrite);
     writer.commit({ok_record(1, kSkylake, trace("faster"), {0.5e-3})});
   }
   // The writer folded its log into the file and deleted it: only the file changed.
@@ -113,12 +113,12 @@ TEST_F(ReadOnly, SeesWhatAWriterThatCameAndWentCommitted) {
 TEST(ReadOnlyErrors, NameTheFileAndWhatToDo) {
   TempDir dir;
   std::filesystem::path missing = dir / "missing.kdb";
-  EXPECT_EQ(db_error_of([&] { Database::open(missing, OpenMode::read_only); }),
+  EXPECT_EQ(db_error_of([&] { Database::open(missing, OpenMode::kReadOnly); }),
             "database " + missing.string() + " does not exist; check the path (opening for lookup never creates one)");
 
   std::filesystem::path junk = dir / "junk.kdb";
   std::ofstream(junk, std::ios::binary) << std::string(4096, 'x');
-  std::string error = db_error_of([&] { Database::open(junk, OpenMode::read_only); });
+  std::string error = db_error_of([&] { Database::open(junk, OpenMode::kReadOnly); });
   EXPECT_EQ(error, "file " + junk.string() +
                        " is not a Kiln database or is corrupt: file is not a database; restore it from a backup or "
                        "an export");

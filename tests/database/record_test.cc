@@ -17,11 +17,11 @@ TEST(Sha256, MatchesKnownVectors) {
 
 TEST(Records, RoundTripEveryField) {
   TempDir dir;
-  auto db = Database::open(dir / "t.kdb", OpenMode::create);
+  auto db = Database::open(dir / "t.kdb", OpenMode::kCreate);
   Record ok = ok_record(1, kSkylake, R"({"insts":[{"kind":"split","factors":[4,16]}]})", {1.5e-4, 1.25e-4, 1.0e-4});
   ok.kiln_version = "9.9.9";
   ok.created_at_ms = 1700000000123;
-  Record bad = error_record(1, kSkylake, R"({"insts":[]})", ErrorKind::wrong_result, "max abs error 0.5 at [3,4]");
+  Record bad = error_record(1, kSkylake, R"({"insts":[]})", ErrorKind::kWrongResult, "max abs error 0.5 at [3,4]");
   CommitResult result = db.commit({ok, bad});
   EXPECT_EQ(result.inserted, 2u);
   EXPECT_EQ(result.duplicates, 0u);
@@ -42,14 +42,14 @@ TEST(Records, RoundTripEveryField) {
 
   const Record &b = back[1];
   ASSERT_FALSE(b.ok());
-  EXPECT_EQ(b.error(), (MeasureError{ErrorKind::wrong_result, "max abs error 0.5 at [3,4]"}));
+  EXPECT_EQ(b.error(), (MeasureError{ErrorKind::kWrongResult, "max abs error 0.5 at [3,4]"}));
   EXPECT_EQ(b.kiln_version, kiln_version());
   EXPECT_GT(b.created_at_ms, 1700000000000);
 }
 
 TEST(Records, SameTraceTwiceIsOneRecordWhateverItsSpelling) {
   TempDir dir;
-  auto db = Database::open(dir / "t.kdb", OpenMode::create);
+  auto db = Database::open(dir / "t.kdb", OpenMode::kCreate);
   db.commit({ok_record(1, kSkylake, R"({"a":1,"b":2})", {1e-3})});
   // Same trace with other key order and spacing, target with other flag order.
   CommitResult again = db.commit(
@@ -63,7 +63,7 @@ TEST(Records, SameTraceTwiceIsOneRecordWhateverItsSpelling) {
 
 TEST(Records, InvalidRecordRejectsWholeBatch) {
   TempDir dir;
-  auto db = Database::open(dir / "t.kdb", OpenMode::create);
+  auto db = Database::open(dir / "t.kdb", OpenMode::kCreate);
   Record good = ok_record(1, kSkylake, "{}", {1e-3});
 
   Record bad_hash = good;
@@ -97,7 +97,7 @@ TEST(Records, InvalidRecordRejectsWholeBatch) {
 
 TEST(Records, EmptyHashIsComputedFromCanonicalJson) {
   TempDir dir;
-  auto db = Database::open(dir / "t.kdb", OpenMode::create);
+  auto db = Database::open(dir / "t.kdb", OpenMode::kCreate);
   Record r = ok_record(3, kSkylake, "{}", {1e-3});
   r.workload.key_hash.clear();
   db.commit({r});

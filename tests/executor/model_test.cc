@@ -90,7 +90,7 @@ TEST(CompiledModelWithDatabase, TunedRecordsAreUsed) {
   const std::string target = "llvm -num-cores=2";
   std::filesystem::path db_path = temp_dir() / "tuned.db";
   {
-    auto db = db::Database::open(db_path, db::OpenMode::create);
+    auto db = db::Database::open(db_path, db::OpenMode::kCreate);
     const frontend::Subgraph &conv = f.subgraphs.at(0);  // conv2d+relu
     ir::PrimFunc func = te::lower(conv.workload.build_dag(), "conv");
     Target t = Target::parse(target);

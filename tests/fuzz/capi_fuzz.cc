@@ -17,7 +17,7 @@ kiln_db fuzz_database() {
     std::filesystem::path path = std::filesystem::temp_directory_path() / "kiln-fuzz-capi.kilndb";
     std::filesystem::remove(path);
     {
-      auto writer = kiln::db::Database::open(path, kiln::db::OpenMode::create);
+      auto writer = kiln::db::Database::open(path, kiln::db::OpenMode::kCreate);
       kiln::db::Record record;
       record.workload.canonical_json = R"({"ops":[{"op":"dense","shape":[128,256,512]}],"version":1})";
       record.target = "llvm -mtriple=x86_64-linux-gnu -mcpu=skylake -num-cores=4";

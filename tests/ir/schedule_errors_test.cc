@@ -354,7 +354,7 @@ TEST(ScheduleErrors, SamplePerfectTileImpossibleDecisionOnReplay) {
   std::vector<ExprRV> tiles = sch.sample_perfect_tile(loops[1], 2, 0);
   sch.split(loops[1], {Factor(tiles[0]), Factor(tiles[1])});
   const size_t sample_index = 2;  // get_block, get_loops, sample_perfect_tile
-  ASSERT_EQ(sch.trace().instructions[sample_index].kind, "sample_perfect_tile");
+  ASSERT_EQ(sch.trace().instructions[sample_index].kind, &instructions::kSamplePerfectTile);
 
   PrimFunc fresh = dense();
   try {
@@ -377,27 +377,25 @@ TEST(ScheduleErrors, SamplePerfectTileImpossibleDecisionOnReplay) {
   EXPECT_TRUE(structural_equal(fresh, dense())) << "replay changed the program it was given";
 }
 
-TEST(ScheduleErrors, ReplayUnknownInstructionKind) {
+TEST(ScheduleErrors, UnknownInstructionKindIsRefusedOnReading) {
   Schedule sch(dense());
   sch.get_block("dense");
-  Trace trace = sch.trace();
-  trace.instructions.push_back(Instruction{"tensorize", json::array({"b0"}), json::object(), {}});
-  PrimFunc fresh = dense();
+  json j = sch.trace().to_json();
+  j["instructions"].push_back(json::array({"tensorize", json::array({"b0"}), json::object(), json::array()}));
   try {
-    Schedule::replay(fresh, trace);
-    FAIL() << "replay accepted an unknown instruction";
-  } catch (const ScheduleError &e) {
-    EXPECT_EQ(e.primitive, "replay");
+    Trace::from_json(j);
+    FAIL() << "an unknown instruction was read";
+  } catch (const std::invalid_argument &e) {
     std::string message = e.what();
-    EXPECT_NE(message.find("unknown instruction kind 'tensorize'"), std::string::npos) << message;
-    EXPECT_NE(message.find("instruction 1"), std::string::npos) << message;
+    EXPECT_NE(message.find("instruction 1 has unknown kind \"tensorize\""), std::string::npos) << message;
+    EXPECT_NE(message.find("sample_perfect_tile"), std::string::npos) << "the message lists the known kinds";
   }
-  EXPECT_TRUE(structural_equal(fresh, dense()));
 }
 
 TEST(ScheduleErrors, ReplayOfRandomVariableBeforeItIsDefined) {
   Trace trace;
-  trace.instructions.push_back(Instruction{"get_loops", json::array({"b7"}), json::object(), {"l0"}});
+  trace.instructions.push_back(
+      Instruction{&instructions::kGetLoops, json::array({"b7"}), json::object(), {TraceRV{RVKind::kLoop, "l0"}}});
   try {
     Schedule::replay(dense(), trace);
     FAIL() << "replay accepted an undefined random variable";
@@ -405,6 +403,73 @@ TEST(ScheduleErrors, ReplayOfRandomVariableBeforeItIsDefined) {
     EXPECT_EQ(e.primitive, "replay");
     EXPECT_NE(std::string(e.what()).find("'b7' before it is defined"), std::string::npos) << e.what();
   }
+}
+
+// The kind of a random variable comes from the instruction that defined it, never from
+// its name: a trace whose loops are named like blocks and blocks like loops (another
+// writer's naming) replays to the same program, annotations included.
+TEST(ScheduleErrors, RandomVariableKindsComeFromTheirDefiningInstruction) {
+  Schedule sch(dense());
+  BlockRV block = sch.get_block("dense");
+  std::vector<LoopRV> loops = sch.get_loops(block);
+  sch.annotate(loops[0], "pragma_auto_unroll_max_step", 16);
+  sch.annotate(block, "kiln.parallel", 4);
+  sch.parallel(loops[0]);
+  // Blocks renamed "l…", loops "b…".
+  auto swap = [](const std::string &name) {
+    return std::string(name[0] == 'b' ? "l" : name[0] == 'l' ? "b" : name.substr(0, 1)) + name.substr(1);
+  };
+  json swapped = sch.trace().to_json();
+  for (json &inst : swapped["instructions"]) {
+    for (json &in : inst[1])
+      if (in.is_string()) in = swap(in.get<std::string>());
+    for (json &out : inst[3]) out = swap(out.get<std::string>());
+  }
+  Trace trace = Trace::from_json(swapped);
+  EXPECT_EQ(trace.instructions[0].outputs[0].kind, RVKind::kBlock);
+  EXPECT_EQ(trace.instructions[0].outputs[0].name, "l0");
+  Schedule replayed = Schedule::replay(dense(), trace);
+  EXPECT_TRUE(structural_equal(replayed.func(), sch.func())) << to_string(replayed.func());
+
+  // A block where the instruction needs a loop is refused, naming both kinds.
+  swapped["instructions"][4][1][0] = "l0";
+  try {
+    Schedule::replay(dense(), Trace::from_json(swapped));
+    FAIL() << "a block was made parallel";
+  } catch (const ScheduleError &e) {
+    EXPECT_NE(std::string(e.what()).find("expects a loop as input 0, but 'l0' is a block"), std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(ScheduleErrors, TracesPrintOneInstructionPerLine) {
+  Schedule sch(dense());
+  std::vector<LoopRV> loops = sch.get_loops(sch.get_block("dense"));
+  sch.sample_perfect_tile(loops[1], 2, 0, std::vector<int64_t>{2, 3});
+  std::string text = to_string(sch.trace());
+  EXPECT_NE(text.find("b0 = get_block(name=\"dense\")\n"), std::string::npos) << text;
+  EXPECT_NE(text.find(" = sample_perfect_tile(l2, max_innermost_factor=0, n=2)  # decision: [2,3]\n"),
+            std::string::npos)
+      << text;
+}
+
+// Nesting is bounded before any recursive walk: 100k levels in an attribute used to
+// overflow the stack of the integer check that reads traces and workloads.
+TEST(ScheduleErrors, DeeplyNestedTracesAndWorkloadsAreRefused) {
+  // Built as text: copying a deep json value would itself recurse.
+  std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  try {
+    Trace::from_json(
+        json::parse(R"({"kiln_trace": 1, "instructions": [["get_block", [], {"name": )" + deep + R"(}, ["b0"]]]})"));
+    FAIL() << "a trace nested 100k deep was read";
+  } catch (const std::invalid_argument &e) {
+    EXPECT_NE(std::string(e.what()).find("nests deeper than 64 levels"), std::string::npos) << e.what();
+  }
+  std::string workload = Workload::single("relu", {f32({2, 3})}).to_json().dump();
+  size_t attrs = workload.find("\"attrs\":{");
+  ASSERT_NE(attrs, std::string::npos) << workload;
+  workload.insert(attrs + 9, "\"deep\":" + deep + (workload[attrs + 9] == '}' ? "" : ","));
+  EXPECT_THROW(Workload::from_json(json::parse(workload)), std::invalid_argument);
 }
 
 TEST(ScheduleErrors, MalformedTraceJsonIsInvalidArgument) {

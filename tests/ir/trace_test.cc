@@ -140,8 +140,12 @@ std::string invalid_argument_message(const json &j) {
 TEST(Trace, EveryPrimitiveScheduleIsCorrect) {
   EveryPrimitive every = schedule_every_primitive();
   std::set<std::string> kinds;
-  for (const Instruction &inst : every.sch.trace().instructions) kinds.insert(inst.kind);
+  for (const Instruction &inst : every.sch.trace().instructions) kinds.insert(std::string(inst.kind->name));
   EXPECT_EQ(kinds, kEveryInstructionKind);
+  // ... which is every entry of the instruction table.
+  std::set<std::string> table;
+  for (const InstructionKind *k : instruction_kinds()) table.insert(std::string(k->name));
+  EXPECT_EQ(table, kEveryInstructionKind);
   EXPECT_EQ(every.sch.trace().decisions.size(), 3u);
   expect_matches_reference(every.sch.func(), reference());
 }
@@ -158,7 +162,11 @@ TEST(Trace, JsonRoundTripIsExact) {
     EXPECT_EQ(parsed.instructions[i].kind, trace.instructions[i].kind);
     EXPECT_EQ(parsed.instructions[i].inputs, trace.instructions[i].inputs);
     EXPECT_EQ(parsed.instructions[i].attrs, trace.instructions[i].attrs);
-    EXPECT_EQ(parsed.instructions[i].outputs, trace.instructions[i].outputs);
+    ASSERT_EQ(parsed.instructions[i].outputs.size(), trace.instructions[i].outputs.size());
+    for (size_t k = 0; k < trace.instructions[i].outputs.size(); ++k) {
+      EXPECT_EQ(parsed.instructions[i].outputs[k].name, trace.instructions[i].outputs[k].name);
+      EXPECT_EQ(parsed.instructions[i].outputs[k].kind, trace.instructions[i].outputs[k].kind);
+    }
   }
   EXPECT_EQ(parsed.decisions, trace.decisions);
   // Pretty-printed text parses to the same trace.
@@ -184,7 +192,7 @@ TEST(Trace, ReplayRebuildsTheSameProgramAndTrace) {
 TEST(Trace, ReplayWithChangedTileDecisionGivesADifferentCorrectProgram) {
   EveryPrimitive every = schedule_every_primitive();
   const Trace &trace = every.sch.trace();
-  ASSERT_EQ(trace.instructions[every.tile_instruction].kind, "sample_perfect_tile");
+  ASSERT_EQ(trace.instructions[every.tile_instruction].kind, &instructions::kSamplePerfectTile);
   ASSERT_EQ(trace.decisions.at(every.tile_instruction), json::array({2, 4}));
   Reference ref = reference();
 
@@ -227,9 +235,9 @@ TEST(Trace, ReplayWithChangedCategoricalAndComputeLocationDecisions) {
   const Trace &trace = every.sch.trace();
   std::map<size_t, json> overrides;
   for (const auto &[index, decision] : trace.decisions) {
-    const std::string &kind = trace.instructions[index].kind;
-    if (kind == "sample_categorical") overrides[index] = 0;
-    if (kind == "sample_compute_location") overrides[index] = -1;  // stay at the root
+    const InstructionKind *kind = trace.instructions[index].kind;
+    if (kind == &instructions::kSampleCategorical) overrides[index] = 0;
+    if (kind == &instructions::kSampleComputeLocation) overrides[index] = -1;  // stay at the root
   }
   ASSERT_EQ(overrides.size(), 2u);
   Schedule changed = Schedule::replay(program(), trace, overrides);

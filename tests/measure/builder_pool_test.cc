@@ -72,7 +72,7 @@ TEST(LocalBuilderPool, AProgramTheCodegenRejectsIsABuildError) {
   std::vector<BuildResult> built = pool.build(
       {{dense_program(), Target::parse("cuda -arch=sm_90"), "gpu"}, {dense_program(), host_target(), "cpu"}});
   ASSERT_EQ(built.size(), 2u);
-  EXPECT_EQ(built[0].error, ErrorKind::build_error);
+  EXPECT_EQ(built[0].error, ErrorKind::kBuildError);
   EXPECT_NE(built[0].message.find("codegen rejected the program"), std::string::npos) << built[0].message;
   EXPECT_NE(built[0].message.find("'gpu'"), std::string::npos) << built[0].message;
   EXPECT_TRUE(built[0].artifact_path.empty());
@@ -86,7 +86,7 @@ TEST(LocalBuilderPool, ABuildPastTheTimeoutIsKilledAndLeavesNoArtifact) {
   LocalBuilderPool pool(options);
   std::vector<BuildResult> built = pool.build({{dense_program(), host_target(), "slow"}});
   ASSERT_EQ(built.size(), 1u);
-  EXPECT_EQ(built[0].error, ErrorKind::build_timeout) << built[0].message;
+  EXPECT_EQ(built[0].error, ErrorKind::kBuildTimeout) << built[0].message;
   EXPECT_NE(built[0].message.find("build timeout"), std::string::npos) << built[0].message;
   EXPECT_TRUE(std::filesystem::is_empty(options.work_dir));
 }
@@ -99,7 +99,7 @@ TEST(LocalBuilderPool, InThreadBuildsGiveTheSameResults) {
   std::vector<BuildResult> built =
       pool.build({{dense_program(), host_target(), "a"}, {dense_program(), Target::parse("cuda -arch=sm_90"), "b"}});
   EXPECT_TRUE(built[0].ok()) << built[0].message;
-  EXPECT_EQ(built[1].error, ErrorKind::build_error);
+  EXPECT_EQ(built[1].error, ErrorKind::kBuildError);
 }
 
 TEST(LocalBuilderPool, SameNamesInOneBatchDoNotOverwriteEachOther) {

@@ -7,13 +7,13 @@ namespace {
 
 TEST(ErrorKind, NamesRoundTripAndMatchTheDatabase) {
   const std::pair<ErrorKind, const char *> expected[] = {
-      {ErrorKind::none, "none"},
-      {ErrorKind::build_error, "build_error"},
-      {ErrorKind::build_timeout, "build_timeout"},
-      {ErrorKind::load_error, "load_error"},
-      {ErrorKind::runtime_error, "runtime_error"},
-      {ErrorKind::run_timeout, "run_timeout"},
-      {ErrorKind::wrong_result, "wrong_result"},
+      {ErrorKind::kNone, "none"},
+      {ErrorKind::kBuildError, "build_error"},
+      {ErrorKind::kBuildTimeout, "build_timeout"},
+      {ErrorKind::kLoadError, "load_error"},
+      {ErrorKind::kRuntimeError, "runtime_error"},
+      {ErrorKind::kRunTimeout, "run_timeout"},
+      {ErrorKind::kWrongResult, "wrong_result"},
   };
   for (const auto &[kind, name] : expected) {
     EXPECT_STREQ(to_string(kind), name);

@@ -52,15 +52,15 @@ TEST(LocalRunner, BadCandidatesAreClassifiedAndTheRunnerKeepsGoing) {
   options.run_timeout_seconds = 2;
   LocalRunner runner(options);
   const std::vector<BadCase> cases = {
-      {"segfault", ErrorKind::runtime_error, {"candidate crashed with SIGSEGV after", "correctness check"}},
-      {"hang", ErrorKind::run_timeout, {"ran longer than the 2 s run timeout"}},
+      {"segfault", ErrorKind::kRuntimeError, {"candidate crashed with SIGSEGV after", "correctness check"}},
+      {"hang", ErrorKind::kRunTimeout, {"ran longer than the 2 s run timeout"}},
       {"wrong_result",
-       ErrorKind::wrong_result,
+       ErrorKind::kWrongResult,
        {"output 'C' (param 2) differs from the reference: max abs error", "at index 17", "relative L2 error"}},
-      {"out_of_memory", ErrorKind::runtime_error, {"crashed with SIGSEGV", "most likely ran out of memory"}},
-      {"no_entry", ErrorKind::load_error, {"does not export kiln_entry"}},
-      {"error_code", ErrorKind::runtime_error, {"kiln_entry returned error code 7"}},
-      {"does_not_exist", ErrorKind::load_error, {"cannot load artifact"}},
+      {"out_of_memory", ErrorKind::kRuntimeError, {"crashed with SIGSEGV", "most likely ran out of memory"}},
+      {"no_entry", ErrorKind::kLoadError, {"does not export kiln_entry"}},
+      {"error_code", ErrorKind::kRuntimeError, {"kiln_entry returned error code 7"}},
+      {"does_not_exist", ErrorKind::kLoadError, {"cannot load artifact"}},
   };
   expect_good(runner, "start");
   for (const BadCase &c : cases) {
@@ -79,7 +79,7 @@ TEST(LocalRunner, BuffersTooLargeForTheMemoryLimitAreReportedAsOutOfMemory) {
   TempDir dir;
   LocalRunner runner(test_runner_options(dir));
   RunResult result = runner.run_one(quick_input(fixture("huge_buffers"), ""));
-  EXPECT_EQ(result.error, ErrorKind::runtime_error) << describe(result);
+  EXPECT_EQ(result.error, ErrorKind::kRuntimeError) << describe(result);
   EXPECT_NE(result.message.find("ran out of memory"), std::string::npos) << result.message;
   EXPECT_NE(result.message.find("memory limit"), std::string::npos) << result.message;
   EXPECT_EQ(result.message.find("exited with code"), std::string::npos) << result.message;
@@ -94,9 +94,9 @@ TEST(LocalRunner, BatchesKeepTheirOrder) {
                                  quick_input(fixture("wrong_result"), fixture("reference_add"))};
   std::vector<RunResult> results = runner.run(batch);
   ASSERT_EQ(results.size(), 3u);
-  EXPECT_EQ(results[0].error, ErrorKind::runtime_error);
-  EXPECT_EQ(results[1].error, ErrorKind::none) << describe(results[1]);
-  EXPECT_EQ(results[2].error, ErrorKind::wrong_result);
+  EXPECT_EQ(results[0].error, ErrorKind::kRuntimeError);
+  EXPECT_EQ(results[1].error, ErrorKind::kNone) << describe(results[1]);
+  EXPECT_EQ(results[2].error, ErrorKind::kWrongResult);
 }
 
 TEST(LocalRunner, ArtifactsResolveRuntimeFunctionsAtLoadTime) {
@@ -120,7 +120,7 @@ TEST(LocalRunner, ABrokenReferenceIsReportedAsSuch) {
   TempDir dir;
   LocalRunner runner(test_runner_options(dir));
   RunResult result = runner.run_one(quick_input(fixture("good_add"), fixture("segfault")));
-  EXPECT_EQ(result.error, ErrorKind::runtime_error);
+  EXPECT_EQ(result.error, ErrorKind::kRuntimeError);
   EXPECT_NE(result.message.find("the reference artifact"), std::string::npos) << result.message;
   EXPECT_NE(result.message.find("SIGSEGV"), std::string::npos) << result.message;
   // The failure is not cached: a good reference afterwards works.
@@ -135,7 +135,7 @@ TEST(LocalRunner, ToleranceDecidesWhatCountsAsEqual) {
   input.tolerance.rtol = 0;
   input.tolerance.atol = 0;
   RunResult strict = runner.run_one(input);
-  EXPECT_EQ(strict.error, ErrorKind::wrong_result) << describe(strict);
+  EXPECT_EQ(strict.error, ErrorKind::kWrongResult) << describe(strict);
   EXPECT_NE(strict.message.find("relative L2 error"), std::string::npos) << strict.message;
 }
 
@@ -167,29 +167,29 @@ void expect_bad(LocalRunner &runner, const std::string &name, ErrorKind kind,
 TEST(LocalRunner, AnAbortingCandidateIsARuntimeErrorNamingSIGABRT) {
   TempDir dir;
   LocalRunner runner(test_runner_options(dir));
-  expect_bad(runner, "abort", ErrorKind::runtime_error,
+  expect_bad(runner, "abort", ErrorKind::kRuntimeError,
              {"candidate crashed with SIGABRT after", "during the correctness check"});
 }
 
 TEST(LocalRunner, ACandidateThatExitsCleanlyIsNotASuccess) {
   TempDir dir;
   LocalRunner runner(test_runner_options(dir));
-  expect_bad(runner, "exit_zero", ErrorKind::runtime_error,
+  expect_bad(runner, "exit_zero", ErrorKind::kRuntimeError,
              {"candidate exited with code 0", "during the correctness check", "without reporting a result"});
 }
 
 TEST(LocalRunner, ACandidateThatWritesItsInputIsAWrongResult) {
   TempDir dir;
   LocalRunner runner(test_runner_options(dir));
-  expect_bad(runner, "writes_input", ErrorKind::wrong_result,
+  expect_bad(runner, "writes_input", ErrorKind::kWrongResult,
              {"input 'A' (param 0) differs from the reference", "at index 5"});
 }
 
 TEST(LocalRunner, BadArtifactInfoIsALoadError) {
   TempDir dir;
   LocalRunner runner(test_runner_options(dir));
-  expect_bad(runner, "bad_abi", ErrorKind::load_error, {"bad_abi.so", "kiln_abi 99", "this runner speaks version 1"});
-  expect_bad(runner, "bad_info_json", ErrorKind::load_error,
+  expect_bad(runner, "bad_abi", ErrorKind::kLoadError, {"bad_abi.so", "kiln_abi 99", "this runner speaks version 1"});
+  expect_bad(runner, "bad_info_json", ErrorKind::kLoadError,
              {"bad_info_json.so", "kiln_artifact_info is not valid JSON"});
 }
 
@@ -245,7 +245,7 @@ TEST(LocalRunner, AServerKilledBetweenBatchesIsRestartedForTheNextBatch) {
     SCOPED_TRACE(when);
     ASSERT_EQ(results.size(), 3u);
     EXPECT_TRUE(results[0].ok()) << describe(results[0]);
-    EXPECT_EQ(results[1].error, ErrorKind::wrong_result) << describe(results[1]);
+    EXPECT_EQ(results[1].error, ErrorKind::kWrongResult) << describe(results[1]);
     EXPECT_TRUE(results[2].ok()) << describe(results[2]);
   };
   expect_normal(runner.run(batch), "first batch");
@@ -290,7 +290,7 @@ TEST(LocalRunner, AServerKilledDuringARunFailsThatCandidateAndTheRunnerKeepsWork
   run.join();
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(30)) << "the run waited for its timeout";
 
-  EXPECT_EQ(result.error, ErrorKind::runtime_error) << describe(result);
+  EXPECT_EQ(result.error, ErrorKind::kRuntimeError) << describe(result);
   EXPECT_TRUE(result.repeat_seconds.empty());
   for (const std::string part : {"server process died while running", "hang.so"}) {
     EXPECT_NE(result.message.find(part), std::string::npos) << "'" << part << "' not in: " << result.message;
@@ -308,7 +308,7 @@ TEST(LocalRunner, AServerKilledDuringARunFailsThatCandidateAndTheRunnerKeepsWork
   std::vector<RunResult> batch = runner.run({quick_input(fixture("segfault"), fixture("reference_add")),
                                              quick_input(fixture("good_add"), fixture("reference_add"))});
   ASSERT_EQ(batch.size(), 2u);
-  EXPECT_EQ(batch[0].error, ErrorKind::runtime_error) << describe(batch[0]);
+  EXPECT_EQ(batch[0].error, ErrorKind::kRuntimeError) << describe(batch[0]);
   EXPECT_TRUE(batch[1].ok()) << describe(batch[1]);
 }
 

@@ -94,7 +94,7 @@ TEST(TaskSchedulerJob, TunesEveryTaskStoresEachTrialOnceAndResumes) {
   fs::path dir = fs::temp_directory_path() / ("kiln_task_scheduler_test_" + std::to_string(getpid()));
   fs::create_directories(dir);
   Target target = Target::parse("llvm -mcpu=native -num-cores=2");
-  auto db = db::Database::open(dir / "tune.db", db::OpenMode::create);
+  auto db = db::Database::open(dir / "tune.db", db::OpenMode::kCreate);
   measure::LocalBuilderPool pool(2, dir / "work", 60.0);
   SchedulerOptions options;
   options.trials = 48;

@@ -46,7 +46,7 @@ class TaskTunerTest : public ::testing::Test {
  protected:
   TaskTunerTest()
       : dir(fresh_dir()),
-        database(db::Database::open(dir / "tune.db", db::OpenMode::create)),
+        database(db::Database::open(dir / "tune.db", db::OpenMode::kCreate)),
         pool(2, dir / "work", 60.0) {}
   ~TaskTunerTest() override { fs::remove_all(dir); }
 
@@ -150,7 +150,7 @@ TEST(EvolutionarySearch, SameSeedSameBatches) {
     search::EvolutionOptions o;
     o.population = 24;
     o.generations = 2;
-    search::EvolutionarySearch s(func, target, o, seed);
+    search::EvolutionarySearch s(func, search::default_search_space(target), o, seed);
     std::vector<std::string> out;
     for (int round = 0; round < 3; ++round) {
       for (const search::Candidate &c : s.next_batch(6, score, /*model_ready=*/round > 0)) {
@@ -183,7 +183,7 @@ TEST(EvolutionarySearch, ConvergedPopulationsStillYieldNewPrograms) {
   o.population = 8;
   o.generations = 2;
   o.init_measured = 8;
-  search::EvolutionarySearch s(func, target, o, 3);
+  search::EvolutionarySearch s(func, search::default_search_space(target), o, 3);
   std::set<std::string> traces;
   for (int round = 0; round < 4; ++round) {
     std::vector<search::Candidate> batch = s.next_batch(8, favour_measured, /*model_ready=*/round > 0);

@@ -118,7 +118,7 @@ TEST(SearchGolden, SameSeedGivesTheSameSketchesAndCandidates) {
       EvolutionOptions options;
       options.population = 24;
       options.generations = 2;
-      EvolutionarySearch search(func, target, options, 17);
+      EvolutionarySearch search(func, default_search_space(target), options, 17);
       Scorer score = [](const std::vector<ir::PrimFunc> &fs) {
         std::vector<double> s;
         for (const ir::PrimFunc &f : fs) s.push_back(pseudo_score(f));
@@ -147,7 +147,7 @@ TEST(SearchGolden, StoredTracesReplayToTheSamePrograms) {
     for (const GoldenWorkload &w : golden_workloads()) {
       ir::PrimFunc func = lower(w.workload);
       for (const auto &[target_name, target_string] : golden_targets()) {
-        EvolutionarySearch search(func, Target::parse(target_string), EvolutionOptions{}, 23);
+        EvolutionarySearch search(func, default_search_space(Target::parse(target_string)), EvolutionOptions{}, 23);
         for (const Candidate &c : search.next_batch(6, nullptr, false))
           lines.push_back(json{{"workload", w.workload},
                                {"target", target_string},

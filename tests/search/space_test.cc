@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
+#include "ir/annotations.h"
 #include "ir/functor.h"
 #include "ir/interpreter.h"
 #include "ir/lower_passes.h"
@@ -145,7 +146,7 @@ TEST(SearchSpace, LongReductionsGetABlockedSketchWithCorrectCandidates) {
     std::vector<const ir::Trace *> blocked;
     for (const ir::Trace &t : sketches) {
       for (const auto &ins : t.instructions)
-        if (ins.kind == "sample_perfect_tile" && ins.attrs.value("n", 0) == 3) {
+        if (ins.kind == &ir::instructions::kSamplePerfectTile && ins.attrs.value("n", 0) == 3) {
           blocked.push_back(&t);
           break;
         }
@@ -253,7 +254,7 @@ TEST(SearchSpace, ProducersStayOutOfRegisterTiles) {
       std::optional<Candidate> c = realize(func, sketch, post, seed);
       if (!c) continue;
       for (const ir::BlockNode *b : ir::sched::all_blocks(c->func)) {
-        auto tile = b->annotations.find("kiln.register_tile_loop");
+        auto tile = b->annotations.find(ir::annotation::kRegisterTileLoop);
         if (tile == b->annotations.end()) continue;
         ++realized;
         std::vector<ir::Stmt> loops = ir::sched::loops_above(c->func, b);
@@ -282,7 +283,8 @@ TEST(SearchSpace, RegisterTilesFitTheRegisterFileAndFillVectors) {
     ++realized;
     std::vector<std::vector<int64_t>> tiles;
     for (const auto &[i, d] : c->sketch.decisions)
-      if (c->sketch.instructions[i].kind == "sample_perfect_tile") tiles.push_back(d.get<std::vector<int64_t>>());
+      if (c->sketch.instructions[i].kind == &ir::instructions::kSamplePerfectTile)
+        tiles.push_back(d.get<std::vector<int64_t>>());
     ASSERT_EQ(tiles.size(), 3u);  // i, j (4 levels), k (2 levels), in loop order
     EXPECT_LE(tiles[0][2] * tiles[0][3] * tiles[1][2] * tiles[1][3], 96) << c->trace.to_json().dump();
     EXPECT_EQ(tiles[1][3] % 8, 0) << c->trace.to_json().dump();
@@ -318,8 +320,8 @@ TEST(SearchSpace, NestsSerializedByAProducerPlacementAreRejected) {
   auto place_pad_at = [&](size_t loop) {
     ir::Schedule s(func);
     ir::BlockRV conv = s.get_block("conv2d");
-    s.annotate(conv, "kiln.parallel", 8);
-    s.annotate(s.get_block("pad"), "kiln.parallel", 8);
+    s.annotate(conv, ir::annotation::kParallelExtent, 8);
+    s.annotate(s.get_block("pad"), ir::annotation::kParallelExtent, 8);
     s.compute_at(s.get_block("pad"), s.get_loops(conv)[loop]);
     for (const auto &p : post)
       if (!p->apply(s)) return false;
@@ -337,11 +339,11 @@ TEST(SearchSpace, LongInnermostLoopsAreVectorizedInWholeVectors) {
   Target target = Target::parse("llvm -mtriple=x86_64-linux-gnu -mcpu=haswell -num-cores=2");
   auto vectorized_width = [&](int64_t max_vector) {
     ir::Schedule s(func);
-    s.annotate(s.get_block("relu"), "kiln.parallel", 64);
-    s.annotate(s.get_block("relu"), "kiln.vectorize", max_vector);
+    s.annotate(s.get_block("relu"), ir::annotation::kParallelExtent, 64);
+    s.annotate(s.get_block("relu"), ir::annotation::kVectorizeExtent, max_vector);
     for (const auto &p : default_postprocessors(target)) EXPECT_TRUE(p->apply(s)) << p->name();
     std::vector<ir::LoopRV> loops = s.get_loops(s.get_block("relu"));
-    const ir::ForNode *inner = s.loop(loops.back());
+    ir::NodeRef<ir::ForNode> inner = s.loop(loops.back());
     return inner->for_kind == ir::ForKind::kVectorized ? inner->extent : int64_t{0};
   };
   EXPECT_EQ(vectorized_width(32), 8);
@@ -358,9 +360,9 @@ TEST(SearchSpace, NestsBehindUnitLoopsAreParallel) {
   Target target = Target::parse("llvm -mtriple=x86_64-linux-gnu -mcpu=haswell -num-cores=2");
   for (int64_t max_parallel : {2, 8, 512}) {
     ir::Schedule s(func);
-    s.annotate(s.get_block("relu"), "kiln.parallel", max_parallel);
+    s.annotate(s.get_block("relu"), ir::annotation::kParallelExtent, max_parallel);
     for (const auto &p : default_postprocessors(target)) EXPECT_TRUE(p->apply(s)) << p->name();
-    const ir::ForNode *outer = s.loop(s.get_loops(s.get_block("relu")).front());
+    auto outer = s.loop(s.get_loops(s.get_block("relu")).front());
     EXPECT_EQ(outer->for_kind, ir::ForKind::kParallel) << "limit " << max_parallel;
     EXPECT_EQ(outer->extent, 256) << "limit " << max_parallel;
   }

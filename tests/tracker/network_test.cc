@@ -185,12 +185,12 @@ TEST_F(Network, FailingKernelsAreClassifiedAndAHangIsKilledByTheRunnersTimeout) 
   std::vector<measure::RunResult> results =
       remote.run({job("hang"), job("good_add"), job("segfault"), job("wrong_result"), job("no_entry")});
   ASSERT_EQ(results.size(), 5u);
-  EXPECT_EQ(results[0].error, measure::ErrorKind::run_timeout) << results[0].message;
+  EXPECT_EQ(results[0].error, measure::ErrorKind::kRunTimeout) << results[0].message;
   EXPECT_TRUE(results[1].ok()) << results[1].message;
-  EXPECT_EQ(results[2].error, measure::ErrorKind::runtime_error) << results[2].message;
+  EXPECT_EQ(results[2].error, measure::ErrorKind::kRuntimeError) << results[2].message;
   EXPECT_NE(results[2].message.find("SIGSEGV"), std::string::npos) << results[2].message;
-  EXPECT_EQ(results[3].error, measure::ErrorKind::wrong_result) << results[3].message;
-  EXPECT_EQ(results[4].error, measure::ErrorKind::load_error) << results[4].message;
+  EXPECT_EQ(results[3].error, measure::ErrorKind::kWrongResult) << results[3].message;
+  EXPECT_EQ(results[4].error, measure::ErrorKind::kLoadError) << results[4].message;
 }
 
 TEST_F(Network, CallersWithoutTheTokenAreRefused) {
@@ -240,7 +240,7 @@ TEST_F(Network, TlsWithACertificateMadeForTheTest) {
   options.tracker.tls_ca_pem = rpc::read_pem_file(dir_ / "cert.pem", "CA certificate");
   std::vector<measure::RunResult> results = rpc::RemoteRunner(options).run({job("good_add"), job("wrong_result")});
   EXPECT_TRUE(results.at(0).ok()) << results[0].message;
-  EXPECT_EQ(results.at(1).error, measure::ErrorKind::wrong_result);
+  EXPECT_EQ(results.at(1).error, measure::ErrorKind::kWrongResult);
 
   // Plaintext against the TLS port never gets through.
   rpc::RemoteRunnerOptions plaintext = remote_options();

@@ -15,7 +15,7 @@ int main(int argc, char **argv) {
   }
   try {
     std::filesystem::remove(argv[1]);
-    auto db = kiln::db::Database::open(argv[1], kiln::db::OpenMode::create);
+    auto db = kiln::db::Database::open(argv[1], kiln::db::OpenMode::kCreate);
     auto record = [](const char *target, const char *trace, std::vector<double> latencies) {
       kiln::db::Record r;
       r.workload.canonical_json = R"({"ops":[{"op":"dense","shape":[128,256,512]}],"version":1})";
@@ -26,7 +26,7 @@ int main(int argc, char **argv) {
     };
     const char *skylake = "llvm -mtriple=x86_64-linux-gnu -mcpu=skylake -num-cores=4";
     kiln::db::Record failed = record(skylake, R"({"tile":[1,1]})", {});
-    failed.outcome = kiln::db::MeasureError{kiln::db::ErrorKind::run_timeout, "timed out"};
+    failed.outcome = kiln::db::MeasureError{kiln::db::ErrorKind::kRunTimeout, "timed out"};
     db.commit({
         record(skylake, R"({"tile":[8,32]})", {2.0e-4, 3.0e-4}),  // mean 2.5e-4: the best
         record(skylake, R"({"tile":[4,16]})", {5.0e-4}),

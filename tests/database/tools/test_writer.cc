@@ -21,7 +21,7 @@ int main(int argc, char **argv) {
   int batches = std::atoi(argv[3]);
   int batch_size = std::atoi(argv[4]);
   try {
-    auto db = kiln::db::Database::open(path, kiln::db::OpenMode::create);
+    auto db = kiln::db::Database::open(path, kiln::db::OpenMode::kCreate);
     for (int b = 0; b < batches; ++b) {
       std::vector<kiln::db::Record> batch;
       batch.reserve(batch_size);
@@ -35,7 +35,7 @@ int main(int argc, char **argv) {
         r.trace_json = R"({"writer":)" + std::to_string(writer) + R"(,"batch":)" + std::to_string(b) + R"(,"i":)" +
                        std::to_string(i) + "}";
         if (i % 10 == 9)
-          r.outcome = kiln::db::MeasureError{kiln::db::ErrorKind::run_timeout, "timed out after 10 s"};
+          r.outcome = kiln::db::MeasureError{kiln::db::ErrorKind::kRunTimeout, "timed out after 10 s"};
         else
           r.outcome = std::vector<double>{1e-4 * (1 + (i * 7 + b) % 97), 1.1e-4};
         batch.push_back(std::move(r));

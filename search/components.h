@@ -1,0 +1,31 @@
+// The rules, postprocessors and mutators Kiln ships, one factory each; defaults.cc puts
+// them into the default lists per target. Each is described in its own file.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "search/space.h"
+
+namespace kiln::search {
+
+// ---- schedule rules (rules/*.cc) ---------------------------------------------------------
+std::shared_ptr<const ScheduleRule> auto_inline_rule();
+std::shared_ptr<const ScheduleRule> multi_level_tiling_rule(const Target &target);
+std::shared_ptr<const ScheduleRule> compute_location_rule();
+std::shared_ptr<const ScheduleRule> parallel_vectorize_unroll_rule(const Target &target);
+
+// ---- postprocessors (postprocessors.cc) ----------------------------------------------------
+std::shared_ptr<const Postprocessor> reject_poor_register_tiles(const Target &target);
+std::shared_ptr<const Postprocessor> rewrite_parallel_vectorize_unroll(const Target &target);
+std::shared_ptr<const Postprocessor> reject_serial_nests(const Target &target);
+std::shared_ptr<const Postprocessor> verify_cpu();
+
+// ---- mutators (mutators.cc) ----------------------------------------------------------------
+std::shared_ptr<const Mutator> mutate_tile_size();
+/// Another candidate of a sample_categorical whose result feeds the block annotation
+/// `annotation_key`.
+std::shared_ptr<const Mutator> mutate_annotation_choice(std::string name, std::string annotation_key);
+std::shared_ptr<const Mutator> mutate_compute_location();
+
+}  // namespace kiln::search

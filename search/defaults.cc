@@ -1,0 +1,34 @@
+// The default lists per target. A new rule, postprocessor or mutator joins the search
+// with one line here (or, for one run, by adding it to a SearchSpace).
+#include "ir/annotations.h"
+#include "search/components.h"
+
+namespace kiln::search {
+
+// Rules run in this order on each block, consumers first (see rules/*.cc).
+RuleList default_rules(const Target &target) {
+  return {auto_inline_rule(), multi_level_tiling_rule(target), compute_location_rule(),
+          parallel_vectorize_unroll_rule(target)};
+}
+
+RuleList untuned_rules(const Target &target) { return {auto_inline_rule(), parallel_vectorize_unroll_rule(target)}; }
+
+// Rejections first: a rejected sample costs no rewriting.
+PostprocessorList default_postprocessors(const Target &target) {
+  return {reject_poor_register_tiles(target), rewrite_parallel_vectorize_unroll(target), reject_serial_nests(target),
+          verify_cpu()};
+}
+
+// Tile sizes matter most; the rest are occasional moves.
+MutatorList default_mutators(const Target &) {
+  return {{mutate_tile_size(), 0.85},
+          {mutate_annotation_choice("mutate_parallel", ir::annotation::kParallelExtent), 0.05},
+          {mutate_annotation_choice("mutate_unroll", ir::annotation::kUnrollStep), 0.05},
+          {mutate_compute_location(), 0.05}};
+}
+
+SearchSpace default_search_space(const Target &target) {
+  return SearchSpace{default_rules(target), default_postprocessors(target), default_mutators(target)};
+}
+
+}  // namespace kiln::search

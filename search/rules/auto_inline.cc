@@ -1,0 +1,28 @@
+// AutoInline: element-wise producers disappear into their consumers. Zero padding is
+// the exception worth a choice: inlined, its condition lands in the consumer's
+// innermost loop; materialized (and placed by ComputeLocation), that loop stays
+// branch-free. The rule fans out to both.
+#include "search/block_info.h"
+#include "search/components.h"
+
+namespace kiln::search {
+namespace {
+
+class AutoInline : public ScheduleRule {
+ public:
+  std::string name() const override { return "auto_inline"; }
+  std::vector<ir::Schedule> apply(const ir::Schedule &sch, const std::string &block) const override {
+    ir::NodeRef<ir::BlockNode> b = find_block(sch, block);
+    if (!b || !is_elementwise(b.get()) || consumers_of(sch, block).empty()) return {sch};
+    ir::Schedule inlined = sch;
+    if (!inlined.try_compute_inline(inlined.get_block(block))) return {sch};
+    if (is_padding(b.get())) return {inlined, sch};
+    return {inlined};
+  }
+};
+
+}  // namespace
+
+std::shared_ptr<const ScheduleRule> auto_inline_rule() { return std::make_shared<AutoInline>(); }
+
+}  // namespace kiln::search

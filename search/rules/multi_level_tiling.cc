@@ -1,0 +1,380 @@
+// MultiLevelTiling: blocks with a reduction are tiled "SSRSRS" (S0 S1 R0 S2 R1 S3), in
+// up to five variants that the rule fans out to:
+//
+//   variant                 levels    S2 x S3 accumulator   packed input
+//   accumulator + packing   SSRSRS    yes                   the streamed input, per S0 tile
+//   accumulator             SSRSRS    yes                   -
+//   plain                   SSRSRS    no (the output)       -
+//   blocked reduction       S Rb SRSRS  no (LLVM promotes)  the streamed input, per Rb block
+//   other vector axis       SSRSRS    yes                   the weights, along the vector axis
+//
+// Each variant runs the same steps over one TilingState: split the loops into levels
+// (the innermost spatial tile becomes the vector loop), annotate the register tile for
+// RejectPoorRegisterTiles, then either fuse the epilogue per S1 tile (no accumulator) or
+// write back through an accumulator with the epilogue fused into the write-back, and
+// pack inputs. A variant that does not apply to a block (no tiling under the innermost
+// cap, a reduction too short to block, no other axis to vectorize) yields nothing.
+#include <algorithm>
+#include <optional>
+
+#include "ir/annotations.h"
+#include "ir/check.h"
+#include "ir/functor.h"
+#include "search/block_info.h"
+#include "search/components.h"
+
+namespace kiln::search {
+namespace {
+
+using ir::BlockRV;
+using ir::LoopRV;
+using ir::Schedule;
+
+enum class Packing {
+  kNone,
+  /// The streamed input (B of a GEMM, a dense layer's weights) once per S0 tile; the
+  /// variant does not apply without one.
+  kAtOuterTile,
+  /// The streamed input once per reduction block, where there is one.
+  kAtReductionBlockIfAny,
+  /// The input indexed by the vector axis, once per outer tile of that axis.
+  kAlongVectorAxis,
+};
+
+struct TilingVariant {
+  /// S2 x S3 accumulates in a local buffer written back after the reduction.
+  bool accumulator;
+  /// An outermost reduction level Rb after S0 (S0 Rb S1 R0 S2 R1 S3): the output
+  /// accumulates across its blocks, and a packed panel holds one block, so it stays in
+  /// cache for a long reduction.
+  bool blocked_reduction;
+  /// Vectorize over another spatial axis when the innermost output axis makes poor
+  /// vectors (see other_vector_axis).
+  bool other_vector_axis;
+  Packing packing;
+};
+
+// In the order the rule fans out to them (the order of the sketches).
+constexpr TilingVariant kVariants[] = {
+    {true, false, false, Packing::kAtOuterTile},             // accumulator + packing
+    {true, false, false, Packing::kNone},                    // accumulator
+    {false, false, false, Packing::kNone},                   // plain
+    {false, true, false, Packing::kAtReductionBlockIfAny},   // blocked reduction
+    {true, false, true, Packing::kAlongVectorAxis},          // other vector axis
+};
+
+// Tiling levels, outermost first.
+enum Level : size_t { kS0, kRb, kS1, kR0, kS2, kR1, kS3, kNumLevels };
+
+struct VectorAxis {
+  size_t loop = 0;        // among the block's loops before tiling
+  ir::Var iter;           // the spatial iterator it drives
+  size_t output_dim = 0;  // the dimension of the output that iterator indexes
+};
+
+// What the steps of one variant share.
+struct TilingState {
+  Schedule sch;
+  std::string block;
+  BlockRV block_rv;
+  std::vector<LoopKind> kinds;
+  std::vector<LoopRV> loops;  // the block's loops before tiling
+  std::vector<std::vector<LoopRV>> levels = std::vector<std::vector<LoopRV>>(kNumLevels);
+  std::optional<VectorAxis> vector_axis;
+  LoopRV vector_outer;  // the vector axis's S0 loop
+  BlockRV accumulator;  // the write-back block, once there is one
+
+  bool accumulates(const TilingVariant &v) const { return v.accumulator && !levels[kS1].empty(); }
+};
+
+class MultiLevelTiling : public ScheduleRule {
+ public:
+  explicit MultiLevelTiling(const Target &target)
+      : max_innermost_(target.vector_width_bits >= 512 ? 64 : 32), lanes_(vector_lanes(target)) {}
+  std::string name() const override { return "multi_level_tiling"; }
+
+  std::vector<Schedule> apply(const Schedule &sch, const std::string &block) const override {
+    ir::NodeRef<ir::BlockNode> b = find_block(sch, block);
+    if (!b || !has_reduction(b.get()) || spatial_size(b.get()) < 4) return {sch};
+    std::vector<LoopKind> kinds = loop_kinds(sch, block);
+    if (std::count(kinds.begin(), kinds.end(), LoopKind::kMixed)) return {sch};
+    std::vector<Schedule> out;
+    for (const TilingVariant &variant : kVariants)
+      if (std::optional<Schedule> s = tile(sch, block, kinds, variant)) out.push_back(std::move(*s));
+    return out.empty() ? std::vector<Schedule>{sch} : out;
+  }
+
+ private:
+  std::optional<Schedule> tile(const Schedule &sch, const std::string &block, const std::vector<LoopKind> &kinds,
+                               const TilingVariant &variant) const {
+    TilingState st{sch, block, {}, kinds, {}};
+    st.block_rv = st.sch.get_block(block);
+    st.loops = st.sch.get_loops(st.block_rv);
+    if (!split_into_levels(st, variant)) return std::nullopt;
+    annotate_register_tile(st, variant);
+    if (variant.blocked_reduction) {
+      // Nothing to pack (a convolution's window reads): the blocking alone remains.
+      pack_streamed_input(st.sch, block, st.levels[kRb].back());
+      return st.sch;
+    }
+    if (!st.accumulates(variant)) {
+      compute_epilogue_per_tile(st);
+      return st.sch;
+    }
+    if (!write_back_through_accumulator(st)) return std::nullopt;
+    fuse_epilogue_into_write_back(st);
+    if (!pack_inputs(st, variant)) return std::nullopt;
+    return st.sch;
+  }
+
+  // Splits every loop into its levels (spatial loops into S0..S3, reduction loops into
+  // R0 R1 or Rb R0 R1) and reorders the block's nest level by level.
+  bool split_into_levels(TilingState &st, const TilingVariant &variant) const {
+    Schedule &s = st.sch;
+    size_t last_spatial = 0;
+    int64_t reduction = 1;
+    for (size_t i = 0; i < st.loops.size(); ++i) {
+      if (st.kinds[i] == LoopKind::kSpatial && s.loop(st.loops[i])->extent > 1) last_spatial = i;
+      if (st.kinds[i] != LoopKind::kSpatial) reduction *= s.loop(st.loops[i])->extent;
+    }
+    if (variant.blocked_reduction && reduction < kMinBlockedReduction) return false;
+    // The loop whose innermost tile becomes the vector loop.
+    size_t vector_loop = last_spatial;
+    size_t vector_s3_position = 0;
+    if (variant.other_vector_axis) {
+      st.vector_axis = other_vector_axis(st, last_spatial);
+      if (!st.vector_axis) return false;
+      vector_loop = st.vector_axis->loop;
+      for (size_t i = 0; i < vector_loop; ++i)
+        if (st.kinds[i] == LoopKind::kSpatial && s.loop(st.loops[i])->extent > 1) ++vector_s3_position;
+    }
+    std::vector<std::vector<LoopRV>> &levels = st.levels;
+    for (size_t i = 0; i < st.loops.size(); ++i) {
+      const LoopRV &loop = st.loops[i];
+      // A loop of extent 1 (a 1x1 kernel's window, a batch of one) drives nothing:
+      // tiled, its pieces would end up innermost and take the vector loop's place.
+      if (s.loop(loop)->extent == 1) {
+        levels[kS0].push_back(loop);
+        continue;
+      }
+      std::vector<Level> targets;
+      int64_t multiple = 0;
+      if (st.kinds[i] == LoopKind::kSpatial) {
+        // The innermost spatial tile becomes the vector loop: whole vectors where possible.
+        targets = {kS0, kS1, kS2, kS3};
+        if (i == vector_loop) multiple = lanes_;
+      } else if (variant.blocked_reduction) {
+        targets = {kRb, kR0, kR1};
+      } else {
+        targets = {kR0, kR1};
+      }
+      std::optional<std::vector<ir::ExprRV>> factors =
+          s.try_sample_perfect_tile(loop, static_cast<int>(targets.size()), max_innermost_, multiple);
+      if (!factors) return false;
+      std::vector<LoopRV> parts = s.split(loop, std::vector<ir::Factor>(factors->begin(), factors->end()));
+      if (i == vector_loop) st.vector_outer = parts[0];
+      for (size_t k = 0; k < targets.size(); ++k) levels[targets[k]].push_back(parts[k]);
+    }
+    if (vector_loop != last_spatial) {
+      // Innermost within S3: the vector axis's tile (S3 holds one loop per spatial loop
+      // longer than 1, in loop order).
+      std::vector<LoopRV> &s3 = levels[kS3];
+      KILN_INTERNAL_CHECK(vector_s3_position < s3.size(), "the vector axis has an S3 tile");
+      std::rotate(s3.begin() + static_cast<std::ptrdiff_t>(vector_s3_position),
+                  s3.begin() + static_cast<std::ptrdiff_t>(vector_s3_position) + 1, s3.end());
+    }
+    std::vector<LoopRV> order;
+    for (const auto &level : levels) order.insert(order.end(), level.begin(), level.end());
+    s.reorder(order);
+    return true;
+  }
+
+  // What RejectPoorRegisterTiles checks: whole vectors innermost, and for a register
+  // tile (an accumulator's S2 x S3, or the output tile the blocked variant keeps in
+  // registers within one reduction block: LLVM promotes it), that it fits.
+  static void annotate_register_tile(TilingState &st, const TilingVariant &variant) {
+    using ir::annotation::RegisterTile;
+    const auto &levels = st.levels;
+    size_t tile_begin = levels[kS0].size() + levels[kRb].size() + levels[kS1].size() + levels[kR0].size();
+    RegisterTile tile =
+        st.accumulates(variant) || variant.blocked_reduction ? RegisterTile::kAccumulator : RegisterTile::kVectors;
+    st.sch.annotate(st.block_rv, ir::annotation::kRegisterTile, static_cast<int64_t>(tile));
+    st.sch.annotate(st.block_rv, ir::annotation::kRegisterTileLoop, static_cast<int64_t>(tile_begin));
+  }
+
+  // Without an accumulator the reduction accumulates in the output itself; an
+  // element-wise consumer (bias, activation) then runs per S1 tile right after that
+  // tile's reduction, while it is in cache, instead of as a second pass over the output.
+  static void compute_epilogue_per_tile(TilingState &st) {
+    if (st.levels[kS1].empty()) return;
+    for (const std::string &c : consumers_of(st.sch, st.block)) {
+      ir::NodeRef<ir::BlockNode> cb = find_block(st.sch, c);
+      if (!cb || !is_elementwise(cb.get())) continue;
+      Schedule trial = st.sch;
+      if (trial.try_reverse_compute_at(trial.get_block(c), st.levels[kS1].back())) st.sch = trial;
+      break;
+    }
+  }
+
+  // The S2 x S3 tile accumulates in a local buffer written back after the reduction,
+  // which compaction shrinks to the tile and LLVM keeps in registers.
+  static bool write_back_through_accumulator(TilingState &st) {
+    std::optional<BlockRV> acc = st.sch.try_cache_write(st.block_rv, 0, "local");
+    if (!acc || !st.sch.try_reverse_compute_at(*acc, st.levels[kS1].back())) return false;
+    st.accumulator = *acc;
+    return true;
+  }
+
+  // Element-wise consumers (bias, activation) fuse into the write-back, one after the
+  // other (each fused consumer's own consumers become the write-back's).
+  static void fuse_epilogue_into_write_back(TilingState &st) {
+    std::string acc_name = st.sch.block_name(st.accumulator);
+    for (bool fused = true; fused;) {
+      fused = false;
+      for (const std::string &c : consumers_of(st.sch, acc_name)) {
+        ir::NodeRef<ir::BlockNode> cb = find_block(st.sch, c);
+        if (!cb || !is_elementwise(cb.get())) continue;
+        Schedule trial = st.sch;
+        if (trial.try_reverse_compute_inline(trial.get_block(c))) {
+          st.sch = trial;
+          fused = true;
+          break;
+        }
+      }
+    }
+  }
+
+  bool pack_inputs(TilingState &st, const TilingVariant &variant) const {
+    switch (variant.packing) {
+      case Packing::kNone:
+      case Packing::kAtReductionBlockIfAny:
+        return true;
+      case Packing::kAtOuterTile:
+        return pack_streamed_input(st.sch, st.block, st.levels[kS0].back());
+      case Packing::kAlongVectorAxis: {
+        // The weights, read with a long stride along the vector axis, are packed once per
+        // outer tile of that axis: at its S0 loop, so the S0 loops of the other axes (the
+        // image's rows) reuse the panel instead of packing it again;
+        // ir::vector_friendly_layouts puts the axis last in the panel and in the
+        // accumulator. The write-back runs along it too, so the accumulator leaves its
+        // registers as whole vectors (scattered into the output, once per tile).
+        if (!pack_streamed_input(st.sch, st.block, st.vector_outer, &st.vector_axis->iter)) return false;
+        const auto &levels = st.levels;
+        return move_write_back_dim_innermost(st.sch, st.accumulator, st.vector_axis->output_dim,
+                                             levels[kS0].size() + levels[kRb].size() + levels[kS1].size());
+      }
+    }
+    return false;
+  }
+
+  // Vectors along the innermost output axis are poor when its extent is not a multiple
+  // of the lanes (NCHW rows of 7 or 14) or a read strides along it (a stride-2
+  // convolution's input, which then takes a shuffle per vector). Another spatial axis
+  // then qualifies when it is a multiple of the lanes, indexes the output in exactly one
+  // dimension and one input only, which packing can lay out along it (a convolution's
+  // output channels and its weights; the image is then a broadcast).
+  std::optional<VectorAxis> other_vector_axis(const TilingState &st, size_t last_spatial) const {
+    ir::NodeRef<ir::BlockNode> b = find_block(st.sch, st.block);
+    auto iter_of = [&](size_t loop) -> const ir::IterVar * {
+      ir::NodeRef<ir::ForNode> l = st.sch.loop(st.loops[loop]);
+      for (size_t k = 0; k < b->iter_vars.size(); ++k)
+        if (b->iter_values[k].get() == l->loop_var.get()) return &b->iter_vars[k];
+      return nullptr;
+    };
+    std::vector<ir::sched::Access> reads = ir::sched::block_reads(b.get()), writes = ir::sched::block_writes(b.get());
+    const ir::IterVar *last = iter_of(last_spatial);
+    if (!last || writes.empty()) return std::nullopt;  // no plain innermost output axis
+    bool poor = last->extent % lanes_ != 0;
+    for (const ir::sched::Access &a : reads)
+      for (const ir::Expr &e : a.indices)
+        if (ir::uses_var(e, last->var.get()) && !unit_step(e, last->var)) poor = true;
+    if (!poor) return std::nullopt;  // the innermost output axis makes whole vectors
+    for (size_t i = 0; i < st.loops.size(); ++i) {
+      const ir::IterVar *iv = i == last_spatial || st.kinds[i] != LoopKind::kSpatial ? nullptr : iter_of(i);
+      if (!iv || iv->extent % lanes_ != 0) continue;
+      std::vector<const ir::BufferNode *> indexed;  // inputs only: the accumulation reads the output
+      for (const ir::sched::Access &a : reads)
+        for (const ir::Expr &e : a.indices)
+          if (ir::uses_var(e, iv->var.get()) && !ir::sched::writes_buffer(b.get(), a.buffer.get()) &&
+              std::find(indexed.begin(), indexed.end(), a.buffer.get()) == indexed.end())
+            indexed.push_back(a.buffer.get());
+      if (indexed.size() != 1) continue;
+      const std::vector<ir::Expr> &out = writes.front().indices;
+      for (size_t d = 0; d < out.size(); ++d)
+        if (out[d].get() == iv->var.get()) return VectorAxis{i, iv->var, d};
+    }
+    return std::nullopt;
+  }
+
+  static bool unit_step(const ir::Expr &index, const ir::Var &v) {
+    ir::Expr next = ir::substitute(index, ir::VarMap{{v.get(), ir::make_add(v, ir::make_int(1))}});
+    const auto *step = ir::simplify(ir::make_sub(next, index)).as<ir::IntImmNode>();
+    return step && step->value == 1;
+  }
+
+  // The write-back nest (one loop per output dimension, under the S1 tile) runs the
+  // given output dimension innermost, so the postprocessor vectorizes along it.
+  static bool move_write_back_dim_innermost(Schedule &s, const BlockRV &write_back, size_t output_dim,
+                                            size_t shared_loops) {
+    ir::NodeRef<ir::BlockNode> b = find_block(s, s.block_name(write_back));
+    ir::Expr index;
+    for (const ir::sched::Access &a : ir::sched::block_reads(b.get()))
+      if (a.buffer->scope == ir::MemoryScope::kLocal && output_dim < a.indices.size()) index = a.indices[output_dim];
+    if (!index.defined()) return false;  // no accumulator read in the write-back
+    std::vector<LoopRV> loops = s.get_loops(write_back);
+    std::optional<size_t> driving;
+    for (size_t i = shared_loops; i < loops.size(); ++i)
+      for (size_t k = 0; k < b->iter_vars.size(); ++k)
+        if (ir::uses_var(index, b->iter_vars[k].var.get()) &&
+            ir::uses_var(b->iter_values[k], s.loop(loops[i])->loop_var.get()))
+          driving = i;
+    if (!driving) return false;  // no loop drives the vector axis of the write-back
+    std::vector<LoopRV> order(loops.begin() + static_cast<std::ptrdiff_t>(*driving) + 1, loops.end());
+    order.push_back(loops[*driving]);
+    s.reorder(order);
+    return true;
+  }
+
+  // The input indexed by the innermost spatial iterator (B of a GEMM, the weights of a
+  // dense layer), or by `inner` where given, is copied once per outer tile into a dense
+  // panel that the register tiles then stream with unit stride (compaction sizes the
+  // panel to the tile). False when there is no such input or the copy cannot go there.
+  static bool pack_streamed_input(Schedule &s, const std::string &block, const LoopRV &at,
+                                  const ir::Var *inner = nullptr) {
+    ir::NodeRef<ir::BlockNode> b = find_block(s, block);
+    const ir::Var *last_spatial = nullptr;
+    for (const ir::IterVar &iv : b->iter_vars)
+      if (iv.kind == ir::IterKind::kSpatial) last_spatial = &iv.var;
+    if (!inner) inner = last_spatial;
+    // Indexed by it in the last dimension (B of a GEMM) or in another one (the W[n, k]
+    // of a dense layer, whose panel ir::vector_friendly_layouts then stores transposed).
+    std::vector<ir::Buffer> reads = ir::sched::distinct_buffers(ir::sched::block_reads(b.get()));
+    for (bool last_only : {true, false}) {
+      for (size_t i = 0; i < reads.size(); ++i) {
+        bool streamed = false;
+        for (const ir::sched::Access &a : ir::sched::block_reads(b.get())) {
+          if (a.buffer != reads[i] || a.indices.empty()) continue;
+          if (a.indices.back().get() == inner->get()) streamed = true;
+          if (!last_only)
+            for (const ir::Expr &e : a.indices) streamed = streamed || e.get() == inner->get();
+        }
+        if (!streamed || ir::sched::writes_buffer(b.get(), reads[i].get())) continue;
+        std::optional<BlockRV> cache = s.try_cache_read(s.get_block(block), static_cast<int>(i), "local");
+        return cache && s.try_compute_at(*cache, at);
+      }
+    }
+    return false;
+  }
+
+  /// Reductions shorter than this keep a packed panel in cache without blocking.
+  static constexpr int64_t kMinBlockedReduction = 1024;
+  int64_t max_innermost_, lanes_;
+};
+
+}  // namespace
+
+std::shared_ptr<const ScheduleRule> multi_level_tiling_rule(const Target &target) {
+  return std::make_shared<MultiLevelTiling>(target);
+}
+
+}  // namespace kiln::search
