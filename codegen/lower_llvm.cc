@@ -1,37 +1,23 @@
 #include "codegen/lower_llvm.h"
 
 #include <llvm/Analysis/VectorUtils.h>
-#include <llvm/IR/IRBuilder.h>
-#include <llvm/IR/Intrinsics.h>
-#include <llvm/IR/LLVMContext.h>
 #include <llvm/IR/MDBuilder.h>
-#include <llvm/IR/Module.h>
 #include <llvm/IR/Verifier.h>
 #include <llvm/Support/raw_ostream.h>
 #include <llvm/Target/TargetMachine.h>
 
 #include <nlohmann/json.hpp>
-#include <unordered_map>
 #include <unordered_set>
 
 #include "codegen/abi.h"
 #include "codegen/codegen.h"
+#include "codegen/llvm_emitter.h"
 #include "codegen/vector_math.h"
-#include "ir/functor.h"
+#include "ir/annotations.h"
 #include "ir/lower_passes.h"
-#include "ir/simplify.h"
 
 namespace kiln::codegen {
-
-using namespace ir;  // NOLINT: this file translates IR nodes one by one
-
-namespace {
-
-// Loops with at most this many iterations are unrolled by copying the body; longer
-// unrolled loops get LLVM's full-unroll hint instead.
-constexpr int64_t kMaxExplicitUnroll = 64;
-// Intermediate buffers up to this size live on the stack; larger ones in the workspace.
-constexpr int64_t kMaxStackBytes = 64 * 1024;
+namespace detail {
 
 bool contains_load(const Expr &e) {
   bool found = false;
@@ -39,988 +25,636 @@ bool contains_load(const Expr &e) {
   return found;
 }
 
-class CodeGen : public ExprFunctor<llvm::Value *>, public StmtFunctor<void> {
- public:
-  CodeGen(llvm::LLVMContext &ctx, llvm::Module &mod, const Target &target)
-      : ctx_(ctx), mod_(mod), b_(ctx), target_(target) {}
-
-  void emit_function(const PrimFunc &func) {
-    make_alias_scopes(func);
-    llvm::Type *ptr = b_.getPtrTy();
-    // The kernel body takes noalias, 64-byte-aligned buffer pointers.
-    std::vector<llvm::Type *> param_types(func.params.size(), ptr);
-    auto *impl_ty = llvm::FunctionType::get(b_.getInt32Ty(), param_types, false);
-    llvm::Function *impl = llvm::Function::Create(impl_ty, llvm::Function::InternalLinkage, "kiln_kernel", mod_);
-    for (size_t i = 0; i < func.params.size(); ++i) {
-      impl->addParamAttr(static_cast<unsigned>(i), llvm::Attribute::NoAlias);
-      impl->addParamAttr(static_cast<unsigned>(i), llvm::Attribute::getWithAlignment(ctx_, llvm::Align(64)));
-      impl->getArg(static_cast<unsigned>(i))->setName(func.params[i]->name);
-      buffers_[func.params[i].get()] = impl->getArg(static_cast<unsigned>(i));
-    }
-    impl->addFnAttr(llvm::Attribute::NoUnwind);
-    add_cpu_attrs(impl);
-    fn_ = impl;
-    b_.SetInsertPoint(llvm::BasicBlock::Create(ctx_, "entry", impl));
-    visit_stmt(func.body);
-    b_.CreateRet(b_.getInt32(0));
-
-    // kiln_entry(void **args) unpacks the argument array.
-    auto *entry_ty = llvm::FunctionType::get(b_.getInt32Ty(), {ptr}, false);
-    llvm::Function *entry = llvm::Function::Create(entry_ty, llvm::Function::ExternalLinkage, KILN_ENTRY_SYMBOL, mod_);
-    add_cpu_attrs(entry);
-    b_.SetInsertPoint(llvm::BasicBlock::Create(ctx_, "entry", entry));
-    std::vector<llvm::Value *> args;
-    for (size_t i = 0; i < func.params.size(); ++i) {
-      llvm::Value *slot = b_.CreateConstGEP1_64(ptr, entry->getArg(0), i);
-      args.push_back(b_.CreateAlignedLoad(ptr, slot, llvm::Align(8)));
-    }
-    b_.CreateRet(b_.CreateCall(impl, args));
-
-    // Metadata the loader reads to allocate arguments.
-    nlohmann::json info{{"kiln_abi", KILN_ABI_VERSION}, {"name", func.name}, {"target", target_.str()}};
-    info["params"] = nlohmann::json::array();
-    std::unordered_set<const BufferNode *> written;
-    for_each_stmt(func.body, [&](const Stmt &s) {
-      if (const auto *st = s.as<StoreNode>()) written.insert(st->buffer.get());
-    });
-    for (const Buffer &p : func.params)
-      info["params"].push_back({{"name", p->name},
-                                {"dtype", dtype_name(p->dtype)},
-                                {"shape", p->shape},
-                                {"role", written.count(p.get()) ? "output" : "input"}});
-    llvm::Constant *text = llvm::ConstantDataArray::getString(ctx_, info.dump(), /*AddNull=*/true);
-    new llvm::GlobalVariable(mod_, text->getType(), true, llvm::GlobalValue::ExternalLinkage, text, KILN_INFO_SYMBOL);
+void CodeGen::emit_function(const PrimFunc &func) {
+  make_alias_scopes(func);
+  llvm::Type *ptr = b_.getPtrTy();
+  // The kernel body takes noalias, 64-byte-aligned buffer pointers.
+  std::vector<llvm::Type *> param_types(func.params.size(), ptr);
+  auto *impl_ty = llvm::FunctionType::get(b_.getInt32Ty(), param_types, false);
+  llvm::Function *impl = llvm::Function::Create(impl_ty, llvm::Function::InternalLinkage, "kiln_kernel", mod_);
+  for (size_t i = 0; i < func.params.size(); ++i) {
+    impl->addParamAttr(static_cast<unsigned>(i), llvm::Attribute::NoAlias);
+    impl->addParamAttr(static_cast<unsigned>(i), llvm::Attribute::getWithAlignment(ctx_, llvm::Align(64)));
+    impl->getArg(static_cast<unsigned>(i))->setName(func.params[i]->name);
+    buffers_[func.params[i].get()] = impl->getArg(static_cast<unsigned>(i));
   }
+  impl->addFnAttr(llvm::Attribute::NoUnwind);
+  add_cpu_attrs(impl);
+  fn_ = impl;
+  b_.SetInsertPoint(llvm::BasicBlock::Create(ctx_, "entry", impl));
+  visit_stmt(func.body);
+  b_.CreateRet(b_.getInt32(0));
 
- private:
-  // ---- alias information ----------------------------------------------------------------
-  // Distinct buffers never overlap. Every access carries its buffer's scope and "noalias"
-  // with all others, which survives outlining into task functions (where the pointers
-  // come from a closure and LLVM could otherwise assume the worst).
-  void make_alias_scopes(const PrimFunc &func) {
-    std::vector<const BufferNode *> all;
-    for (const Buffer &p : func.params) all.push_back(p.get());
-    for_each_stmt(func.body, [&](const Stmt &s) {
-      if (const auto *b = s.as<BlockNode>())
-        for (const Buffer &a : b->alloc_buffers) all.push_back(a.get());
-    });
-    llvm::MDBuilder md(ctx_);
-    llvm::MDNode *domain = md.createAnonymousAliasScopeDomain("kiln.buffers");
-    std::vector<llvm::Metadata *> scopes;
-    for (const BufferNode *b : all) {
-      llvm::MDNode *scope = md.createAnonymousAliasScope(domain, b->name);
-      scopes.push_back(scope);
-      alias_scope_[b] = llvm::MDNode::get(ctx_, {scope});
-    }
-    for (size_t i = 0; i < all.size(); ++i) {
-      std::vector<llvm::Metadata *> others;
-      for (size_t j = 0; j < all.size(); ++j)
-        if (j != i) others.push_back(scopes[j]);
-      noalias_[all[i]] = llvm::MDNode::get(ctx_, others);
-    }
+  // kiln_entry(void **args) unpacks the argument array.
+  auto *entry_ty = llvm::FunctionType::get(b_.getInt32Ty(), {ptr}, false);
+  llvm::Function *entry = llvm::Function::Create(entry_ty, llvm::Function::ExternalLinkage, KILN_ENTRY_SYMBOL, mod_);
+  add_cpu_attrs(entry);
+  b_.SetInsertPoint(llvm::BasicBlock::Create(ctx_, "entry", entry));
+  std::vector<llvm::Value *> args;
+  for (size_t i = 0; i < func.params.size(); ++i) {
+    llvm::Value *slot = b_.CreateConstGEP1_64(ptr, entry->getArg(0), i);
+    args.push_back(b_.CreateAlignedLoad(ptr, slot, llvm::Align(8)));
   }
-  llvm::Value *tag(llvm::Value *v, const Buffer &buf) {
-    if (auto *inst = llvm::dyn_cast<llvm::Instruction>(v)) {
-      auto it = alias_scope_.find(buf.get());
-      if (it != alias_scope_.end()) {
-        inst->setMetadata(llvm::LLVMContext::MD_alias_scope, it->second);
-        inst->setMetadata(llvm::LLVMContext::MD_noalias, noalias_[buf.get()]);
-      }
-    }
-    return v;
-  }
+  b_.CreateRet(b_.CreateCall(impl, args));
 
-  // ---- types and helpers ----------------------------------------------------------------
-  llvm::Type *scalar_type(DType t) {
-    switch (t) {
-      case DType::kBool:
-        return b_.getInt1Ty();
-      case DType::kInt8:
-        return b_.getInt8Ty();
-      case DType::kInt32:
-        return b_.getInt32Ty();
-      case DType::kInt64:
-        return b_.getInt64Ty();
-      case DType::kFloat16:
-        return b_.getHalfTy();
-      case DType::kFloat32:
-        return b_.getFloatTy();
-    }
-    return nullptr;
-  }
-  // Booleans are stored as bytes.
-  llvm::Type *storage_type(DType t) { return t == DType::kBool ? b_.getInt8Ty() : scalar_type(t); }
-  llvm::Type *value_type(DType t) {
-    llvm::Type *s = scalar_type(t);
-    return lanes_ > 1 ? llvm::FixedVectorType::get(s, static_cast<unsigned>(lanes_)) : s;
-  }
+  // Metadata the loader reads to allocate arguments.
+  nlohmann::json info{{"kiln_abi", KILN_ABI_VERSION}, {"name", func.name}, {"target", target_.str()}};
+  info["params"] = nlohmann::json::array();
+  std::unordered_set<const BufferNode *> written;
+  for_each_stmt(func.body, [&](const Stmt &s) {
+    if (const auto *st = s.as<StoreNode>()) written.insert(st->buffer.get());
+  });
+  for (const Buffer &p : func.params)
+    info["params"].push_back({{"name", p->name},
+                              {"dtype", dtype_name(p->dtype)},
+                              {"shape", p->shape},
+                              {"role", written.count(p.get()) ? "output" : "input"}});
+  llvm::Constant *text = llvm::ConstantDataArray::getString(ctx_, info.dump(), /*AddNull=*/true);
+  new llvm::GlobalVariable(mod_, text->getType(), true, llvm::GlobalValue::ExternalLinkage, text, KILN_INFO_SYMBOL);
+}
 
-  void add_cpu_attrs(llvm::Function *f) {
-    f->addFnAttr(llvm::Attribute::NoUnwind);
-    // LLVM's x86 tuning prefers 256-bit vectors on AVX-512 parts and would split our
-    // explicit 512-bit operations; the kernels are written for the full width.
-    if (target_.vector_width_bits >= 512) {
-      f->addFnAttr("prefer-vector-width", "512");
-      f->addFnAttr("min-legal-vector-width", "512");
+void CodeGen::make_alias_scopes(const PrimFunc &func) {
+  std::vector<const BufferNode *> all;
+  for (const Buffer &p : func.params) all.push_back(p.get());
+  for_each_stmt(func.body, [&](const Stmt &s) {
+    if (const auto *b = s.as<BlockNode>())
+      for (const Buffer &a : b->alloc_buffers) all.push_back(a.get());
+  });
+  llvm::MDBuilder md(ctx_);
+  llvm::MDNode *domain = md.createAnonymousAliasScopeDomain("kiln.buffers");
+  std::vector<llvm::Metadata *> scopes;
+  for (const BufferNode *b : all) {
+    llvm::MDNode *scope = md.createAnonymousAliasScope(domain, b->name);
+    scopes.push_back(scope);
+    alias_scope_[b] = llvm::MDNode::get(ctx_, {scope});
+  }
+  for (size_t i = 0; i < all.size(); ++i) {
+    std::vector<llvm::Metadata *> others;
+    for (size_t j = 0; j < all.size(); ++j)
+      if (j != i) others.push_back(scopes[j]);
+    noalias_[all[i]] = llvm::MDNode::get(ctx_, others);
+  }
+}
+
+llvm::Value *CodeGen::tag(llvm::Value *v, const Buffer &buf) {
+  if (auto *inst = llvm::dyn_cast<llvm::Instruction>(v)) {
+    auto it = alias_scope_.find(buf.get());
+    if (it != alias_scope_.end()) {
+      inst->setMetadata(llvm::LLVMContext::MD_alias_scope, it->second);
+      inst->setMetadata(llvm::LLVMContext::MD_noalias, noalias_[buf.get()]);
     }
   }
+  return v;
+}
 
-  llvm::FunctionCallee runtime_fn(const char *name, llvm::Type *ret, std::vector<llvm::Type *> params) {
-    return mod_.getOrInsertFunction(name, llvm::FunctionType::get(ret, params, false));
+llvm::Type *CodeGen::scalar_type(DType t) {
+  switch (t) {
+    case DType::kBool:
+      return b_.getInt1Ty();
+    case DType::kInt8:
+      return b_.getInt8Ty();
+    case DType::kInt32:
+      return b_.getInt32Ty();
+    case DType::kInt64:
+      return b_.getInt64Ty();
+    case DType::kFloat16:
+      return b_.getHalfTy();
+    case DType::kFloat32:
+      return b_.getFloatTy();
   }
+  return nullptr;
+}
 
-  bool is_vec(llvm::Value *v) { return v->getType()->isVectorTy(); }
-  llvm::Value *broadcast(llvm::Value *v) {
-    if (lanes_ == 1 || is_vec(v)) return v;
-    return b_.CreateVectorSplat(static_cast<unsigned>(lanes_), v);
-  }
-  // Brings two operands to the same shape (scalar or vector).
-  void unify(llvm::Value *&a, llvm::Value *&c) {
-    if (is_vec(a) != is_vec(c)) {
-      a = broadcast(a);
-      c = broadcast(c);
-    }
-  }
+llvm::Type *CodeGen::value_type(DType t) {
+  llvm::Type *s = scalar_type(t);
+  return lanes_ > 1 ? llvm::FixedVectorType::get(s, static_cast<unsigned>(lanes_)) : s;
+}
 
-  llvm::AllocaInst *entry_alloca(llvm::Type *t, uint64_t count, uint64_t align) {
-    llvm::IRBuilder<> eb(&fn_->getEntryBlock(), fn_->getEntryBlock().begin());
-    llvm::AllocaInst *a = eb.CreateAlloca(t, eb.getInt64(count));
-    a->setAlignment(llvm::Align(align));
-    return a;
+void CodeGen::add_cpu_attrs(llvm::Function *f) {
+  f->addFnAttr(llvm::Attribute::NoUnwind);
+  // LLVM's x86 tuning prefers 256-bit vectors on AVX-512 parts and would split our
+  // explicit 512-bit operations; the kernels are written for the full width.
+  if (target_.vector_width_bits >= 512) {
+    f->addFnAttr("prefer-vector-width", "512");
+    f->addFnAttr("min-legal-vector-width", "512");
   }
+}
 
-  // ---- expressions ----------------------------------------------------------------------
-  llvm::Value *gen(const Expr &e) { return visit_expr(e); }
+llvm::FunctionCallee CodeGen::runtime_fn(const char *name, llvm::Type *ret, std::vector<llvm::Type *> params) {
+  return mod_.getOrInsertFunction(name, llvm::FunctionType::get(ret, params, false));
+}
 
-  llvm::Value *visit(const IntImmNode *op, const Expr &) override {
-    return llvm::ConstantInt::get(scalar_type(op->dtype), static_cast<uint64_t>(op->value), /*isSigned=*/true);
-  }
-  llvm::Value *visit(const FloatImmNode *op, const Expr &) override {
-    return llvm::ConstantFP::get(scalar_type(op->dtype), op->value);
-  }
-  llvm::Value *visit(const VarNode *op, const Expr &) override {
-    auto it = vars_.find(op);
-    if (it == vars_.end()) throw CodegenError("variable '" + op->name + "' is used outside its scope");
-    return it->second;
-  }
+llvm::Value *CodeGen::broadcast(llvm::Value *v) {
+  if (lanes_ == 1 || is_vec(v)) return v;
+  return b_.CreateVectorSplat(static_cast<unsigned>(lanes_), v);
+}
 
-  llvm::Value *arith(ExprKind kind, const Expr &ea, const Expr &ec, DType t) {
-    llvm::Value *a = gen(ea), *c = gen(ec);
-    unify(a, c);
-    bool fp = is_float(t);
-    llvm::Value *r = nullptr;
-    switch (kind) {
-      case ExprKind::kAdd:
-        r = fp ? b_.CreateFAdd(a, c) : b_.CreateAdd(a, c);
-        break;
-      case ExprKind::kSub:
-        r = fp ? b_.CreateFSub(a, c) : b_.CreateSub(a, c);
-        break;
-      case ExprKind::kMul:
-        r = fp ? b_.CreateFMul(a, c) : b_.CreateMul(a, c);
-        break;
-      case ExprKind::kDiv:
-        r = b_.CreateFDiv(a, c);
-        break;
-      case ExprKind::kMin:
-        r = fp ? b_.CreateSelect(b_.CreateFCmpOLT(a, c), a, c) : b_.CreateSelect(b_.CreateICmpSLT(a, c), a, c);
-        break;
-      case ExprKind::kMax:
-        r = fp ? b_.CreateSelect(b_.CreateFCmpOGT(a, c), a, c) : b_.CreateSelect(b_.CreateICmpSGT(a, c), a, c);
-        break;
-      default:
-        throw CodegenError("not an arithmetic node");
-    }
-    return r;
+void CodeGen::unify(llvm::Value *&a, llvm::Value *&c) {
+  if (is_vec(a) != is_vec(c)) {
+    a = broadcast(a);
+    c = broadcast(c);
   }
-  llvm::Value *visit(const AddNode *op, const Expr &) override {
-    return arith(ExprKind::kAdd, op->a, op->b, op->dtype);
-  }
-  llvm::Value *visit(const SubNode *op, const Expr &) override {
-    return arith(ExprKind::kSub, op->a, op->b, op->dtype);
-  }
-  llvm::Value *visit(const MulNode *op, const Expr &) override {
-    return arith(ExprKind::kMul, op->a, op->b, op->dtype);
-  }
-  llvm::Value *visit(const DivNode *op, const Expr &) override {
-    return arith(ExprKind::kDiv, op->a, op->b, op->dtype);
-  }
-  llvm::Value *visit(const MinNode *op, const Expr &) override {
-    return arith(ExprKind::kMin, op->a, op->b, op->dtype);
-  }
-  llvm::Value *visit(const MaxNode *op, const Expr &) override {
-    return arith(ExprKind::kMax, op->a, op->b, op->dtype);
-  }
+}
 
-  // Floor division/modulo from truncating ones: adjust when the remainder's sign
-  // differs from the divisor's.
-  void floor_divmod(const Expr &ea, const Expr &ec, llvm::Value **q_out, llvm::Value **r_out) {
-    llvm::Value *a = gen(ea), *c = gen(ec);
-    unify(a, c);
-    llvm::Value *q = b_.CreateSDiv(a, c), *r = b_.CreateSRem(a, c);
-    llvm::Value *zero = llvm::Constant::getNullValue(r->getType());
-    llvm::Value *adjust =
-        b_.CreateAnd(b_.CreateICmpNE(r, zero), b_.CreateICmpNE(b_.CreateICmpSLT(r, zero), b_.CreateICmpSLT(c, zero)));
-    llvm::Value *one = llvm::ConstantInt::get(q->getType(), 1);
-    *q_out = b_.CreateSelect(adjust, b_.CreateSub(q, one), q);
-    *r_out = b_.CreateSelect(adjust, b_.CreateAdd(r, c), r);
-  }
-  llvm::Value *visit(const FloorDivNode *op, const Expr &) override {
-    int64_t c;
-    // Non-negative dividends (the usual index case) need no adjustment.
-    if (as_const_int(op->b, &c) && c > 0 && analyzer_.bounds(op->a).min >= 0) {
-      llvm::Value *a = gen(op->a);
-      return b_.CreateUDiv(a, llvm::ConstantInt::get(a->getType(), static_cast<uint64_t>(c)));
-    }
-    llvm::Value *q, *r;
-    floor_divmod(op->a, op->b, &q, &r);
-    return q;
-  }
-  llvm::Value *visit(const FloorModNode *op, const Expr &) override {
-    int64_t c;
-    if (as_const_int(op->b, &c) && c > 0 && analyzer_.bounds(op->a).min >= 0) {
-      llvm::Value *a = gen(op->a);
-      return b_.CreateURem(a, llvm::ConstantInt::get(a->getType(), static_cast<uint64_t>(c)));
-    }
-    llvm::Value *q, *r;
-    floor_divmod(op->a, op->b, &q, &r);
-    return r;
-  }
+llvm::AllocaInst *CodeGen::entry_alloca(llvm::Type *t, uint64_t count, uint64_t align) {
+  llvm::IRBuilder<> eb(&fn_->getEntryBlock(), fn_->getEntryBlock().begin());
+  llvm::AllocaInst *a = eb.CreateAlloca(t, eb.getInt64(count));
+  a->setAlignment(llvm::Align(align));
+  return a;
+}
 
-  llvm::Value *compare(ExprKind kind, const Expr &ea, const Expr &ec) {
-    llvm::Value *a = gen(ea), *c = gen(ec);
-    unify(a, c);
-    bool fp = is_float(ea.dtype());
-    switch (kind) {
-      case ExprKind::kEQ:
-        return fp ? b_.CreateFCmpOEQ(a, c) : b_.CreateICmpEQ(a, c);
-      case ExprKind::kNE:
-        return fp ? b_.CreateFCmpUNE(a, c) : b_.CreateICmpNE(a, c);
-      case ExprKind::kLT:
-        return fp ? b_.CreateFCmpOLT(a, c) : b_.CreateICmpSLT(a, c);
-      case ExprKind::kLE:
-        return fp ? b_.CreateFCmpOLE(a, c) : b_.CreateICmpSLE(a, c);
-      case ExprKind::kGT:
-        return fp ? b_.CreateFCmpOGT(a, c) : b_.CreateICmpSGT(a, c);
-      case ExprKind::kGE:
-        return fp ? b_.CreateFCmpOGE(a, c) : b_.CreateICmpSGE(a, c);
-      default:
-        throw CodegenError("not a comparison");
-    }
-  }
-  llvm::Value *visit(const EQNode *op, const Expr &) override { return compare(ExprKind::kEQ, op->a, op->b); }
-  llvm::Value *visit(const NENode *op, const Expr &) override { return compare(ExprKind::kNE, op->a, op->b); }
-  llvm::Value *visit(const LTNode *op, const Expr &) override { return compare(ExprKind::kLT, op->a, op->b); }
-  llvm::Value *visit(const LENode *op, const Expr &) override { return compare(ExprKind::kLE, op->a, op->b); }
-  llvm::Value *visit(const GTNode *op, const Expr &) override { return compare(ExprKind::kGT, op->a, op->b); }
-  llvm::Value *visit(const GENode *op, const Expr &) override { return compare(ExprKind::kGE, op->a, op->b); }
-  llvm::Value *visit(const AndNode *op, const Expr &) override {
-    llvm::Value *a = gen(op->a), *c = gen(op->b);
-    unify(a, c);
-    return b_.CreateAnd(a, c);
-  }
-  llvm::Value *visit(const OrNode *op, const Expr &) override {
-    llvm::Value *a = gen(op->a), *c = gen(op->b);
-    unify(a, c);
-    return b_.CreateOr(a, c);
-  }
-  llvm::Value *visit(const NotNode *op, const Expr &) override { return b_.CreateNot(gen(op->a)); }
+llvm::Value *CodeGen::visit(const IntImmNode *op, const Expr &) {
+  return llvm::ConstantInt::get(scalar_type(op->dtype), static_cast<uint64_t>(op->value), /*isSigned=*/true);
+}
 
-  llvm::Value *visit(const SelectNode *op, const Expr &) override {
-    llvm::Value *cond = gen(op->cond);
-    bool guarded = contains_load(op->true_value) || contains_load(op->false_value);
-    if (!guarded) {
-      llvm::Value *t = gen(op->true_value), *f = gen(op->false_value);
-      unify(t, f);
-      if (is_vec(cond)) {
-        t = broadcast(t);
-        f = broadcast(f);
-      }
-      if (is_vec(t) && !is_vec(cond)) cond = broadcast(cond);
-      return b_.CreateSelect(cond, t, f);
-    }
+llvm::Value *CodeGen::visit(const FloatImmNode *op, const Expr &) {
+  return llvm::ConstantFP::get(scalar_type(op->dtype), op->value);
+}
+
+llvm::Value *CodeGen::visit(const VarNode *op, const Expr &) {
+  auto it = vars_.find(op);
+  if (it == vars_.end()) throw CodegenError("variable '" + op->name + "' is used outside its scope");
+  return it->second;
+}
+
+llvm::Value *CodeGen::arith(ExprKind kind, const Expr &ea, const Expr &ec, DType t) {
+  llvm::Value *a = gen(ea), *c = gen(ec);
+  unify(a, c);
+  bool fp = is_float(t);
+  llvm::Value *r = nullptr;
+  switch (kind) {
+    case ExprKind::kAdd:
+      r = fp ? b_.CreateFAdd(a, c) : b_.CreateAdd(a, c);
+      break;
+    case ExprKind::kSub:
+      r = fp ? b_.CreateFSub(a, c) : b_.CreateSub(a, c);
+      break;
+    case ExprKind::kMul:
+      r = fp ? b_.CreateFMul(a, c) : b_.CreateMul(a, c);
+      break;
+    case ExprKind::kDiv:
+      r = b_.CreateFDiv(a, c);
+      break;
+    case ExprKind::kMin:
+      r = fp ? b_.CreateSelect(b_.CreateFCmpOLT(a, c), a, c) : b_.CreateSelect(b_.CreateICmpSLT(a, c), a, c);
+      break;
+    case ExprKind::kMax:
+      r = fp ? b_.CreateSelect(b_.CreateFCmpOGT(a, c), a, c) : b_.CreateSelect(b_.CreateICmpSGT(a, c), a, c);
+      break;
+    default:
+      throw CodegenError("not an arithmetic node");
+  }
+  return r;
+}
+
+llvm::Value *CodeGen::visit(const AddNode *op, const Expr &) { return arith(ExprKind::kAdd, op->a, op->b, op->dtype); }
+
+llvm::Value *CodeGen::visit(const SubNode *op, const Expr &) { return arith(ExprKind::kSub, op->a, op->b, op->dtype); }
+
+llvm::Value *CodeGen::visit(const MulNode *op, const Expr &) { return arith(ExprKind::kMul, op->a, op->b, op->dtype); }
+
+llvm::Value *CodeGen::visit(const DivNode *op, const Expr &) { return arith(ExprKind::kDiv, op->a, op->b, op->dtype); }
+
+llvm::Value *CodeGen::visit(const MinNode *op, const Expr &) { return arith(ExprKind::kMin, op->a, op->b, op->dtype); }
+
+llvm::Value *CodeGen::visit(const MaxNode *op, const Expr &) { return arith(ExprKind::kMax, op->a, op->b, op->dtype); }
+
+void CodeGen::floor_divmod(const Expr &ea, const Expr &ec, llvm::Value **q_out, llvm::Value **r_out) {
+  llvm::Value *a = gen(ea), *c = gen(ec);
+  unify(a, c);
+  llvm::Value *q = b_.CreateSDiv(a, c), *r = b_.CreateSRem(a, c);
+  llvm::Value *zero = llvm::Constant::getNullValue(r->getType());
+  llvm::Value *adjust =
+      b_.CreateAnd(b_.CreateICmpNE(r, zero), b_.CreateICmpNE(b_.CreateICmpSLT(r, zero), b_.CreateICmpSLT(c, zero)));
+  llvm::Value *one = llvm::ConstantInt::get(q->getType(), 1);
+  *q_out = b_.CreateSelect(adjust, b_.CreateSub(q, one), q);
+  *r_out = b_.CreateSelect(adjust, b_.CreateAdd(r, c), r);
+}
+
+llvm::Value *CodeGen::visit(const FloorDivNode *op, const Expr &) {
+  int64_t c;
+  // Non-negative dividends (the usual index case) need no adjustment.
+  if (as_const_int(op->b, &c) && c > 0 && analyzer_.bounds(op->a).min >= 0) {
+    llvm::Value *a = gen(op->a);
+    return b_.CreateUDiv(a, llvm::ConstantInt::get(a->getType(), static_cast<uint64_t>(c)));
+  }
+  llvm::Value *q, *r;
+  floor_divmod(op->a, op->b, &q, &r);
+  return q;
+}
+
+llvm::Value *CodeGen::visit(const FloorModNode *op, const Expr &) {
+  int64_t c;
+  if (as_const_int(op->b, &c) && c > 0 && analyzer_.bounds(op->a).min >= 0) {
+    llvm::Value *a = gen(op->a);
+    return b_.CreateURem(a, llvm::ConstantInt::get(a->getType(), static_cast<uint64_t>(c)));
+  }
+  llvm::Value *q, *r;
+  floor_divmod(op->a, op->b, &q, &r);
+  return r;
+}
+
+llvm::Value *CodeGen::compare(ExprKind kind, const Expr &ea, const Expr &ec) {
+  llvm::Value *a = gen(ea), *c = gen(ec);
+  unify(a, c);
+  bool fp = is_float(ea.dtype());
+  switch (kind) {
+    case ExprKind::kEQ:
+      return fp ? b_.CreateFCmpOEQ(a, c) : b_.CreateICmpEQ(a, c);
+    case ExprKind::kNE:
+      return fp ? b_.CreateFCmpUNE(a, c) : b_.CreateICmpNE(a, c);
+    case ExprKind::kLT:
+      return fp ? b_.CreateFCmpOLT(a, c) : b_.CreateICmpSLT(a, c);
+    case ExprKind::kLE:
+      return fp ? b_.CreateFCmpOLE(a, c) : b_.CreateICmpSLE(a, c);
+    case ExprKind::kGT:
+      return fp ? b_.CreateFCmpOGT(a, c) : b_.CreateICmpSGT(a, c);
+    case ExprKind::kGE:
+      return fp ? b_.CreateFCmpOGE(a, c) : b_.CreateICmpSGE(a, c);
+    default:
+      throw CodegenError("not a comparison");
+  }
+}
+
+llvm::Value *CodeGen::visit(const AndNode *op, const Expr &) {
+  llvm::Value *a = gen(op->a), *c = gen(op->b);
+  unify(a, c);
+  return b_.CreateAnd(a, c);
+}
+
+llvm::Value *CodeGen::visit(const OrNode *op, const Expr &) {
+  llvm::Value *a = gen(op->a), *c = gen(op->b);
+  unify(a, c);
+  return b_.CreateOr(a, c);
+}
+
+llvm::Value *CodeGen::visit(const SelectNode *op, const Expr &) {
+  llvm::Value *cond = gen(op->cond);
+  bool guarded = contains_load(op->true_value) || contains_load(op->false_value);
+  if (!guarded) {
+    llvm::Value *t = gen(op->true_value), *f = gen(op->false_value);
+    unify(t, f);
     if (is_vec(cond)) {
-      // Vector lanes take both sides: loads under each side are masked, within the
-      // lanes an enclosing select already enabled.
-      llvm::Value *outer = masks_.empty() ? nullptr : masks_.back();
-      masks_.push_back(outer ? b_.CreateAnd(outer, cond) : cond);
-      llvm::Value *t = gen(op->true_value);
-      llvm::Value *not_cond = b_.CreateNot(cond);
-      masks_.back() = outer ? b_.CreateAnd(outer, not_cond) : not_cond;
-      llvm::Value *f = gen(op->false_value);
-      masks_.pop_back();
       t = broadcast(t);
       f = broadcast(f);
-      return b_.CreateSelect(cond, t, f);
     }
-    // Scalar: only the chosen side may run its loads.
-    llvm::BasicBlock *then_bb = llvm::BasicBlock::Create(ctx_, "sel.t", fn_);
-    llvm::BasicBlock *else_bb = llvm::BasicBlock::Create(ctx_, "sel.f", fn_);
-    llvm::BasicBlock *join = llvm::BasicBlock::Create(ctx_, "sel.join", fn_);
-    b_.CreateCondBr(cond, then_bb, else_bb);
-    b_.SetInsertPoint(then_bb);
+    if (is_vec(t) && !is_vec(cond)) cond = broadcast(cond);
+    return b_.CreateSelect(cond, t, f);
+  }
+  if (is_vec(cond)) {
+    // Vector lanes take both sides: loads under each side are masked, within the
+    // lanes an enclosing select already enabled.
+    llvm::Value *outer = masks_.empty() ? nullptr : masks_.back();
+    masks_.push_back(outer ? b_.CreateAnd(outer, cond) : cond);
     llvm::Value *t = gen(op->true_value);
-    llvm::BasicBlock *then_end = b_.GetInsertBlock();
-    b_.SetInsertPoint(else_bb);
+    llvm::Value *not_cond = b_.CreateNot(cond);
+    masks_.back() = outer ? b_.CreateAnd(outer, not_cond) : not_cond;
     llvm::Value *f = gen(op->false_value);
-    llvm::BasicBlock *else_end = b_.GetInsertBlock();
-    if (is_vec(t) != is_vec(f)) {
-      // Broadcast inside the branch that produced the scalar.
-      if (!is_vec(t)) {
-        b_.SetInsertPoint(then_end);
-        t = broadcast(t);
-      } else {
-        b_.SetInsertPoint(else_end);
-        f = broadcast(f);
-      }
-    }
-    b_.SetInsertPoint(then_end);
-    b_.CreateBr(join);
-    b_.SetInsertPoint(else_end);
-    b_.CreateBr(join);
-    b_.SetInsertPoint(join);
-    llvm::PHINode *phi = b_.CreatePHI(t->getType(), 2);
-    phi->addIncoming(t, then_end);
-    phi->addIncoming(f, else_end);
-    return phi;
+    masks_.pop_back();
+    t = broadcast(t);
+    f = broadcast(f);
+    return b_.CreateSelect(cond, t, f);
   }
-
-  llvm::Value *visit(const CastNode *op, const Expr &) override {
-    llvm::Value *v = gen(op->value);
-    DType from = op->value.dtype(), to = op->dtype;
-    llvm::Type *dst = scalar_type(to);
-    if (is_vec(v)) dst = llvm::FixedVectorType::get(dst, static_cast<unsigned>(lanes_));
-    if (to == DType::kBool) {
-      llvm::Value *zero = llvm::Constant::getNullValue(v->getType());
-      return is_float(from) ? b_.CreateFCmpUNE(v, zero) : b_.CreateICmpNE(v, zero);
-    }
-    if (is_float(from) && is_float(to)) return b_.CreateFPCast(v, dst);
-    if (is_float(from)) return b_.CreateFPToSI(v, dst);
-    if (is_float(to)) return from == DType::kBool ? b_.CreateUIToFP(v, dst) : b_.CreateSIToFP(v, dst);
-    if (from == DType::kBool) return b_.CreateZExt(v, dst);
-    return b_.CreateSExtOrTrunc(v, dst);
-  }
-
-  llvm::Value *intrinsic(llvm::Intrinsic::ID id, std::vector<llvm::Value *> args) {
-    return b_.CreateIntrinsic(id, {args[0]->getType()}, args);
-  }
-  // libm call applied lane by lane for vectors.
-  llvm::Value *libm(const char *name, llvm::Value *x) {
-    llvm::Type *f32 = b_.getFloatTy();
-    llvm::FunctionCallee fn = mod_.getOrInsertFunction(name, llvm::FunctionType::get(f32, {f32}, false));
-    auto call1 = [&](llvm::Value *s) {
-      llvm::Value *in = s->getType() == f32 ? s : b_.CreateFPCast(s, f32);
-      llvm::Value *r = b_.CreateCall(fn, {in});
-      return s->getType() == f32 ? r : b_.CreateFPCast(r, s->getType());
-    };
-    if (!is_vec(x)) return call1(x);
-    llvm::Value *out = llvm::UndefValue::get(x->getType());
-    for (int i = 0; i < lanes_; ++i)
-      out = b_.CreateInsertElement(out, call1(b_.CreateExtractElement(x, static_cast<uint64_t>(i))),
-                                   static_cast<uint64_t>(i));
-    return out;
-  }
-  llvm::Value *visit(const CallNode *op, const Expr &) override {
-    llvm::Value *x = gen(op->args[0]);
-    auto one = [&](llvm::Value *like) { return llvm::ConstantFP::get(like->getType(), 1.0); };
-    // float32 exp, erf and tanh are polynomials in the vector registers (vector_math.h):
-    // LLVM would otherwise call libm once per lane.
-    bool f32 = x->getType()->getScalarType()->isFloatTy();
-    switch (op->op) {
-      case Intrinsic::kExp:
-        return f32 ? emit_exp_f32(b_, x) : intrinsic(llvm::Intrinsic::exp, {x});
-      case Intrinsic::kLog:
-        return intrinsic(llvm::Intrinsic::log, {x});
-      case Intrinsic::kSqrt:
-        return intrinsic(llvm::Intrinsic::sqrt, {x});
-      case Intrinsic::kRsqrt:
-        return b_.CreateFDiv(one(x), intrinsic(llvm::Intrinsic::sqrt, {x}));
-      case Intrinsic::kFloor:
-        return intrinsic(llvm::Intrinsic::floor, {x});
-      case Intrinsic::kCeil:
-        return intrinsic(llvm::Intrinsic::ceil, {x});
-      case Intrinsic::kTanh:
-        return f32 ? emit_tanh_f32(b_, x) : libm("tanhf", x);
-      case Intrinsic::kErf:
-        return f32 ? emit_erf_f32(b_, x) : libm("erff", x);
-      case Intrinsic::kSigmoid: {
-        llvm::Value *neg = b_.CreateFNeg(x);
-        llvm::Value *e = f32 ? emit_exp_f32(b_, neg) : intrinsic(llvm::Intrinsic::exp, {neg});
-        return b_.CreateFDiv(one(x), b_.CreateFAdd(one(x), e));
-      }
-      case Intrinsic::kPow: {
-        llvm::Value *y = gen(op->args[1]);
-        unify(x, y);
-        return intrinsic(llvm::Intrinsic::pow, {x, y});
-      }
-      case Intrinsic::kAbs:
-        if (is_float(op->dtype)) return intrinsic(llvm::Intrinsic::fabs, {x});
-        return b_.CreateIntrinsic(llvm::Intrinsic::abs, {x->getType()}, {x, b_.getFalse()});
-    }
-    throw CodegenError("unknown intrinsic");
-  }
-
-  // Row-major flat index of an access (IR), simplified with the ranges in scope.
-  Expr flat_index(const Buffer &buf, const std::vector<Expr> &indices) {
-    Expr flat = make_int(0);
-    for (size_t d = 0; d < indices.size(); ++d) flat = make_add(make_mul(flat, make_int(buf->shape[d])), indices[d]);
-    return analyzer_.simplify(flat);
-  }
-
-  enum class Pattern { kScalar, kContiguous, kStrided, kGather };
-  // Strides up to this are loaded as one contiguous span and shuffled (a stride-2
-  // convolution's input); wider ones waste more than a gather costs.
-  static constexpr int64_t kMaxShuffledStride = 4;
-  // How an index varies across the lanes of the vectorized loop; `stride` receives the
-  // constant step between lanes for kStrided.
-  Pattern classify(const Expr &flat, int64_t *stride = nullptr) {
-    if (lanes_ == 1 || !uses_var(flat, vec_var_)) return Pattern::kScalar;
-    Expr next = substitute(flat, VarMap{{vec_var_, make_add(vec_var_expr_, make_int(1))}});
-    Expr delta = analyzer_.simplify(make_sub(next, flat));
-    if (is_const_int(delta, 1)) return Pattern::kContiguous;
-    const auto *step = delta.as<IntImmNode>();
-    if (step && step->value >= 2 && step->value <= kMaxShuffledStride) {
-      if (stride) *stride = step->value;
-      return Pattern::kStrided;
-    }
-    return Pattern::kGather;
-  }
-
-  llvm::Value *lane0(const Expr &flat) {
-    // Evaluate the index with the vector variable at lane 0, in scalar mode.
-    int saved = lanes_;
-    lanes_ = 1;
-    llvm::Value *v = gen(substitute(flat, VarMap{{vec_var_, make_int(0)}}));
-    lanes_ = saved;
-    return v;
-  }
-
-  // `maybe_outside`: the address is only used under a mask and may lie outside the
-  // buffer (a padded convolution's masked-off lanes); an inbounds GEP there would be
-  // poison and let LLVM assume the mask's condition away.
-  llvm::Value *element_ptr(const Buffer &buf, llvm::Value *flat, bool maybe_outside = false) {
-    auto it = buffers_.find(buf.get());
-    if (it == buffers_.end()) throw CodegenError("buffer '" + buf->name + "' is used outside its scope");
-    if (maybe_outside) return b_.CreateGEP(storage_type(buf->dtype), it->second, flat);
-    return b_.CreateInBoundsGEP(storage_type(buf->dtype), it->second, flat);
-  }
-
-  // LLVM 16's x86 AVX2 lowering of a masked load with a lane count that is not a power
-  // of two (a 9-lane row of a padded 7x7 convolution) returned wrong values: the load
-  // is widened here to the next power of two, the extra lanes masked off, and cut back.
-  // The load itself carries the buffer's alias scopes: without them LLVM cannot keep an
-  // accumulator in registers across it (a 7-lane padded row ran 3x slower).
-  llvm::Value *masked_load(llvm::FixedVectorType *vt, llvm::Value *ptr, llvm::Align align, llvm::Value *mask,
-                           const Buffer &buf) {
-    unsigned n = vt->getNumElements();
-    if (llvm::isPowerOf2_32(n)) return tag(b_.CreateMaskedLoad(vt, ptr, align, mask), buf);
-    unsigned wide = llvm::PowerOf2Ceil(n);
-    std::vector<int> widen, narrow;
-    for (unsigned i = 0; i < wide; ++i) widen.push_back(i < n ? static_cast<int>(i) : static_cast<int>(n));
-    for (unsigned i = 0; i < n; ++i) narrow.push_back(static_cast<int>(i));
-    llvm::Value *off = llvm::Constant::getNullValue(mask->getType());
-    llvm::Value *wide_mask = b_.CreateShuffleVector(mask, off, widen);
-    auto *wide_type = llvm::FixedVectorType::get(vt->getElementType(), wide);
-    llvm::Value *v = tag(b_.CreateMaskedLoad(wide_type, ptr, align, wide_mask), buf);
-    return b_.CreateShuffleVector(v, narrow);
-  }
-
-  // The lanes of an unmasked strided load from whole vectors of `lanes_` elements, the
-  // last one ending at the last lane's element, so nothing beyond the span the scalar
-  // loop reads is touched. LLVM legalizes one odd-sized span load (<15 x float> for 8
-  // lanes of stride 2) element by element with inserts; whole vectors and one shuffle
-  // become two loads and two shuffles on AVX2.
-  llvm::Value *strided_vector_load(const Buffer &buf, llvm::Value *first, int64_t stride, llvm::Align align) {
-    auto lanes = static_cast<unsigned>(lanes_);
-    auto span = static_cast<unsigned>((lanes_ - 1) * stride + 1);
-    unsigned count = (span + lanes - 1) / lanes;
-    auto *vt = llvm::FixedVectorType::get(storage_type(buf->dtype), lanes);
-    std::vector<llvm::Value *> chunks;
-    for (unsigned k = 0; k < count; ++k) {
-      unsigned offset = std::min(k * lanes, span - lanes);
-      llvm::Value *at = b_.CreateAdd(first, llvm::ConstantInt::get(first->getType(), offset));
-      chunks.push_back(tag(b_.CreateAlignedLoad(vt, element_ptr(buf, at), align), buf));
-    }
-    std::vector<int> picks;
-    for (unsigned l = 0; l < lanes; ++l) {
-      unsigned element = l * static_cast<unsigned>(stride);
-      unsigned k = std::min(element / lanes, count - 1);
-      picks.push_back(static_cast<int>(k * lanes + element - std::min(k * lanes, span - lanes)));
-    }
-    return b_.CreateShuffleVector(llvm::concatenateVectors(b_, chunks), picks);
-  }
-
-  llvm::Value *visit(const LoadNode *op, const Expr &) override {
-    Expr flat = flat_index(op->buffer, op->indices);
-    llvm::Type *elem = storage_type(op->buffer->dtype);
-    llvm::Align align(static_cast<uint64_t>(dtype_bytes(op->buffer->dtype)));
-    llvm::Value *mask = masks_.empty() ? nullptr : masks_.back();
-    llvm::Value *v = nullptr;
-    int64_t stride = 0;
-    Pattern pattern = classify(flat, &stride);
-    switch (pattern) {
-      case Pattern::kScalar: {
-        if (lanes_ > 1) {
-          // Invariant address: a masked-off lane may not be allowed to read it.
-          int saved = lanes_;
-          lanes_ = 1;
-          llvm::Value *idx = gen(flat);
-          lanes_ = saved;
-          if (mask) {
-            llvm::Value *ptr = element_ptr(op->buffer, idx, /*maybe_outside=*/true);
-            llvm::Value *ptrs = b_.CreateVectorSplat(static_cast<unsigned>(lanes_), ptr);
-            v = b_.CreateMaskedGather(llvm::FixedVectorType::get(elem, static_cast<unsigned>(lanes_)), ptrs, align,
-                                      mask);
-          } else {
-            v = b_.CreateAlignedLoad(elem, element_ptr(op->buffer, idx), align);
-          }
-        } else {
-          v = b_.CreateAlignedLoad(elem, element_ptr(op->buffer, gen(flat)), align);
-        }
-        tag(v, op->buffer);
-        break;
-      }
-      case Pattern::kContiguous: {
-        llvm::Value *ptr = element_ptr(op->buffer, lane0(flat), mask != nullptr);
-        auto *vt = llvm::FixedVectorType::get(elem, static_cast<unsigned>(lanes_));
-        v = mask ? masked_load(vt, ptr, align, mask, op->buffer)
-                 : tag(b_.CreateAlignedLoad(vt, ptr, align), op->buffer);
-        break;
-      }
-      case Pattern::kStrided: {
-        // The span from the first lane's element to the last one's, exactly: no read
-        // beyond what the scalar loop reads. Under a mask (a padded stride-2 window) the
-        // span load is masked too: a lane's mask bit moves to its element, the elements
-        // between lanes are off, so a masked-off lane's address is never touched.
-        auto span = static_cast<unsigned>((lanes_ - 1) * stride + 1);
-        auto *span_type = llvm::FixedVectorType::get(elem, span);
-        llvm::Value *all = nullptr;
-        if (mask) {
-          std::vector<int> spread;
-          for (unsigned i = 0; i < span; ++i)
-            spread.push_back(i % stride == 0 ? static_cast<int>(i / stride) : static_cast<int>(lanes_));
-          llvm::Value *span_mask = b_.CreateShuffleVector(mask, llvm::Constant::getNullValue(mask->getType()), spread);
-          all = masked_load(span_type, element_ptr(op->buffer, lane0(flat), /*maybe_outside=*/true), align, span_mask,
-                            op->buffer);
-        } else if (llvm::isPowerOf2_32(static_cast<uint32_t>(lanes_))) {
-          v = strided_vector_load(op->buffer, lane0(flat), stride, align);
-          break;
-        } else {
-          all = tag(b_.CreateAlignedLoad(span_type, element_ptr(op->buffer, lane0(flat)), align), op->buffer);
-        }
-        std::vector<int> picks;
-        for (int l = 0; l < lanes_; ++l) picks.push_back(static_cast<int>(l * stride));
-        v = b_.CreateShuffleVector(all, picks);
-        break;
-      }
-      case Pattern::kGather: {
-        llvm::Value *idx = broadcast(gen(flat));
-        llvm::Value *ptrs = element_ptr(op->buffer, idx, mask != nullptr);
-        auto *vt = llvm::FixedVectorType::get(elem, static_cast<unsigned>(lanes_));
-        llvm::Value *m = mask ? mask
-                              : llvm::Constant::getAllOnesValue(
-                                    llvm::FixedVectorType::get(b_.getInt1Ty(), static_cast<unsigned>(lanes_)));
-        v = tag(b_.CreateMaskedGather(vt, ptrs, align, m), op->buffer);
-        break;
-      }
-    }
-    if (op->buffer->dtype == DType::kBool) v = b_.CreateTrunc(v, is_vec(v) ? value_type(DType::kBool) : b_.getInt1Ty());
-    return v;
-  }
-
-  llvm::Value *visit(const ReduceNode *, const Expr &) override {
-    throw CodegenError("a tensor-level reduction reached code generation; lower the compute first");
-  }
-
-  // ---- statements -----------------------------------------------------------------------
-  void visit(const SeqNode *op, const Stmt &) override {
-    for (const Stmt &s : op->stmts) visit_stmt(s);
-  }
-
-  void visit(const StoreNode *op, const Stmt &) override {
-    Expr flat = flat_index(op->buffer, op->indices);
-    llvm::Value *value = gen(op->value);
-    llvm::Type *elem = storage_type(op->buffer->dtype);
-    llvm::Align align(static_cast<uint64_t>(dtype_bytes(op->buffer->dtype)));
-    if (op->buffer->dtype == DType::kBool)
-      value = b_.CreateZExt(
-          value, is_vec(value) ? llvm::cast<llvm::Type>(llvm::FixedVectorType::get(elem, static_cast<unsigned>(lanes_)))
-                               : elem);
-    Pattern pattern = classify(flat);
-    if (pattern == Pattern::kStrided) pattern = Pattern::kGather;  // scattered stores stay scatters
-    switch (pattern) {
-      case Pattern::kScalar: {
-        int saved = lanes_;
-        lanes_ = 1;
-        llvm::Value *idx = gen(flat);
-        lanes_ = saved;
-        // Every lane writes the same element: the last lane's value wins, as in order.
-        if (is_vec(value)) value = b_.CreateExtractElement(value, static_cast<uint64_t>(lanes_ - 1));
-        tag(b_.CreateAlignedStore(value, element_ptr(op->buffer, idx), align), op->buffer);
-        break;
-      }
-      case Pattern::kContiguous:
-        tag(b_.CreateAlignedStore(broadcast(value), element_ptr(op->buffer, lane0(flat)), align), op->buffer);
-        break;
-      case Pattern::kStrided:
-      case Pattern::kGather: {
-        llvm::Value *ptrs = element_ptr(op->buffer, broadcast(gen(flat)));
-        llvm::Value *all =
-            llvm::Constant::getAllOnesValue(llvm::FixedVectorType::get(b_.getInt1Ty(), static_cast<unsigned>(lanes_)));
-        tag(b_.CreateMaskedScatter(broadcast(value), ptrs, align, all), op->buffer);
-        break;
-      }
+  // Scalar: only the chosen side may run its loads.
+  llvm::BasicBlock *then_bb = llvm::BasicBlock::Create(ctx_, "sel.t", fn_);
+  llvm::BasicBlock *else_bb = llvm::BasicBlock::Create(ctx_, "sel.f", fn_);
+  llvm::BasicBlock *join = llvm::BasicBlock::Create(ctx_, "sel.join", fn_);
+  b_.CreateCondBr(cond, then_bb, else_bb);
+  b_.SetInsertPoint(then_bb);
+  llvm::Value *t = gen(op->true_value);
+  llvm::BasicBlock *then_end = b_.GetInsertBlock();
+  b_.SetInsertPoint(else_bb);
+  llvm::Value *f = gen(op->false_value);
+  llvm::BasicBlock *else_end = b_.GetInsertBlock();
+  if (is_vec(t) != is_vec(f)) {
+    // Broadcast inside the branch that produced the scalar.
+    if (!is_vec(t)) {
+      b_.SetInsertPoint(then_end);
+      t = broadcast(t);
+    } else {
+      b_.SetInsertPoint(else_end);
+      f = broadcast(f);
     }
   }
+  b_.SetInsertPoint(then_end);
+  b_.CreateBr(join);
+  b_.SetInsertPoint(else_end);
+  b_.CreateBr(join);
+  b_.SetInsertPoint(join);
+  llvm::PHINode *phi = b_.CreatePHI(t->getType(), 2);
+  phi->addIncoming(t, then_end);
+  phi->addIncoming(f, else_end);
+  return phi;
+}
 
-  void visit(const IfThenElseNode *op, const Stmt &) override {
-    llvm::Value *cond = gen(op->cond);
-    if (is_vec(cond)) throw CodegenError("a vectorized loop reached a lane-dependent branch");
-    llvm::BasicBlock *then_bb = llvm::BasicBlock::Create(ctx_, "if.then", fn_);
-    llvm::BasicBlock *end_bb = llvm::BasicBlock::Create(ctx_, "if.end", fn_);
-    llvm::BasicBlock *else_bb = op->else_case.defined() ? llvm::BasicBlock::Create(ctx_, "if.else", fn_) : end_bb;
-    b_.CreateCondBr(cond, then_bb, else_bb);
-    b_.SetInsertPoint(then_bb);
-    visit_stmt(op->then_case);
+llvm::Value *CodeGen::visit(const CastNode *op, const Expr &) {
+  llvm::Value *v = gen(op->value);
+  DType from = op->value.dtype(), to = op->dtype;
+  llvm::Type *dst = scalar_type(to);
+  if (is_vec(v)) dst = llvm::FixedVectorType::get(dst, static_cast<unsigned>(lanes_));
+  if (to == DType::kBool) {
+    llvm::Value *zero = llvm::Constant::getNullValue(v->getType());
+    return is_float(from) ? b_.CreateFCmpUNE(v, zero) : b_.CreateICmpNE(v, zero);
+  }
+  if (is_float(from) && is_float(to)) return b_.CreateFPCast(v, dst);
+  if (is_float(from)) return b_.CreateFPToSI(v, dst);
+  if (is_float(to)) return from == DType::kBool ? b_.CreateUIToFP(v, dst) : b_.CreateSIToFP(v, dst);
+  if (from == DType::kBool) return b_.CreateZExt(v, dst);
+  return b_.CreateSExtOrTrunc(v, dst);
+}
+
+llvm::Value *CodeGen::intrinsic(llvm::Intrinsic::ID id, std::vector<llvm::Value *> args) {
+  return b_.CreateIntrinsic(id, {args[0]->getType()}, args);
+}
+
+llvm::Value *CodeGen::libm(const char *name, llvm::Value *x) {
+  llvm::Type *f32 = b_.getFloatTy();
+  llvm::FunctionCallee fn = mod_.getOrInsertFunction(name, llvm::FunctionType::get(f32, {f32}, false));
+  auto call1 = [&](llvm::Value *s) {
+    llvm::Value *in = s->getType() == f32 ? s : b_.CreateFPCast(s, f32);
+    llvm::Value *r = b_.CreateCall(fn, {in});
+    return s->getType() == f32 ? r : b_.CreateFPCast(r, s->getType());
+  };
+  if (!is_vec(x)) return call1(x);
+  llvm::Value *out = llvm::UndefValue::get(x->getType());
+  for (int i = 0; i < lanes_; ++i)
+    out = b_.CreateInsertElement(out, call1(b_.CreateExtractElement(x, static_cast<uint64_t>(i))),
+                                 static_cast<uint64_t>(i));
+  return out;
+}
+
+llvm::Value *CodeGen::visit(const CallNode *op, const Expr &) {
+  llvm::Value *x = gen(op->args[0]);
+  auto one = [&](llvm::Value *like) { return llvm::ConstantFP::get(like->getType(), 1.0); };
+  // float32 exp, erf and tanh are polynomials in the vector registers (vector_math.h):
+  // LLVM would otherwise call libm once per lane.
+  bool f32 = x->getType()->getScalarType()->isFloatTy();
+  switch (op->op) {
+    case Intrinsic::kExp:
+      return f32 ? emit_exp_f32(b_, x) : intrinsic(llvm::Intrinsic::exp, {x});
+    case Intrinsic::kLog:
+      return intrinsic(llvm::Intrinsic::log, {x});
+    case Intrinsic::kSqrt:
+      return intrinsic(llvm::Intrinsic::sqrt, {x});
+    case Intrinsic::kRsqrt:
+      return b_.CreateFDiv(one(x), intrinsic(llvm::Intrinsic::sqrt, {x}));
+    case Intrinsic::kFloor:
+      return intrinsic(llvm::Intrinsic::floor, {x});
+    case Intrinsic::kCeil:
+      return intrinsic(llvm::Intrinsic::ceil, {x});
+    case Intrinsic::kTanh:
+      return f32 ? emit_tanh_f32(b_, x) : libm("tanhf", x);
+    case Intrinsic::kErf:
+      return f32 ? emit_erf_f32(b_, x) : libm("erff", x);
+    case Intrinsic::kSigmoid: {
+      llvm::Value *neg = b_.CreateFNeg(x);
+      llvm::Value *e = f32 ? emit_exp_f32(b_, neg) : intrinsic(llvm::Intrinsic::exp, {neg});
+      return b_.CreateFDiv(one(x), b_.CreateFAdd(one(x), e));
+    }
+    case Intrinsic::kPow: {
+      llvm::Value *y = gen(op->args[1]);
+      unify(x, y);
+      return intrinsic(llvm::Intrinsic::pow, {x, y});
+    }
+    case Intrinsic::kAbs:
+      if (is_float(op->dtype)) return intrinsic(llvm::Intrinsic::fabs, {x});
+      return b_.CreateIntrinsic(llvm::Intrinsic::abs, {x->getType()}, {x, b_.getFalse()});
+  }
+  throw CodegenError("unknown intrinsic");
+}
+
+llvm::Value *CodeGen::visit(const ReduceNode *, const Expr &) {
+  throw CodegenError("a tensor-level reduction reached code generation; lower the compute first");
+}
+
+void CodeGen::visit(const SeqNode *op, const Stmt &) {
+  for (const Stmt &s : op->stmts) visit_stmt(s);
+}
+
+void CodeGen::visit(const IfThenElseNode *op, const Stmt &) {
+  llvm::Value *cond = gen(op->cond);
+  if (is_vec(cond)) throw CodegenError("a vectorized loop reached a lane-dependent branch");
+  llvm::BasicBlock *then_bb = llvm::BasicBlock::Create(ctx_, "if.then", fn_);
+  llvm::BasicBlock *end_bb = llvm::BasicBlock::Create(ctx_, "if.end", fn_);
+  llvm::BasicBlock *else_bb = op->else_case.defined() ? llvm::BasicBlock::Create(ctx_, "if.else", fn_) : end_bb;
+  b_.CreateCondBr(cond, then_bb, else_bb);
+  b_.SetInsertPoint(then_bb);
+  visit_stmt(op->then_case);
+  b_.CreateBr(end_bb);
+  if (op->else_case.defined()) {
+    b_.SetInsertPoint(else_bb);
+    visit_stmt(op->else_case);
     b_.CreateBr(end_bb);
-    if (op->else_case.defined()) {
-      b_.SetInsertPoint(else_bb);
-      visit_stmt(op->else_case);
-      b_.CreateBr(end_bb);
+  }
+  b_.SetInsertPoint(end_bb);
+}
+
+void CodeGen::visit(const BlockNode *op, const Stmt &) {
+  // Allocations of this block: small ones on the stack of the enclosing function (one
+  // per task inside parallel loops), large ones in the workspace until the block ends.
+  size_t workspaces_before = live_workspaces_.size();
+  for (const Buffer &buf : op->alloc_buffers) {
+    int64_t bytes = buf->num_elements() * dtype_bytes(buf->dtype);
+    if (bytes <= kMaxStackBytes && buf->scope != MemoryScope::kGlobal) {
+      buffers_[buf.get()] = entry_alloca(storage_type(buf->dtype), static_cast<uint64_t>(buf->num_elements()), 64);
+    } else {
+      llvm::Value *p = b_.CreateCall(runtime_fn("kiln_rt_alloc_workspace", b_.getPtrTy(), {b_.getInt64Ty()}),
+                                     {b_.getInt64(static_cast<uint64_t>(bytes))});
+      return_if_failed(b_.CreateSelect(b_.CreateIsNull(p), b_.getInt32(KILN_ERR_OUT_OF_MEMORY), b_.getInt32(0)));
+      buffers_[buf.get()] = p;
+      live_workspaces_.push_back(p);
     }
+  }
+  // In a vector loop the bindings are substituted into the body, so each access's
+  // index is a function of the loops and its lane pattern can be analyzed.
+  Stmt block_body = op->body;
+  if (lanes_ > 1) {
+    VarMap bindings;
+    for (size_t k = 0; k < op->iter_vars.size(); ++k) bindings[op->iter_vars[k].var.get()] = op->iter_values[k];
+    block_body = substitute(op->body, bindings);
+  } else {
+    for (size_t k = 0; k < op->iter_vars.size(); ++k) {
+      vars_[op->iter_vars[k].var.get()] = gen(op->iter_values[k]);
+      analyzer_.bind(op->iter_vars[k].var, op->iter_vars[k].extent);
+    }
+  }
+  auto body = [&] {
+    if (op->init.defined()) {
+      // Run the init when every reduction iterator is at 0 (decompose_reductions
+      // removed this from all but mixed loops).
+      llvm::Value *first = b_.getTrue();
+      for (size_t k = 0; k < op->iter_vars.size(); ++k) {
+        if (op->iter_vars[k].kind != IterKind::kReduce) continue;
+        llvm::Value *v = vars_[op->iter_vars[k].var.get()];
+        if (is_vec(v)) throw CodegenError("a vectorized loop drives a reduction init");
+        first = b_.CreateAnd(first, b_.CreateICmpEQ(v, llvm::ConstantInt::get(v->getType(), 0)));
+      }
+      llvm::BasicBlock *init_bb = llvm::BasicBlock::Create(ctx_, "init", fn_);
+      llvm::BasicBlock *cont = llvm::BasicBlock::Create(ctx_, "update", fn_);
+      b_.CreateCondBr(first, init_bb, cont);
+      b_.SetInsertPoint(init_bb);
+      visit_stmt(op->init);
+      b_.CreateBr(cont);
+      b_.SetInsertPoint(cont);
+    }
+    visit_stmt(block_body);
+  };
+  if (is_const_int(op->predicate, 1)) {
+    body();
+  } else {
+    llvm::Value *cond = gen(op->predicate);
+    if (is_vec(cond)) throw CodegenError("a vectorized loop reached a lane-dependent predicate");
+    llvm::BasicBlock *then_bb = llvm::BasicBlock::Create(ctx_, "block", fn_);
+    llvm::BasicBlock *end_bb = llvm::BasicBlock::Create(ctx_, "block.end", fn_);
+    b_.CreateCondBr(cond, then_bb, end_bb);
+    b_.SetInsertPoint(then_bb);
+    body();
+    b_.CreateBr(end_bb);
     b_.SetInsertPoint(end_bb);
   }
-
-  void visit(const BlockNode *op, const Stmt &) override {
-    // Allocations of this block: small ones on the stack of the enclosing function (one
-    // per task inside parallel loops), large ones in the workspace until the block ends.
-    size_t workspaces_before = live_workspaces_.size();
-    for (const Buffer &buf : op->alloc_buffers) {
-      int64_t bytes = buf->num_elements() * dtype_bytes(buf->dtype);
-      if (bytes <= kMaxStackBytes && buf->scope != MemoryScope::kGlobal) {
-        buffers_[buf.get()] = entry_alloca(storage_type(buf->dtype), static_cast<uint64_t>(buf->num_elements()), 64);
-      } else {
-        llvm::Value *p = b_.CreateCall(runtime_fn("kiln_rt_alloc_workspace", b_.getPtrTy(), {b_.getInt64Ty()}),
-                                       {b_.getInt64(static_cast<uint64_t>(bytes))});
-        return_if_failed(b_.CreateSelect(b_.CreateIsNull(p), b_.getInt32(KILN_ERR_OUT_OF_MEMORY), b_.getInt32(0)));
-        buffers_[buf.get()] = p;
-        live_workspaces_.push_back(p);
-      }
-    }
-    // In a vector loop the bindings are substituted into the body, so each access's
-    // index is a function of the loops and its lane pattern can be analyzed.
-    Stmt block_body = op->body;
-    if (lanes_ > 1) {
-      VarMap bindings;
-      for (size_t k = 0; k < op->iter_vars.size(); ++k) bindings[op->iter_vars[k].var.get()] = op->iter_values[k];
-      block_body = substitute(op->body, bindings);
-    } else {
-      for (size_t k = 0; k < op->iter_vars.size(); ++k) {
-        vars_[op->iter_vars[k].var.get()] = gen(op->iter_values[k]);
-        analyzer_.bind(op->iter_vars[k].var, op->iter_vars[k].extent);
-      }
-    }
-    auto body = [&] {
-      if (op->init.defined()) {
-        // Run the init when every reduction iterator is at 0 (decompose_reductions
-        // removed this from all but mixed loops).
-        llvm::Value *first = b_.getTrue();
-        for (size_t k = 0; k < op->iter_vars.size(); ++k) {
-          if (op->iter_vars[k].kind != IterKind::kReduce) continue;
-          llvm::Value *v = vars_[op->iter_vars[k].var.get()];
-          if (is_vec(v)) throw CodegenError("a vectorized loop drives a reduction init");
-          first = b_.CreateAnd(first, b_.CreateICmpEQ(v, llvm::ConstantInt::get(v->getType(), 0)));
-        }
-        llvm::BasicBlock *init_bb = llvm::BasicBlock::Create(ctx_, "init", fn_);
-        llvm::BasicBlock *cont = llvm::BasicBlock::Create(ctx_, "update", fn_);
-        b_.CreateCondBr(first, init_bb, cont);
-        b_.SetInsertPoint(init_bb);
-        visit_stmt(op->init);
-        b_.CreateBr(cont);
-        b_.SetInsertPoint(cont);
-      }
-      visit_stmt(block_body);
-    };
-    if (is_const_int(op->predicate, 1)) {
-      body();
-    } else {
-      llvm::Value *cond = gen(op->predicate);
-      if (is_vec(cond)) throw CodegenError("a vectorized loop reached a lane-dependent predicate");
-      llvm::BasicBlock *then_bb = llvm::BasicBlock::Create(ctx_, "block", fn_);
-      llvm::BasicBlock *end_bb = llvm::BasicBlock::Create(ctx_, "block.end", fn_);
-      b_.CreateCondBr(cond, then_bb, end_bb);
-      b_.SetInsertPoint(then_bb);
-      body();
-      b_.CreateBr(end_bb);
-      b_.SetInsertPoint(end_bb);
-    }
-    free_workspaces(workspaces_before);
-    live_workspaces_.resize(workspaces_before);
-    for (const Buffer &buf : op->alloc_buffers) buffers_.erase(buf.get());
-    if (lanes_ == 1) {
-      for (const IterVar &iv : op->iter_vars) {
-        vars_.erase(iv.var.get());
-        analyzer_.unbind(iv.var);
-      }
+  free_workspaces(workspaces_before);
+  live_workspaces_.resize(workspaces_before);
+  for (const Buffer &buf : op->alloc_buffers) buffers_.erase(buf.get());
+  if (lanes_ == 1) {
+    for (const IterVar &iv : op->iter_vars) {
+      vars_.erase(iv.var.get());
+      analyzer_.unbind(iv.var);
     }
   }
+}
 
-  // Frees this function's workspaces allocated after the first `keep`, newest first.
-  void free_workspaces(size_t keep) {
-    for (size_t i = live_workspaces_.size(); i > keep; --i)
-      b_.CreateCall(runtime_fn("kiln_rt_free_workspace", b_.getVoidTy(), {b_.getPtrTy()}), {live_workspaces_[i - 1]});
+void CodeGen::free_workspaces(size_t keep) {
+  for (size_t i = live_workspaces_.size(); i > keep; --i)
+    b_.CreateCall(runtime_fn("kiln_rt_free_workspace", b_.getVoidTy(), {b_.getPtrTy()}), {live_workspaces_[i - 1]});
+}
+
+void CodeGen::return_if_failed(llvm::Value *code) {
+  llvm::BasicBlock *failed = llvm::BasicBlock::Create(ctx_, "failed", fn_);
+  llvm::BasicBlock *ok = llvm::BasicBlock::Create(ctx_, "ok", fn_);
+  b_.CreateCondBr(b_.CreateICmpNE(code, b_.getInt32(0)), failed, ok,
+                  llvm::MDBuilder(ctx_).createBranchWeights(1, 1 << 20));
+  b_.SetInsertPoint(failed);
+  free_workspaces(0);
+  b_.CreateRet(code);
+  b_.SetInsertPoint(ok);
+}
+
+void CodeGen::emit_loop(const ForNode *op, llvm::Value *begin, llvm::Value *end, llvm::MDNode *hint) {
+  llvm::BasicBlock *pre = b_.GetInsertBlock();
+  llvm::BasicBlock *header = llvm::BasicBlock::Create(ctx_, "for." + op->loop_var.name(), fn_);
+  llvm::BasicBlock *body_bb = llvm::BasicBlock::Create(ctx_, "for.body", fn_);
+  llvm::BasicBlock *exit_bb = llvm::BasicBlock::Create(ctx_, "for.end", fn_);
+  b_.CreateBr(header);
+  b_.SetInsertPoint(header);
+  llvm::PHINode *iv = b_.CreatePHI(b_.getInt64Ty(), 2, op->loop_var.name());
+  iv->addIncoming(begin, pre);
+  b_.CreateCondBr(b_.CreateICmpSLT(iv, end), body_bb, exit_bb);
+  b_.SetInsertPoint(body_bb);
+  vars_[op->loop_var.get()] = iv;
+  analyzer_.bind(op->loop_var, op->extent);
+  visit_stmt(op->body);
+  analyzer_.unbind(op->loop_var);
+  vars_.erase(op->loop_var.get());
+  llvm::Value *next = b_.CreateAdd(iv, b_.getInt64(1), "", /*HasNUW=*/true, /*HasNSW=*/true);
+  llvm::BranchInst *back = b_.CreateBr(header);
+  if (hint) back->setMetadata(llvm::LLVMContext::MD_loop, hint);
+  iv->addIncoming(next, b_.GetInsertBlock());
+  b_.SetInsertPoint(exit_bb);
+}
+
+llvm::MDNode *CodeGen::loop_hint(const char *name, llvm::Metadata *value) {
+  llvm::SmallVector<llvm::Metadata *, 3> ops;
+  auto tmp = llvm::MDNode::getTemporary(ctx_, {});
+  ops.push_back(tmp.get());
+  llvm::SmallVector<llvm::Metadata *, 2> prop{llvm::MDString::get(ctx_, name)};
+  if (value) prop.push_back(value);
+  ops.push_back(llvm::MDNode::get(ctx_, prop));
+  llvm::MDNode *node = llvm::MDNode::getDistinct(ctx_, ops);
+  node->replaceOperandWith(0, node);
+  return node;
+}
+
+int64_t CodeGen::trip_count(const Stmt &s) {
+  if (!s.defined()) return 0;
+  if (const auto *l = s.as<ForNode>()) return l->extent * trip_count(l->body);
+  if (const auto *q = s.as<SeqNode>()) {
+    int64_t n = 0;
+    for (const Stmt &x : q->stmts) n += trip_count(x);
+    return n;
   }
+  if (const auto *b = s.as<BlockNode>()) return trip_count(b->body) + (b->init.defined() ? trip_count(b->init) : 0);
+  if (const auto *i = s.as<IfThenElseNode>()) return trip_count(i->then_case) + trip_count(i->else_case);
+  return 1;
+}
 
-  // Returns `code` from the function being generated when it is not 0 (a workspace
-  // that could not be allocated, a failed parallel task), freeing what it holds first.
-  void return_if_failed(llvm::Value *code) {
-    llvm::BasicBlock *failed = llvm::BasicBlock::Create(ctx_, "failed", fn_);
-    llvm::BasicBlock *ok = llvm::BasicBlock::Create(ctx_, "ok", fn_);
-    b_.CreateCondBr(b_.CreateICmpNE(code, b_.getInt32(0)), failed, ok,
-                    llvm::MDBuilder(ctx_).createBranchWeights(1, 1 << 20));
-    b_.SetInsertPoint(failed);
-    free_workspaces(0);
-    b_.CreateRet(code);
-    b_.SetInsertPoint(ok);
-  }
-
-  // Emits `for (v = begin; v < end; ++v) body` with optional loop metadata.
-  void emit_loop(const ForNode *op, llvm::Value *begin, llvm::Value *end, llvm::MDNode *hint) {
-    llvm::BasicBlock *pre = b_.GetInsertBlock();
-    llvm::BasicBlock *header = llvm::BasicBlock::Create(ctx_, "for." + op->loop_var.name(), fn_);
-    llvm::BasicBlock *body_bb = llvm::BasicBlock::Create(ctx_, "for.body", fn_);
-    llvm::BasicBlock *exit_bb = llvm::BasicBlock::Create(ctx_, "for.end", fn_);
-    b_.CreateBr(header);
-    b_.SetInsertPoint(header);
-    llvm::PHINode *iv = b_.CreatePHI(b_.getInt64Ty(), 2, op->loop_var.name());
-    iv->addIncoming(begin, pre);
-    b_.CreateCondBr(b_.CreateICmpSLT(iv, end), body_bb, exit_bb);
-    b_.SetInsertPoint(body_bb);
-    vars_[op->loop_var.get()] = iv;
-    analyzer_.bind(op->loop_var, op->extent);
-    visit_stmt(op->body);
-    analyzer_.unbind(op->loop_var);
-    vars_.erase(op->loop_var.get());
-    llvm::Value *next = b_.CreateAdd(iv, b_.getInt64(1), "", /*HasNUW=*/true, /*HasNSW=*/true);
-    llvm::BranchInst *back = b_.CreateBr(header);
-    if (hint) back->setMetadata(llvm::LLVMContext::MD_loop, hint);
-    iv->addIncoming(next, b_.GetInsertBlock());
-    b_.SetInsertPoint(exit_bb);
-  }
-
-  llvm::MDNode *loop_hint(const char *name, llvm::Metadata *value = nullptr) {
-    llvm::SmallVector<llvm::Metadata *, 3> ops;
-    auto tmp = llvm::MDNode::getTemporary(ctx_, {});
-    ops.push_back(tmp.get());
-    llvm::SmallVector<llvm::Metadata *, 2> prop{llvm::MDString::get(ctx_, name)};
-    if (value) prop.push_back(value);
-    ops.push_back(llvm::MDNode::get(ctx_, prop));
-    llvm::MDNode *node = llvm::MDNode::getDistinct(ctx_, ops);
-    node->replaceOperandWith(0, node);
-    return node;
-  }
-
-  // A vectorized loop is emitted as one vector iteration when its body is straight-line
-  // blocks and stores whose predicates do not depend on the lane.
-  bool can_vectorize(const ForNode *op) {
-    if (lanes_ > 1 || op->extent < 2 || op->extent > 64) return false;
-    bool ok = true;
-    for_each_stmt(op->body, [&](const Stmt &s) {
-      if (s.as<ForNode>() || s.as<IfThenElseNode>()) ok = false;
-      if (const auto *b = s.as<BlockNode>()) {
-        if (b->init.defined() || !b->alloc_buffers.empty()) ok = false;
-        if (!is_const_int(b->predicate, 1)) {
-          // The predicate may use the lane only through the block bindings.
-          if (uses_var(b->predicate, op->loop_var.get())) ok = false;
-        }
-      }
-    });
-    return ok;
-  }
-
-  // Iterations of the innermost statements under `s` (loops multiply, sequences add).
-  static int64_t trip_count(const Stmt &s) {
-    if (!s.defined()) return 0;
-    if (const auto *l = s.as<ForNode>()) return l->extent * trip_count(l->body);
-    if (const auto *q = s.as<SeqNode>()) {
-      int64_t n = 0;
-      for (const Stmt &x : q->stmts) n += trip_count(x);
-      return n;
-    }
-    if (const auto *b = s.as<BlockNode>()) return trip_count(b->body) + (b->init.defined() ? trip_count(b->init) : 0);
-    if (const auto *i = s.as<IfThenElseNode>()) return trip_count(i->then_case) + trip_count(i->else_case);
-    return 1;
-  }
-
-  void visit(const ForNode *op, const Stmt &self) override {
-    // pragma_auto_unroll_max_step: serial loops below whose whole subtree runs at most
-    // that many innermost iterations are unrolled.
-    auto pragma = op->annotations.find("pragma_auto_unroll_max_step");
-    if (pragma != op->annotations.end()) {
-      int64_t saved = auto_unroll_;
-      auto_unroll_ = pragma->second;
-      emit_for(op, self);
-      auto_unroll_ = saved;
-      return;
-    }
+void CodeGen::visit(const ForNode *op, const Stmt &self) {
+  // pragma_auto_unroll_max_step: serial loops below whose whole subtree runs at most
+  // that many innermost iterations are unrolled.
+  auto pragma = op->annotations.find(ir::annotation::kAutoUnrollMaxStep);
+  if (pragma != op->annotations.end()) {
+    ScopedAssign<int64_t> unroll(auto_unroll_, pragma->second);
     emit_for(op, self);
+    return;
   }
+  emit_for(op, self);
+}
 
-  void emit_for(const ForNode *op, const Stmt &self) {
-    if (op->for_kind == ForKind::kSerial && auto_unroll_ > 0 && op->extent <= kMaxExplicitUnroll &&
-        trip_count(self) <= auto_unroll_) {
-      unroll_explicitly(op);
-      return;
-    }
-    switch (op->for_kind) {
-      case ForKind::kThreadBinding:
-        throw CodegenError("loop '" + op->loop_var.name() + "' is bound to " + op->thread_tag +
-                           ", which a CPU target cannot run; bind loops only for cuda targets");
-      case ForKind::kParallel:
-        if (lanes_ == 1) {
-          emit_parallel(op);
-          return;
-        }
-        break;
-      case ForKind::kVectorized:
-        if (can_vectorize(op)) {
-          emit_vector(op);
-          return;
-        }
-        emit_loop(op, b_.getInt64(0), b_.getInt64(static_cast<uint64_t>(op->extent)),
-                  loop_hint("llvm.loop.vectorize.enable", llvm::ConstantAsMetadata::get(b_.getTrue())));
+void CodeGen::emit_for(const ForNode *op, const Stmt &self) {
+  if (op->for_kind == ForKind::kSerial && auto_unroll_ > 0 && op->extent <= kMaxExplicitUnroll &&
+      trip_count(self) <= auto_unroll_) {
+    unroll_explicitly(op);
+    return;
+  }
+  switch (op->for_kind) {
+    case ForKind::kThreadBinding:
+      throw CodegenError("loop '" + op->loop_var.name() + "' is bound to " + op->thread_tag +
+                         ", which a CPU target cannot run; bind loops only for cuda targets");
+    case ForKind::kParallel:
+      if (lanes_ == 1) {
+        emit_parallel(op);
         return;
-      case ForKind::kUnrolled:
-        if (op->extent <= kMaxExplicitUnroll) {
-          unroll_explicitly(op);
-          return;
-        }
-        emit_loop(op, b_.getInt64(0), b_.getInt64(static_cast<uint64_t>(op->extent)),
-                  loop_hint("llvm.loop.unroll.full"));
-        return;
-      case ForKind::kSerial:
-        break;
-    }
-    emit_loop(op, b_.getInt64(0), b_.getInt64(static_cast<uint64_t>(op->extent)), nullptr);
-  }
-
-  void unroll_explicitly(const ForNode *op) {
-    analyzer_.bind(op->loop_var, op->extent);
-    for (int64_t i = 0; i < op->extent; ++i) {
-      vars_[op->loop_var.get()] = b_.getInt64(static_cast<uint64_t>(i));
-      visit_stmt(op->body);
-    }
-    vars_.erase(op->loop_var.get());
-    analyzer_.unbind(op->loop_var);
-  }
-
-  void emit_vector(const ForNode *op) {
-    lanes_ = static_cast<int>(op->extent);
-    vec_var_ = op->loop_var.get();
-    vec_var_expr_ = op->loop_var;
-    std::vector<llvm::Constant *> lanes;
-    for (int i = 0; i < lanes_; ++i) lanes.push_back(b_.getInt64(static_cast<uint64_t>(i)));
-    vars_[vec_var_] = llvm::ConstantVector::get(lanes);
-    analyzer_.bind(op->loop_var, op->extent);
-    visit_stmt(op->body);
-    analyzer_.unbind(op->loop_var);
-    vars_.erase(vec_var_);
-    lanes_ = 1;
-    vec_var_ = nullptr;
-  }
-
-  // Outlines the loop body into a task function run on the runtime's thread pool; the
-  // closure passes every variable and buffer pointer in scope.
-  void emit_parallel(const ForNode *op) {
-    std::vector<const VarNode *> cap_vars;
-    std::vector<const BufferNode *> cap_bufs;
-    std::vector<llvm::Value *> values;
-    for (const auto &[v, val] : vars_) {
-      cap_vars.push_back(v);
-      values.push_back(val);
-    }
-    for (const auto &[buf, val] : buffers_) {
-      cap_bufs.push_back(buf);
-      values.push_back(val);
-    }
-    llvm::Type *ptr = b_.getPtrTy();
-    std::vector<llvm::Type *> fields;
-    for (llvm::Value *v : values) fields.push_back(v->getType());
-    llvm::StructType *closure_ty = llvm::StructType::get(ctx_, fields);
-    llvm::Value *closure = entry_alloca(closure_ty, 1, 8);
-    for (size_t i = 0; i < values.size(); ++i)
-      b_.CreateStore(values[i], b_.CreateStructGEP(closure_ty, closure, static_cast<unsigned>(i)));
-
-    auto *task_ty = llvm::FunctionType::get(b_.getInt32Ty(), {b_.getInt64Ty(), b_.getInt64Ty(), ptr}, false);
-    llvm::Function *task =
-        llvm::Function::Create(task_ty, llvm::Function::InternalLinkage, "kiln_task_" + op->loop_var.name(), mod_);
-    add_cpu_attrs(task);
-    // Save this function's state, generate the task, restore.
-    llvm::Function *saved_fn = fn_;
-    llvm::BasicBlock *saved_bb = b_.GetInsertBlock();
-    auto saved_vars = vars_;
-    auto saved_bufs = buffers_;
-    auto saved_workspaces = std::move(live_workspaces_);
-    live_workspaces_.clear();  // the task frees only what it allocates
-    fn_ = task;
-    b_.SetInsertPoint(llvm::BasicBlock::Create(ctx_, "entry", task));
-    llvm::Value *arg_closure = task->getArg(2);
-    for (size_t i = 0; i < values.size(); ++i) {
-      llvm::Value *v = b_.CreateLoad(fields[i], b_.CreateStructGEP(closure_ty, arg_closure, static_cast<unsigned>(i)));
-      if (i < cap_vars.size()) {
-        vars_[cap_vars[i]] = v;
-      } else {
-        buffers_[cap_bufs[i - cap_vars.size()]] = v;
       }
-    }
-    // Static chunking: task t runs [t*chunk, min(extent, (t+1)*chunk)).
-    llvm::Value *n = b_.getInt64(static_cast<uint64_t>(op->extent));
-    llvm::Value *tasks = task->getArg(1);
-    llvm::Value *chunk = b_.CreateUDiv(b_.CreateAdd(n, b_.CreateSub(tasks, b_.getInt64(1))), tasks);
-    llvm::Value *begin = b_.CreateMul(task->getArg(0), chunk);
-    llvm::Value *end = b_.CreateAdd(begin, chunk);
-    end = b_.CreateSelect(b_.CreateICmpSLT(end, n), end, n);
-    emit_loop(op, begin, end, nullptr);
-    b_.CreateRet(b_.getInt32(0));
-    fn_ = saved_fn;
-    vars_ = std::move(saved_vars);
-    buffers_ = std::move(saved_bufs);
-    live_workspaces_ = std::move(saved_workspaces);
-    b_.SetInsertPoint(saved_bb);
-    // Never more tasks than iterations.
-    llvm::Value *threads =
-        b_.CreateSExt(b_.CreateCall(runtime_fn("kiln_rt_num_threads", b_.getInt32Ty(), {})), b_.getInt64Ty());
-    llvm::Value *num_tasks = b_.CreateSelect(b_.CreateICmpSLT(threads, n), threads, n);
-    return_if_failed(b_.CreateCall(runtime_fn("kiln_rt_parallel_for", b_.getInt32Ty(), {b_.getInt64Ty(), ptr, ptr}),
-                                   {num_tasks, task, closure}));
+      break;
+    case ForKind::kVectorized:
+      if (can_vectorize(op)) {
+        emit_vector(op);
+        return;
+      }
+      emit_loop(op, b_.getInt64(0), b_.getInt64(static_cast<uint64_t>(op->extent)),
+                loop_hint("llvm.loop.vectorize.enable", llvm::ConstantAsMetadata::get(b_.getTrue())));
+      return;
+    case ForKind::kUnrolled:
+      if (op->extent <= kMaxExplicitUnroll) {
+        unroll_explicitly(op);
+        return;
+      }
+      emit_loop(op, b_.getInt64(0), b_.getInt64(static_cast<uint64_t>(op->extent)), loop_hint("llvm.loop.unroll.full"));
+      return;
+    case ForKind::kSerial:
+      break;
   }
+  emit_loop(op, b_.getInt64(0), b_.getInt64(static_cast<uint64_t>(op->extent)), nullptr);
+}
 
-  llvm::LLVMContext &ctx_;
-  llvm::Module &mod_;
-  llvm::IRBuilder<> b_;
-  const Target &target_;
-  llvm::Function *fn_ = nullptr;
-  std::unordered_map<const VarNode *, llvm::Value *> vars_;
-  std::unordered_map<const BufferNode *, llvm::Value *> buffers_;
-  std::vector<llvm::Value *> masks_;
-  std::vector<llvm::Value *> live_workspaces_;  ///< of the function being generated, oldest first
-  std::unordered_map<const BufferNode *, llvm::MDNode *> alias_scope_, noalias_;
-  Analyzer analyzer_;
-  int lanes_ = 1;
-  int64_t auto_unroll_ = 0;
-  const VarNode *vec_var_ = nullptr;
-  Expr vec_var_expr_;
-};
+void CodeGen::unroll_explicitly(const ForNode *op) {
+  analyzer_.bind(op->loop_var, op->extent);
+  for (int64_t i = 0; i < op->extent; ++i) {
+    vars_[op->loop_var.get()] = b_.getInt64(static_cast<uint64_t>(i));
+    visit_stmt(op->body);
+  }
+  vars_.erase(op->loop_var.get());
+  analyzer_.unbind(op->loop_var);
+}
 
-}  // namespace
+}  // namespace detail
 
-std::unique_ptr<llvm::Module> lower_to_llvm(const PrimFunc &func, const Target &target, llvm::LLVMContext &ctx,
+std::unique_ptr<llvm::Module> lower_to_llvm(const ir::PrimFunc &func, const Target &target, llvm::LLVMContext &ctx,
                                             llvm::TargetMachine &tm) {
   auto mod = std::make_unique<llvm::Module>(func.name, ctx);
   mod->setTargetTriple(tm.getTargetTriple().str());
   mod->setDataLayout(tm.createDataLayout());
-  CodeGen cg(ctx, *mod, target);
-  cg.emit_function(lower_for_codegen(func));
+  detail::CodeGen cg(ctx, *mod, target);
+  cg.emit_function(ir::lower_for_codegen(func));
   std::string err;
   llvm::raw_string_ostream os(err);
   if (llvm::verifyModule(*mod, &os)) throw CodegenError("generated LLVM IR is invalid (a Kiln bug): " + os.str());

@@ -18,8 +18,9 @@ namespace kiln::codegen {
 /// Builds the module exporting kiln_entry and kiln_artifact_info for `func`.
 /// Vectorized loops become LLVM vector code where the body allows it (contiguous
 /// accesses as vector loads/stores, invariant values as broadcasts, other accesses
-/// as gathers); otherwise they stay scalar with a vectorization hint. Unrolled loops
-/// are unrolled here; parallel loops are outlined into task functions run by
+/// as gathers); otherwise they stay scalar with a vectorization hint. Unrolled loops of
+/// up to 64 iterations are unrolled here, longer ones get LLVM's full-unroll hint;
+/// parallel loops are outlined into task functions run by
 /// kiln_rt_parallel_for.
 std::unique_ptr<llvm::Module> lower_to_llvm(const ir::PrimFunc &func, const Target &target, llvm::LLVMContext &ctx,
                                             llvm::TargetMachine &tm);
