@@ -1,6 +1,14 @@
 // The traversal bases: one functor (dispatch on node kind) per IR family, and the
-// default recursive visitor and copy-on-write mutator built on them. Every pass,
-// printer and analysis derives from these; no pass writes its own kind switch.
+// default recursive visitor and copy-on-write mutator built on them. They are the one
+// place that dispatches on every node kind, generated from the node lists of expr.h and
+// stmt.h: a kind added there must be handled by every class deriving from a functor
+// directly, or it does not compile. Passes, printers, the interpreter and code
+// generation derive from these. Other code switches on a kind only over a few kinds
+// that share one piece of work, with a default for the rest: the factories that rebuild
+// a node of a given kind (make_cmp, make_binary in expr.cc), interval bounds and the
+// folding of comparisons (simplify.cc), operation counts (flops.cc), and the LLVM
+// instruction chosen per arithmetic or comparison kind once the functor has dispatched
+// (codegen/lower_llvm.cc).
 #pragma once
 
 #include <functional>
