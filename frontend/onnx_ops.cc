@@ -248,7 +248,9 @@ void import_gemm(ImportContext &c) {
   int64_t n = c.type(b).shape[trans_b ? 0 : 1];
   std::optional<ValueId> bias;
   if (c.has_input(2)) bias = c.input(2);
-  bool bias_is_row = bias && product(c.type(*bias).shape) == n && c.type(*bias).shape.back() == n;
+  // A scalar bias (rank 0) broadcasts too, but is no row: only a shape ending in n is.
+  bool bias_is_row =
+      bias && !c.type(*bias).shape.empty() && product(c.type(*bias).shape) == n && c.type(*bias).shape.back() == n;
   if (!trans_a && trans_b && alpha == 1.0 && (!bias || (beta == 1.0 && bias_is_row))) {
     std::vector<ValueId> inputs = {a, b};
     if (bias) inputs.push_back(reshape(c, *bias, {n}));

@@ -57,6 +57,15 @@ TEST(OnnxImportFuzz, SeedsAndTheirMutationsImportOrAreRefused) {
         "test_constantofshape_int_zeros", "test_slice", "test_pad", "test_layer_normalization_4d_axis1"})
     if (std::filesystem::exists(node_tests / name / "model.onnx"))
       seeds.push_back(read_file(node_tests / name / "model.onnx"));
+  // The libFuzzer corpus, regression inputs of earlier findings included, as it is.
+  std::filesystem::path corpus = std::filesystem::path(KILN_SOURCE_DIR) / "tests/fuzz/corpus/onnx_import";
+  size_t corpus_files = 0;
+  for (const auto &entry : std::filesystem::directory_iterator(corpus)) {
+    std::string input = read_file(entry.path());
+    EXPECT_NO_THROW(import_or_refuse(reinterpret_cast<const uint8_t *>(input.data()), input.size())) << entry.path();
+    ++corpus_files;
+  }
+  EXPECT_GT(corpus_files, 0u) << corpus;
   const char *env = std::getenv("KILN_IMPORT_FUZZ_RUNS");
   int runs = env ? std::atoi(env) : 400;
   std::mt19937_64 rng(12345);
