@@ -45,7 +45,8 @@ llvm::Value *CodeGen::element_ptr(const Buffer &buf, llvm::Value *flat, bool may
   return b_.CreateInBoundsGEP(storage_type(buf->dtype), it->second, flat);
 }
 
-llvm::Value *CodeGen::masked_load(llvm::FixedVectorType *vt, llvm::Value *ptr, llvm::Align align, llvm::Value *mask, const Buffer &buf) {
+llvm::Value *CodeGen::masked_load(llvm::FixedVectorType *vt, llvm::Value *ptr, llvm::Align align, llvm::Value *mask,
+                                  const Buffer &buf) {
   unsigned n = vt->getNumElements();
   if (llvm::isPowerOf2_32(n)) return tag(b_.CreateMaskedLoad(vt, ptr, align, mask), buf);
   unsigned wide = llvm::PowerOf2Ceil(n);
@@ -95,8 +96,7 @@ llvm::Value *CodeGen::visit(const LoadNode *op, const Expr &) {
         if (mask) {
           llvm::Value *ptr = element_ptr(op->buffer, idx, /*maybe_outside=*/true);
           llvm::Value *ptrs = b_.CreateVectorSplat(static_cast<unsigned>(lanes_), ptr);
-          v = b_.CreateMaskedGather(llvm::FixedVectorType::get(elem, static_cast<unsigned>(lanes_)), ptrs, align,
-                                    mask);
+          v = b_.CreateMaskedGather(llvm::FixedVectorType::get(elem, static_cast<unsigned>(lanes_)), ptrs, align, mask);
         } else {
           v = b_.CreateAlignedLoad(elem, element_ptr(op->buffer, idx), align);
         }
@@ -109,8 +109,7 @@ llvm::Value *CodeGen::visit(const LoadNode *op, const Expr &) {
     case Pattern::kContiguous: {
       llvm::Value *ptr = element_ptr(op->buffer, lane0(flat), mask != nullptr);
       auto *vt = llvm::FixedVectorType::get(elem, static_cast<unsigned>(lanes_));
-      v = mask ? masked_load(vt, ptr, align, mask, op->buffer)
-               : tag(b_.CreateAlignedLoad(vt, ptr, align), op->buffer);
+      v = mask ? masked_load(vt, ptr, align, mask, op->buffer) : tag(b_.CreateAlignedLoad(vt, ptr, align), op->buffer);
       break;
     }
     case Pattern::kStrided: {
@@ -161,8 +160,8 @@ void CodeGen::visit(const StoreNode *op, const Stmt &) {
   llvm::Align align(static_cast<uint64_t>(dtype_bytes(op->buffer->dtype)));
   if (op->buffer->dtype == DType::kBool)
     value = b_.CreateZExt(
-        value, is_vec(value) ? llvm::cast<llvm::Type>(llvm::FixedVectorType::get(elem, static_cast<unsigned>(lanes_)))
-                             : elem);
+        value,
+        is_vec(value) ? llvm::cast<llvm::Type>(llvm::FixedVectorType::get(elem, static_cast<unsigned>(lanes_))) : elem);
   Pattern pattern = classify(flat);
   if (pattern == Pattern::kStrided) pattern = Pattern::kGather;  // scattered stores stay scatters
   switch (pattern) {

@@ -20,7 +20,6 @@ namespace kiln::codegen::detail {
 
 using namespace ir;  // NOLINT: the emitter translates IR nodes one by one
 
-
 // Loops with at most this many iterations are unrolled by copying the body; longer
 // unrolled loops get LLVM's full-unroll hint instead.
 constexpr int64_t kMaxExplicitUnroll = 64;
@@ -144,7 +143,8 @@ class CodeGen : public ExprFunctor<llvm::Value *>, public StmtFunctor<void> {
   // is widened here to the next power of two, the extra lanes masked off, and cut back.
   // The load itself carries the buffer's alias scopes: without them LLVM cannot keep an
   // accumulator in registers across it (a 7-lane padded row ran 3x slower).
-  llvm::Value *masked_load(llvm::FixedVectorType *vt, llvm::Value *ptr, llvm::Align align, llvm::Value *mask, const Buffer &buf);
+  llvm::Value *masked_load(llvm::FixedVectorType *vt, llvm::Value *ptr, llvm::Align align, llvm::Value *mask,
+                           const Buffer &buf);
 
   // The lanes of an unmasked strided load from whole vectors of `lanes_` elements, the
   // last one ending at the last lane's element, so nothing beyond the span the scalar

@@ -65,8 +65,7 @@ void IRVisitor::visit(const IfThenElseNode *op, const Stmt &) {
 
 // ---- IRMutator --------------------------------------------------------------------------
 template <typename T>
-static bool mutate_all(IRMutator &m, const std::vector<T> &in, std::vector<T> *out,
-                       const std::function<T(const T &)> &fn) {
+static bool mutate_all(const std::vector<T> &in, std::vector<T> *out, const std::function<T(const T &)> &fn) {
   bool changed = false;
   out->reserve(in.size());
   for (const T &x : in) {
@@ -117,12 +116,12 @@ Expr IRMutator::visit(const CastNode *op, const Expr &self) {
 }
 Expr IRMutator::visit(const CallNode *op, const Expr &self) {
   std::vector<Expr> args;
-  bool changed = mutate_all<Expr>(*this, op->args, &args, [this](const Expr &e) { return mutate(e); });
+  bool changed = mutate_all<Expr>(op->args, &args, [this](const Expr &e) { return mutate(e); });
   return changed ? make_call(op->op, std::move(args)) : self;
 }
 Expr IRMutator::visit(const LoadNode *op, const Expr &self) {
   std::vector<Expr> idx;
-  bool changed = mutate_all<Expr>(*this, op->indices, &idx, [this](const Expr &e) { return mutate(e); });
+  bool changed = mutate_all<Expr>(op->indices, &idx, [this](const Expr &e) { return mutate(e); });
   Buffer b = mutate_buffer(op->buffer);
   if (!changed && b == op->buffer) return self;
   return make_load(std::move(b), std::move(idx));
@@ -138,12 +137,12 @@ Stmt IRMutator::visit(const ForNode *op, const Stmt &self) {
 }
 Stmt IRMutator::visit(const SeqNode *op, const Stmt &self) {
   std::vector<Stmt> stmts;
-  bool changed = mutate_all<Stmt>(*this, op->stmts, &stmts, [this](const Stmt &s) { return mutate(s); });
+  bool changed = mutate_all<Stmt>(op->stmts, &stmts, [this](const Stmt &s) { return mutate(s); });
   return changed ? make_seq(std::move(stmts)) : self;
 }
 Stmt IRMutator::visit(const BlockNode *op, const Stmt &self) {
   std::vector<Expr> values;
-  bool changed = mutate_all<Expr>(*this, op->iter_values, &values, [this](const Expr &e) { return mutate(e); });
+  bool changed = mutate_all<Expr>(op->iter_values, &values, [this](const Expr &e) { return mutate(e); });
   Expr pred = mutate(op->predicate);
   Stmt init = mutate(op->init);
   Stmt body = mutate(op->body);
@@ -158,7 +157,7 @@ Stmt IRMutator::visit(const BlockNode *op, const Stmt &self) {
 }
 Stmt IRMutator::visit(const StoreNode *op, const Stmt &self) {
   std::vector<Expr> idx;
-  bool changed = mutate_all<Expr>(*this, op->indices, &idx, [this](const Expr &e) { return mutate(e); });
+  bool changed = mutate_all<Expr>(op->indices, &idx, [this](const Expr &e) { return mutate(e); });
   Expr v = mutate(op->value);
   Buffer b = mutate_buffer(op->buffer);
   if (!changed && v.same_as(op->value) && b == op->buffer) return self;

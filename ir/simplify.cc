@@ -211,7 +211,7 @@ class SimplifyPass : public IRMutator {
     return result;
   }
 
-  Interval bounds_of(const Linear &lin, DType t) {
+  Interval bounds_of(const Linear &lin) {
     Interval r{lin.constant, lin.constant};
     for (const auto &[atom, coef] : lin.terms) r = add(r, scale(bounds_of(atom), coef));
     return r;
@@ -246,7 +246,7 @@ class SimplifyPass : public IRMutator {
         if (as_const_int(inner->b, &a) && a > 0 && a % c == 0) return simplify_div_mod(inner->a, c, true, t);
       }
     }
-    Interval r = bounds_of(rest, t);
+    Interval r = bounds_of(rest);
     if (r.bounded() && fdiv(r.min, c) == fdiv(r.max, c)) {
       int64_t q = fdiv(r.min, c);
       if (is_mod) {
@@ -271,9 +271,9 @@ class SimplifyPass : public IRMutator {
       return make_int(it->second.min, op->dtype);
     return self;
   }
-  Expr visit(const AddNode *op, const Expr &self) override { return arith(ExprKind::kAdd, op->a, op->b); }
-  Expr visit(const SubNode *op, const Expr &self) override { return arith(ExprKind::kSub, op->a, op->b); }
-  Expr visit(const MulNode *op, const Expr &self) override { return arith(ExprKind::kMul, op->a, op->b); }
+  Expr visit(const AddNode *op, const Expr &) override { return arith(ExprKind::kAdd, op->a, op->b); }
+  Expr visit(const SubNode *op, const Expr &) override { return arith(ExprKind::kSub, op->a, op->b); }
+  Expr visit(const MulNode *op, const Expr &) override { return arith(ExprKind::kMul, op->a, op->b); }
 
   // Float arithmetic is never reassociated: only its index subexpressions change.
   Expr arith(ExprKind kind, const Expr &a, const Expr &b) {
@@ -282,19 +282,19 @@ class SimplifyPass : public IRMutator {
     return canonical(e);
   }
 
-  Expr visit(const FloorDivNode *op, const Expr &self) override {
+  Expr visit(const FloorDivNode *op, const Expr &) override {
     Expr a = mutate(op->a), b = mutate(op->b);
     int64_t c;
     if (as_const_int(b, &c) && c > 0) return simplify_div_mod(a, c, false, op->dtype);
     return make_floordiv(a, b);
   }
-  Expr visit(const FloorModNode *op, const Expr &self) override {
+  Expr visit(const FloorModNode *op, const Expr &) override {
     Expr a = mutate(op->a), b = mutate(op->b);
     int64_t c;
     if (as_const_int(b, &c) && c > 0) return simplify_div_mod(a, c, true, op->dtype);
     return make_floormod(a, b);
   }
-  Expr visit(const MinNode *op, const Expr &self) override {
+  Expr visit(const MinNode *op, const Expr &) override {
     Expr a = mutate(op->a), b = mutate(op->b);
     if (!is_float(op->dtype)) {
       Interval d = bounds_of(canonical(make_sub(a, b)));
@@ -303,7 +303,7 @@ class SimplifyPass : public IRMutator {
     }
     return make_min(a, b);
   }
-  Expr visit(const MaxNode *op, const Expr &self) override {
+  Expr visit(const MaxNode *op, const Expr &) override {
     Expr a = mutate(op->a), b = mutate(op->b);
     if (!is_float(op->dtype)) {
       Interval d = bounds_of(canonical(make_sub(a, b)));
@@ -312,7 +312,7 @@ class SimplifyPass : public IRMutator {
     }
     return make_max(a, b);
   }
-  Expr compare(const Expr &self, ExprKind kind, const Expr &a0, const Expr &b0) {
+  Expr compare(const Expr &, ExprKind kind, const Expr &a0, const Expr &b0) {
     Expr a = mutate(a0), b = mutate(b0);
     if (is_float(a.dtype())) return make_cmp(kind, a, b);
     Expr diff = canonical(make_sub(a, b));
@@ -354,25 +354,25 @@ class SimplifyPass : public IRMutator {
   Expr visit(const GENode *op, const Expr &self) override { return compare(self, ExprKind::kGE, op->a, op->b); }
   Expr visit(const EQNode *op, const Expr &self) override { return compare(self, ExprKind::kEQ, op->a, op->b); }
   Expr visit(const NENode *op, const Expr &self) override { return compare(self, ExprKind::kNE, op->a, op->b); }
-  Expr visit(const AndNode *op, const Expr &self) override {
+  Expr visit(const AndNode *op, const Expr &) override {
     Expr a = mutate(op->a), b = mutate(op->b);
     if (is_const_int(a, 0) || is_const_int(b, 0)) return make_int(0, DType::kBool);
     return make_and(a, b);
   }
-  Expr visit(const OrNode *op, const Expr &self) override {
+  Expr visit(const OrNode *op, const Expr &) override {
     Expr a = mutate(op->a), b = mutate(op->b);
     if (is_const_int(a, 1) || is_const_int(b, 1)) return make_int(1, DType::kBool);
     if (is_const_int(a, 0)) return b;
     if (is_const_int(b, 0)) return a;
     return make_or(a, b);
   }
-  Expr visit(const NotNode *op, const Expr &self) override {
+  Expr visit(const NotNode *op, const Expr &) override {
     Expr a = mutate(op->a);
     int64_t v;
     if (as_const_int(a, &v)) return make_int(!v, DType::kBool);
     return make_not(a);
   }
-  Expr visit(const SelectNode *op, const Expr &self) override {
+  Expr visit(const SelectNode *op, const Expr &) override {
     Expr c = mutate(op->cond);
     int64_t v;
     if (as_const_int(c, &v)) return mutate(v ? op->true_value : op->false_value);

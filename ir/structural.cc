@@ -224,7 +224,7 @@ class Hasher : public IRVisitor {
       mix(op->name);
     }
   }
-  void visit(const CallNode *op, const Expr &self) override {
+  void visit(const CallNode *op, const Expr &) override {
     mix(static_cast<uint64_t>(op->op));
     for (const Expr &a : op->args) expr(a);
   }

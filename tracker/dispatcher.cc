@@ -126,7 +126,7 @@ v1::RunnerPollResponse Dispatcher::poll_runner(const v1::RunnerPollRequest &requ
     // The runner restarted: whatever the old process held is lost.
     for (uint64_t lease : std::set<uint64_t>(runner.leases)) {
       auto job = leases_.find(lease);
-      if (job != leases_.end()) lose_lease(jobs_.at(job->second), now, "the runner restarted");
+      if (job != leases_.end()) lose_lease(jobs_.at(job->second), "the runner restarted");
     }
     if (runner.replaced_processes.size() > 64) runner.replaced_processes.clear();
     runner.replaced_processes.insert(runner.process_id);
@@ -136,7 +136,7 @@ v1::RunnerPollResponse Dispatcher::poll_runner(const v1::RunnerPollRequest &requ
     // A runner that changed its key keeps nothing it was given under the old one.
     for (uint64_t lease : std::set<uint64_t>(runner.leases)) {
       auto job = leases_.find(lease);
-      if (job != leases_.end()) lose_lease(jobs_.at(job->second), now, "the runner re-registered under another key");
+      if (job != leases_.end()) lose_lease(jobs_.at(job->second), "the runner re-registered under another key");
     }
     runner.key = request.key();
   }
@@ -157,7 +157,7 @@ v1::RunnerPollResponse Dispatcher::poll_runner(const v1::RunnerPollRequest &requ
     // Assigned but not held: the runner never received the assignment (or restarted
     // without a process id).
     auto job = leases_.find(lease);
-    if (job != leases_.end()) lose_lease(jobs_.at(job->second), now, "the runner no longer held the job");
+    if (job != leases_.end()) lose_lease(jobs_.at(job->second), "the runner no longer held the job");
     runner.leases.erase(lease);
   }
   if (runner.leases.empty() && response.revoked_leases().empty()) {
@@ -231,7 +231,7 @@ void Dispatcher::resolve(Job &job, v1::JobResult result) {
   changed_.notify_all();
 }
 
-void Dispatcher::lose_lease(Job &job, double now, const std::string &why) {
+void Dispatcher::lose_lease(Job &job, const std::string &why) {
   leases_.erase(job.lease_id);
   auto runner = runners_.find(job.runner_id);
   if (runner != runners_.end()) runner->second.leases.erase(job.lease_id);
@@ -300,7 +300,7 @@ void Dispatcher::expire_locked(double now) {
     std::string why = "no poll for " + std::to_string(static_cast<int>(now - runner.last_seen)) + " s";
     for (uint64_t lease : std::set<uint64_t>(runner.leases)) {
       auto job = leases_.find(lease);
-      if (job != leases_.end()) lose_lease(jobs_.at(job->second), now, why);
+      if (job != leases_.end()) lose_lease(jobs_.at(job->second), why);
     }
     it = runners_.erase(it);
   }
@@ -309,7 +309,7 @@ void Dispatcher::expire_locked(double now) {
     auto runner = runners_.find(job.runner_id);
     double runner_timeout = runner == runners_.end() ? 0 : runner->second.facts.run_timeout_seconds();
     double allowed = 2 * std::max(job.spec.run_timeout_seconds(), runner_timeout) + options_.lease_grace_seconds;
-    if (now - job.leased_at > allowed) lose_lease(job, now, "the job ran far past its run timeout");
+    if (now - job.leased_at > allowed) lose_lease(job, "the job ran far past its run timeout");
   }
   for (auto &[id, job] : jobs_) {
     if (job.state != JobState::kQueued) continue;

@@ -144,7 +144,7 @@ class Dispatcher {
 
   static std::string job_key(const std::string &session_id, const std::string &job_id);
   void expire_locked(double now);
-  void lose_lease(Job &job, double now, const std::string &why);
+  void lose_lease(Job &job, const std::string &why);
   void resolve(Job &job, v1::JobResult result);
   v1::JobResult failure(const Job &job, v1::ResultCode code, const std::string &message) const;
   bool assign(const std::string &runner_id, Runner &runner, double now, v1::RunnerPollResponse &response);

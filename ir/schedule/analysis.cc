@@ -328,12 +328,12 @@ class FuncSimplifier : public IRMutator {
     return make_block(op->name, op->iter_vars, std::move(values), std::move(pred), std::move(init), std::move(body),
                       op->alloc_buffers, op->annotations);
   }
-  Stmt visit(const StoreNode *op, const Stmt &self) override {
+  Stmt visit(const StoreNode *op, const Stmt &) override {
     std::vector<Expr> idx;
     for (const Expr &i : op->indices) idx.push_back(analyzer_.simplify(i));
     return make_store(op->buffer, std::move(idx), analyzer_.simplify(op->value));
   }
-  Stmt visit(const IfThenElseNode *op, const Stmt &self) override {
+  Stmt visit(const IfThenElseNode *op, const Stmt &) override {
     return make_if(analyzer_.simplify(op->cond), mutate(op->then_case), mutate(op->else_case));
   }
 

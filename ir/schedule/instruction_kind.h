@@ -76,8 +76,8 @@ const std::vector<const InstructionKind *> &instruction_kinds();
 /// The entries the search refers to by name (defined in schedule.cc).
 namespace instructions {
 extern const InstructionKind kGetBlock, kGetLoops, kSplit, kFuse, kReorder, kParallel, kVectorize, kUnroll, kBind,
-    kAnnotate, kComputeAt, kReverseComputeAt, kComputeInline, kReverseComputeInline, kCacheRead, kCacheWrite,
-    kRfactor, kSamplePerfectTile, kSampleCategorical, kSampleComputeLocation;
+    kAnnotate, kComputeAt, kReverseComputeAt, kComputeInline, kReverseComputeInline, kCacheRead, kCacheWrite, kRfactor,
+    kSamplePerfectTile, kSampleCategorical, kSampleComputeLocation;
 }  // namespace instructions
 
 }  // namespace kiln::ir

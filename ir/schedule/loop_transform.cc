@@ -30,7 +30,7 @@ class LoopRewriter : public IRMutator {
     auto it = map_.find(op);
     return it == map_.end() ? self : it->second;
   }
-  Stmt visit(const BlockNode *op, const Stmt &self) override {
+  Stmt visit(const BlockNode *op, const Stmt &) override {
     std::vector<Expr> values;
     for (const Expr &v : op->iter_values) values.push_back(mutate(v));
     Expr pred = mutate(op->predicate);

@@ -56,11 +56,11 @@ struct TilingVariant {
 
 // In the order the rule fans out to them (the order of the sketches).
 constexpr TilingVariant kVariants[] = {
-    {true, false, false, Packing::kAtOuterTile},             // accumulator + packing
-    {true, false, false, Packing::kNone},                    // accumulator
-    {false, false, false, Packing::kNone},                   // plain
-    {false, true, false, Packing::kAtReductionBlockIfAny},   // blocked reduction
-    {true, false, true, Packing::kAlongVectorAxis},          // other vector axis
+    {true, false, false, Packing::kAtOuterTile},            // accumulator + packing
+    {true, false, false, Packing::kNone},                   // accumulator
+    {false, false, false, Packing::kNone},                  // plain
+    {false, true, false, Packing::kAtReductionBlockIfAny},  // blocked reduction
+    {true, false, true, Packing::kAlongVectorAxis},         // other vector axis
 };
 
 // Tiling levels, outermost first.
@@ -74,6 +74,9 @@ struct VectorAxis {
 
 // What the steps of one variant share.
 struct TilingState {
+  TilingState(Schedule s, std::string b, std::vector<LoopKind> k)
+      : sch(std::move(s)), block(std::move(b)), kinds(std::move(k)) {}
+
   Schedule sch;
   std::string block;
   BlockRV block_rv;
@@ -107,7 +110,7 @@ class MultiLevelTiling : public ScheduleRule {
  private:
   std::optional<Schedule> tile(const Schedule &sch, const std::string &block, const std::vector<LoopKind> &kinds,
                                const TilingVariant &variant) const {
-    TilingState st{sch, block, {}, kinds, {}};
+    TilingState st(sch, block, kinds);
     st.block_rv = st.sch.get_block(block);
     st.loops = st.sch.get_loops(st.block_rv);
     if (!split_into_levels(st, variant)) return std::nullopt;
