@@ -24,6 +24,7 @@
 #include "frontend/tasks.h"
 #include "measure/local_builder_pool.h"
 #include "measure/local_runner.h"
+#include "scheduler/report.h"
 #include "scheduler/task_scheduler.h"
 
 namespace kiln::cli {
@@ -275,6 +276,7 @@ void add_tune(CLI::App &app) {
     std::string allocation = "gradient";
     int early_stop = scheduler::SchedulerOptions{}.early_stop_rounds;
     bool measure = true;
+    std::string report;
   };
   auto a = std::make_shared<ModelTuneArgs>();
   // A model has many tasks: re-time fewer programs per task than one operator does.
@@ -292,6 +294,8 @@ void add_tune(CLI::App &app) {
       ->capture_default_str()
       ->check(at_least(0));
   cmd->add_flag("!--no-measure", a->measure, "skip compiling and timing the model untuned and tuned at the end");
+  cmd->add_option("--report", a->report,
+                  "write an HTML report of the job to this folder (index.html: latency curves, task table, time)");
   cmd->callback([a] {
     // A local runner forks its server before any thread exists.
     std::unique_ptr<measure::Runner> runner = make_runner(*a);
@@ -322,18 +326,28 @@ void add_tune(CLI::App &app) {
     std::cerr << "tuning " << tasks.size() << " tasks of " << a->model.model << " on " << target.str() << " (database "
               << a->db << ", " << a->options.trials << " trials)\n";
     bool tty = isatty(STDERR_FILENO);
+    scheduler::ReportBudget budget{options.trials, options.time_limit_seconds};
+    size_t table_lines = 0;  // of the live table last drawn
     scheduler::SchedulerResult result;
     try {
       scheduler::TaskScheduler ts(jobs, target, options, &*database, pool, *runner, *model);
       result = ts.run(
           [&](const scheduler::SchedulerProgress &p) {
             if (a->quiet) return;
-            double rate = p.elapsed_seconds > 0 ? static_cast<double>(p.trials) / p.elapsed_seconds : 0;
-            std::fprintf(
-                stderr,
-                "%s[round %4lld] trials %6lld/%lld  estimated model latency %10.4f ms  %5.1f trials/s  %6.0f s%s",
-                tty ? "\r" : "", (long long)p.round, (long long)p.trials, (long long)a->options.trials,
-                p.estimated_latency * 1e3, rate, p.elapsed_seconds, tty ? "" : "\n");
+            if (tty) {
+              // One table, redrawn in place: up over the last one, clear, draw.
+              std::string table = scheduler::progress_table(p, budget);
+              if (table_lines > 0) std::fprintf(stderr, "\x1b[%zuA\x1b[J", table_lines);
+              std::fputs(table.c_str(), stderr);
+              table_lines = static_cast<size_t>(std::count(table.begin(), table.end(), '\n'));
+            } else {
+              double rate = p.elapsed_seconds > 0 ? static_cast<double>(p.trials) / p.elapsed_seconds : 0;
+              std::fprintf(stderr,
+                           "[round %4lld] trials %6lld/%lld  estimated model latency %10.4f ms  %5.1f trials/s  "
+                           "%6.0f s\n",
+                           (long long)p.round, (long long)p.trials, (long long)a->options.trials,
+                           p.estimated_latency * 1e3, rate, p.elapsed_seconds);
+            }
             std::fflush(stderr);
           },
           [] { return interrupted.load(); });
@@ -342,34 +356,29 @@ void add_tune(CLI::App &app) {
       fail(e.what());
     }
     std::filesystem::remove_all(work);
-    if (!a->quiet && tty) std::cerr << "\n";
     if (interrupted)
       std::cerr << "interrupted: stopped after the running round; every measurement is stored, a rerun resumes\n";
     const scheduler::SchedulerProgress &p = result.progress;
-    double total = p.estimated_latency;
-    std::printf("%-3s  %-34s %6s %7s %11s %9s %6s\n", "#", "task", "weight", "trials", "best ms", "GFLOP/s", "share");
-    for (size_t i = 0; i < p.tasks.size(); ++i) {
-      const scheduler::TaskState &t = p.tasks[i];
-      double best = t.progress.best_seconds;
-      std::printf("%-3zu  %-34s %6d %7lld %11.4f %9.2f %5.1f%%\n", i, t.summary.substr(0, 34).c_str(), t.weight,
-                  (long long)t.progress.trials, best * 1e3, best > 0 ? t.flops / best / 1e9 : 0.0,
-                  total > 0 ? 100.0 * t.weight * best / total : 0.0);
-    }
-    scheduler::TimeBreakdown time;
-    for (const scheduler::TuneResult &r : result.tasks) {
-      time.search += r.progress.time.search;
-      time.features += r.progress.time.features;
-      time.training += r.progress.time.training;
-      time.build += r.progress.time.build;
-      time.run += r.progress.time.run;
-      time.database += r.progress.time.database;
-    }
+    std::fputs(scheduler::progress_table(p, budget).c_str(), stdout);
+    scheduler::TimeBreakdown time = scheduler::total_time(result);
     std::printf("measured %lld candidates in %.0f s (%.1f trials/s); estimated model latency %.4f ms\n",
                 (long long)p.trials, p.elapsed_seconds, p.elapsed_seconds > 0 ? p.trials / p.elapsed_seconds : 0.0,
-                total * 1e3);
+                p.estimated_latency * 1e3);
     std::printf("time: search %.1f s, features %.1f s, training %.1f s, build %.1f s, run %.1f s, database %.1f s\n",
                 time.search, time.features, time.training, time.build, time.run, time.database);
-    if (!a->measure || interrupted) return;
+    scheduler::ReportContext report{a->model.model, target.str(), a->allocation, budget, std::nullopt};
+    auto write_report = [&] {
+      if (a->report.empty()) return;
+      try {
+        std::cout << "report: " << scheduler::write_html_report(a->report, result, report).string() << "\n";
+      } catch (const std::exception &e) {
+        fail(e.what());
+      }
+    };
+    if (!a->measure || interrupted) {
+      write_report();
+      return;
+    }
     // The model measured, not estimated: untuned defaults and tuned, alternating.
     std::filesystem::path dir =
         std::filesystem::temp_directory_path() / ("kiln_tune_models_" + std::to_string(getpid()));
@@ -394,11 +403,13 @@ void add_tune(CLI::App &app) {
       std::sort(after.begin(), after.end());
       std::printf("measured model latency: untuned %.3f ms, tuned %.3f ms (%.2fx), medians of 3 alternating blocks\n",
                   before[1], after[1], before[1] / after[1]);
+      report.measured = scheduler::MeasuredModel{before[1], after[1]};
     } catch (const std::exception &e) {
       std::filesystem::remove_all(dir);
       fail(std::string("measuring the model: ") + e.what());
     }
     std::filesystem::remove_all(dir);
+    write_report();
   });
 }
 

@@ -125,8 +125,8 @@ SchedulerResult TaskScheduler::run(const std::function<void(const SchedulerProgr
     ++p.round;
     record_round(state, state.progress.best_seconds, more, options_);
     p.estimated_latency = estimate();
-    if (p.estimated_latency > 0) result.latency_curve.emplace_back(p.trials, p.estimated_latency);
     p.elapsed_seconds = now() - start;
+    p.rounds.push_back({p.trials, p.elapsed_seconds, pick, state.progress.best_seconds, p.estimated_latency});
     p.tasks = states_;
     if (on_round) on_round(p);
   }

@@ -55,6 +55,15 @@ struct TaskState {
   bool stopped = false;
 };
 
+/// What one round did, for progress displays and reports.
+struct RoundRecord {
+  int64_t trials = 0;  ///< measured over all tasks after the round
+  double elapsed_seconds = 0;
+  int task = 0;                  ///< the task that had the round
+  double task_best_seconds = 0;  ///< that task's best latency after it (0 = none yet)
+  double estimated_latency = 0;  ///< the model's, after it (0 while some task has none)
+};
+
 struct SchedulerProgress {
   int64_t trials = 0;
   int64_t round = 0;
@@ -62,13 +71,13 @@ struct SchedulerProgress {
   /// Sum of weight x best latency; 0 while some task has no measured program.
   double estimated_latency = 0;
   std::vector<TaskState> tasks;
+  /// Every round so far, oldest first.
+  std::vector<RoundRecord> rounds;
 };
 
 struct SchedulerResult {
   SchedulerProgress progress;
   std::vector<TuneResult> tasks;
-  /// (trials so far, estimated latency) after each round once every task has a program.
-  std::vector<std::pair<int64_t, double>> latency_curve;
 };
 
 class TaskScheduler {

@@ -117,7 +117,9 @@ TEST(TaskSchedulerJob, TunesEveryTaskStoresEachTrialOnceAndResumes) {
       estimate += t.weight * t.progress.best_seconds;
     }
     EXPECT_DOUBLE_EQ(r.progress.estimated_latency, estimate);
-    EXPECT_FALSE(r.latency_curve.empty());
+    ASSERT_FALSE(r.progress.rounds.empty());
+    EXPECT_EQ(r.progress.rounds.back().trials, 48);
+    EXPECT_DOUBLE_EQ(r.progress.rounds.back().estimated_latency, r.progress.estimated_latency);
   }
   EXPECT_EQ(db.stats().records, 48);
   // A second job on the same database resumes: new programs only, none measured twice.

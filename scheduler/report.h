@@ -1,0 +1,49 @@
+// What `kiln tune --model` shows of a job: a live table while it runs (redrawn on a
+// terminal after every round) and, with --report DIR, a self-contained HTML page of
+// the whole run (inline SVG charts, no scripts, no outside files).
+#pragma once
+
+#include <filesystem>
+#include <optional>
+#include <string>
+
+#include "scheduler/task_scheduler.h"
+
+namespace kiln::scheduler {
+
+struct ReportBudget {
+  int64_t trials = 0;
+  double time_limit_seconds = 0;  ///< 0 = none
+};
+
+/// The live table: a headline (round, trials, estimated model latency and its change
+/// over the last rounds, trials/s, ETA), then one row per task (operators and shapes,
+/// weight, trials, best ms, GFLOP/s, share of the estimated model latency). Every line
+/// ends in '\n'.
+std::string progress_table(const SchedulerProgress &progress, const ReportBudget &budget);
+
+/// Where the job's time went, summed over its tasks.
+TimeBreakdown total_time(const SchedulerResult &result);
+
+/// The model's latency measured with the executor, untuned and tuned.
+struct MeasuredModel {
+  double untuned_ms = 0;
+  double tuned_ms = 0;
+};
+
+struct ReportContext {
+  std::string model;   ///< the model file, as given
+  std::string target;  ///< canonical target string
+  std::string allocation;
+  ReportBudget budget;
+  std::optional<MeasuredModel> measured;
+};
+
+/// Writes DIR/index.html: the estimated model latency over trials and over wall time,
+/// each task's best latency over trials (relative to its first), the task table and
+/// where the time went. Creates DIR; throws std::runtime_error when it cannot write.
+/// Returns the page's path.
+std::filesystem::path write_html_report(const std::filesystem::path &dir, const SchedulerResult &result,
+                                        const ReportContext &context);
+
+}  // namespace kiln::scheduler
