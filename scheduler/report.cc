@@ -116,8 +116,8 @@ std::string svg_chart(const std::string &title, const std::string &x_label, cons
         << "\" stroke=\"#eee\"/>\n"
         << "<text x=\"" << left - 6 << "\" y=\"" << py(y) + 4 << "\" text-anchor=\"end\">" << format("%.4g", y)
         << "</text>\n"
-        << "<text x=\"" << px(x) << "\" y=\"" << top + plot_h + 16 << "\" text-anchor=\"middle\">"
-        << format("%.4g", x) << "</text>\n";
+        << "<text x=\"" << px(x) << "\" y=\"" << top + plot_h + 16 << "\" text-anchor=\"middle\">" << format("%.4g", x)
+        << "</text>\n";
   }
   svg << "<text x=\"" << left + plot_w / 2 << "\" y=\"" << top + plot_h + 34 << "\" text-anchor=\"middle\">"
       << escape_html(x_label) << "</text>\n"
@@ -192,9 +192,10 @@ std::string progress_table(const SchedulerProgress &p, const ReportBudget &budge
   out << line;
   for (size_t i = 0; i < p.tasks.size(); ++i) {
     const TaskState &t = p.tasks[i];
-    std::snprintf(line, sizeof line, "%3zu  %-36s %6d %7lld %11.4f %9.2f %5.1f%%%s\n", i, t.summary.substr(0, 36).c_str(),
-                  t.weight, (long long)t.progress.trials, t.progress.best_seconds * 1e3, gflops(t),
-                  share(t, p.estimated_latency), t.stopped ? "  stopped" : "");
+    std::snprintf(line, sizeof line, "%3zu  %-36s %6d %7lld %11.4f %9.2f %5.1f%%%s\n", i,
+                  t.summary.substr(0, 36).c_str(), t.weight, (long long)t.progress.trials,
+                  t.progress.best_seconds * 1e3, gflops(t), share(t, p.estimated_latency),
+                  t.stopped ? "  stopped" : "");
     out << line;
   }
   return out.str();
@@ -251,8 +252,8 @@ std::filesystem::path write_html_report(const std::filesystem::path &dir, const 
     const TaskState &t = p.tasks[i];
     html << "<tr><td>" << i << "</td><td>" << escape_html(t.summary) << "</td><td>" << t.weight << "</td><td>"
          << t.progress.trials << "</td><td>" << format("%.4f", t.progress.best_seconds * 1e3) << "</td><td>"
-         << format("%.2f", gflops(t)) << "</td><td>" << format("%.1f%%", share(t, p.estimated_latency))
-         << "</td><td>" << (t.stopped ? "stopped" : "tuning") << "</td></tr>\n";
+         << format("%.2f", gflops(t)) << "</td><td>" << format("%.1f%%", share(t, p.estimated_latency)) << "</td><td>"
+         << (t.stopped ? "stopped" : "tuning") << "</td></tr>\n";
   }
   TimeBreakdown time = total_time(result);
   html << "</table>\n<h2>Where the time went</h2>\n<p>search " << format("%.1f", time.search) << " s, features "
