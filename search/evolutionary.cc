@@ -69,8 +69,12 @@ struct EvolutionarySearch::Unseen {
   std::unordered_set<std::string> keys;
 };
 
+// The two draws are sequenced explicitly: as arguments of one call their order would
+// be the compiler's (GCC and Clang differ), and so would the candidates of a seed.
 std::optional<Candidate> EvolutionarySearch::sample_fresh() {
-  return realize(func_, sketches_[rng_() % sketches_.size()], space_.postprocessors, rng_());
+  uint64_t seed = rng_();
+  const ir::Trace &sketch = sketches_[rng_() % sketches_.size()];
+  return realize(func_, sketch, space_.postprocessors, seed);
 }
 
 const Mutator &EvolutionarySearch::pick_mutator() {

@@ -311,8 +311,8 @@ class MultiLevelTiling : public ScheduleRule {
 
   static bool unit_step(const ir::Expr &index, const ir::Var &v) {
     ir::Expr next = ir::substitute(index, ir::VarMap{{v.get(), ir::make_add(v, ir::make_int(1))}});
-    const auto *step = ir::simplify(ir::make_sub(next, index)).as<ir::IntImmNode>();
-    return step && step->value == 1;
+    ir::Expr step = ir::simplify(ir::make_sub(next, index));  // held: as<>() points into it
+    return step.as<ir::IntImmNode>() && step.as<ir::IntImmNode>()->value == 1;
   }
 
   // The write-back nest (one loop per output dimension, under the S1 tile) runs the
