@@ -63,56 +63,56 @@ PrimFunc insert_at_root(const PrimFunc &f, const Stmt &anchor, const Stmt &s, bo
 
 PrimFunc cache_read(const PrimFunc &f, const std::string &block, int read_index, MemoryScope scope,
                     std::string *cache_block) {
-  const std::string P = "cache_read";
-  Stmt block_stmt = find_block(f, block, P);
+  const std::string primitive = "cache_read";
+  Stmt block_stmt = find_block(f, block, primitive);
   const BlockNode *b = block_stmt.as<BlockNode>();
   std::vector<Buffer> reads = distinct_buffers(block_reads(b));
   if (read_index < 0 || read_index >= static_cast<int>(reads.size()))
-    throw ScheduleError(P, "block '" + block + "' reads " + std::to_string(reads.size()) + " buffers; read index " +
-                               std::to_string(read_index) + " is out of range");
+    throw ScheduleError(primitive, "block '" + block + "' reads " + std::to_string(reads.size()) +
+                                       " buffers; read index " + std::to_string(read_index) + " is out of range");
   Buffer src = reads[read_index];
   if (writes_buffer(b, src.get()))
-    throw ScheduleError(P, "block '" + block + "' also writes '" + src->name + "'; use cache_write for it");
+    throw ScheduleError(primitive, "block '" + block + "' also writes '" + src->name + "'; use cache_write for it");
   Stmt anchor = root_level_stmt(f, b);
   for (const BlockNode *w : all_blocks(f)) {
     if (w != b && writes_buffer(w, src.get()) && root_level_stmt(f, w).same_as(anchor))
-      throw ScheduleError(P, "'" + src->name + "' is produced inside the same loop nest as block '" + block +
-                                 "'; cache it before moving its producer there");
+      throw ScheduleError(primitive, "'" + src->name + "' is produced inside the same loop nest as block '" + block +
+                                         "'; cache it before moving its producer there");
   }
   std::string scope_str = scope_name(scope);
   Buffer dst = make_buffer(fresh_buffer_name(f, src->name + "_" + scope_str), src->dtype, src->shape, scope);
   *cache_block = fresh_block_name(f, src->name + "_" + scope_str);
   PrimFunc g = with_body(f, replace_stmt(f.body, block_stmt.get(), swap_in_block(b, src, dst)));
-  g = insert_at_root(g, root_level_stmt(g, find_block(g, block, P).get()), copy_nest(*cache_block, src, dst),
+  g = insert_at_root(g, root_level_stmt(g, find_block(g, block, primitive).get()), copy_nest(*cache_block, src, dst),
                      /*before=*/true);
   return add_root_alloc(g, dst);
 }
 
 PrimFunc cache_write(const PrimFunc &f, const std::string &block, int write_index, MemoryScope scope,
                      std::string *cache_block) {
-  const std::string P = "cache_write";
-  Stmt block_stmt = find_block(f, block, P);
+  const std::string primitive = "cache_write";
+  Stmt block_stmt = find_block(f, block, primitive);
   const BlockNode *b = block_stmt.as<BlockNode>();
   std::vector<Buffer> writes = distinct_buffers(block_writes(b));
   if (write_index < 0 || write_index >= static_cast<int>(writes.size()))
-    throw ScheduleError(P, "block '" + block + "' writes " + std::to_string(writes.size()) + " buffers; write index " +
-                               std::to_string(write_index) + " is out of range");
+    throw ScheduleError(primitive, "block '" + block + "' writes " + std::to_string(writes.size()) +
+                                       " buffers; write index " + std::to_string(write_index) + " is out of range");
   Buffer dst = writes[write_index];
   Stmt anchor = root_level_stmt(f, b);
   for (const BlockNode *other : all_blocks(f)) {
     if (other == b) continue;
     if (writes_buffer(other, dst.get()))
-      throw ScheduleError(P, "'" + dst->name + "' is also written by block '" + other->name + "'");
+      throw ScheduleError(primitive, "'" + dst->name + "' is also written by block '" + other->name + "'");
     if (reads_buffer(other, dst.get()) && root_level_stmt(f, other).same_as(anchor))
-      throw ScheduleError(P, "block '" + other->name + "' reads '" + dst->name +
-                                 "' inside the same loop nest as block '" + block +
-                                 "', before the cached value would be written back");
+      throw ScheduleError(primitive, "block '" + other->name + "' reads '" + dst->name +
+                                         "' inside the same loop nest as block '" + block +
+                                         "', before the cached value would be written back");
   }
   std::string scope_str = scope_name(scope);
   Buffer cache = make_buffer(fresh_buffer_name(f, dst->name + "_" + scope_str), dst->dtype, dst->shape, scope);
   *cache_block = fresh_block_name(f, dst->name + "_" + scope_str);
   PrimFunc g = with_body(f, replace_stmt(f.body, block_stmt.get(), swap_in_block(b, dst, cache)));
-  g = insert_at_root(g, root_level_stmt(g, find_block(g, block, P).get()), copy_nest(*cache_block, cache, dst),
+  g = insert_at_root(g, root_level_stmt(g, find_block(g, block, primitive).get()), copy_nest(*cache_block, cache, dst),
                      /*before=*/false);
   return add_root_alloc(g, cache);
 }

@@ -160,23 +160,23 @@ std::vector<int> consumer_read_dims(const std::string &primitive, const BlockNod
 }  // namespace
 
 PrimFunc compute_at(const PrimFunc &f, const std::string &block, const Var &loop_var) {
-  const std::string P = "compute_at";
-  MoveTarget target = move_target(P, f, block, loop_var);
+  const std::string primitive = "compute_at";
+  MoveTarget target = move_target(primitive, f, block, loop_var);
   const BlockNode *b = target.block;
   const Stmt &loop_stmt = target.loop_stmt;
   const ForNode *loop = target.loop;
-  Buffer out = single_write(P, b);
-  std::vector<int> iter_of_dim = trivial_write_dims(P, b, out);
+  Buffer out = single_write(primitive, b);
+  std::vector<int> iter_of_dim = trivial_write_dims(primitive, b, out);
   for (const BlockNode *other : all_blocks(f)) {
     if (other != b && writes_buffer(other, out.get()))
-      throw ScheduleError(P, "buffer '" + out->name + "' is written by blocks '" + block + "' and '" + other->name +
-                                 "'; only a sole producer can be moved");
+      throw ScheduleError(primitive, "buffer '" + out->name + "' is written by blocks '" + block + "' and '" +
+                                         other->name + "'; only a sole producer can be moved");
   }
   int pos = program_position(f, b);
   std::vector<const BlockNode *> under = blocks_under(loop_stmt);
   if (under.empty() || program_position(f, under.front()) < pos)
-    throw ScheduleError(P, describe_loop(loop) + " comes before block '" + block +
-                               "'; a producer can only move into a later loop that consumes it");
+    throw ScheduleError(primitive, describe_loop(loop) + " comes before block '" + block +
+                                       "'; a producer can only move into a later loop that consumes it");
   std::unordered_set<const BlockNode *> under_set(under.begin(), under.end());
   std::vector<const BlockNode *> consumers;
   std::vector<Buffer> inputs = distinct_buffers(block_reads(b));
@@ -185,38 +185,40 @@ PrimFunc compute_at(const PrimFunc &f, const std::string &block, const Var &loop
     if (other == b) continue;
     if (reads_buffer(other, out.get())) {
       if (!under_set.count(other))
-        throw ScheduleError(P, "block '" + other->name + "' reads '" + out->name + "' but is not under " +
-                                   describe_loop(loop) + ", so the loop does not cover every consumer's region");
+        throw ScheduleError(primitive, "block '" + other->name + "' reads '" + out->name + "' but is not under " +
+                                           describe_loop(loop) +
+                                           ", so the loop does not cover every consumer's region");
       consumers.push_back(other);
     }
     int p = program_position(f, other);
     if (p > pos && p <= loop_end) {
       for (const Buffer &in : inputs)
         if (writes_buffer(other, in.get()))
-          throw ScheduleError(P, "block '" + other->name + "' writes '" + in->name + "', which block '" + block +
-                                     "' reads, between the block and its new position");
+          throw ScheduleError(primitive, "block '" + other->name + "' writes '" + in->name + "', which block '" +
+                                             block + "' reads, between the block and its new position");
     }
   }
-  if (consumers.empty()) throw ScheduleError(P, "no block under " + describe_loop(loop) + " reads '" + out->name + "'");
+  if (consumers.empty())
+    throw ScheduleError(primitive, "no block under " + describe_loop(loop) + " reads '" + out->name + "'");
 
   // The region of `out` the consumers under the loop read, per iteration of the loop.
-  Region region = region_under_loop(f, out, consumers, loop, /*reads=*/true, /*writes=*/false, P);
+  Region region = region_under_loop(f, out, consumers, loop, /*reads=*/true, /*writes=*/false, primitive);
   Stmt nest = regenerate_nest(b, iter_of_dim, region, target.outer);
   return move_into_loop(f, exclusive_subtree(f, b), loop_stmt, nest, /*at_front=*/true);
 }
 
 PrimFunc reverse_compute_at(const PrimFunc &f, const std::string &block, const Var &loop_var) {
-  const std::string P = "reverse_compute_at";
-  MoveTarget target = move_target(P, f, block, loop_var);
+  const std::string primitive = "reverse_compute_at";
+  MoveTarget target = move_target(primitive, f, block, loop_var);
   const BlockNode *c = target.block;
   const Stmt &loop_stmt = target.loop_stmt;
   const ForNode *loop = target.loop;
-  Buffer out = single_write(P, c);
+  Buffer out = single_write(primitive, c);
   std::vector<const BlockNode *> under = blocks_under(loop_stmt);
   int pos = program_position(f, c);
   if (under.empty() || program_position(f, under.back()) > pos)
-    throw ScheduleError(P, describe_loop(loop) + " comes after block '" + block +
-                               "'; a consumer can only move into an earlier loop that produces its input");
+    throw ScheduleError(primitive, describe_loop(loop) + " comes after block '" + block +
+                                       "'; a consumer can only move into an earlier loop that produces its input");
   // Exactly one buffer the block reads must be produced under the loop.
   std::vector<Buffer> inputs = distinct_buffers(block_reads(c));
   Buffer produced;
@@ -228,29 +230,30 @@ PrimFunc reverse_compute_at(const PrimFunc &f, const std::string &block, const V
       if (writes_buffer(u, in.get())) writers.push_back(u);
     if (writers.empty()) continue;
     if (produced)
-      throw ScheduleError(P, "block '" + block + "' reads both '" + produced->name + "' and '" + in->name +
-                                 "' produced under " + describe_loop(loop) + "; only one produced input is supported");
+      throw ScheduleError(primitive, "block '" + block + "' reads both '" + produced->name + "' and '" + in->name +
+                                         "' produced under " + describe_loop(loop) +
+                                         "; only one produced input is supported");
     produced = in;
     producers = writers;
   }
   if (!produced)
     throw ScheduleError(
-        P, "no block under " + describe_loop(loop) + " produces a buffer that block '" + block + "' reads");
+        primitive, "no block under " + describe_loop(loop) + " produces a buffer that block '" + block + "' reads");
   int loop_end = program_position(f, under.back());
   for (const BlockNode *other : all_blocks(f)) {
     int p = program_position(f, other);
     if (p <= loop_end || p >= pos) continue;
     for (const Buffer &in : inputs)
       if (writes_buffer(other, in.get()))
-        throw ScheduleError(P, "block '" + other->name + "' writes '" + in->name + "', which block '" + block +
-                                   "' reads, between the loop and the block");
+        throw ScheduleError(primitive, "block '" + other->name + "' writes '" + in->name + "', which block '" + block +
+                                           "' reads, between the loop and the block");
     if (reads_buffer(other, out.get()) || writes_buffer(other, out.get()))
-      throw ScheduleError(
-          P, "block '" + other->name + "' accesses '" + out->name + "' between the loop and block '" + block + "'");
+      throw ScheduleError(primitive, "block '" + other->name + "' accesses '" + out->name +
+                                         "' between the loop and block '" + block + "'");
   }
-  std::vector<int> iter_of_dim = consumer_read_dims(P, c, produced);
+  std::vector<int> iter_of_dim = consumer_read_dims(primitive, c, produced);
 
-  Region region = region_under_loop(f, produced, producers, loop, /*reads=*/false, /*writes=*/true, P);
+  Region region = region_under_loop(f, produced, producers, loop, /*reads=*/false, /*writes=*/true, primitive);
   Stmt nest = regenerate_nest(c, iter_of_dim, region, target.outer);
   return move_into_loop(f, exclusive_subtree(f, c), loop_stmt, nest, /*at_front=*/false);
 }
@@ -291,29 +294,31 @@ const StoreNode *single_spatial_store(const std::string &primitive, const BlockN
 }  // namespace
 
 PrimFunc compute_inline(const PrimFunc &f, const std::string &block) {
-  const std::string P = "compute_inline";
-  Stmt block_stmt = find_block(f, block, P);
+  const std::string primitive = "compute_inline";
+  Stmt block_stmt = find_block(f, block, primitive);
   const BlockNode *b = as_block(block_stmt);
-  const StoreNode *store = single_spatial_store(P, b);
+  const StoreNode *store = single_spatial_store(primitive, b);
   if (is_param(f, store->buffer.get()))
-    throw ScheduleError(
-        P, "block '" + block + "' writes the function output '" + store->buffer->name + "'; outputs cannot be inlined");
+    throw ScheduleError(primitive, "block '" + block + "' writes the function output '" + store->buffer->name +
+                                       "'; outputs cannot be inlined");
   std::vector<const VarNode *> iters;
   for (const Expr &idx : store->indices) {
     const auto *v = idx.as<VarNode>();
     bool is_iter = false;
     for (const IterVar &iv : b->iter_vars) is_iter = is_iter || iv.var.get() == v;
     if (!v || !is_iter || std::count(iters.begin(), iters.end(), v))
-      throw ScheduleError(P, "block '" + block + "' stores to " + store->buffer->name +
-                                 " at an index that is not a distinct iterator; it cannot be inlined");
+      throw ScheduleError(primitive, "block '" + block + "' stores to " + store->buffer->name +
+                                         " at an index that is not a distinct iterator; it cannot be inlined");
     iters.push_back(v);
   }
   if (iters.size() != b->iter_vars.size())
-    throw ScheduleError(P, "block '" + block + "' has iterators that do not index its output");
-  if (reads_buffer(b, store->buffer.get())) throw ScheduleError(P, "block '" + block + "' reads its own output");
+    throw ScheduleError(primitive, "block '" + block + "' has iterators that do not index its output");
+  if (reads_buffer(b, store->buffer.get()))
+    throw ScheduleError(primitive, "block '" + block + "' reads its own output");
   for (const BlockNode *other : all_blocks(f))
     if (other != b && writes_buffer(other, store->buffer.get()))
-      throw ScheduleError(P, "buffer '" + store->buffer->name + "' has another writer, block '" + other->name + "'");
+      throw ScheduleError(primitive,
+                          "buffer '" + store->buffer->name + "' has another writer, block '" + other->name + "'");
   InlineLoads inliner(store->buffer, iters, store->value);
   Stmt root = replace_stmt(f.body, exclusive_subtree(f, b).get(), Stmt());
   root = inliner.mutate(root);
@@ -321,10 +326,10 @@ PrimFunc compute_inline(const PrimFunc &f, const std::string &block) {
 }
 
 PrimFunc reverse_compute_inline(const PrimFunc &f, const std::string &block) {
-  const std::string P = "reverse_compute_inline";
-  Stmt block_stmt = find_block(f, block, P);
+  const std::string primitive = "reverse_compute_inline";
+  Stmt block_stmt = find_block(f, block, primitive);
   const BlockNode *c = as_block(block_stmt);
-  const StoreNode *cstore = single_spatial_store(P, c);
+  const StoreNode *cstore = single_spatial_store(primitive, c);
   // The consumer reads exactly one intermediate produced by exactly one other block.
   std::vector<Buffer> inputs = distinct_buffers(block_reads(c));
   const BlockNode *producer = nullptr;
@@ -334,25 +339,27 @@ PrimFunc reverse_compute_inline(const PrimFunc &f, const std::string &block) {
     for (const BlockNode *other : all_blocks(f)) {
       if (other == c || !writes_buffer(other, in.get())) continue;
       if (producer)
-        throw ScheduleError(P, "block '" + block + "' reads several intermediates; it must have a single producer");
+        throw ScheduleError(primitive,
+                            "block '" + block + "' reads several intermediates; it must have a single producer");
       producer = other;
       produced = in;
     }
   }
-  if (!producer) throw ScheduleError(P, "block '" + block + "' has no producer block to inline into");
+  if (!producer) throw ScheduleError(primitive, "block '" + block + "' has no producer block to inline into");
   if (producer->init.defined())
-    throw ScheduleError(P, "block '" + block + "' reads '" + produced->name + "' from block '" + producer->name +
-                               "', a reduction; a consumer can only be inlined into an element-wise producer");
-  const StoreNode *pstore = single_spatial_store(P, producer);
+    throw ScheduleError(primitive, "block '" + block + "' reads '" + produced->name + "' from block '" +
+                                       producer->name +
+                                       "', a reduction; a consumer can only be inlined into an element-wise producer");
+  const StoreNode *pstore = single_spatial_store(primitive, producer);
   if (program_position(f, producer) > program_position(f, c))
-    throw ScheduleError(P, "the producer of block '" + block + "' comes after it");
+    throw ScheduleError(primitive, "the producer of block '" + block + "' comes after it");
   for (const BlockNode *other : all_blocks(f))
     if (other != c && other != producer && reads_buffer(other, produced.get()))
-      throw ScheduleError(P, "buffer '" + produced->name + "' is also read by block '" + other->name + "'; block '" +
-                                 block + "' must be its only consumer");
-  std::vector<int> iter_of_dim = consumer_read_dims(P, c, produced);
+      throw ScheduleError(primitive, "buffer '" + produced->name + "' is also read by block '" + other->name +
+                                         "'; block '" + block + "' must be its only consumer");
+  std::vector<int> iter_of_dim = consumer_read_dims(primitive, c, produced);
   if (iter_of_dim.size() != c->iter_vars.size())
-    throw ScheduleError(P, "block '" + block + "' has iterators that do not index '" + produced->name + "'");
+    throw ScheduleError(primitive, "block '" + block + "' has iterators that do not index '" + produced->name + "'");
   // Consumer iterator k becomes the producer's store index for the dimension it reads.
   VarMap to_producer;
   for (size_t d = 0; d < iter_of_dim.size(); ++d)
@@ -379,7 +386,7 @@ PrimFunc reverse_compute_inline(const PrimFunc &f, const std::string &block) {
   const StmtNode *producer_node = path_to(f.body, producer).back().get();
   Stmt root = replace_stmt(f.body, producer_node, new_producer);
   PrimFunc g = with_body(f, root);
-  root = replace_stmt(g.body, exclusive_subtree(g, find_block(g, block, P).get()).get(), Stmt());
+  root = replace_stmt(g.body, exclusive_subtree(g, find_block(g, block, primitive).get()).get(), Stmt());
   return simplify_func(remove_root_alloc(with_body(g, root), produced));
 }
 

@@ -8,18 +8,18 @@
 namespace kiln::ir::sched {
 
 PrimFunc rfactor(const PrimFunc &f, const Var &loop_var, int factor_axis, std::string *rf_block) {
-  const std::string P = "rfactor";
+  const std::string primitive = "rfactor";
   Stmt loop_stmt = find_loop(f, loop_var.get());
-  if (!loop_stmt.defined()) throw ScheduleError(P, "loop '" + loop_var.name() + "' no longer exists");
+  if (!loop_stmt.defined()) throw ScheduleError(primitive, "loop '" + loop_var.name() + "' no longer exists");
   const auto *loop = loop_stmt.as<ForNode>();
   std::vector<const BlockNode *> under = blocks_under(loop_stmt);
   if (under.size() != 1)
-    throw ScheduleError(P,
+    throw ScheduleError(primitive,
                         describe_loop(loop) + " must contain exactly one block, found " + std::to_string(under.size()));
   const BlockNode *b = under[0];
   const auto *store = b->body.as<StoreNode>();
   if (!b->init.defined() || !store)
-    throw ScheduleError(P, "block '" + b->name + "' is not a reduction (it needs an init and a single update)");
+    throw ScheduleError(primitive, "block '" + b->name + "' is not a reduction (it needs an init and a single update)");
   // Recognize out[s] = combine(out[s], source).
   Combiner combiner;
   Expr lhs, source;
@@ -30,15 +30,15 @@ PrimFunc rfactor(const PrimFunc &f, const Var &loop_var, int factor_axis, std::s
   } else if (const auto *m = store->value.as<MinNode>()) {
     combiner = Combiner::kMin, lhs = m->a, source = m->b;
   } else {
-    throw ScheduleError(P, "block '" + b->name + "' does not update its output with +, max or min");
+    throw ScheduleError(primitive, "block '" + b->name + "' does not update its output with +, max or min");
   }
   const auto *self_load = lhs.as<LoadNode>();
   if (!self_load || self_load->buffer != store->buffer)
-    throw ScheduleError(P, "block '" + b->name + "' does not accumulate into its output");
+    throw ScheduleError(primitive, "block '" + b->name + "' does not accumulate into its output");
   Buffer out = store->buffer;
   if (factor_axis < 0 || factor_axis > static_cast<int>(out->shape.size()))
-    throw ScheduleError(
-        P, "factor axis " + std::to_string(factor_axis) + " is outside [0, " + std::to_string(out->shape.size()) + "]");
+    throw ScheduleError(primitive, "factor axis " + std::to_string(factor_axis) + " is outside [0, " +
+                                       std::to_string(out->shape.size()) + "]");
   // Classify the loops above the block.
   std::vector<Stmt> loops = loops_above(f, b);
   std::unordered_set<const VarNode *> reduce_loops, spatial_loops;
@@ -50,18 +50,19 @@ PrimFunc rfactor(const PrimFunc &f, const Var &loop_var, int factor_axis, std::s
     }
   }
   if (!reduce_loops.count(loop->loop_var.get()))
-    throw ScheduleError(P, describe_loop(loop) + " does not drive a reduction iterator of block '" + b->name + "'");
+    throw ScheduleError(primitive,
+                        describe_loop(loop) + " does not drive a reduction iterator of block '" + b->name + "'");
   for (const VarNode *v : reduce_loops)
     if (spatial_loops.count(v))
       throw ScheduleError(
-          P, "loop '" + v->name + "' drives both spatial and reduction iterators of block '" + b->name + "'");
+          primitive, "loop '" + v->name + "' drives both spatial and reduction iterators of block '" + b->name + "'");
   if (uses_var(b->predicate, loop->loop_var.get()))
-    throw ScheduleError(P, describe_loop(loop) + " comes from a non-divisible split (block '" + b->name +
-                               "' has a predicate on it); partial results would be left uninitialized");
+    throw ScheduleError(primitive, describe_loop(loop) + " comes from a non-divisible split (block '" + b->name +
+                                       "' has a predicate on it); partial results would be left uninitialized");
   for (const BlockNode *other : all_blocks(f)) {
     if (other != b && reads_buffer(other, out.get()) && root_level_stmt(f, other).same_as(root_level_stmt(f, b)))
-      throw ScheduleError(P, "block '" + other->name + "' reads '" + out->name +
-                                 "' inside the same loop nest; the final reduction would come too late");
+      throw ScheduleError(primitive, "block '" + other->name + "' reads '" + out->name +
+                                         "' inside the same loop nest; the final reduction would come too late");
   }
 
   // The rfactor block: spatial iterators of b, the factored loop as a new spatial

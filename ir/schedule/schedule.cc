@@ -377,11 +377,11 @@ static void enumerate_tilings(int64_t extent, int n, int64_t cap, std::vector<in
 std::vector<ExprRV> Schedule::sample_perfect_tile(const LoopRV &loop, int n, int64_t max_innermost_factor,
                                                   std::optional<std::vector<int64_t>> decision,
                                                   int64_t innermost_multiple) {
-  const std::string P = "sample_perfect_tile";
-  Stmt s = sched::find_loop(func_, loop_var(P, loop).get());
-  if (!s.defined()) throw ScheduleError(P, "loop '" + loop.name + "' no longer exists");
+  const std::string primitive = "sample_perfect_tile";
+  Stmt s = sched::find_loop(func_, loop_var(primitive, loop).get());
+  if (!s.defined()) throw ScheduleError(primitive, "loop '" + loop.name + "' no longer exists");
   int64_t extent = s.as<ForNode>()->extent;
-  if (n < 1) throw ScheduleError(P, "needs at least one tile level, got " + std::to_string(n));
+  if (n < 1) throw ScheduleError(primitive, "needs at least one tile level, got " + std::to_string(n));
   std::vector<int64_t> factors;
   if (decision) {
     factors = *decision;
@@ -389,9 +389,10 @@ std::vector<ExprRV> Schedule::sample_perfect_tile(const LoopRV &loop, int n, int
     if (static_cast<int>(factors.size()) != n || product != extent ||
         (max_innermost_factor > 0 && factors.back() > max_innermost_factor))
       throw ScheduleError(
-          P, "decision " + json(factors).dump() + " is not a " + std::to_string(n) + "-level perfect tiling of " +
-                 sched::describe_loop(s.as<ForNode>()) +
-                 (max_innermost_factor > 0 ? " with innermost factor <= " + std::to_string(max_innermost_factor) : ""));
+          primitive,
+          "decision " + json(factors).dump() + " is not a " + std::to_string(n) + "-level perfect tiling of " +
+              sched::describe_loop(s.as<ForNode>()) +
+              (max_innermost_factor > 0 ? " with innermost factor <= " + std::to_string(max_innermost_factor) : ""));
   } else {
     std::vector<std::vector<int64_t>> all;
     std::vector<int64_t> prefix;
@@ -403,9 +404,9 @@ std::vector<ExprRV> Schedule::sample_perfect_tile(const LoopRV &loop, int n, int
       if (!whole.empty()) all = std::move(whole);
     }
     if (all.empty()) {
-      throw ScheduleError(P, "there is no " + std::to_string(n) + "-level perfect tiling of " +
-                                 sched::describe_loop(s.as<ForNode>()) +
-                                 " with innermost factor <= " + std::to_string(max_innermost_factor));
+      throw ScheduleError(primitive, "there is no " + std::to_string(n) + "-level perfect tiling of " +
+                                         sched::describe_loop(s.as<ForNode>()) +
+                                         " with innermost factor <= " + std::to_string(max_innermost_factor));
     }
     factors = all[std::uniform_int_distribution<size_t>(0, all.size() - 1)(rng_)];
   }
@@ -434,15 +435,15 @@ const InstructionKind instructions::kSamplePerfectTile{
 
 ExprRV Schedule::sample_categorical(const std::vector<int64_t> &candidates, const std::vector<double> &probs,
                                     std::optional<int64_t> decision) {
-  const std::string P = "sample_categorical";
+  const std::string primitive = "sample_categorical";
   if (candidates.empty() || candidates.size() != probs.size())
-    throw ScheduleError(P, "needs as many probabilities as candidates (and at least one)");
+    throw ScheduleError(primitive, "needs as many probabilities as candidates (and at least one)");
   int64_t index;
   if (decision) {
     index = *decision;
     if (index < 0 || index >= static_cast<int64_t>(candidates.size()))
-      throw ScheduleError(P, "decision " + std::to_string(index) + " is outside the " +
-                                 std::to_string(candidates.size()) + " candidates");
+      throw ScheduleError(primitive, "decision " + std::to_string(index) + " is outside the " +
+                                         std::to_string(candidates.size()) + " candidates");
   } else {
     std::discrete_distribution<int64_t> dist(probs.begin(), probs.end());
     index = dist(rng_);
@@ -465,9 +466,9 @@ const InstructionKind instructions::kSampleCategorical{
     true};
 
 LoopRV Schedule::sample_compute_location(const BlockRV &block, std::optional<int64_t> decision) {
-  const std::string P = "sample_compute_location";
-  const std::string &name = block_of(P, block);
-  Stmt b = sched::find_block(func_, name, P);
+  const std::string primitive = "sample_compute_location";
+  const std::string &name = block_of(primitive, block);
+  Stmt b = sched::find_block(func_, name, primitive);
   // Candidates: loops of the sole consumer where compute_at succeeds.
   std::vector<Var> candidates;
   std::vector<Buffer> outs = sched::distinct_buffers(sched::block_writes(b.as<BlockNode>()));
@@ -494,8 +495,9 @@ LoopRV Schedule::sample_compute_location(const BlockRV &block, std::optional<int
   if (decision) {
     index = *decision;
     if (index < -1 || index >= static_cast<int64_t>(candidates.size()))
-      throw ScheduleError(P, "decision " + std::to_string(index) + " is outside the " +
-                                 std::to_string(candidates.size()) + " legal locations of block '" + name + "'");
+      throw ScheduleError(primitive, "decision " + std::to_string(index) + " is outside the " +
+                                         std::to_string(candidates.size()) + " legal locations of block '" + name +
+                                         "'");
   } else {
     index = std::uniform_int_distribution<int64_t>(-1, static_cast<int64_t>(candidates.size()) - 1)(rng_);
   }
@@ -582,27 +584,27 @@ std::optional<std::vector<ExprRV>> Schedule::try_sample_perfect_tile(const LoopR
 
 const std::vector<const InstructionKind *> &instruction_kinds() {
   using namespace instructions;
-  static const std::vector<const InstructionKind *> kinds = {&kGetBlock,
-                                                             &kGetLoops,
-                                                             &kSplit,
-                                                             &kFuse,
-                                                             &kReorder,
-                                                             &kParallel,
-                                                             &kVectorize,
-                                                             &kUnroll,
-                                                             &kBind,
-                                                             &kAnnotate,
-                                                             &kComputeAt,
-                                                             &kReverseComputeAt,
-                                                             &kComputeInline,
-                                                             &kReverseComputeInline,
-                                                             &kCacheRead,
-                                                             &kCacheWrite,
-                                                             &kRfactor,
-                                                             &kSamplePerfectTile,
-                                                             &kSampleCategorical,
-                                                             &kSampleComputeLocation};
-  return kinds;
+  static const std::vector<const InstructionKind *> kKinds = {&kGetBlock,
+                                                              &kGetLoops,
+                                                              &kSplit,
+                                                              &kFuse,
+                                                              &kReorder,
+                                                              &kParallel,
+                                                              &kVectorize,
+                                                              &kUnroll,
+                                                              &kBind,
+                                                              &kAnnotate,
+                                                              &kComputeAt,
+                                                              &kReverseComputeAt,
+                                                              &kComputeInline,
+                                                              &kReverseComputeInline,
+                                                              &kCacheRead,
+                                                              &kCacheWrite,
+                                                              &kRfactor,
+                                                              &kSamplePerfectTile,
+                                                              &kSampleCategorical,
+                                                              &kSampleComputeLocation};
+  return kKinds;
 }
 
 const InstructionKind *find_instruction_kind(std::string_view name) {
