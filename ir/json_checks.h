@@ -12,11 +12,13 @@
 
 namespace kiln::ir {
 
-/// At most `limit` characters of `j`'s text, for messages that quote outside input.
-inline std::string json_excerpt(const nlohmann::json &j, size_t limit = 80) {
-  std::string text = j.dump();
+/// At most `limit` characters of `text`, for messages that quote outside input.
+inline std::string excerpt(const std::string &text, size_t limit = 80) {
   return text.size() <= limit ? text : text.substr(0, limit) + "...";
 }
+
+/// At most `limit` characters of `j`'s text.
+inline std::string json_excerpt(const nlohmann::json &j, size_t limit = 80) { return excerpt(j.dump(), limit); }
 
 /// How deep JSON read from outside (traces, workloads) may nest: far above what Kiln
 /// writes (a trace nests 4 deep, a workload 5), far below what would overflow the stack

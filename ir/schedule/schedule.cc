@@ -13,8 +13,6 @@ namespace kiln::ir {
 using nlohmann::json;
 
 namespace {
-// A trace's own name, bounded for messages (a trace may come from anywhere).
-std::string excerpt(const std::string &name) { return name.size() <= 80 ? name : name.substr(0, 80) + "..."; }
 
 template <typename RV>
 std::vector<std::string> names(const std::vector<RV> &rvs) {
