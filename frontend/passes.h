@@ -33,7 +33,14 @@ int sink_reshapes_below_bias(Graph &graph);
 /// input's own shape disappears. Returns how many were merged or removed.
 int merge_reshapes(Graph &graph);
 
-/// CSE, the pattern rewrites, reshape sinking and merging, then dead-node elimination.
+/// Folds a constant per-output-channel multiply, divide, add or subtract (what
+/// BatchNormalization imports as: x * s + t) into the conv2d or dense that produces its
+/// operand: the weights are scaled and the bias shifted, so an inference-mode batch norm
+/// costs nothing at run time. Only float32, and only when the product has no other
+/// reader. Returns how many nodes were folded away.
+int fold_channel_affine(Graph &graph);
+
+/// CSE, batch-norm folding, the pattern rewrites, reshape sinking and merging, then dead-node elimination.
 void run_default_passes(Graph &graph);
 
 }  // namespace kiln::frontend

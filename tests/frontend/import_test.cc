@@ -288,6 +288,82 @@ TEST(GraphPasses, GeluIsRecognizedOnlyWhenExactAndDuplicatesMerge) {
   }
 }
 
+std::vector<std::string> op_names(const Graph &g) {
+  std::vector<std::string> ops;
+  for (const Node &n : g.nodes) ops.push_back(n.op);
+  return ops;
+}
+
+std::vector<float> ramp(size_t n, float start, float step) {
+  std::vector<float> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = start + step * static_cast<float>(i);
+  return v;
+}
+
+TEST(GraphPasses, BatchNormFoldsIntoConvAndDense) {
+  // Conv (with and without bias) -> BatchNormalization -> Relu, and Gemm -> BatchNormalization.
+  for (bool conv_bias : {true, false}) {
+    ModelBuilder m;
+    m.input("x", {1, 2, 5, 5});
+    m.floats("w", {3, 2, 3, 3}, ramp(54, -1.0f, 0.037f));
+    std::vector<std::string> conv_inputs = {"x", "w"};
+    if (conv_bias) {
+      m.floats("b", {3}, {0.5f, -0.25f, 1.0f});
+      conv_inputs.push_back("b");
+    }
+    m.floats("scale", {3}, {1.5f, -0.5f, 2.0f});
+    m.floats("shift", {3}, {0.1f, 0.2f, -0.3f});
+    m.floats("mean", {3}, {0.05f, -0.4f, 0.3f});
+    m.floats("var", {3}, {0.9f, 1.7f, 0.2f});
+    ModelBuilder::attr(m.node("Conv", conv_inputs, {"c"}), "group", int64_t{1});
+    m.node("BatchNormalization", {"c", "scale", "shift", "mean", "var"}, {"n"});
+    m.node("Relu", {"n"}, {"y"});
+    m.output("y");
+    Graph g = m.import();
+    ir::HostTensor x(ir::DType::kFloat32, {1, 2, 5, 5});
+    for (int64_t i = 0; i < x.size(); ++i) x.set(i, std::sin(0.7 * static_cast<double>(i)));
+    ir::HostTensor before = evaluate_reference(g, {x}).at(0);
+    EXPECT_EQ(fold_channel_affine(g), 2) << g.to_string();
+    EXPECT_EQ(op_names(g), (std::vector<std::string>{"conv2d", "relu"})) << g.to_string();
+    EXPECT_LE(ir::relative_l2_error(evaluate_reference(g, {x}).at(0), before), 1e-6);
+  }
+  ModelBuilder m;
+  m.input("x", {2, 4});
+  m.floats("w", {3, 4}, ramp(12, 0.5f, -0.1f));
+  m.floats("b", {3}, {1, 2, 3});
+  m.floats("scale", {3}, {2.0f, 0.5f, -1.0f});
+  m.floats("shift", {3}, {0.0f, 1.0f, 2.0f});
+  m.floats("mean", {3}, {0.5f, 0.0f, -0.5f});
+  m.floats("var", {3}, {1.0f, 4.0f, 0.25f});
+  ModelBuilder::attr(m.node("Gemm", {"x", "w", "b"}, {"d"}), "transB", int64_t{1});
+  m.node("BatchNormalization", {"d", "scale", "shift", "mean", "var"}, {"y"});
+  m.output("y");
+  Graph g = m.import();
+  ir::HostTensor x = tensor({2, 4}, {1, -2, 0.5, 3, -1, 0, 2, 0.25});
+  ir::HostTensor before = evaluate_reference(g, {x}).at(0);
+  run_default_passes(g);
+  EXPECT_EQ(op_names(g), (std::vector<std::string>{"dense"})) << g.to_string();
+  EXPECT_LE(ir::relative_l2_error(evaluate_reference(g, {x}).at(0), before), 1e-6);
+}
+
+TEST(GraphPasses, ChannelAffineStaysWhenItCannotFold) {
+  ModelBuilder m;
+  m.input("x", {1, 2, 4, 4});
+  m.floats("w", {2, 2, 1, 1}, {1, 2, 3, 4});
+  m.floats("per_row", {4, 1}, {1, 2, 3, 4});  // varies along H, not the channels
+  m.floats("per_channel", {2, 1, 1}, {2, 3});
+  m.node("Conv", {"x", "w"}, {"c"});
+  m.node("Mul", {"c", "per_row"}, {"rows"});
+  m.node("Conv", {"x", "w"}, {"c2"});
+  m.node("Mul", {"c2", "per_channel"}, {"scaled"});  // c2 is read twice: it must stay
+  m.node("Add", {"scaled", "c2"}, {"twice"});
+  m.node("Div", {"per_channel", "rows"}, {"y"});  // a constant divided by the product
+  m.node("Add", {"y", "twice"}, {"z"});
+  m.output("z");
+  Graph g = m.import();
+  EXPECT_EQ(fold_channel_affine(g), 0) << g.to_string();
+}
+
 TEST(OnnxImport, DynamicDimensionsNeedAShape) {
   ModelBuilder m;
   m.input("x", {-1, 4});
