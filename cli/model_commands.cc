@@ -143,6 +143,8 @@ void add_compile(CLI::App &app) {
     }
     std::printf("compiled %zu subgraphs into %s in %.1f s: %zu with tuned schedules, %zu untuned\n", report.subgraphs,
                 out->c_str(), report.seconds, report.tuned, report.untuned);
+    std::printf("activation memory: %.2f MB planned (%.2f MB with a buffer per tensor)\n", report.arena_bytes / 1e6,
+                report.unplanned_bytes / 1e6);
   });
 }
 

@@ -8,6 +8,7 @@
 
 #include "codegen/codegen.h"
 #include "database/database.h"
+#include "executor/memory_plan.h"
 #include "executor/model.h"
 #include "ir/schedule/schedule.h"
 #include "ir/schedule/trace.h"
@@ -25,6 +26,42 @@ ir::PrimFunc default_schedule(const ir::PrimFunc &func, const Target &target) {
   for (const ir::Trace &sketch : sketches)
     if (std::optional<search::Candidate> c = search::realize(func, sketch, post, 0)) return c->func;
   return func;
+}
+
+// Offsets in the activation arena for every non-constant value a step or the caller
+// touches (nullopt for the rest); the arena's size goes into the manifest.
+std::vector<std::optional<int64_t>> plan_activations(const frontend::Graph &graph,
+                                                     const std::vector<frontend::Subgraph> &subgraphs,
+                                                     nlohmann::json &manifest) {
+  const int num_steps = static_cast<int>(subgraphs.size());
+  std::vector<std::optional<BufferLifetime>> lifetime(graph.values.size());
+  auto touch = [&](frontend::ValueId v, int step) {
+    if (graph.values[static_cast<size_t>(v)].is_constant()) return;
+    std::optional<BufferLifetime> &l = lifetime[static_cast<size_t>(v)];
+    if (!l) l = BufferLifetime{ir::dtype_bytes(graph.values[static_cast<size_t>(v)].type.dtype), step, step};
+    l->first = std::min(l->first, step);
+    l->last = std::max(l->last, step);
+  };
+  for (frontend::ValueId v : graph.inputs) touch(v, -1);
+  for (int step = 0; step < num_steps; ++step) {
+    for (frontend::ValueId v : subgraphs[static_cast<size_t>(step)].inputs) touch(v, step);
+    touch(subgraphs[static_cast<size_t>(step)].output, step);
+  }
+  for (frontend::ValueId v : graph.outputs) touch(v, num_steps);
+  std::vector<BufferLifetime> planned;
+  std::vector<size_t> value_of;
+  for (size_t v = 0; v < lifetime.size(); ++v) {
+    if (!lifetime[v]) continue;
+    for (int64_t d : graph.values[v].type.shape) lifetime[v]->bytes *= d;
+    planned.push_back(*lifetime[v]);
+    value_of.push_back(v);
+  }
+  MemoryPlan plan = plan_memory(planned);
+  std::vector<std::optional<int64_t>> offsets(graph.values.size());
+  for (size_t i = 0; i < planned.size(); ++i) offsets[value_of[i]] = plan.offsets[i];
+  manifest["arena_bytes"] = plan.arena_bytes;
+  manifest["unplanned_bytes"] = plan.unplanned_bytes;
+  return offsets;
 }
 
 }  // namespace
@@ -55,16 +92,20 @@ CompileReport compile_model(const frontend::Graph &graph, const std::vector<fron
   if (ec) throw ModelError("cannot create '" + out_dir + "': " + ec.message());
 
   nlohmann::json manifest{{"kiln_model", kModelFormatVersion}, {"target", target.str()}};
+  std::vector<std::optional<int64_t>> arena_offsets = plan_activations(graph, subgraphs, manifest);
   std::ofstream weights(root / "weights.bin", std::ios::binary);
   int64_t offset = 0;
   manifest["values"] = nlohmann::json::array();
-  for (const frontend::Value &v : graph.values) {
+  for (size_t i = 0; i < graph.values.size(); ++i) {
+    const frontend::Value &v = graph.values[i];
     nlohmann::json j{{"name", v.name}, {"shape", v.type.shape}, {"dtype", ir::dtype_name(v.type.dtype)}};
     if (v.is_constant()) {
       auto bytes = static_cast<int64_t>(v.constant->size() * ir::dtype_bytes(v.type.dtype));
       weights.write(static_cast<const char *>(v.constant->data()), bytes);
       j["offset"] = offset;
       offset += bytes;
+    } else if (arena_offsets[i]) {
+      j["arena_offset"] = *arena_offsets[i];
     }
     manifest["values"].push_back(j);
   }
@@ -75,6 +116,8 @@ CompileReport compile_model(const frontend::Graph &graph, const std::vector<fron
 
   CompileReport report;
   report.subgraphs = subgraphs.size();
+  report.arena_bytes = manifest["arena_bytes"].get<int64_t>();
+  report.unplanned_bytes = manifest["unplanned_bytes"].get<int64_t>();
   codegen::Compiler compiler;
   for (size_t i = 0; i < subgraphs.size(); ++i) {
     const frontend::Subgraph &s = subgraphs[i];

@@ -4,6 +4,7 @@
 // into a folder that executor::Model loads.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
@@ -23,6 +24,8 @@ struct CompileReport {
   size_t tuned = 0;    ///< built from a database record
   size_t untuned = 0;  ///< built with the default schedule
   double seconds = 0;
+  int64_t arena_bytes = 0;      ///< activations after memory planning
+  int64_t unplanned_bytes = 0;  ///< activations with one buffer each
 };
 
 /// Builds `graph` (after fusion into `subgraphs`) into the folder `out_dir` (created;

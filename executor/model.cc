@@ -2,6 +2,7 @@
 
 #include <dlfcn.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -9,19 +10,46 @@
 #include <nlohmann/json.hpp>
 
 #include "codegen/abi.h"
+#include "executor/memory_plan.h"
 
 namespace kiln::executor {
+namespace {
+
+struct FreeArena {
+  void operator()(void *p) const { std::free(p); }
+};
+
+int64_t checked_bytes(const ir::TensorType &type) {
+  int64_t elements = 1;
+  for (int64_t d : type.shape) {
+    if (d < 0 || (d > 0 && elements > (int64_t{1} << 40) / d)) throw std::invalid_argument("a value is too large");
+    elements *= d;
+  }
+  return elements * ir::dtype_bytes(type.dtype);
+}
+
+}  // namespace
 
 struct Step {
   void *handle = nullptr;
   kiln_entry_fn entry = nullptr;
-  std::vector<size_t> args;  // buffer indices: inputs, then the output
+  std::vector<void *> args;  // the subgraph's inputs, then its output
   std::string artifact;
+};
+
+// A value's bytes: in the arena (activations) or in a constant (weights).
+struct Buffer {
+  void *data = nullptr;
+  ir::TensorType type;
+  int64_t bytes = 0;
 };
 
 struct Model::Impl {
   std::string target;
-  std::vector<ir::HostTensor> buffers;
+  std::vector<ir::HostTensor> constants;
+  std::unique_ptr<void, FreeArena> arena;
+  int64_t arena_bytes = 0, unplanned_bytes = 0;
+  std::vector<Buffer> buffers;
   std::vector<size_t> inputs, outputs;
   std::vector<std::string> input_names, output_names;
   std::vector<ir::TensorType> input_types, output_types;
@@ -44,6 +72,8 @@ const std::vector<std::string> &Model::output_names() const { return impl_->outp
 const std::vector<ir::TensorType> &Model::output_types() const { return impl_->output_types; }
 const std::string &Model::target() const { return impl_->target; }
 size_t Model::num_steps() const { return impl_->steps.size(); }
+int64_t Model::arena_bytes() const { return impl_->arena_bytes; }
+int64_t Model::unplanned_bytes() const { return impl_->unplanned_bytes; }
 
 Model Model::load(const std::string &dir) {
   std::filesystem::path root(dir);
@@ -60,44 +90,57 @@ Model Model::load(const std::string &dir) {
     throw ModelError("'" + dir + "/model.json' is damaged: " + e.what());
   }
   auto impl = std::make_unique<Impl>();
+  auto damaged = [&](const std::string &why) { return ModelError("'" + dir + "/model.json' is damaged: " + why); };
   try {
     impl->target = m.at("target").get<std::string>();
+    impl->arena_bytes = m.at("arena_bytes").get<int64_t>();
+    impl->unplanned_bytes = m.at("unplanned_bytes").get<int64_t>();
+    if (impl->arena_bytes < 0 || impl->arena_bytes > (int64_t{1} << 40)) throw damaged("arena_bytes out of range");
+    impl->arena.reset(std::aligned_alloc(static_cast<size_t>(kArenaAlignment),
+                                         static_cast<size_t>(std::max<int64_t>(impl->arena_bytes, kArenaAlignment))));
+    if (!impl->arena) throw ModelError("cannot allocate the model's " + std::to_string(impl->arena_bytes) + " bytes");
+    auto *arena = static_cast<std::byte *>(impl->arena.get());
     std::ifstream weights(root / "weights.bin", std::ios::binary);
     const nlohmann::json &values = m.at("values");
+    impl->constants.reserve(values.size());
     for (const nlohmann::json &v : values) {
-      ir::HostTensor t(ir::parse_dtype(v.at("dtype").get<std::string>()), v.at("shape").get<std::vector<int64_t>>());
+      Buffer b;
+      b.type = {v.at("shape").get<std::vector<int64_t>>(), ir::parse_dtype(v.at("dtype").get<std::string>())};
+      b.bytes = checked_bytes(b.type);
       if (v.contains("offset")) {
-        auto offset = v.at("offset").get<int64_t>();
-        int64_t bytes = t.size() * ir::dtype_bytes(t.dtype());
-        weights.seekg(offset);
-        if (!weights.read(static_cast<char *>(t.data()), bytes))
+        ir::HostTensor &t = impl->constants.emplace_back(b.type.dtype, b.type.shape);
+        weights.seekg(v.at("offset").get<int64_t>());
+        if (!weights.read(static_cast<char *>(t.data()), b.bytes))
           throw ModelError("'" + dir + "/weights.bin' is shorter than its manifest says (value " +
                            v.at("name").get<std::string>() + ")");
+        b.data = t.data();
+      } else if (v.contains("arena_offset")) {
+        auto offset = v.at("arena_offset").get<int64_t>();
+        if (offset < 0 || offset + b.bytes > impl->arena_bytes) throw damaged("a value lies outside the arena");
+        b.data = arena + offset;
       }
-      impl->buffers.push_back(std::move(t));
+      impl->buffers.push_back(b);
     }
     auto index = [&](const nlohmann::json &j) {
       auto i = j.get<size_t>();
-      if (i >= impl->buffers.size())
-        throw ModelError("'" + dir + "/model.json' names buffer " + std::to_string(i) + ", which does not exist");
+      if (i >= impl->buffers.size() || !impl->buffers[i].data)
+        throw damaged("it names buffer " + std::to_string(i) + ", which has no storage");
       return i;
     };
     for (const nlohmann::json &i : m.at("inputs")) {
       impl->inputs.push_back(index(i));
       impl->input_names.push_back(values[impl->inputs.back()].at("name"));
-      impl->input_types.push_back(
-          {impl->buffers[impl->inputs.back()].shape(), impl->buffers[impl->inputs.back()].dtype()});
+      impl->input_types.push_back(impl->buffers[impl->inputs.back()].type);
     }
     for (const nlohmann::json &o : m.at("outputs")) {
       impl->outputs.push_back(index(o));
       impl->output_names.push_back(values[impl->outputs.back()].at("name"));
-      impl->output_types.push_back(
-          {impl->buffers[impl->outputs.back()].shape(), impl->buffers[impl->outputs.back()].dtype()});
+      impl->output_types.push_back(impl->buffers[impl->outputs.back()].type);
     }
     for (const nlohmann::json &s : m.at("steps")) {
       Step step;
       step.artifact = (root / s.at("artifact").get<std::string>()).string();
-      for (const nlohmann::json &a : s.at("args")) step.args.push_back(index(a));
+      for (const nlohmann::json &a : s.at("args")) step.args.push_back(impl->buffers[index(a)].data);
       step.handle = dlopen(step.artifact.c_str(), RTLD_NOW | RTLD_LOCAL);
       if (!step.handle) throw ModelError("cannot load " + step.artifact + ": " + dlerror());
       impl->steps.push_back(step);  // owned from here: closed if a later step fails
@@ -106,14 +149,25 @@ Model Model::load(const std::string &dir) {
         throw ModelError(step.artifact + " is not a Kiln artifact (no " KILN_ENTRY_SYMBOL ")");
     }
   } catch (const nlohmann::json::exception &e) {
-    throw ModelError("'" + dir + "/model.json' is damaged: " + e.what());
+    throw damaged(e.what());
   } catch (const std::invalid_argument &e) {
-    throw ModelError("'" + dir + "/model.json' is damaged: " + e.what());
+    throw damaged(e.what());
   }
   return Model(std::move(impl));
 }
 
 void Model::set_threads(int threads) { kiln_rt_set_num_threads(threads); }
+
+void *Model::input_data(size_t i) { return impl_->buffers.at(impl_->inputs.at(i)).data; }
+
+const void *Model::output_data(size_t i) const { return impl_->buffers.at(impl_->outputs.at(i)).data; }
+
+void Model::run() {
+  for (Step &s : impl_->steps) {
+    int32_t rc = s.entry(s.args.data());
+    if (rc != 0) throw ModelError("subgraph " + s.artifact + " failed with code " + std::to_string(rc));
+  }
+}
 
 std::vector<ir::HostTensor> Model::run(const std::vector<ir::HostTensor> &inputs) {
   Impl &m = *impl_;
@@ -121,21 +175,20 @@ std::vector<ir::HostTensor> Model::run(const std::vector<ir::HostTensor> &inputs
     throw ModelError("the model has " + std::to_string(m.inputs.size()) + " inputs, " + std::to_string(inputs.size()) +
                      " given");
   for (size_t i = 0; i < inputs.size(); ++i) {
-    ir::HostTensor &buffer = m.buffers[m.inputs[i]];
-    if (inputs[i].shape() != buffer.shape() || inputs[i].dtype() != buffer.dtype())
-      throw ModelError("input '" + m.input_names[i] + "' must be " + ir::dtype_name(buffer.dtype()) + " of " +
-                       std::to_string(buffer.size()) + " elements in the model's shape");
-    std::memcpy(buffer.data(), inputs[i].data(), static_cast<size_t>(buffer.size() * ir::dtype_bytes(buffer.dtype())));
+    const Buffer &buffer = m.buffers[m.inputs[i]];
+    if (inputs[i].shape() != buffer.type.shape || inputs[i].dtype() != buffer.type.dtype)
+      throw ModelError("input '" + m.input_names[i] + "' must be " + ir::dtype_name(buffer.type.dtype) + " of " +
+                       std::to_string(buffer.bytes / ir::dtype_bytes(buffer.type.dtype)) +
+                       " elements in the model's shape");
+    std::memcpy(buffer.data, inputs[i].data(), static_cast<size_t>(buffer.bytes));
   }
-  std::vector<void *> args;
-  for (const Step &s : m.steps) {
-    args.clear();
-    for (size_t b : s.args) args.push_back(m.buffers[b].data());
-    int32_t rc = s.entry(args.data());
-    if (rc != 0) throw ModelError("subgraph " + s.artifact + " failed with code " + std::to_string(rc));
-  }
+  run();
   std::vector<ir::HostTensor> out;
-  for (size_t o : m.outputs) out.push_back(m.buffers[o]);
+  for (size_t o : m.outputs) {
+    const Buffer &buffer = m.buffers[o];
+    ir::HostTensor &t = out.emplace_back(buffer.type.dtype, buffer.type.shape);
+    std::memcpy(t.data(), buffer.data, static_cast<size_t>(buffer.bytes));
+  }
   return out;
 }
 

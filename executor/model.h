@@ -18,10 +18,12 @@ struct ModelError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-inline constexpr int kModelFormatVersion = 1;
+/// 2: activations live at planned offsets of one arena (format 1 had a buffer each).
+inline constexpr int kModelFormatVersion = 2;
 
-/// A loaded model. Every buffer (inputs, weights, intermediates, outputs) is allocated
-/// once at load: an inference allocates nothing.
+/// A loaded model. The weights and one arena for every activation (inputs,
+/// intermediates, outputs; placed by the compile-time memory plan) are allocated once
+/// at load: an inference allocates nothing.
 class Model {
  public:
   static Model load(const std::string &dir);
@@ -37,12 +39,22 @@ class Model {
   /// The target the artifacts were built for.
   const std::string &target() const;
   size_t num_steps() const;
+  /// Bytes of the activation arena, and what one buffer per activation would take.
+  int64_t arena_bytes() const;
+  int64_t unplanned_bytes() const;
 
   /// Threads of the runtime's pool for parallel loops (process-wide).
   static void set_threads(int threads);
 
   /// Runs one inference; inputs are checked against input_types().
   std::vector<ir::HostTensor> run(const std::vector<ir::HostTensor> &inputs);
+
+  /// Zero-copy use: write the inputs where input_data() points, run(), then read the
+  /// outputs where output_data() points (valid until the next run; an output may share
+  /// no bytes with an input, but the next run overwrites it).
+  void *input_data(size_t i);
+  const void *output_data(size_t i) const;
+  void run();
 
  private:
   struct Impl;

@@ -79,10 +79,27 @@ TEST_P(CompiledModel, UntunedMatchesTheExporter) {
   EXPECT_EQ(report.untuned, f.subgraphs.size());
   Model model = Model::load(dir);
   EXPECT_EQ(model.num_steps(), f.subgraphs.size());
+  // Activations whose lifetimes do not overlap share the arena.
+  EXPECT_EQ(model.arena_bytes(), report.arena_bytes);
+  EXPECT_LT(model.arena_bytes(), model.unplanned_bytes());
   expect_reference_output(model, GetParam());
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, CompiledModel, ::testing::Values("tiny_cnn", "mlp", "bert_tiny"));
+
+TEST(CompiledModelZeroCopy, InputAndOutputPointersRunWithoutCopies) {
+  Fused f = import("tiny_cnn");
+  std::string dir = (temp_dir() / "zero_copy.kiln").string();
+  compile_model(f.graph, f.subgraphs, {"llvm -num-cores=2", ""}, dir);
+  Model model = Model::load(dir);
+  ir::HostTensor input = read_floats(models_dir() + "/tiny_cnn.input.bin", model.input_types().at(0));
+  std::memcpy(model.input_data(0), input.data(), static_cast<size_t>(input.size()) * 4);
+  model.run();
+  ir::HostTensor got(ir::DType::kFloat32, model.output_types().at(0).shape);
+  std::memcpy(got.data(), model.output_data(0), static_cast<size_t>(got.size()) * 4);
+  ir::HostTensor want = read_floats(models_dir() + "/tiny_cnn.ref.bin", model.output_types().at(0));
+  EXPECT_LE(ir::relative_l2_error(got, want), 1e-4);
+}
 
 // A database record for a subgraph's workload key is the schedule it compiles with.
 TEST(CompiledModelWithDatabase, TunedRecordsAreUsed) {
@@ -127,8 +144,10 @@ TEST(CompiledModelErrors, BadFoldersAndInputsAreClearErrors) {
             std::string::npos);
   std::filesystem::path damaged = temp_dir() / "damaged.kiln";
   std::filesystem::create_directories(damaged);
-  std::ofstream(damaged / "model.json") << "{\"kiln_model\": 1, \"target\": ";
+  std::ofstream(damaged / "model.json") << "{\"kiln_model\": 2, \"target\": ";
   EXPECT_NE(error_of([&] { Model::load(damaged.string()); }).find("is damaged"), std::string::npos);
+  std::ofstream(damaged / "model.json") << "{\"kiln_model\": 1}";
+  EXPECT_NE(error_of([&] { Model::load(damaged.string()); }).find("compile it again"), std::string::npos);
 
   Fused f = import("mlp");
   // An existing folder that is not a compiled model is never replaced.
