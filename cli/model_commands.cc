@@ -18,6 +18,7 @@
 #include "cli/workload_args.h"
 #include "executor/compile.h"
 #include "executor/model.h"
+#include "executor/tensor_file.h"
 #include "frontend/fusion.h"
 #include "frontend/onnx_import.h"
 #include "frontend/passes.h"
@@ -148,17 +149,12 @@ void add_compile(CLI::App &app) {
   });
 }
 
-ir::HostTensor read_raw_tensor(const std::string &path, const ir::TensorType &type) {
-  std::ifstream in(path, std::ios::binary | std::ios::ate);
-  if (!in) fail("cannot open '" + path + "'");
-  ir::HostTensor t(type.dtype, type.shape);
-  auto want = static_cast<std::streamoff>(t.size() * ir::dtype_bytes(type.dtype));
-  if (in.tellg() != want)
-    fail("'" + path + "' holds " + std::to_string(in.tellg()) + " bytes; the input needs " + std::to_string(want) +
-         " (raw little-endian " + ir::dtype_name(type.dtype) + ", " + frontend::shape_string(type.shape) + ")");
-  in.seekg(0);
-  in.read(static_cast<char *>(t.data()), want);
-  return t;
+ir::HostTensor read_tensor(const std::string &path, const ir::TensorType &type) {
+  try {
+    return executor::read_tensor_file(path, type);
+  } catch (const executor::TensorFileError &e) {
+    fail(e.what());
+  }
 }
 
 executor::Model load_model(const std::string &dir) {
@@ -177,9 +173,13 @@ void add_run(CLI::App &app) {
   auto args = std::make_shared<RunArgs>();
   auto *cmd = app.add_subcommand("run", "Run a compiled model once on an input file");
   cmd->add_option("--model", args->model, "compiled model folder (kiln compile)")->required();
-  cmd->add_option("--input", args->input, "input: raw little-endian tensor data of the model's input")->required();
-  cmd->add_option("--output", args->output, "write the output there (raw, like the input)");
-  cmd->add_option("--compare", args->compare, "reference output (raw): print the error, fail beyond --tolerance");
+  cmd->add_option("--input", args->input,
+                  "the model's input: a .npy file (C order; float64 converts to float32) or raw little-endian "
+                  "bytes in the input's shape")
+      ->required();
+  cmd->add_option("--output", args->output, "write the output there: .npy when the name ends in .npy, else raw");
+  cmd->add_option("--compare", args->compare,
+                  "reference output (.npy or raw): print the error, fail beyond --tolerance");
   cmd->add_option("--tolerance", args->tolerance, "largest relative L2 error --compare accepts")
       ->capture_default_str()
       ->check(finite_range(0, 1e6));
@@ -187,7 +187,7 @@ void add_run(CLI::App &app) {
     executor::Model model = load_model(args->model);
     if (model.input_types().size() != 1)
       fail("kiln run feeds one input; this model has " + std::to_string(model.input_types().size()));
-    ir::HostTensor input = read_raw_tensor(args->input, model.input_types()[0]);
+    ir::HostTensor input = read_tensor(args->input, model.input_types()[0]);
     auto start = std::chrono::steady_clock::now();
     std::vector<ir::HostTensor> outputs;
     try {
@@ -200,12 +200,14 @@ void add_run(CLI::App &app) {
     std::printf("output '%s': %s %s, %.3f ms\n", model.output_names()[0].c_str(),
                 frontend::shape_string(out.shape()).c_str(), ir::dtype_name(out.dtype()), ms);
     if (!args->output.empty()) {
-      std::ofstream f(args->output, std::ios::binary);
-      f.write(static_cast<const char *>(out.data()), out.size() * ir::dtype_bytes(out.dtype()));
-      if (!f) fail("cannot write '" + args->output + "'");
+      try {
+        executor::write_tensor_file(args->output, out);
+      } catch (const executor::TensorFileError &e) {
+        fail(e.what());
+      }
     }
     if (!args->compare.empty()) {
-      ir::HostTensor want = read_raw_tensor(args->compare, {out.shape(), out.dtype()});
+      ir::HostTensor want = read_tensor(args->compare, {out.shape(), out.dtype()});
       double max_abs = 0;
       for (int64_t i = 0; i < out.size(); ++i) max_abs = std::max(max_abs, std::fabs(out.get(i) - want.get(i)));
       double rel = ir::relative_l2_error(out, want);

@@ -1,0 +1,178 @@
+// The C API: a translation layer from kiln_model.h to kiln::executor::Model.
+// Every entry point catches everything, so no exception reaches C.
+
+#include "kiln_model.h"
+
+#include <cstring>
+#include <new>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "executor/model.h"
+
+namespace {
+
+struct TensorInfo {
+  std::string name, dtype;
+  std::vector<int64_t> shape;
+  size_t bytes = 0;
+};
+
+TensorInfo describe(const std::string &name, const kiln::ir::TensorType &type) {
+  TensorInfo info{name, kiln::ir::dtype_name(type.dtype), type.shape, 0};
+  int64_t elements = 1;
+  for (int64_t d : type.shape) elements *= d;
+  info.bytes = static_cast<size_t>(elements * kiln::ir::dtype_bytes(type.dtype));
+  return info;
+}
+
+}  // namespace
+
+struct kiln_model_s {
+  std::optional<kiln::executor::Model> model;  // empty when the load failed
+  std::vector<TensorInfo> inputs, outputs;
+  std::string last_error;
+};
+
+static kiln_model_status fail(kiln_model m, kiln_model_status status, std::string message) {
+  try {
+    m->last_error = std::move(message);
+  } catch (...) {
+    // Out of memory while storing the message: keep the status, lose the text.
+  }
+  return status;
+}
+
+// Runs `body`, turning any exception into a status and the handle's message.
+template <class F>
+static kiln_model_status caught(kiln_model m, F &&body) {
+  try {
+    m->last_error.clear();
+    return body();
+  } catch (const kiln::executor::ModelError &e) {
+    return fail(m, KILN_MODEL_ERROR, e.what());
+  } catch (const std::bad_alloc &) {
+    return fail(m, KILN_MODEL_ERROR, "out of memory");
+  } catch (const std::exception &e) {
+    return fail(m, KILN_MODEL_ERROR, std::string("internal error: ") + e.what());
+  } catch (...) {
+    return fail(m, KILN_MODEL_ERROR, "internal error: unknown exception");
+  }
+}
+
+// The same, for a call that needs a loaded model.
+template <class F>
+static kiln_model_status guarded(kiln_model m, const char *function, F &&body) {
+  if (!m) return KILN_MODEL_INVALID_ARGUMENT;
+  if (!m->model) return fail(m, KILN_MODEL_INVALID_ARGUMENT, std::string(function) + ": the model was not loaded");
+  return caught(m, body);
+}
+
+static kiln_model_status check_index(kiln_model m, const char *function, size_t index, size_t count, const char *what) {
+  if (index < count) return KILN_MODEL_OK;
+  return fail(m, KILN_MODEL_INVALID_ARGUMENT,
+              std::string(function) + ": " + what + " " + std::to_string(index) + " does not exist (the model has " +
+                  std::to_string(count) + ")");
+}
+
+static void fill(const TensorInfo &info, kiln_model_tensor_info *out) {
+  out->name = info.name.c_str();
+  out->dtype = info.dtype.c_str();
+  out->rank = static_cast<int>(info.shape.size());
+  out->shape = info.shape.data();
+  out->bytes = info.bytes;
+}
+
+extern "C" kiln_model_status kiln_model_load(const char *dir, kiln_model *out_model) {
+  if (!out_model) return KILN_MODEL_INVALID_ARGUMENT;
+  *out_model = new (std::nothrow) kiln_model_s();
+  kiln_model m = *out_model;
+  if (!m) return KILN_MODEL_ERROR;
+  if (!dir) return fail(m, KILN_MODEL_INVALID_ARGUMENT, "kiln_model_load: dir is NULL");
+  return caught(m, [&] {
+    kiln::executor::Model model = kiln::executor::Model::load(dir);
+    for (size_t i = 0; i < model.input_names().size(); ++i)
+      m->inputs.push_back(describe(model.input_names()[i], model.input_types()[i]));
+    for (size_t i = 0; i < model.output_names().size(); ++i)
+      m->outputs.push_back(describe(model.output_names()[i], model.output_types()[i]));
+    m->model.emplace(std::move(model));
+    return KILN_MODEL_OK;
+  });
+}
+
+extern "C" size_t kiln_model_num_inputs(kiln_model model) { return model ? model->inputs.size() : 0; }
+
+extern "C" size_t kiln_model_num_outputs(kiln_model model) { return model ? model->outputs.size() : 0; }
+
+extern "C" kiln_model_status kiln_model_input_info(kiln_model model, size_t index, kiln_model_tensor_info *out_info) {
+  return guarded(model, "kiln_model_input_info", [&] {
+    if (!out_info) return fail(model, KILN_MODEL_INVALID_ARGUMENT, "kiln_model_input_info: out_info is NULL");
+    kiln_model_status s = check_index(model, "kiln_model_input_info", index, model->inputs.size(), "input");
+    if (s == KILN_MODEL_OK) fill(model->inputs[index], out_info);
+    return s;
+  });
+}
+
+extern "C" kiln_model_status kiln_model_output_info(kiln_model model, size_t index, kiln_model_tensor_info *out_info) {
+  return guarded(model, "kiln_model_output_info", [&] {
+    if (!out_info) return fail(model, KILN_MODEL_INVALID_ARGUMENT, "kiln_model_output_info: out_info is NULL");
+    kiln_model_status s = check_index(model, "kiln_model_output_info", index, model->outputs.size(), "output");
+    if (s == KILN_MODEL_OK) fill(model->outputs[index], out_info);
+    return s;
+  });
+}
+
+extern "C" kiln_model_status kiln_model_set_input(kiln_model model, size_t index, const void *data, size_t bytes) {
+  return guarded(model, "kiln_model_set_input", [&] {
+    kiln_model_status s = check_index(model, "kiln_model_set_input", index, model->inputs.size(), "input");
+    if (s != KILN_MODEL_OK) return s;
+    const TensorInfo &info = model->inputs[index];
+    if (!data) return fail(model, KILN_MODEL_INVALID_ARGUMENT, "kiln_model_set_input: data is NULL");
+    if (bytes != info.bytes)
+      return fail(model, KILN_MODEL_INVALID_ARGUMENT,
+                  "kiln_model_set_input: input '" + info.name + "' takes " + std::to_string(info.bytes) + " bytes, " +
+                      std::to_string(bytes) + " given");
+    std::memcpy(model->model->input_data(index), data, bytes);
+    return KILN_MODEL_OK;
+  });
+}
+
+extern "C" kiln_model_status kiln_model_run(kiln_model model) {
+  return guarded(model, "kiln_model_run", [&] {
+    model->model->run();
+    return KILN_MODEL_OK;
+  });
+}
+
+extern "C" kiln_model_status kiln_model_get_output(kiln_model model, size_t index, const void **out_data,
+                                                   size_t *out_bytes) {
+  return guarded(model, "kiln_model_get_output", [&] {
+    if (!out_data || !out_bytes)
+      return fail(model, KILN_MODEL_INVALID_ARGUMENT, "kiln_model_get_output: out_data and out_bytes must not be NULL");
+    kiln_model_status s = check_index(model, "kiln_model_get_output", index, model->outputs.size(), "output");
+    if (s != KILN_MODEL_OK) return s;
+    *out_data = model->model->output_data(index);
+    *out_bytes = model->outputs[index].bytes;
+    return KILN_MODEL_OK;
+  });
+}
+
+extern "C" kiln_model_status kiln_model_set_threads(int threads) {
+  if (threads < 1) return KILN_MODEL_INVALID_ARGUMENT;
+  kiln::executor::Model::set_threads(threads);
+  return KILN_MODEL_OK;
+}
+
+extern "C" const char *kiln_model_last_error(kiln_model model) {
+  if (!model) return "kiln_model handle is NULL (kiln_model_load ran out of memory, or the handle was freed)";
+  return model->last_error.c_str();
+}
+
+extern "C" void kiln_model_free(kiln_model *model) {
+  if (!model || !*model) return;
+  delete *model;
+  *model = nullptr;
+}
+
+extern "C" int kiln_model_library_api_version(void) { return KILN_MODEL_API_VERSION; }
