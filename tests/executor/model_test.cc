@@ -85,7 +85,7 @@ TEST_P(CompiledModel, UntunedMatchesTheExporter) {
   expect_reference_output(model, GetParam());
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, CompiledModel, ::testing::Values("tiny_cnn", "mlp", "bert_tiny"));
+INSTANTIATE_TEST_SUITE_P(Models, CompiledModel, ::testing::Values("tiny_cnn", "mlp", "bert_tiny", "bert_tiny_opset17"));
 
 TEST(CompiledModelZeroCopy, InputAndOutputPointersRunWithoutCopies) {
   Fused f = import("tiny_cnn");
