@@ -48,6 +48,12 @@ void add_tuning_flags(CLI::App *cmd, TuningArgs &args) {
                   "runner applies its own --run-timeout; this bounds the tracker's lease)")
       ->capture_default_str()
       ->check(seconds());
+  cmd->add_option("--timing", a->timing_mode,
+                  "local runner: interleaved (each batch's timed repeats run round-robin in one process, so drift "
+                  "of the host hits every candidate alike; checks stay one process per candidate) or alone (each "
+                  "candidate timed in its own process, one after the other)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"interleaved", "alone"}));
   cmd->add_option("--db", a->db, "SQLite tuning database (created if missing; a rerun resumes)")->capture_default_str();
   cmd->add_option("--trials", a->options.trials, "candidates to measure in this run")
       ->capture_default_str()
@@ -104,6 +110,7 @@ std::unique_ptr<measure::Runner> make_runner(TuningArgs &a) {
       if (a.target.empty()) a.target = "llvm -mcpu=native";
       measure::LocalRunnerOptions options;
       options.run_timeout_seconds = a.run_timeout;
+      options.interleave_batches = a.timing_mode == "interleaved";
       return std::make_unique<measure::LocalRunner>(options);
     }
     rpc::TrackerUri uri = rpc::parse_tracker_uri(a.runner);

@@ -31,6 +31,8 @@ struct TuningArgs {
   bool tracker_insecure = false;
   double queue_deadline = 600;
   double run_timeout = 10;
+  /// interleaved (a batch's repeats round-robin in one process) or alone.
+  std::string timing_mode = "interleaved";
   std::string db = "kiln.db";
   int builders = 2;
   std::string cost_model = "xgb";

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <map>
 #include <stdexcept>
 
 #include <nlohmann/json.hpp>
@@ -67,6 +68,7 @@ static void send_result(int socket, ErrorKind error, const std::string &message,
     result["repeat_seconds"] = timing->repeat_seconds;
     result["number"] = timing->number;
     result["calibration_calls"] = timing->calibration_calls;
+    result["pass_seconds"] = timing->pass_seconds;
   }
   send_json(socket, {{"result", std::move(result)}});
 }
@@ -105,7 +107,8 @@ static std::string signature_mismatch(const std::vector<ParamSpec> &got, const s
   return "";
 }
 
-void candidate_job(int socket, const RunInput &input, const ReferenceOutputs *reference, const ChildLimits &limits) {
+void candidate_job(int socket, const RunInput &input, const ReferenceOutputs *reference, const ChildLimits &limits,
+                   CandidateTiming mode) {
   apply_limits(limits);
   send_phase(socket, "loading");
   LoadedArtifact artifact;
@@ -143,13 +146,71 @@ void candidate_job(int socket, const RunInput &input, const ReferenceOutputs *re
   send_phase(socket, "timing");
   std::vector<AlignedBuffer> buffers = make_random_buffers(artifact.params, input.input_seed, kTimingStream);
   std::vector<void *> args = entry_args(buffers);
-  TimingOutcome timing = time_kernel(artifact.entry, args.data(), input.timing);
+  TimingOutcome timing = mode == CandidateTiming::kFull ? time_kernel(artifact.entry, args.data(), input.timing)
+                                                        : calibrate(artifact.entry, args.data(), input.timing);
   if (timing.failed_code != 0) {
     send_result(socket, ErrorKind::kRuntimeError,
                 "kiln_entry returned error code " + std::to_string(timing.failed_code) + " while being timed");
     return;
   }
   send_result(socket, ErrorKind::kNone, "", &timing);
+}
+
+void interleaved_timing_job(int socket, const std::vector<InterleavedCandidate> &candidates,
+                            const ChildLimits &limits) {
+  apply_limits(limits);
+  struct Loaded {
+    LoadedArtifact artifact;
+    std::vector<void *> args;
+    int timed = 0;
+    bool failed = false;
+  };
+  auto fail = [&](size_t i, ErrorKind error, const std::string &message) {
+    send_json(socket, {{"failed", i}, {"error", to_string(error)}, {"message", message}});
+  };
+  std::vector<Loaded> loaded(candidates.size());
+  // Buffers by (signature, seed): a batch is one task's candidates, so usually one set.
+  std::map<std::string, std::vector<AlignedBuffer>> buffers;
+  bool flush_cache = false;
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    send_json(socket, {{"phase", "loading"}, {"candidate", i}});
+    try {
+      loaded[i].artifact = load_artifact(candidates[i].artifact_path);
+    } catch (const std::exception &e) {
+      loaded[i].failed = true;
+      fail(i, ErrorKind::kLoadError, e.what());
+      continue;
+    }
+    std::string key = params_to_json(loaded[i].artifact.params).dump() + '/' + std::to_string(candidates[i].input_seed);
+    auto [it, fresh] = buffers.try_emplace(key);
+    if (fresh) it->second = make_random_buffers(loaded[i].artifact.params, candidates[i].input_seed, kTimingStream);
+    loaded[i].args = entry_args(it->second);
+    flush_cache = flush_cache || candidates[i].flush_cache;
+  }
+  TimedPasses passes(flush_cache);
+  int rounds = 0;
+  for (const InterleavedCandidate &c : candidates) rounds = std::max(rounds, c.repeat);
+  const size_t n = candidates.size();
+  for (int round = 0; round < rounds; ++round) {
+    for (size_t k = 0; k < n; ++k) {
+      size_t i = (static_cast<size_t>(round) + k) % n;
+      Loaded &l = loaded[i];
+      if (l.failed || l.timed >= candidates[i].repeat) continue;
+      send_json(socket, {{"phase", "timing"}, {"candidate", i}});
+      int32_t code = 0;
+      std::optional<double> seconds =
+          passes.seconds_per_call(l.artifact.entry, l.args.data(), candidates[i].number, &code);
+      if (!seconds) {
+        l.failed = true;
+        fail(i, ErrorKind::kRuntimeError,
+             "kiln_entry returned error code " + std::to_string(code) + " while being timed");
+        continue;
+      }
+      ++l.timed;
+      send_json(socket, {{"candidate", i}, {"seconds", *seconds}});
+    }
+  }
+  send_json(socket, {{"done", true}});
 }
 
 }  // namespace kiln::measure::detail

@@ -31,8 +31,34 @@ struct ChildLimits {
 /// followed by one raw frame per buffer, or {"result": {...}} on failure.
 void reference_job(int socket, const std::string &path, uint64_t seed, const ChildLimits &limits);
 
-/// Frames sent: {"phase": "loading"|"checking"|"timing"}, then {"result": {...}}.
+/// What a candidate's own child does after loading and checking.
+enum class CandidateTiming {
+  kFull,       ///< the whole timing protocol
+  kCalibrate,  ///< warm-up and `number` only: the repeats run interleaved with the batch
+};
+
+/// Frames sent: {"phase": "loading"|"checking"|"timing"}, then {"result": {...}}; with
+/// kCalibrate the result has `number` and `pass_seconds` and no repeats (unless the
+/// candidate gave up, too slow, in its warm-up).
 /// `reference` may be null (no correctness check).
-void candidate_job(int socket, const RunInput &input, const ReferenceOutputs *reference, const ChildLimits &limits);
+void candidate_job(int socket, const RunInput &input, const ReferenceOutputs *reference, const ChildLimits &limits,
+                   CandidateTiming timing = CandidateTiming::kFull);
+
+/// A checked and calibrated candidate, for the interleaved timing of its batch.
+struct InterleavedCandidate {
+  std::string artifact_path;
+  uint64_t input_seed = 0;
+  int64_t number = 1;
+  int repeat = 1;
+  bool flush_cache = false;
+};
+
+/// Times the candidates round-robin in one process: round r runs one timed pass of
+/// every candidate still owed a repeat, starting at candidate r (mod n) so no program
+/// always follows the same neighbour. Candidates with one parameter signature share
+/// one set of buffers. Frames: {"phase": "timing", "candidate": i} before each pass,
+/// {"candidate": i, "seconds": per_call} after it, {"failed": i, "error", "message"} for
+/// a candidate that failed (the others go on), and {"done": true} at the end.
+void interleaved_timing_job(int socket, const std::vector<InterleavedCandidate> &candidates, const ChildLimits &limits);
 
 }  // namespace kiln::measure::detail

@@ -143,6 +143,11 @@ void LocalRunner::stop_server() {
 }
 
 std::vector<RunResult> LocalRunner::run(const std::vector<RunInput> &batch) {
+  if (options_.interleave_batches && batch.size() > 1) {
+    std::lock_guard<std::mutex> serialize(mutex_);
+    MeasurementLock::Guard alone = lock_.exclusive();
+    return run_batch_locked(batch);
+  }
   std::vector<RunResult> results;
   results.reserve(batch.size());
   for (const RunInput &input : batch) results.push_back(run_one(input));
@@ -155,34 +160,62 @@ RunResult LocalRunner::run_one(const RunInput &input) {
   return run_locked(input);
 }
 
-RunResult LocalRunner::run_locked(const RunInput &input) {
+std::optional<std::string> LocalRunner::request(const std::string &frame, double reply_timeout_seconds,
+                                                const std::string &what, std::string *failure) {
   if (server_pid_ < 0) start_server();
-  RunResult failure;
-  failure.error = ErrorKind::kRuntimeError;
-  if (!detail::write_frame(server_socket_, detail::to_json(input).dump())) {
+  if (!detail::write_frame(server_socket_, frame)) {
     // The server is gone (killed from outside?): start a new one and retry once.
     stop_server();
     start_server();
-    if (!detail::write_frame(server_socket_, detail::to_json(input).dump())) {
-      failure.message = "the runner's server process is not accepting requests";
-      return failure;
+    if (!detail::write_frame(server_socket_, frame)) {
+      *failure = "the runner's server process is not accepting requests";
+      return std::nullopt;
     }
   }
   // The server enforces the timeouts; this deadline only guards against the server
-  // itself hanging: reference + candidate runs plus slack.
+  // itself hanging.
   auto deadline = detail::Clock::now() + std::chrono::duration_cast<detail::Clock::duration>(
-                                             std::chrono::duration<double>(2 * options_.run_timeout_seconds + 30));
+                                             std::chrono::duration<double>(reply_timeout_seconds));
   std::string reply;
   detail::ReadStatus status = detail::read_frame(server_socket_, reply, deadline);
   if (status != detail::ReadStatus::kOk) {
     stop_server();
-    failure.message =
-        status == detail::ReadStatus::kTimeout
-            ? "the runner's server process stopped responding and was restarted"
-            : "the runner's server process died while running " + input.artifact_path + " and was restarted";
-    return failure;
+    *failure = status == detail::ReadStatus::kTimeout
+                   ? "the runner's server process stopped responding and was restarted"
+                   : "the runner's server process died while running " + what + " and was restarted";
+    return std::nullopt;
   }
-  return detail::run_result_from_json(nlohmann::json::parse(reply));
+  return reply;
+}
+
+RunResult LocalRunner::run_locked(const RunInput &input) {
+  RunResult failure;
+  failure.error = ErrorKind::kRuntimeError;
+  // Reference + candidate runs plus slack.
+  std::optional<std::string> reply = request(detail::to_json(input).dump(), 2 * options_.run_timeout_seconds + 30,
+                                             input.artifact_path, &failure.message);
+  if (!reply) return failure;
+  return detail::run_result_from_json(nlohmann::json::parse(*reply));
+}
+
+std::vector<RunResult> LocalRunner::run_batch_locked(const std::vector<RunInput> &batch) {
+  nlohmann::json frame{{"batch", nlohmann::json::array()}};
+  for (const RunInput &input : batch) frame["batch"].push_back(detail::to_json(input));
+  RunResult failure;
+  failure.error = ErrorKind::kRuntimeError;
+  // Per candidate: the reference, its own run and its share of the shared timing.
+  double timeout = static_cast<double>(batch.size()) * (3 * options_.run_timeout_seconds + 30);
+  std::optional<std::string> reply =
+      request(frame.dump(), timeout, "a batch of " + std::to_string(batch.size()) + " candidates", &failure.message);
+  if (!reply) return std::vector<RunResult>(batch.size(), failure);
+  nlohmann::json j = nlohmann::json::parse(*reply);
+  std::vector<RunResult> results;
+  if (!j.contains("results") || j["results"].size() != batch.size()) {
+    // The server refused the batch as a whole: that reason for every candidate.
+    return std::vector<RunResult>(batch.size(), detail::run_result_from_json(j));
+  }
+  for (const nlohmann::json &r : j["results"]) results.push_back(detail::run_result_from_json(r));
+  return results;
 }
 
 }  // namespace kiln::measure

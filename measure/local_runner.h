@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -38,6 +39,12 @@ struct LocalRunnerOptions {
   /// `qemu-aarch64 -L /usr/aarch64-linux-gnu kiln-measure-server-aarch64` to measure
   /// AArch64 artifacts here); it gets its socket and the options above as flags.
   std::vector<std::string> server_command;
+  /// Batches of more than one candidate: each candidate is loaded, checked and
+  /// calibrated in its own process as always, then the batch's timed repeats run
+  /// round-robin in one shared process (measure/README.md, "Interleaved timing"), so
+  /// that slow drift of the host (frequency, neighbours) hits every candidate alike.
+  /// false: every candidate is timed alone, one after the other.
+  bool interleave_batches = true;
 };
 
 /// Thread-safe: concurrent run() calls are served one at a time (timing runs alone).
@@ -60,6 +67,11 @@ class LocalRunner : public Runner {
   void start_server();
   void stop_server();
   RunResult run_locked(const RunInput &input);
+  std::vector<RunResult> run_batch_locked(const std::vector<RunInput> &batch);
+  /// Sends one request to the server (restarting it once if it is gone) and reads the
+  /// reply; nullopt with the reason in `failure` when the server does not answer.
+  std::optional<std::string> request(const std::string &frame, double reply_timeout_seconds, const std::string &what,
+                                     std::string *failure);
 
   LocalRunnerOptions options_;
   MeasurementLock lock_;

@@ -102,18 +102,101 @@ class Server {
     limits_.num_threads = options.num_threads;
   }
 
-  RunResult run(const RunInput &input) {
+  RunResult run(const RunInput &input, CandidateTiming timing = CandidateTiming::kFull,
+                double *pass_seconds = nullptr) {
     const ReferenceOutputs *reference = nullptr;
     if (!input.reference_artifact_path.empty()) {
       RunResult failure;
       reference = find_or_run_reference(input, failure);
       if (reference == nullptr) return failure;
     }
-    ChildRun run = run_in_child([&](int socket) { candidate_job(socket, input, reference, limits_); },
+    ChildRun run = run_in_child([&](int socket) { candidate_job(socket, input, reference, limits_, timing); },
                                 options_.run_timeout_seconds);
     ChildReport report = read_report(run);
-    if (report.result && !run.exit.timed_out) return result_from_report(*report.result, run.exit.seconds);
+    if (report.result && !run.exit.timed_out) {
+      if (pass_seconds) *pass_seconds = report.result->value("pass_seconds", 0.0);
+      return result_from_report(*report.result, run.exit.seconds);
+    }
     return classify_abnormal_end(run, report, "candidate", options_);
+  }
+
+  // The batch: each candidate loaded, checked and calibrated in its own child, then the
+  // ones that passed timed round-robin in one shared child. A candidate that crashes or
+  // hangs the shared child gets that error; the rest are timed again in a fresh one.
+  std::vector<RunResult> run_batch(const std::vector<RunInput> &inputs) {
+    std::vector<RunResult> results(inputs.size());
+    std::vector<size_t> pending;
+    std::vector<double> pass_seconds(inputs.size(), 0.0);
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      results[i] = run(inputs[i], CandidateTiming::kCalibrate, &pass_seconds[i]);
+      // Failed, or gave up in its warm-up (already timed, once): final.
+      if (results[i].ok() && results[i].repeat_seconds.empty()) pending.push_back(i);
+    }
+    while (!pending.empty()) {
+      std::vector<InterleavedCandidate> group;
+      double expected_seconds = 0;
+      for (size_t i : pending) {
+        const TimingOptions &t = inputs[i].timing;
+        group.push_back(
+            {inputs[i].artifact_path, inputs[i].input_seed, results[i].number, std::max(t.repeat, 1), t.flush_cache});
+        expected_seconds += std::max(t.repeat, 1) * pass_seconds[i];
+      }
+      // Three times what the repeats should take, plus one candidate's own timeout for
+      // loading and the slack a lone run would have had.
+      ChildRun shared = run_in_child([&](int socket) { interleaved_timing_job(socket, group, limits_); },
+                                     3 * expected_seconds + options_.run_timeout_seconds);
+      std::vector<std::vector<double>> timed(pending.size());
+      constexpr size_t kNobody = SIZE_MAX;
+      size_t running = kNobody;  // the candidate whose pass was under way
+      bool done = false;
+      for (const std::string &frame : shared.frames) {
+        nlohmann::json j = nlohmann::json::parse(frame, nullptr, /*allow_exceptions=*/false);
+        if (!j.is_object()) continue;
+        if (j.contains("done")) done = true;
+        if (j.contains("failed")) {
+          size_t k = j["failed"].get<size_t>();
+          if (k >= pending.size()) continue;
+          results[pending[k]].error = error_kind_from_string(j.value("error", "")).value_or(ErrorKind::kRuntimeError);
+          results[pending[k]].message = j.value("message", "") + " (timed interleaved with its batch)";
+          running = kNobody;
+        } else if (j.contains("seconds") && j.contains("candidate")) {
+          size_t k = j["candidate"].get<size_t>();
+          if (k < pending.size()) timed[k].push_back(j["seconds"].get<double>());
+          running = kNobody;
+        } else if (j.contains("candidate")) {
+          running = j["candidate"].get<size_t>();
+        }
+      }
+      double share = shared.exit.seconds / static_cast<double>(pending.size());
+      std::vector<size_t> again;
+      for (size_t k = 0; k < pending.size(); ++k) {
+        RunResult &r = results[pending[k]];
+        if (!r.ok()) continue;  // failed inside the shared child, said so above
+        if (done && !shared.exit.timed_out) {
+          r.repeat_seconds = timed[k];
+          r.run_seconds += share;
+        } else if (running == k) {
+          ChildReport report;
+          report.phase = "timing";
+          r = classify_abnormal_end(shared, report, "candidate", options_);
+          if (shared.exit.timed_out) {
+            r.message = "candidate hung while being timed: the process timing its batch ran past its " +
+                        format_seconds(3 * expected_seconds + options_.run_timeout_seconds) +
+                        " deadline (three times the calibrated repeats, plus the run timeout) and was killed";
+          }
+          r.message += " (timed interleaved with its batch; the others were timed again without it)";
+        } else {
+          again.push_back(pending[k]);
+        }
+      }
+      // Nobody to blame (the shared child died between passes): time the rest alone.
+      if (again.size() == pending.size()) {
+        for (size_t i : again) results[i] = run(inputs[i]);
+        break;
+      }
+      pending = std::move(again);
+    }
+    return results;
   }
 
  private:
@@ -201,14 +284,24 @@ void serve(int socket, const ServerOptions &options) {
   for (;;) {
     std::string request;
     if (read_frame(socket, request, Clock::time_point::max()) != ReadStatus::kOk) return;
-    RunResult result;
+    nlohmann::json reply;
     try {
-      result = server.run(run_input_from_json(nlohmann::json::parse(request)));
+      nlohmann::json j = nlohmann::json::parse(request);
+      if (j.contains("batch")) {
+        std::vector<RunInput> inputs;
+        for (const nlohmann::json &input : j.at("batch")) inputs.push_back(run_input_from_json(input));
+        reply["results"] = nlohmann::json::array();
+        for (const RunResult &r : server.run_batch(inputs)) reply["results"].push_back(to_json(r));
+      } else {
+        reply = to_json(server.run(run_input_from_json(j)));
+      }
     } catch (const std::exception &e) {
+      RunResult result;
       result.error = ErrorKind::kRuntimeError;
       result.message = std::string("the runner could not run the candidate: ") + e.what();
+      reply = to_json(result);
     }
-    if (!write_frame(socket, to_json(result).dump())) return;
+    if (!write_frame(socket, reply.dump())) return;
   }
 }
 

@@ -23,25 +23,6 @@ int64_t cache_flush_bytes() {
 
 namespace {
 
-class CacheFlusher {
- public:
-  explicit CacheFlusher(bool enabled) {
-    if (enabled) buffer_.resize(static_cast<size_t>(cache_flush_bytes()));
-  }
-  void flush() {
-    if (buffer_.empty()) return;
-    // Writing (not just reading) also evicts dirty lines the kernel left behind.
-    std::memset(buffer_.data(), ++round_, buffer_.size());
-    // Keep the stores: the compiler must assume the volatile read observes them.
-    volatile char sink = buffer_[buffer_.size() / 2];
-    (void)sink;
-  }
-
- private:
-  std::vector<char> buffer_;
-  char round_ = 0;
-};
-
 struct Pass {
   double seconds = 0;
   int32_t code = 0;
@@ -57,21 +38,42 @@ Pass timed_pass(kiln_entry_fn entry, void **args, int64_t number) {
 
 }  // namespace
 
-TimingOutcome time_kernel(kiln_entry_fn entry, void **args, const TimingOptions &options) {
+TimedPasses::TimedPasses(bool flush_cache) {
+  if (flush_cache) flush_buffer_.resize(static_cast<size_t>(cache_flush_bytes()));
+}
+
+void TimedPasses::flush() {
+  if (flush_buffer_.empty()) return;
+  // Writing (not just reading) also evicts dirty lines the kernel left behind.
+  std::memset(flush_buffer_.data(), ++round_, flush_buffer_.size());
+  // Keep the stores: the compiler must assume the volatile read observes them.
+  volatile char sink = flush_buffer_[flush_buffer_.size() / 2];
+  (void)sink;
+}
+
+std::optional<double> TimedPasses::seconds_per_call(kiln_entry_fn entry, void **args, int64_t number,
+                                                    int32_t *failed_code) {
+  flush();
+  Pass pass = timed_pass(entry, args, number);
+  if (pass.code != 0) {
+    *failed_code = pass.code;
+    return std::nullopt;
+  }
+  return pass.seconds / static_cast<double>(number);
+}
+
+TimingOutcome calibrate(kiln_entry_fn entry, void **args, const TimingOptions &options) {
   TimingOutcome outcome;
-  CacheFlusher flusher(options.flush_cache);
+  TimedPasses passes(options.flush_cache);
 
   // Warm-up: first-touch page faults, lazy symbol binding, thread-pool start. Timed
   // only to give up early on a candidate that is already far too slow.
-  flusher.flush();
-  Pass warm_up = timed_pass(entry, args, 1);
-  if (warm_up.code != 0) {
-    outcome.failed_code = warm_up.code;
-    return outcome;
-  }
-  if (options.give_up_after_seconds > 0 && warm_up.seconds > options.give_up_after_seconds) {
+  std::optional<double> warm_up = passes.seconds_per_call(entry, args, 1, &outcome.failed_code);
+  if (!warm_up) return outcome;
+  outcome.pass_seconds = *warm_up;
+  if (options.give_up_after_seconds > 0 && *warm_up > options.give_up_after_seconds) {
     outcome.number = 1;
-    outcome.repeat_seconds.push_back(warm_up.seconds);
+    outcome.repeat_seconds.push_back(*warm_up);
     outcome.gave_up = true;
     return outcome;
   }
@@ -81,31 +83,31 @@ TimingOutcome time_kernel(kiln_entry_fn entry, void **args, const TimingOptions 
   if (options.min_repeat_ms > 0) {
     double target = options.min_repeat_ms / 1000.0;
     for (;;) {
-      flusher.flush();
-      Pass pass = timed_pass(entry, args, number);
+      std::optional<double> per_call = passes.seconds_per_call(entry, args, number, &outcome.failed_code);
       outcome.calibration_calls += number;
-      if (pass.code != 0) {
-        outcome.failed_code = pass.code;
-        return outcome;
-      }
-      if (pass.seconds >= target || number >= max_number) break;
+      if (!per_call) return outcome;
+      double seconds = *per_call * static_cast<double>(number);
+      outcome.pass_seconds = seconds;
+      if (seconds >= target || number >= max_number) break;
       // Aim 10% past the target from the measured rate, but at least double, so a pass
       // that read 0 s (a coarse clock) still converges in few steps.
-      double scale = pass.seconds > 0 ? 1.1 * target / pass.seconds : 1e9;
+      double scale = seconds > 0 ? 1.1 * target / seconds : 1e9;
       double grown = std::ceil(static_cast<double>(number) * std::max(2.0, scale));
       number = std::min<int64_t>(max_number, grown > 1e18 ? max_number : static_cast<int64_t>(grown));
     }
   }
   outcome.number = number;
+  return outcome;
+}
 
+TimingOutcome time_kernel(kiln_entry_fn entry, void **args, const TimingOptions &options) {
+  TimingOutcome outcome = calibrate(entry, args, options);
+  if (outcome.failed_code != 0 || outcome.gave_up) return outcome;
+  TimedPasses passes(options.flush_cache);
   for (int r = 0; r < std::max(options.repeat, 1); ++r) {
-    flusher.flush();
-    Pass pass = timed_pass(entry, args, number);
-    if (pass.code != 0) {
-      outcome.failed_code = pass.code;
-      return outcome;
-    }
-    outcome.repeat_seconds.push_back(pass.seconds / static_cast<double>(number));
+    std::optional<double> per_call = passes.seconds_per_call(entry, args, outcome.number, &outcome.failed_code);
+    if (!per_call) return outcome;
+    outcome.repeat_seconds.push_back(*per_call);
   }
   return outcome;
 }

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "codegen/abi.h"
@@ -19,9 +20,29 @@ struct TimingOutcome {
   int32_t failed_code = 0;
   /// The warm-up call exceeded give_up_after_seconds: repeat_seconds holds that call.
   bool gave_up = false;
+  /// Seconds of the last untimed pass of `number` calls (calibration or warm-up): what
+  /// one repeat is expected to take.
+  double pass_seconds = 0;
 };
 
+/// The whole protocol: calibrate, then the repeats.
 TimingOutcome time_kernel(kiln_entry_fn entry, void **args, const TimingOptions &options);
+
+/// Warm-up and growing `number` only (repeat_seconds stays empty unless gave_up).
+TimingOutcome calibrate(kiln_entry_fn entry, void **args, const TimingOptions &options);
+
+/// One timed pass of `number` calls after a cache flush (when enabled): the mean
+/// seconds per call, or nullopt with `failed_code` set when a call returned non-zero.
+class TimedPasses {
+ public:
+  explicit TimedPasses(bool flush_cache);
+  std::optional<double> seconds_per_call(kiln_entry_fn entry, void **args, int64_t number, int32_t *failed_code);
+
+ private:
+  void flush();
+  std::vector<char> flush_buffer_;
+  char round_ = 0;
+};
 
 /// Bytes written to evict the caches: twice the last-level cache, within [16, 256] MiB.
 int64_t cache_flush_bytes();

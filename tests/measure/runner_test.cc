@@ -19,12 +19,11 @@
 namespace kiln::measure {
 namespace {
 
+using testing::describe;
 using testing::fixture;
 using testing::quick_input;
 using testing::TempDir;
 using testing::test_runner_options;
-
-std::string describe(const RunResult &r) { return std::string(to_string(r.error)) + ": " + r.message; }
 
 void expect_good(LocalRunner &runner, const std::string &after) {
   RunResult good = runner.run_one(quick_input(fixture("good_add"), fixture("reference_add")));

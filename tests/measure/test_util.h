@@ -44,6 +44,9 @@ inline LocalRunnerOptions test_runner_options(const TempDir &dir) {
   return options;
 }
 
+/// "kind: message", for assertion output.
+inline std::string describe(const RunResult &r) { return std::string(to_string(r.error)) + ": " + r.message; }
+
 /// Quick timing: a few short repeats.
 inline RunInput quick_input(const std::string &artifact, const std::string &reference) {
   RunInput input;
