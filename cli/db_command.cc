@@ -60,6 +60,7 @@ static nlohmann::json record_json(const kiln::db::Record &r, const std::string &
                       {"trace", nlohmann::json::parse(r.trace_json)},
                       {"kiln_version", r.kiln_version},
                       {"created_at_ms", r.created_at_ms}};
+  if (r.confirmed_latency) j["confirmed_latency_s"] = *r.confirmed_latency;
   return j;
 }
 
@@ -99,7 +100,11 @@ static void add_best(CLI::App &db, Streams io) {
       io.out << "target:       " << best->target
              << (j["exact_target"].get<bool>() ? "" : "  (fallback: same device kind)")
              << "\nmean latency: " << microseconds(best->mean_latency()) << " over " << best->latencies().size()
-             << " repeats\nrecord:       " << best->id << "\ntrace:        " << best->trace_json << '\n';
+             << " repeats\n";
+      if (best->confirmed_latency)
+        io.out << "confirmed:    " << microseconds(*best->confirmed_latency)
+               << " (median of the re-timings beside the other top programs)\n";
+      io.out << "record:       " << best->id << "\ntrace:        " << best->trace_json << '\n';
     });
   });
 }
@@ -125,8 +130,9 @@ static void add_top(CLI::App &db, Streams io) {
         return;
       }
       for (size_t i = 0; i < top.size(); ++i)
-        io.out << i + 1 << "  " << microseconds(top[i].mean_latency()) << "  record " << top[i].id << "  "
-               << top[i].target << '\n';
+        io.out << i + 1 << "  " << microseconds(top[i].mean_latency())
+               << (top[i].confirmed_latency ? "  confirmed " + microseconds(*top[i].confirmed_latency) : "")
+               << "  record " << top[i].id << "  " << top[i].target << '\n';
     });
   });
 }

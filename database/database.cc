@@ -178,9 +178,13 @@ CommitResult Database::Impl::insert_all(const std::vector<PreparedRecord> &recor
   sqlite::Statement &add_record = statement(
       insert_record,
       "INSERT INTO records (workload_id, target, device_kind, device_model, trace_json, trace_hash, latencies_json, "
-      "mean_latency, error_kind, error_message, metadata_json, kiln_version, created_at_ms) "
-      "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13) "
+      "mean_latency, error_kind, error_message, metadata_json, kiln_version, created_at_ms, confirmed_latency) "
+      "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14) "
       "ON CONFLICT (workload_id, target, trace_hash) DO NOTHING");
+  sqlite::Statement &confirm =
+      statement(confirm_record,
+                "UPDATE records SET confirmed_latency = ?4 "
+                "WHERE workload_id = ?1 AND target = ?2 AND trace_hash = ?3 AND mean_latency IS NOT NULL");
 
   CommitResult result;
   std::unordered_map<std::string, int64_t> workload_ids;
@@ -212,11 +216,21 @@ CommitResult Database::Impl::insert_all(const std::vector<PreparedRecord> &recor
       add_record.bind_null(7).bind_null(8).bind(9, p.error_kind).bind(10, p.error_message);
     }
     add_record.bind(11, p.metadata_json).bind(12, p.kiln_version).bind(13, p.created_at_ms);
-    add_record.step();
-    if (conn.changes() == 1)
-      ++result.inserted;
+    if (p.confirmed_latency)
+      add_record.bind(14, *p.confirmed_latency);
     else
-      ++result.duplicates;
+      add_record.bind_null(14);
+    add_record.step();
+    if (conn.changes() == 1) {
+      ++result.inserted;
+      continue;
+    }
+    ++result.duplicates;
+    if (!p.confirmed_latency) continue;
+    sqlite::ResetOnExit confirm_guard(confirm);
+    confirm.bind(1, workload_id).bind(2, p.target).bind(3, p.trace_hash).bind(4, *p.confirmed_latency);
+    confirm.step();
+    if (conn.changes() == 1) ++result.confirmed;
   }
   return result;
 }
@@ -257,6 +271,7 @@ Record read_record(const sqlite::Statement &row) {
   r.metadata_json = row.column_text(10);
   r.kiln_version = row.column_text(11);
   r.created_at_ms = row.column_int(12);
+  if (!row.is_null(13)) r.confirmed_latency = row.column_double(13);
   return r;
 }
 
@@ -265,7 +280,7 @@ static void read_rows(sqlite::Statement &s, size_t limit, std::vector<Record> &o
 }
 
 std::vector<Record> Database::top_k(std::string_view workload_hash, std::string_view target_text, size_t k,
-                                    TargetMatch match) {
+                                    TargetMatch match, Ranking ranking) {
   Target target;
   try {
     target = Target::parse(target_text);
@@ -279,12 +294,15 @@ std::vector<Record> Database::top_k(std::string_view workload_hash, std::string_
   impl_->reopen_if_changed();
   return with_lock_retry(impl_->path, [&] {
     out.clear();
-    // Served by index records_best_by_target: one seek, rows already in order.
-    sqlite::Statement &exact = impl_->statement(
-        impl_->lookup_exact, "SELECT " + std::string(kRecordColumns) +
-                                 " FROM records r JOIN workloads w ON w.id = r.workload_id "
-                                 "WHERE w.key_hash = ?1 AND r.target = ?2 AND r.mean_latency IS NOT NULL "
-                                 "ORDER BY r.mean_latency, r.id LIMIT ?3");
+    // Served by index records_rank_by_target (records_best_by_target for kMeasured):
+    // one seek, rows already in order.
+    const std::string exact_sql = "SELECT " + std::string(kRecordColumns) +
+                                  " FROM records r JOIN workloads w ON w.id = r.workload_id "
+                                  "WHERE w.key_hash = ?1 AND r.target = ?2 AND r.mean_latency IS NOT NULL ORDER BY ";
+    sqlite::Statement &exact =
+        ranking == Ranking::kMeasured
+            ? impl_->statement(impl_->lookup_exact_measured, exact_sql + "r.mean_latency, r.id LIMIT ?3")
+            : impl_->statement(impl_->lookup_exact, exact_sql + std::string(kRankOrder) + ", r.id LIMIT ?3");
     {
       sqlite::ResetOnExit guard(exact);
       exact.bind(1, workload_hash).bind(2, canonical).bind(3, limit);
@@ -298,8 +316,8 @@ std::vector<Record> Database::top_k(std::string_view workload_hash, std::string_
                                      " FROM records r JOIN workloads w ON w.id = r.workload_id "
                                      "WHERE w.key_hash = ?1 AND r.device_kind = ?2 AND r.target <> ?3 "
                                      "AND r.mean_latency IS NOT NULL "
-                                     "ORDER BY r.device_model = ?4 DESC, kiln_vector_bits(r.device_model) = ?6 DESC, "
-                                     "r.mean_latency, r.id LIMIT ?5");
+                                     "ORDER BY r.device_model = ?4 DESC, kiln_vector_bits(r.device_model) = ?6 DESC, " +
+                                     std::string(kRankOrder) + ", r.id LIMIT ?5");
     sqlite::ResetOnExit guard(same_kind);
     same_kind.bind(1, workload_hash).bind(2, target.device_kind()).bind(3, canonical);
     same_kind.bind(4, target.device_model()).bind(5, limit - static_cast<int64_t>(out.size()));

@@ -38,9 +38,16 @@ enum class TargetMatch {
   kAllowSameDeviceKind,
 };
 
+/// How lookups order successful records.
+enum class Ranking {
+  kConfirmedFirst,  ///< confirmed records by confirmed latency, then the rest by mean
+  kMeasured,        ///< by the mean of the record's own measurement alone
+};
+
 struct CommitResult {
   size_t inserted = 0;
   size_t duplicates = 0;  ///< already stored (same workload, target and trace); ignored
+  size_t confirmed = 0;   ///< of the duplicates, how many had their confirmed latency set
 };
 
 struct TargetStats {
@@ -72,17 +79,21 @@ class Database {
   /// Stores `records` in one transaction: all or none. A record already
   /// stored under the same (workload, target, trace) is counted as a
   /// duplicate and not stored again: a record is a fact about a program on a
-  /// device, and re-measuring it adds no new program to the search.
+  /// device, and re-measuring it adds no new program to the search. Only its
+  /// confirmed latency is updated, when the new record carries one.
   CommitResult commit(const std::vector<Record> &records);
 
-  /// The fastest successful record (lowest mean latency; ties: oldest).
+  /// The fastest successful record: the lowest confirmed latency when any record
+  /// of the tier is confirmed, else the lowest mean latency (ties: oldest).
   /// Error records are never returned. `target` may be in any flag order.
   std::optional<Record> best(std::string_view workload_hash, std::string_view target,
                              TargetMatch match = TargetMatch::kAllowSameDeviceKind);
-  /// Up to k successful records, fastest first, exact target first, then the
-  /// fallback tiers of `match` in order.
+  /// Up to k successful records, fastest first (confirmed ones first, by confirmed
+  /// latency; then the rest by mean latency; kMeasured: by mean latency alone),
+  /// exact target first, then the fallback tiers of `match` in order.
   std::vector<Record> top_k(std::string_view workload_hash, std::string_view target, size_t k,
-                            TargetMatch match = TargetMatch::kAllowSameDeviceKind);
+                            TargetMatch match = TargetMatch::kAllowSameDeviceKind,
+                            Ranking ranking = Ranking::kConfirmedFirst);
   /// Every record of a workload, errors included, oldest first.
   std::vector<Record> records_of(std::string_view workload_hash);
 

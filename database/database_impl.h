@@ -63,7 +63,9 @@ struct Database::Impl {
   std::optional<sqlite::Statement> insert_workload;
   std::optional<sqlite::Statement> select_workload_id;
   std::optional<sqlite::Statement> insert_record;
+  std::optional<sqlite::Statement> confirm_record;
   std::optional<sqlite::Statement> lookup_exact;
+  std::optional<sqlite::Statement> lookup_exact_measured;
   std::optional<sqlite::Statement> lookup_same_kind;
 
   Impl(std::string p, sqlite::Connection c) : path(std::move(p)), conn(std::move(c)) {}
@@ -108,7 +110,13 @@ struct Database::Impl {
 /// The columns read_record expects, in order; tables aliased r and w.
 inline constexpr std::string_view kRecordColumns =
     "r.id, w.key_hash, w.canonical_json, w.op_summary, w.shapes, r.target, r.trace_json, r.latencies_json, "
-    "r.error_kind, r.error_message, r.metadata_json, r.kiln_version, r.created_at_ms";
+    "r.error_kind, r.error_message, r.metadata_json, r.kiln_version, r.created_at_ms, r.confirmed_latency";
+
+/// How lookups rank successful records (Ranking::kConfirmedFirst): confirmed ones
+/// first, by confirmed latency, then the rest by mean latency. Spelled exactly as
+/// index records_rank_by_target is, so that SQLite serves the order from it.
+inline constexpr std::string_view kRankOrder =
+    "(r.confirmed_latency IS NULL), coalesce(r.confirmed_latency, r.mean_latency)";
 
 /// Builds a Record from the current row of a statement selecting kRecordColumns.
 Record read_record(const sqlite::Statement &row);

@@ -46,7 +46,8 @@ size_t Database::prune(size_t keep_per_target) {
                           "DELETE FROM records WHERE mean_latency IS NULL OR id IN ("
                           "  SELECT id FROM ("
                           "    SELECT id, ROW_NUMBER() OVER ("
-                          "      PARTITION BY workload_id, target ORDER BY mean_latency, id) AS rank"
+                          "      PARTITION BY workload_id, target ORDER BY (confirmed_latency IS NULL), "
+                          "        coalesce(confirmed_latency, mean_latency), id) AS rank"
                           "    FROM records WHERE mean_latency IS NOT NULL)"
                           "  WHERE rank > ?1)");
     del.bind(1, static_cast<int64_t>(keep_per_target));

@@ -25,10 +25,12 @@ std::string record_to_jsonl(const Record &record) {
                       {"shapes", record.workload.shapes}};
   line["target"] = record.target;
   line["trace"] = json::parse(record.trace_json);
-  if (record.ok())
+  if (record.ok()) {
     line["latencies_s"] = record.latencies();
-  else
+    if (record.confirmed_latency) line["confirmed_latency_s"] = *record.confirmed_latency;
+  } else {
     line["error"] = {{"kind", to_string(record.error().kind)}, {"message", record.error().message}};
+  }
   line["metadata"] = json::parse(record.metadata_json.empty() ? "{}" : record.metadata_json);
   line["kiln_version"] = record.kiln_version;
   line["created_at_ms"] = record.created_at_ms;
@@ -97,6 +99,12 @@ Record record_from_jsonl(std::string_view line) {
       latencies.push_back(v.get<double>());
     }
     r.outcome = std::move(latencies);
+    if (j.contains("confirmed_latency_s")) {
+      const json &c = j["confirmed_latency_s"];
+      if (!c.is_number())
+        throw DbError("field \"confirmed_latency_s\" must be a number of seconds, got " + std::string(c.type_name()));
+      r.confirmed_latency = c.get<double>();
+    }
   } else {
     const json &e = field(j, "error", json::value_t::object, "an object");
     std::string kind = string_field(e, "kind");

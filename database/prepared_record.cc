@@ -84,7 +84,12 @@ PreparedRecord prepare_record(const Record &record, NativeCpu native_cpu) {
     check_latencies(record.latencies());
     p.latencies_json = nlohmann::json(record.latencies()).dump();
     p.mean_latency = record.mean_latency();
+    if (record.confirmed_latency) {
+      check_latencies({*record.confirmed_latency});
+      p.confirmed_latency = record.confirmed_latency;
+    }
   } else {
+    if (record.confirmed_latency) throw DbError("an error record has no confirmed latency");
     if (record.error().kind == ErrorKind::kNone)
       throw DbError("an error record needs an error kind other than \"none\" (build_error, run_timeout, ...)");
     p.error_kind = std::string(to_string(record.error().kind));

@@ -7,6 +7,7 @@
 #include "database/record.h"
 #include "ir/target.h"
 
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -20,10 +21,11 @@ struct PreparedRecord {
   std::string trace_json;  ///< re-serialized: sorted keys, no whitespace
   std::string trace_hash;  ///< sha256 of trace_json; the uniqueness key
   bool ok = false;
-  std::string latencies_json;  ///< ok only
-  double mean_latency = 0.0;   ///< ok only
-  std::string error_kind;      ///< !ok only
-  std::string error_message;   ///< !ok only
+  std::string latencies_json;               ///< ok only
+  double mean_latency = 0.0;                ///< ok only
+  std::optional<double> confirmed_latency;  ///< ok only
+  std::string error_kind;                   ///< !ok only
+  std::string error_message;                ///< !ok only
   std::string metadata_json;
   std::string kiln_version;
   int64_t created_at_ms = 0;

@@ -50,6 +50,11 @@ struct Record {
   std::string kiln_version;          ///< empty: filled with this library's version at commit
   int64_t created_at_ms = 0;         ///< Unix time in ms; 0: filled with "now" at commit
   int64_t id = 0;                    ///< row id once stored; 0 before
+  /// Successful records only: the median of re-timings of this program side by side
+  /// with the other top programs at the end of a tuning run, in seconds. Lookups rank
+  /// confirmed records before unconfirmed ones: a single tuning measurement of the
+  /// fastest programs leans low (being fast in it is how they got there).
+  std::optional<double> confirmed_latency;
 
   bool ok() const { return std::holds_alternative<std::vector<double>>(outcome); }
   const std::vector<double> &latencies() const { return std::get<std::vector<double>>(outcome); }

@@ -91,9 +91,22 @@ static void migrate_v1_to_v2(sqlite::Connection &conn) {
   )sql");
 }
 
+// Version 3 adds each record's confirmed latency (the median of re-timings beside the
+// other top programs at the end of a tuning run) and ranks confirmed records first.
+static void migrate_v2_to_v3(sqlite::Connection &conn) {
+  conn.exec(R"sql(
+    ALTER TABLE records ADD COLUMN confirmed_latency REAL;
+    CREATE INDEX records_rank_by_target ON records
+      (workload_id, target, (confirmed_latency IS NULL), coalesce(confirmed_latency, mean_latency))
+      WHERE mean_latency IS NOT NULL;
+    UPDATE schema_version SET version = 3;
+  )sql");
+}
+
 void migrate(sqlite::Connection &conn, int from) {
   if (from < 1) conn.exec(kSchemaV1);
   if (from < 2) migrate_v1_to_v2(conn);
+  if (from < 3) migrate_v2_to_v3(conn);
 }
 
 static std::string not_kiln(const std::string &path, const std::string &why) {

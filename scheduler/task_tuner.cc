@@ -267,7 +267,10 @@ int TaskTuner::confirm_best(double started) {
   std::vector<std::pair<double, std::string>> top;
   if (db_) {
     // This target's records only: a sibling device's latencies compare with nothing here.
-    for (const db::Record &r : db_->top_k(workload_.key_hash(), target_.str(), k, db::TargetMatch::kExactOnly))
+    // By this run's measurements: a program confirmed in an earlier run competes only
+    // when its measurement still ranks it among the fastest.
+    for (const db::Record &r :
+         db_->top_k(workload_.key_hash(), target_.str(), k, db::TargetMatch::kExactOnly, db::Ranking::kMeasured))
       top.emplace_back(r.mean_latency(), r.trace_json);
   } else {
     std::sort(measured_.begin(), measured_.end());
@@ -308,6 +311,7 @@ int TaskTuner::confirm_best(double started) {
   }
   progress_.time.run += now() - t0;
   double best = 0;
+  std::vector<db::Record> confirmations;
   for (size_t i = 0; i < top.size(); ++i) {
     std::vector<double> &v = runs[i];
     if (v.empty()) continue;  // never re-timed: no confirmed figure to compare
@@ -317,8 +321,21 @@ int TaskTuner::confirm_best(double started) {
       best = median;
       best_trace_ = top[i].second;
     }
+    // Stored records keep their measurement and gain the confirmation (db::Database::commit).
+    db::Record rec;
+    rec.workload = workload_record_;
+    rec.target = target_.str();
+    rec.trace_json = top[i].second;
+    rec.outcome = v;
+    rec.confirmed_latency = median;
+    confirmations.push_back(std::move(rec));
   }
   if (best == 0) return 0;
+  if (db_ && !confirmations.empty()) {
+    t0 = now();
+    db_->commit(confirmations);
+    progress_.time.database += now() - t0;
+  }
   progress_.best_seconds = best;
   progress_.best_gflops = flops_ / best / 1e9;
   return static_cast<int>(std::count_if(runs.begin(), runs.end(), [](const auto &v) { return !v.empty(); }));

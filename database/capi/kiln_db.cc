@@ -92,6 +92,7 @@ extern "C" kiln_db_status kiln_db_best(kiln_db db, const char *workload, const c
     db->record.target = db->best.target.c_str();
     db->record.exact_target = db->best.target == kiln::db::canonical_target(target) ? 1 : 0;
     db->record.workload_hash = db->best.workload.key_hash.c_str();
+    db->record.confirmed_latency_s = db->best.confirmed_latency.value_or(0.0);
     *out_record = &db->record;
     return KILN_DB_OK;
   });

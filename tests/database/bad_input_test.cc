@@ -1,6 +1,7 @@
 // Files and inputs the database must refuse with a clear message, leaving
 // the file exactly as it was.
 
+#include "database/schema.h"
 #include "test_util.h"
 
 #include <gtest/gtest.h>
@@ -79,8 +80,9 @@ TEST(BadInput, NewerSchemaVersionAsksForUpgradeAndLeavesFileAlone) {
   sqlite_exec(path, "UPDATE schema_version SET version = 7; PRAGMA wal_checkpoint(TRUNCATE);");
   std::string before = read_bytes(path);
   for (OpenMode mode : {OpenMode::kReadOnly, OpenMode::kReadWrite}) {
-    EXPECT_EQ(open_error(path, mode),
-              "database " + path.string() + " has schema version 7 but this Kiln understands up to 2; upgrade Kiln");
+    EXPECT_EQ(open_error(path, mode), "database " + path.string() +
+                                          " has schema version 7 but this Kiln understands up to " +
+                                          std::to_string(kSchemaVersion) + "; upgrade Kiln");
   }
   EXPECT_EQ(read_bytes(path), before);
 }

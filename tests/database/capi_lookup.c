@@ -10,8 +10,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#if !KILN_DB_API_VERSION_AT_LEAST(1, 0, 0)
-#error "this test needs kiln_db API 1.0"
+#if !KILN_DB_API_VERSION_AT_LEAST(1, 1, 0)
+#error "this test needs kiln_db API 1.1"
 #endif
 
 static int failures = 0;
@@ -61,6 +61,7 @@ int main(int argc, char **argv) {
   if (record) {
     CHECK(strcmp(record->trace_json, "{\"tile\":[8,32]}") == 0);
     CHECK(fabs(record->mean_latency_s - 2.5e-4) < 1e-12);
+    CHECK(record->confirmed_latency_s == 0); /* never confirmed */
     CHECK(strcmp(record->target, kSkylake) == 0);
     CHECK(record->exact_target == 1);
     CHECK(strlen(record->workload_hash) == 64);
@@ -70,6 +71,12 @@ int main(int argc, char **argv) {
     CHECK(kiln_db_best(db, hash, kSkylake, &record) == KILN_DB_OK);
     CHECK(record && strcmp(record->trace_json, "{\"tile\":[8,32]}") == 0);
   }
+
+  /* A confirmed record ranks before a faster-measured unconfirmed one (API 1.1). */
+  CHECK(kiln_db_best(db, "{\"ops\":[{\"op\":\"dense\",\"shape\":[64,64,64]}],\"version\":1}", kSkylake, &record) ==
+        KILN_DB_OK);
+  CHECK(record && strcmp(record->trace_json, "{\"tile\":[4,4]}") == 0);
+  CHECK(record && fabs(record->confirmed_latency_s - 1.5e-4) < 1e-12 && fabs(record->mean_latency_s - 2e-4) < 1e-12);
 
   /* Another x86 model: fallback to skylake, flagged as such. */
   CHECK(kiln_db_best(db, kWorkloadJson, "llvm -mtriple=x86_64-linux-gnu -mcpu=znver4 -num-cores=4", &record) ==

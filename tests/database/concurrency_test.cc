@@ -1,5 +1,6 @@
 // Several processes writing one file at once, and a writer killed mid-batch.
 
+#include "database/schema.h"
 #include "test_util.h"
 #include "writer_process.h"
 
@@ -36,7 +37,7 @@ TEST(Concurrency, FourProcessesCommitFortyThousandRecordsExactlyOnce) {
                               "FROM records)"),
             "40000");
   EXPECT_EQ(sqlite_query_text(path, "SELECT count(*) FROM workloads"), "20");
-  EXPECT_EQ(sqlite_query_text(path, "SELECT version FROM schema_version"), "2");
+  EXPECT_EQ(sqlite_query_text(path, "SELECT version FROM schema_version"), std::to_string(kSchemaVersion));
   auto db = Database::open(path, OpenMode::kReadOnly);
   Stats s = db.stats();
   EXPECT_EQ(s.records, 40000);

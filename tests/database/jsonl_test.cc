@@ -1,6 +1,7 @@
 // Export/import round trip, idempotent import, and the stats/prune views.
 
 #include "database/jsonl.h"
+#include "database/schema.h"
 #include "test_util.h"
 
 #include <gtest/gtest.h>
@@ -78,7 +79,7 @@ TEST(Stats, CountsRecordsErrorsAndTargets) {
   db.commit(sample());
   db.commit({error_record(3, kSkylake, "{}", ErrorKind::kLoadError, "x")});
   Stats s = db.stats();
-  EXPECT_EQ(s.schema_version, 2);
+  EXPECT_EQ(s.schema_version, kSchemaVersion);
   EXPECT_EQ(s.workloads, 3);
   EXPECT_EQ(s.records, 4);
   EXPECT_EQ(s.successful, 2);

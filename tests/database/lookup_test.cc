@@ -63,6 +63,47 @@ TEST_F(Lookup, TopKIsOrderedAndSkipsErrors) {
   EXPECT_TRUE(db->top_k(w1, kSkylake, 0).empty());
 }
 
+TEST_F(Lookup, ConfirmedRecordsRankFirstAndCommitsUpdateTheirConfirmation) {
+  // The tuning run's re-timing found "medium" at 1.5 ms and "fast" at 1.8 ms (its single
+  // measurement leaned low). Committing known programs again only sets the confirmation.
+  Record medium = ok_record(1, kSkylake, R"({"t":"medium"})", {2e-3});
+  medium.confirmed_latency = 1.5e-3;
+  Record fast = ok_record(1, kSkylake, R"({"t":"fast"})", {1e-3, 1.2e-3});
+  fast.confirmed_latency = 1.8e-3;
+  CommitResult result = db->commit({medium, fast});
+  EXPECT_EQ(result.inserted, 0u);
+  EXPECT_EQ(result.duplicates, 2u);
+  EXPECT_EQ(result.confirmed, 2u);
+  std::optional<Record> best = db->best(w1, kSkylake);
+  ASSERT_TRUE(best);
+  EXPECT_EQ(best->trace_json, R"({"t":"medium"})");
+  ASSERT_TRUE(best->confirmed_latency);
+  EXPECT_DOUBLE_EQ(*best->confirmed_latency, 1.5e-3);
+  EXPECT_DOUBLE_EQ(best->mean_latency(), 2e-3);  // the tuning measurement stays as it was
+  // Confirmed first, then the unconfirmed by mean; kMeasured keeps the measurement's order.
+  std::vector<std::string> order, measured;
+  for (const Record &r : db->top_k(w1, kSkylake, 10, TargetMatch::kExactOnly)) order.push_back(r.trace_json);
+  for (const Record &r : db->top_k(w1, kSkylake, 10, TargetMatch::kExactOnly, Ranking::kMeasured))
+    measured.push_back(r.trace_json);
+  EXPECT_EQ(order, (std::vector<std::string>{R"({"t":"medium"})", R"({"t":"fast"})", R"({"t":"slow"})"}));
+  EXPECT_EQ(measured, (std::vector<std::string>{R"({"t":"fast"})", R"({"t":"medium"})", R"({"t":"slow"})"}));
+  // An error record cannot be confirmed, and a confirmation must be a real latency.
+  Record crash = error_record(1, kSkylake, R"({"t":"crash"})", ErrorKind::kRuntimeError, "SIGSEGV");
+  crash.confirmed_latency = 1e-3;
+  EXPECT_NE(db_error_of([&] { db->commit({crash}); }).find("an error record has no confirmed latency"),
+            std::string::npos);
+  medium.confirmed_latency = -1;
+  EXPECT_NE(db_error_of([&] { db->commit({medium}); }), "");
+  // JSON lines carry the confirmation (with a trace the reader accepts).
+  Record line = *best;
+  line.trace_json = R"({"instructions":[],"kiln_trace":1})";
+  Record copied = record_from_jsonl(record_to_jsonl(line));
+  ASSERT_TRUE(copied.confirmed_latency);
+  EXPECT_DOUBLE_EQ(*copied.confirmed_latency, 1.5e-3);
+  line.confirmed_latency.reset();
+  EXPECT_FALSE(record_from_jsonl(record_to_jsonl(line)).confirmed_latency);
+}
+
 TEST_F(Lookup, ErrorOnlyWorkloadHasNoBest) {
   EXPECT_FALSE(db->best(w2, kSkylake));
   EXPECT_TRUE(db->top_k(w2, kSkylake, 5).empty());

@@ -40,17 +40,19 @@ TEST(Migration, ReadOnlyOpenOfV1FileAsksForAnUpgrade) {
   TempDir dir;
   write_v1_database(dir / "old.kdb");
   std::string error = db_error_of([&] { Database::open(dir / "old.kdb", OpenMode::kReadOnly); });
-  EXPECT_NE(error.find("has schema version 1, older than this Kiln's 2; open it read-write once"), std::string::npos)
+  EXPECT_NE(error.find("has schema version 1, older than this Kiln's " + std::to_string(kSchemaVersion) +
+                       "; open it read-write once"),
+            std::string::npos)
       << error;
   EXPECT_EQ(sqlite_query_text(dir / "old.kdb", "SELECT version FROM schema_version"), "1");
 }
 
-TEST(Migration, ReadWriteOpenMigratesV1ToV2AndKeepsRecords) {
+TEST(Migration, ReadWriteOpenMigratesV1ToTheCurrentVersionAndKeepsRecords) {
   TempDir dir;
   write_v1_database(dir / "old.kdb");
   {
     auto db = Database::open(dir / "old.kdb", OpenMode::kReadWrite);
-    EXPECT_EQ(db.schema_version(), 2);
+    EXPECT_EQ(db.schema_version(), kSchemaVersion);
     EXPECT_EQ(db.stats().records, 5);
 
     auto best = db.best(workload(1).key_hash, kSkylake, TargetMatch::kExactOnly);
@@ -73,7 +75,12 @@ TEST(Migration, ReadWriteOpenMigratesV1ToV2AndKeepsRecords) {
     // The migrated file accepts new records.
     EXPECT_EQ(db.commit({ok_record(2, kSkylake, R"({"v":6})", {1e-3})}).inserted, 1u);
   }
-  EXPECT_EQ(sqlite_query_text(dir / "old.kdb", "SELECT version FROM schema_version"), "2");
+  EXPECT_EQ(sqlite_query_text(dir / "old.kdb", "SELECT version FROM schema_version"), std::to_string(kSchemaVersion));
+  // v3: no record was confirmed before; the ranking index exists.
+  EXPECT_EQ(sqlite_query_text(dir / "old.kdb", "SELECT count(confirmed_latency) FROM records"), "0");
+  EXPECT_EQ(
+      sqlite_query_text(dir / "old.kdb", "SELECT count(*) FROM sqlite_master WHERE name = 'records_rank_by_target'"),
+      "1");
   EXPECT_EQ(sqlite_query_text(dir / "old.kdb", "SELECT device_kind || '/' || device_model FROM records WHERE id = 4"),
             "cpu-x86_64/cascadelake");
   EXPECT_EQ(sqlite_query_text(dir / "old.kdb", "SELECT device_kind FROM records WHERE id = 5"), "");
@@ -82,7 +89,7 @@ TEST(Migration, ReadWriteOpenMigratesV1ToV2AndKeepsRecords) {
             "1");
   EXPECT_EQ(sqlite_query_text(dir / "old.kdb", "PRAGMA integrity_check"), "ok");
   // Reopening a migrated file is a no-op.
-  EXPECT_EQ(Database::open(dir / "old.kdb", OpenMode::kReadOnly).schema_version(), 2);
+  EXPECT_EQ(Database::open(dir / "old.kdb", OpenMode::kReadOnly).schema_version(), kSchemaVersion);
 }
 
 TEST(Migration, NewFileIsAtCurrentVersionInWalMode) {

@@ -25,6 +25,13 @@ int main(int argc, char **argv) {
       return r;
     };
     const char *skylake = "llvm -mtriple=x86_64-linux-gnu -mcpu=skylake -num-cores=4";
+    // A second workload where the re-timing confirmed the slower-measured program.
+    kiln::db::Record lucky = record(skylake, R"({"tile":[2,2]})", {1.0e-4});
+    lucky.workload.canonical_json = R"({"ops":[{"op":"dense","shape":[64,64,64]}],"version":1})";
+    kiln::db::Record confirmed = lucky;
+    confirmed.trace_json = R"({"tile":[4,4]})";
+    confirmed.outcome = std::vector<double>{2.0e-4};
+    confirmed.confirmed_latency = 1.5e-4;
     kiln::db::Record failed = record(skylake, R"({"tile":[1,1]})", {});
     failed.outcome = kiln::db::MeasureError{kiln::db::ErrorKind::kRunTimeout, "timed out"};
     db.commit({
@@ -32,6 +39,8 @@ int main(int argc, char **argv) {
         record(skylake, R"({"tile":[4,16]})", {5.0e-4}),
         failed,
         record("llvm -mtriple=aarch64-linux-gnu -mcpu=cortex-a78 -num-cores=4", R"({"tile":[2,8]})", {1.0e-3}),
+        lucky,
+        confirmed,
     });
   } catch (const std::exception &e) {
     std::fprintf(stderr, "capi fixture: %s\n", e.what());
