@@ -192,11 +192,13 @@ double median(std::vector<double> v) {
 int main(int argc, char **argv) {
   int64_t trials = 1000;
   std::string only, db_path = "tune_ops.db", cost_model = "xgb";
+  uint64_t seed = 0;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--trials")) trials = std::atoll(argv[i + 1]);
     if (!std::strcmp(argv[i], "--only")) only = argv[i + 1];
     if (!std::strcmp(argv[i], "--db")) db_path = argv[i + 1];
     if (!std::strcmp(argv[i], "--cost-model")) cost_model = argv[i + 1];
+    if (!std::strcmp(argv[i], "--seed")) seed = std::strtoull(argv[i + 1], nullptr, 10);
   }
   measure::LocalRunner runner;  // forked before any thread exists
   std::filesystem::path work = std::filesystem::temp_directory_path() / ("kiln_tune_ops_" + std::to_string(getpid()));
@@ -216,12 +218,13 @@ int main(int argc, char **argv) {
     if (!only.empty() && ("," + only + ",").find("," + c.name + ",") == std::string::npos) continue;
     std::unique_ptr<costmodel::CostModel> model;
     if (cost_model == "random") {
-      model = std::make_unique<costmodel::RandomCostModel>(1);
+      model = std::make_unique<costmodel::RandomCostModel>(1 + seed);
     } else {
       model = std::make_unique<costmodel::XGBoostCostModel>();
     }
     scheduler::TuneOptions opts;
     opts.trials = trials;
+    opts.seed = seed;
     opts.timing.repeat = 3;
     opts.timing.min_repeat_ms = 10;
     scheduler::TaskTuner tuner(c.workload, target, opts, &database, pool, runner, *model);
