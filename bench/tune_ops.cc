@@ -6,7 +6,7 @@
 // includes the activation reorders an NCHW user pays (weights are reordered once,
 // untimed); its time in its preferred layout is printed for reference.
 //
-// Usage: kiln_bench_tune_ops [--trials N] [--only NAME[,NAME...]] [--db FILE] [--cost-model xgb|random]
+// Usage: kiln_bench_tune_ops [--trials N] [--only NAME[,NAME...]] [--db FILE] [--cost-model xgb|random] [--seed S]
 #include <dlfcn.h>
 #include <unistd.h>
 
