@@ -149,22 +149,29 @@ class Server {
       constexpr size_t kNobody = SIZE_MAX;
       size_t running = kNobody;  // the candidate whose pass was under way
       bool done = false;
+      // The frames come from a process that ran candidate code: read them defensively.
+      auto index = [&](const nlohmann::json &j, const char *key) {
+        const nlohmann::json &v = j[key];
+        return v.is_number_unsigned() && v.get<size_t>() < pending.size() ? v.get<size_t>() : kNobody;
+      };
       for (const std::string &frame : shared.frames) {
         nlohmann::json j = nlohmann::json::parse(frame, nullptr, /*allow_exceptions=*/false);
         if (!j.is_object()) continue;
         if (j.contains("done")) done = true;
         if (j.contains("failed")) {
-          size_t k = j["failed"].get<size_t>();
-          if (k >= pending.size()) continue;
-          results[pending[k]].error = error_kind_from_string(j.value("error", "")).value_or(ErrorKind::kRuntimeError);
-          results[pending[k]].message = j.value("message", "") + " (timed interleaved with its batch)";
+          size_t k = index(j, "failed");
+          if (k == kNobody) continue;
+          auto text = [&](const char *key) { return j[key].is_string() ? j[key].get<std::string>() : std::string(); };
+          std::string error = text("error"), message = text("message");
+          results[pending[k]].error = error_kind_from_string(error).value_or(ErrorKind::kRuntimeError);
+          results[pending[k]].message = message + " (timed interleaved with its batch)";
           running = kNobody;
         } else if (j.contains("seconds") && j.contains("candidate")) {
-          size_t k = j["candidate"].get<size_t>();
-          if (k < pending.size()) timed[k].push_back(j["seconds"].get<double>());
+          size_t k = index(j, "candidate");
+          if (k != kNobody && j["seconds"].is_number()) timed[k].push_back(j["seconds"].get<double>());
           running = kNobody;
         } else if (j.contains("candidate")) {
-          running = j["candidate"].get<size_t>();
+          running = index(j, "candidate");
         }
       }
       double share = shared.exit.seconds / static_cast<double>(pending.size());
