@@ -93,13 +93,19 @@ CompileReport compile_model(const frontend::Graph &graph, const std::vector<fron
 
   nlohmann::json manifest{{"kiln_model", kModelFormatVersion}, {"target", target.str()}};
   std::vector<std::optional<int64_t>> arena_offsets = plan_activations(graph, subgraphs, manifest);
+  // Constants no step reads (a weight a graph pass replaced, e.g. by batch-norm folding)
+  // stay out of the folder.
+  std::vector<bool> read(graph.values.size(), false);
+  for (const frontend::Subgraph &s : subgraphs)
+    for (frontend::ValueId v : s.inputs) read[static_cast<size_t>(v)] = true;
+  for (frontend::ValueId v : graph.outputs) read[static_cast<size_t>(v)] = true;
   std::ofstream weights(root / "weights.bin", std::ios::binary);
   int64_t offset = 0;
   manifest["values"] = nlohmann::json::array();
   for (size_t i = 0; i < graph.values.size(); ++i) {
     const frontend::Value &v = graph.values[i];
     nlohmann::json j{{"name", v.name}, {"shape", v.type.shape}, {"dtype", ir::dtype_name(v.type.dtype)}};
-    if (v.is_constant()) {
+    if (v.is_constant() && read[i]) {
       auto bytes = static_cast<int64_t>(v.constant->size() * ir::dtype_bytes(v.type.dtype));
       weights.write(static_cast<const char *>(v.constant->data()), bytes);
       j["offset"] = offset;

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include "database/database.h"
@@ -79,6 +80,17 @@ TEST_P(CompiledModel, UntunedMatchesTheExporter) {
   EXPECT_EQ(report.untuned, f.subgraphs.size());
   Model model = Model::load(dir);
   EXPECT_EQ(model.num_steps(), f.subgraphs.size());
+  // weights.bin holds the constants the steps read, once each, and nothing else.
+  std::set<frontend::ValueId> read;
+  for (const frontend::Subgraph &s : f.subgraphs)
+    for (frontend::ValueId v : s.inputs)
+      if (f.graph.values[static_cast<size_t>(v)].is_constant()) read.insert(v);
+  uintmax_t weight_bytes = 0;
+  for (frontend::ValueId v : read) {
+    const frontend::Value &value = f.graph.values[static_cast<size_t>(v)];
+    weight_bytes += static_cast<uintmax_t>(value.constant->size() * ir::dtype_bytes(value.type.dtype));
+  }
+  EXPECT_EQ(std::filesystem::file_size(std::filesystem::path(dir) / "weights.bin"), weight_bytes);
   // Activations whose lifetimes do not overlap share the arena.
   EXPECT_EQ(model.arena_bytes(), report.arena_bytes);
   EXPECT_LT(model.arena_bytes(), model.unplanned_bytes());
