@@ -235,21 +235,46 @@ CommitResult Database::Impl::insert_all(const std::vector<PreparedRecord> &recor
   return result;
 }
 
-CommitResult Database::commit(const std::vector<Record> &records) {
-  // Validate everything before taking the write lock: a bad record fails the
-  // batch without making other writers wait.
+// Validates everything before the write lock is taken: a bad record fails the batch
+// without making other writers wait.
+static std::vector<PreparedRecord> prepare_all(const std::vector<Record> &records, const char *what) {
   std::vector<PreparedRecord> prepared;
   prepared.reserve(records.size());
   for (size_t i = 0; i < records.size(); ++i) {
     try {
       prepared.push_back(prepare_record(records[i], NativeCpu::kResolve));
     } catch (const DbError &e) {
-      throw DbError("record " + std::to_string(i) + " of " + std::to_string(records.size()) +
+      throw DbError(std::string(what) + " " + std::to_string(i) + " of " + std::to_string(records.size()) +
                     " not committed (nothing was): " + e.what());
     }
   }
+  return prepared;
+}
+
+CommitResult Database::commit(const std::vector<Record> &records) {
+  std::vector<PreparedRecord> prepared = prepare_all(records, "record");
   CommitResult result;
   impl_->write_transaction([&] { result = impl_->insert_all(prepared); });
+  return result;
+}
+
+CommitResult Database::commit_confirmation(const std::vector<Record> &confirmed) {
+  std::vector<PreparedRecord> prepared = prepare_all(confirmed, "confirmation");
+  for (const PreparedRecord &p : prepared) {
+    if (!p.confirmed_latency) throw DbInvalidArgument("a confirmation needs every record's confirmed latency");
+    if (p.workload.key_hash != prepared.front().workload.key_hash || p.target != prepared.front().target)
+      throw DbInvalidArgument("a confirmation is of one workload on one target");
+  }
+  CommitResult result;
+  if (prepared.empty()) return result;
+  impl_->write_transaction([&] {
+    sqlite::Statement clear(impl_->conn.get(),
+                            "UPDATE records SET confirmed_latency = NULL WHERE target = ?2 AND workload_id = "
+                            "(SELECT id FROM workloads WHERE key_hash = ?1)");
+    clear.bind(1, prepared.front().workload.key_hash).bind(2, prepared.front().target);
+    clear.step();
+    result = impl_->insert_all(prepared);
+  });
   return result;
 }
 

@@ -83,6 +83,14 @@ class Database {
   /// confirmed latency is updated, when the new record carries one.
   CommitResult commit(const std::vector<Record> &records);
 
+  /// Stores one side-by-side re-timing of a workload's top programs on one target:
+  /// every record carries its confirmed latency (the median of the re-timings), and
+  /// in the same transaction every other record of that workload and target loses
+  /// its confirmation. Confirmed latencies then always come from one batch, timed
+  /// together: figures from different batches would compare the host's speed at two
+  /// moments as much as the programs. Records not yet stored are stored.
+  CommitResult commit_confirmation(const std::vector<Record> &confirmed);
+
   /// The fastest successful record: the lowest confirmed latency when any record
   /// of the tier is confirmed, else the lowest mean latency (ties: oldest).
   /// Error records are never returned. `target` may be in any flag order.

@@ -272,6 +272,11 @@ int TaskTuner::confirm_best(double started) {
     for (const db::Record &r :
          db_->top_k(workload_.key_hash(), target_.str(), k, db::TargetMatch::kExactOnly, db::Ranking::kMeasured))
       top.emplace_back(r.mean_latency(), r.trace_json);
+    // The incumbent (the best of the last confirmation) is re-timed beside them.
+    std::optional<db::Record> incumbent = db_->best(workload_.key_hash(), target_.str(), db::TargetMatch::kExactOnly);
+    if (incumbent && incumbent->confirmed_latency &&
+        std::none_of(top.begin(), top.end(), [&](const auto &t) { return t.second == incumbent->trace_json; }))
+      top.emplace_back(incumbent->mean_latency(), incumbent->trace_json);
   } else {
     std::sort(measured_.begin(), measured_.end());
     top.assign(measured_.begin(), measured_.begin() + static_cast<std::ptrdiff_t>(std::min(k, measured_.size())));
@@ -333,7 +338,7 @@ int TaskTuner::confirm_best(double started) {
   if (best == 0) return 0;
   if (db_ && !confirmations.empty()) {
     t0 = now();
-    db_->commit(confirmations);
+    db_->commit_confirmation(confirmations);
     progress_.time.database += now() - t0;
   }
   progress_.best_seconds = best;

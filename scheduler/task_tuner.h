@@ -51,9 +51,11 @@ struct TuneOptions {
   /// median over these re-timings (the first measurement, which leans low, left out;
   /// skipped once the time limit is reached). One timing can fall into a window where
   /// the host runs fast (on a shared machine the same program reads up to 1.5x apart
-  /// minutes apart) and crown a program that is not the fastest. Each re-timed
-  /// program's median is stored as its record's confirmed latency, which database
-  /// lookups rank first. 0 = the best single measurement wins.
+  /// minutes apart) and crown a program that is not the fastest. The previous
+  /// confirmation's best is re-timed beside them; each re-timed program's median is
+  /// stored as its record's confirmed latency (replacing the previous confirmation,
+  /// db::Database::commit_confirmation), which database lookups rank first. 0 = the
+  /// best single measurement wins.
   int confirm_top = 8;
   int confirm_runs = 3;
 };

@@ -104,6 +104,37 @@ TEST_F(Lookup, ConfirmedRecordsRankFirstAndCommitsUpdateTheirConfirmation) {
   EXPECT_FALSE(record_from_jsonl(record_to_jsonl(line)).confirmed_latency);
 }
 
+TEST_F(Lookup, AConfirmationReplacesTheLastOneSoConfirmedFiguresComeFromOneBatch) {
+  // First batch (a fast phase of the host): "medium" confirmed at 1.0 ms.
+  Record medium = ok_record(1, kSkylake, R"({"t":"medium"})", {2e-3});
+  medium.confirmed_latency = 1.0e-3;
+  EXPECT_EQ(db->commit_confirmation({medium}).confirmed, 1u);
+  EXPECT_EQ(db->best(w1, kSkylake)->trace_json, R"({"t":"medium"})");
+  // Second batch (a slow phase): "fast" and "slow" side by side. "medium" was not in it,
+  // so its figure from another moment no longer competes.
+  Record fast = ok_record(1, kSkylake, R"({"t":"fast"})", {1e-3, 1.2e-3});
+  fast.confirmed_latency = 1.6e-3;
+  Record slow = ok_record(1, kSkylake, R"({"t":"slow"})", {3e-3, 3e-3});
+  slow.confirmed_latency = 4e-3;
+  CommitResult result = db->commit_confirmation({fast, slow});
+  EXPECT_EQ(result.confirmed, 2u);
+  std::vector<Record> top = db->top_k(w1, kSkylake, 3, TargetMatch::kExactOnly);
+  ASSERT_EQ(top.size(), 3u);
+  EXPECT_EQ(top[0].trace_json, R"({"t":"fast"})");
+  EXPECT_EQ(top[1].trace_json, R"({"t":"slow"})");
+  EXPECT_EQ(top[2].trace_json, R"({"t":"medium"})");
+  EXPECT_FALSE(top[2].confirmed_latency);
+  // Other targets keep their confirmations; a confirmation must be of one workload and target.
+  Record other = ok_record(1, kCascadelake, R"({"t":"cascade"})", {0.5e-3});
+  EXPECT_NE(db_error_of([&] {
+              other.confirmed_latency = 1e-3;
+              db->commit_confirmation({fast, other});
+            }).find("one workload on one target"),
+            std::string::npos);
+  Record unconfirmed = ok_record(1, kSkylake, R"({"t":"fast"})", {1e-3});
+  EXPECT_NE(db_error_of([&] { db->commit_confirmation({unconfirmed}); }).find("confirmed latency"), std::string::npos);
+}
+
 TEST_F(Lookup, ErrorOnlyWorkloadHasNoBest) {
   EXPECT_FALSE(db->best(w2, kSkylake));
   EXPECT_TRUE(db->top_k(w2, kSkylake, 5).empty());

@@ -104,10 +104,32 @@ TEST_F(TaskTunerTest, ConfirmationRetimesTheFastest) {
   std::vector<db::Record> top = database.top_k(small_dense().key_hash(), target.str(), 5);
   ASSERT_GE(top.size(), 4u);
   for (size_t i = 0; i < 4; ++i) EXPECT_TRUE(top[i].confirmed_latency) << "rank " << i;
-  if (top.size() > 4) EXPECT_FALSE(top[4].confirmed_latency);
+  if (top.size() > 4) {
+    EXPECT_FALSE(top[4].confirmed_latency);
+  }
   EXPECT_EQ(top[0].trace_json, r.best_trace_json);
   EXPECT_DOUBLE_EQ(*top[0].confirmed_latency, r.progress.best_seconds);
   EXPECT_EQ(static_cast<int64_t>(database.records_of(small_dense().key_hash()).size()), r.progress.trials);
+
+  // A resumed run confirms again: its batch holds the incumbent beside the programs its
+  // measurements rank first, and only that batch's figures stay confirmed.
+  costmodel::XGBoostCostModel model2;
+  TuneOptions more = quick_options(4);
+  more.trials = 16;
+  more.confirm_top = 4;
+  more.confirm_runs = 2;
+  TuneResult again = TaskTuner(small_dense(), target, more, &database, pool, runner(), model2).run();
+  EXPECT_GE(again.confirmed, 4);
+  int confirmed = 0;
+  bool incumbent_retimed = false;
+  for (const db::Record &rec : database.records_of(small_dense().key_hash())) {
+    if (!rec.confirmed_latency) continue;
+    ++confirmed;
+    incumbent_retimed = incumbent_retimed || rec.trace_json == r.best_trace_json;
+  }
+  EXPECT_EQ(confirmed, again.confirmed);
+  EXPECT_TRUE(incumbent_retimed);
+  EXPECT_EQ(database.best(small_dense().key_hash(), target.str())->trace_json, again.best_trace_json);
 }
 
 // A task warm-starts its cost model from the other workloads' records (not its own),
