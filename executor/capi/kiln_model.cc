@@ -105,22 +105,25 @@ extern "C" size_t kiln_model_num_inputs(kiln_model model) { return model ? model
 
 extern "C" size_t kiln_model_num_outputs(kiln_model model) { return model ? model->outputs.size() : 0; }
 
-extern "C" kiln_model_status kiln_model_input_info(kiln_model model, size_t index, kiln_model_tensor_info *out_info) {
-  return guarded(model, "kiln_model_input_info", [&] {
-    if (!out_info) return fail(model, KILN_MODEL_INVALID_ARGUMENT, "kiln_model_input_info: out_info is NULL");
-    kiln_model_status s = check_index(model, "kiln_model_input_info", index, model->inputs.size(), "input");
-    if (s == KILN_MODEL_OK) fill(model->inputs[index], out_info);
+// kiln_model_input_info and kiln_model_output_info: one tensor of `list` described.
+static kiln_model_status tensor_info(kiln_model model, const char *function, size_t index,
+                                     std::vector<TensorInfo> kiln_model_s::*list, const char *what,
+                                     kiln_model_tensor_info *out_info) {
+  return guarded(model, function, [&] {
+    if (!out_info) return fail(model, KILN_MODEL_INVALID_ARGUMENT, std::string(function) + ": out_info is NULL");
+    const std::vector<TensorInfo> &tensors = model->*list;
+    kiln_model_status s = check_index(model, function, index, tensors.size(), what);
+    if (s == KILN_MODEL_OK) fill(tensors[index], out_info);
     return s;
   });
 }
 
+extern "C" kiln_model_status kiln_model_input_info(kiln_model model, size_t index, kiln_model_tensor_info *out_info) {
+  return tensor_info(model, "kiln_model_input_info", index, &kiln_model_s::inputs, "input", out_info);
+}
+
 extern "C" kiln_model_status kiln_model_output_info(kiln_model model, size_t index, kiln_model_tensor_info *out_info) {
-  return guarded(model, "kiln_model_output_info", [&] {
-    if (!out_info) return fail(model, KILN_MODEL_INVALID_ARGUMENT, "kiln_model_output_info: out_info is NULL");
-    kiln_model_status s = check_index(model, "kiln_model_output_info", index, model->outputs.size(), "output");
-    if (s == KILN_MODEL_OK) fill(model->outputs[index], out_info);
-    return s;
-  });
+  return tensor_info(model, "kiln_model_output_info", index, &kiln_model_s::outputs, "output", out_info);
 }
 
 extern "C" kiln_model_status kiln_model_set_input(kiln_model model, size_t index, const void *data, size_t bytes) {
