@@ -10,19 +10,11 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "tests/common/c_check.h"
+
 #if !KILN_DB_API_VERSION_AT_LEAST(1, 1, 0)
 #error "this test needs kiln_db API 1.1"
 #endif
-
-static int failures = 0;
-
-#define CHECK(cond)                                                            \
-  do {                                                                         \
-    if (!(cond)) {                                                             \
-      fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
-      ++failures;                                                              \
-    }                                                                          \
-  } while (0)
 
 static const char *kWorkloadJson = "{\"ops\":[{\"op\":\"dense\",\"shape\":[128,256,512]}],\"version\":1}";
 /* Canonical form: flags sorted by name. */

@@ -10,15 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int failures = 0;
-
-#define CHECK(cond)                                                            \
-  do {                                                                         \
-    if (!(cond)) {                                                             \
-      fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
-      ++failures;                                                              \
-    }                                                                          \
-  } while (0)
+#include "tests/common/c_check.h"
 
 /* Reads a whole file; *size gets its length. NULL when it cannot be read. */
 static void *read_file(const char *path, size_t *size) {
