@@ -95,6 +95,10 @@ std::vector<Case> suite() {
       conv_case("resnet_stem_7x7_s2", {1, 3, 224, 224, 64, 7, 7, 2, 3, 1}),
       conv_case("mobilenet_dw_96_112_s2", {1, 96, 112, 112, 96, 3, 3, 2, 1, 96}),
       conv_case("mobilenet_dw_144_56", {1, 144, 56, 56, 144, 3, 3, 1, 1, 144}),
+      // Shapes without good factors: 197 tokens (ViT-B/16), 1001 classes.
+      dense_case("vit_dense_197x768x768", 197, 768, 768, true, false),
+      dense_case("classifier_1x2048_1001", 1, 1001, 2048, true, false),
+      conv_case("conv_3x3_256_1001_14", {1, 256, 14, 14, 1001, 3, 3, 1, 1, 1}),
   };
 }
 

@@ -164,8 +164,11 @@ void CodeGen::visit(const StoreNode *op, const Stmt &) {
         is_vec(value) ? llvm::cast<llvm::Type>(llvm::FixedVectorType::get(elem, static_cast<unsigned>(lanes_))) : elem);
   Pattern pattern = classify(flat);
   if (pattern == Pattern::kStrided) pattern = Pattern::kGather;  // scattered stores stay scatters
+  // A lane-dependent block predicate (the partial tile of a padded vector loop).
+  llvm::Value *mask = masks_.empty() ? nullptr : masks_.back();
   switch (pattern) {
     case Pattern::kScalar: {
+      if (mask) throw CodegenError("a masked vector loop stores every lane to one element");
       llvm::Value *idx = gen_scalar(flat);
       // Every lane writes the same element: the last lane's value wins, as in order.
       if (is_vec(value)) value = b_.CreateExtractElement(value, static_cast<uint64_t>(lanes_ - 1));
@@ -173,14 +176,21 @@ void CodeGen::visit(const StoreNode *op, const Stmt &) {
       break;
     }
     case Pattern::kContiguous:
-      tag(b_.CreateAlignedStore(broadcast(value), element_ptr(op->buffer, lane0(flat)), align), op->buffer);
+      if (mask) {
+        tag(b_.CreateMaskedStore(broadcast(value), element_ptr(op->buffer, lane0(flat), /*maybe_outside=*/true), align,
+                                 mask),
+            op->buffer);
+      } else {
+        tag(b_.CreateAlignedStore(broadcast(value), element_ptr(op->buffer, lane0(flat)), align), op->buffer);
+      }
       break;
     case Pattern::kStrided:
     case Pattern::kGather: {
-      llvm::Value *ptrs = element_ptr(op->buffer, broadcast(gen(flat)));
-      llvm::Value *all =
-          llvm::Constant::getAllOnesValue(llvm::FixedVectorType::get(b_.getInt1Ty(), static_cast<unsigned>(lanes_)));
-      tag(b_.CreateMaskedScatter(broadcast(value), ptrs, align, all), op->buffer);
+      llvm::Value *ptrs = element_ptr(op->buffer, broadcast(gen(flat)), mask != nullptr);
+      llvm::Value *lanes = mask ? mask
+                                : llvm::Constant::getAllOnesValue(
+                                      llvm::FixedVectorType::get(b_.getInt1Ty(), static_cast<unsigned>(lanes_)));
+      tag(b_.CreateMaskedScatter(broadcast(value), ptrs, align, lanes), op->buffer);
       break;
     }
   }
@@ -193,9 +203,19 @@ bool CodeGen::can_vectorize(const ForNode *op) {
     if (s.as<ForNode>() || s.as<IfThenElseNode>()) ok = false;
     if (const auto *b = s.as<BlockNode>()) {
       if (b->init.defined() || !b->alloc_buffers.empty()) ok = false;
-      if (!is_const_int(b->predicate, 1)) {
-        // The predicate may use the lane only through the block bindings.
-        if (uses_var(b->predicate, op->loop_var.get())) ok = false;
+      if (!is_const_int(b->predicate, 1) && uses_var(b->predicate, op->loop_var.get())) {
+        // Lanes beyond a partial tile are masked off: every store must then write one
+        // element per lane (not all lanes to one element).
+        VarMap bindings;
+        for (size_t k = 0; k < b->iter_vars.size(); ++k) bindings[b->iter_vars[k].var.get()] = b->iter_values[k];
+        for_each_stmt(b->body, [&](const Stmt &inner) {
+          const auto *store = inner.as<StoreNode>();
+          if (!store) return;
+          bool per_lane = false;
+          for (const Expr &index : store->indices)
+            per_lane = per_lane || uses_var(substitute(index, bindings), op->loop_var.get());
+          if (!per_lane) ok = false;
+        });
       }
     }
   });

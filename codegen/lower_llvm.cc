@@ -499,16 +499,42 @@ void CodeGen::visit(const BlockNode *op, const Stmt &) {
     }
     visit_stmt(block_body);
   };
-  if (is_const_int(op->predicate, 1)) {
+  // The predicate's terms that vary across the lanes of a vector loop (the partial
+  // tile of a padded vector axis) mask the lanes' loads and stores; the others branch.
+  Expr branch = make_int(1, DType::kBool), lane_mask = make_int(1, DType::kBool);
+  std::vector<Expr> pending{op->predicate};
+  while (!pending.empty()) {
+    Expr term = pending.back();
+    pending.pop_back();
+    if (const auto *both = term.as<AndNode>()) {
+      pending.push_back(both->a);
+      pending.push_back(both->b);
+    } else if (is_const_int(term, 1)) {
+      continue;
+    } else if (lanes_ > 1 && uses_var(term, vec_var_)) {
+      lane_mask = is_const_int(lane_mask, 1) ? term : make_and(lane_mask, term);
+    } else {
+      branch = is_const_int(branch, 1) ? term : make_and(branch, term);
+    }
+  }
+  auto masked_body = [&] {
+    if (is_const_int(lane_mask, 1)) return body();
+    llvm::Value *outer = masks_.empty() ? nullptr : masks_.back();
+    llvm::Value *lanes = gen(lane_mask);
+    masks_.push_back(outer ? b_.CreateAnd(outer, lanes) : lanes);
     body();
+    masks_.pop_back();
+  };
+  if (is_const_int(branch, 1)) {
+    masked_body();
   } else {
-    llvm::Value *cond = gen(op->predicate);
+    llvm::Value *cond = gen(branch);
     if (is_vec(cond)) throw CodegenError("a vectorized loop reached a lane-dependent predicate");
     llvm::BasicBlock *then_bb = llvm::BasicBlock::Create(ctx_, "block", fn_);
     llvm::BasicBlock *end_bb = llvm::BasicBlock::Create(ctx_, "block.end", fn_);
     b_.CreateCondBr(cond, then_bb, end_bb);
     b_.SetInsertPoint(then_bb);
-    body();
+    masked_body();
     b_.CreateBr(end_bb);
     b_.SetInsertPoint(end_bb);
   }

@@ -399,7 +399,7 @@ ProgramFeatures extract_features_lowered(const ir::PrimFunc &lowered) {
 
 ProgramFeatures extract_features(const ir::PrimFunc &scheduled) {
   try {
-    return extract_features_lowered(ir::lower_for_codegen(scheduled));
+    return extract_features_lowered(ir::lower_for_analysis(scheduled));
   } catch (const std::exception &e) {
     ProgramFeatures failed;
     failed.error = e.what();

@@ -37,7 +37,7 @@ struct ProgramFeatures {
   bool ok() const { return error.empty(); }
 };
 
-/// Lowers `scheduled` with ir::lower_for_codegen and extracts one row per store.
+/// Lowers `scheduled` with ir::lower_for_analysis and extracts one row per store.
 /// Never throws: a program that fails to lower comes back with `error` set.
 /// Thread-safe (it reads only its argument).
 ProgramFeatures extract_features(const ir::PrimFunc &scheduled);

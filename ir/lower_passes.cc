@@ -8,6 +8,7 @@
 #include "ir/functor.h"
 #include "ir/schedule/analysis.h"
 #include "ir/simplify.h"
+#include "ir/structural.h"
 
 namespace kiln::ir {
 namespace {
@@ -388,8 +389,146 @@ PrimFunc vector_friendly_layouts(const PrimFunc &f) {
   return g;
 }
 
-PrimFunc lower_for_codegen(const PrimFunc &f) {
+namespace {
+
+// See version_partial_tiles.
+class PartialTileVersioner : public IRMutator {
+ protected:
+  Stmt visit(const ForNode *op, const Stmt &self) override {
+    Stmt body = op->body;
+    int added = 0;
+    if (op->for_kind != ForKind::kVectorized) {
+      std::vector<const VarNode *> inner = loop_vars_inside(body);
+      // Conjuncts with the same full-tile condition (an init's and its update's, over
+      // different loops of one tile) share one version.
+      std::vector<std::pair<Expr, std::vector<Expr>>> versions;
+      for (const Expr &c : conjuncts_led_by(body, op->loop_var.get())) {
+        Expr full = full_tile_condition(c, op, inner);
+        if (!full.defined()) continue;
+        auto same = std::find_if(versions.begin(), versions.end(),
+                                 [&](const auto &v) { return structural_equal(v.first, full); });
+        if (same == versions.end()) {
+          versions.push_back({full, {c}});
+        } else {
+          same->second.push_back(c);
+        }
+      }
+      for (const auto &[full, implied] : versions) {
+        if (versions_ >= kMaxVersionedConjuncts) break;
+        body = make_if(full, without_conjuncts(body, implied), body);
+        ++versions_;
+        ++added;
+      }
+    }
+    outer_.push_back(op);
+    body = mutate(body);
+    outer_.pop_back();
+    versions_ -= added;
+    return body.same_as(op->body) ? self : with_body(op, body);
+  }
+
+ private:
+  // A conjunct is versioned at the outermost loop whose variable it uses: there the
+  // branch is taken once per tile of that loop, and only the last tile is partial.
+  std::vector<Expr> conjuncts_led_by(const Stmt &body, const VarNode *loop_var) const {
+    std::vector<Expr> out;
+    for_each_stmt(body, [&](const Stmt &s) {
+      const auto *b = s.as<BlockNode>();
+      if (!b) return;
+      std::vector<Expr> terms;
+      conjuncts(b->predicate, &terms);
+      for (const Expr &t : terms) {
+        std::unordered_set<const VarNode *> vars = vars_of(t);
+        if (!vars.count(loop_var)) continue;
+        bool outer_var = false;
+        for (const ForNode *l : outer_) outer_var = outer_var || vars.count(l->loop_var.get());
+        if (outer_var) continue;
+        bool seen = false;
+        for (const Expr &o : out) seen = seen || structural_equal(o, t);
+        if (!seen) out.push_back(t);
+      }
+    });
+    return out;
+  }
+
+  static std::vector<const VarNode *> loop_vars_inside(const Stmt &body) {
+    std::vector<const VarNode *> out;
+    for_each_stmt(body, [&](const Stmt &s) {
+      if (const auto *l = s.as<ForNode>()) out.push_back(l->loop_var.get());
+    });
+    return out;
+  }
+
+  // For `e < n` (or <=): the condition, on the loops outside `op`'s body, under which
+  // it holds for every iteration inside; undefined where that cannot be written.
+  Expr full_tile_condition(const Expr &c, const ForNode *op, const std::vector<const VarNode *> &inner) const {
+    Expr lhs, rhs;
+    bool strict;
+    if (const auto *lt = c.as<LTNode>()) {
+      lhs = lt->a, rhs = lt->b, strict = true;
+    } else if (const auto *le = c.as<LENode>()) {
+      lhs = le->a, rhs = le->b, strict = false;
+    } else {
+      return Expr();
+    }
+    Analyzer analyzer;
+    for (const ForNode *l : outer_) analyzer.bind(l->loop_var, l->extent);
+    analyzer.bind(op->loop_var, op->extent);
+    std::unordered_set<const VarNode *> relaxed(inner.begin(), inner.end());
+    for_each_stmt(op->body, [&](const Stmt &s) {
+      if (const auto *l = s.as<ForNode>()) analyzer.bind(l->loop_var, l->extent);
+    });
+    for (const VarNode *v : vars_of(rhs))
+      if (relaxed.count(v)) return Expr();
+    Expr most = analyzer.symbolic_max(lhs, relaxed);
+    if (!most.defined()) return Expr();
+    for (const VarNode *v : vars_of(most))
+      if (relaxed.count(v)) return Expr();
+    Expr full = analyzer.simplify(make_cmp(strict ? ExprKind::kLT : ExprKind::kLE, most, rhs));
+    // Never true (a tile smaller than one step) or always true: nothing to version.
+    if (is_const_int(full, 0) || is_const_int(full, 1)) return Expr();
+    return full;
+  }
+
+  static Stmt without_conjuncts(const Stmt &body, const std::vector<Expr> &drop) {
+    struct Dropper : IRMutator {
+      explicit Dropper(const std::vector<Expr> &drop) : drop(drop) {}
+      const std::vector<Expr> &drop;
+      Stmt visit(const BlockNode *op, const Stmt &self) override {
+        Stmt inner = mutate(op->body);
+        std::vector<Expr> terms;
+        conjuncts(op->predicate, &terms);
+        Expr pred = make_int(1, DType::kBool);
+        bool dropped = false;
+        for (const Expr &t : terms) {
+          if (std::any_of(drop.begin(), drop.end(), [&](const Expr &c) { return structural_equal(t, c); })) {
+            dropped = true;
+            continue;
+          }
+          pred = is_const_int(pred, 1) ? t : make_and(pred, t);
+        }
+        if (!dropped && inner.same_as(op->body)) return self;
+        return make_block(op->name, op->iter_vars, op->iter_values, dropped ? pred : op->predicate, op->init, inner,
+                          op->alloc_buffers, op->annotations);
+      }
+    };
+    return Dropper(drop).mutate(body);
+  }
+
+  // Each versioned conjunct doubles the code below it.
+  static constexpr int kMaxVersionedConjuncts = 3;
+  std::vector<const ForNode *> outer_;
+  int versions_ = 0;  // conjuncts versioned by the enclosing loops
+};
+
+}  // namespace
+
+PrimFunc version_partial_tiles(const PrimFunc &f) { return sched::with_body(f, PartialTileVersioner().mutate(f.body)); }
+
+PrimFunc lower_for_analysis(const PrimFunc &f) {
   return vector_friendly_layouts(compact_buffers(decompose_reductions(f)));
 }
+
+PrimFunc lower_for_codegen(const PrimFunc &f) { return version_partial_tiles(lower_for_analysis(f)); }
 
 }  // namespace kiln::ir

@@ -27,7 +27,22 @@ PrimFunc compact_buffers(const PrimFunc &f);
 /// Intermediate buffers are private to the program, so this never changes its result.
 PrimFunc vector_friendly_layouts(const PrimFunc &f);
 
-/// The passes code generation runs, in order.
+/// Tiles that need not divide their loop (sample_tile, non-divisible splits) leave
+/// predicates like `i0*16 + i1 < 197` on blocks. Each such conjunct `e < n` is
+/// versioned at the outermost loop whose variable it uses: that loop's body becomes
+/// `if (max of e over the loops inside < n) {body without the conjunct} else {body}`,
+/// so every full tile runs the predicate-free (vectorizable) code and only the partial
+/// one pays for the check. At most three conjuncts are versioned on one path (each
+/// doubles the code below it); vectorized loops are not versioned (code generation
+/// masks their lanes instead).
+PrimFunc version_partial_tiles(const PrimFunc &f);
+
+/// The passes before versioning: one copy of every loop nest (what the cost model's
+/// features describe; the versions' predicates count as guard operations).
+PrimFunc lower_for_analysis(const PrimFunc &f);
+
+/// The passes code generation runs, in order: lower_for_analysis, then
+/// version_partial_tiles.
 PrimFunc lower_for_codegen(const PrimFunc &f);
 
 }  // namespace kiln::ir

@@ -1,5 +1,7 @@
 // Mutators: each changes one decision of a sketch trace.
-//   MutateTileSize         moves a factor between two levels of a sampled tiling
+//   MutateTileSize         moves a factor between two levels of a sampled perfect
+//                          tiling, or redraws one inner factor of a sampled tiling that
+//                          need not divide its extent (the outermost is then inferred)
 //   MutateCategorical      another candidate of a sampled annotation value (the
 //                          parallel extent, the unroll depth: one instance per key)
 //   MutateComputeLocation  a neighbouring sampled compute location
@@ -17,10 +19,16 @@ class MutateTileSize : public Mutator {
   std::string name() const override { return "mutate_tile_size"; }
   std::optional<ir::Trace> apply(const ir::Trace &sketch, Rng &rng) const override {
     std::vector<size_t> cands = sketch.decided(ir::instructions::kSamplePerfectTile);
+    for (size_t i : sketch.decided(ir::instructions::kSampleTile)) cands.push_back(i);
     if (cands.empty()) return std::nullopt;
     for (int attempt = 0; attempt < 16; ++attempt) {
       size_t inst = cands[rng() % cands.size()];
       std::vector<int64_t> f = sketch.decisions.at(inst).get<std::vector<int64_t>>();
+      if (sketch.instructions[inst].kind == &ir::instructions::kSampleTile) {
+        if (std::optional<std::vector<int64_t>> g = redraw_inner_factor(sketch.instructions[inst], f, rng))
+          return sketch.with_decision(inst, json(*g));
+        continue;
+      }
       const int64_t old_inner = f.back();
       if (f.size() < 2) continue;
       size_t from = rng() % f.size(), to = rng() % f.size();
@@ -39,6 +47,22 @@ class MutateTileSize : public Mutator {
       return sketch.with_decision(inst, json(f));
     }
     return std::nullopt;
+  }
+
+ private:
+  // Replay infers the outermost factor and rejects inner factors that outgrow the loop.
+  static std::optional<std::vector<int64_t>> redraw_inner_factor(const ir::Instruction &inst, std::vector<int64_t> f,
+                                                                 Rng &rng) {
+    if (f.size() < 2) return std::nullopt;
+    size_t level = 1 + rng() % (f.size() - 1);
+    std::vector<int64_t> choices =
+        ir::tile_factor_choices(level + 1 == f.size(), inst.attrs.value("max_innermost_factor", int64_t{0}),
+                                inst.attrs.value("innermost_multiple", int64_t{0}));
+    choices.erase(std::remove(choices.begin(), choices.end(), f[level]), choices.end());
+    if (choices.empty()) return std::nullopt;
+    f[level] = choices[rng() % choices.size()];
+    f[0] = -1;
+    return f;
   }
 };
 

@@ -77,7 +77,7 @@ const std::vector<const InstructionKind *> &instruction_kinds();
 namespace instructions {
 extern const InstructionKind kGetBlock, kGetLoops, kSplit, kFuse, kReorder, kParallel, kVectorize, kUnroll, kBind,
     kAnnotate, kComputeAt, kReverseComputeAt, kComputeInline, kReverseComputeInline, kCacheRead, kCacheWrite, kRfactor,
-    kSamplePerfectTile, kSampleCategorical, kSampleComputeLocation;
+    kSamplePerfectTile, kSampleTile, kSampleCategorical, kSampleComputeLocation;
 }  // namespace instructions
 
 }  // namespace kiln::ir

@@ -1,5 +1,6 @@
 #include "ir/schedule/schedule.h"
 
+#include <algorithm>
 #include <functional>
 #include <numeric>
 #include <type_traits>
@@ -372,6 +373,30 @@ static void enumerate_tilings(int64_t extent, int n, int64_t cap, std::vector<in
   }
 }
 
+std::vector<ExprRV> Schedule::record_tiling(const InstructionKind &kind, const LoopRV &loop, int n,
+                                            int64_t max_innermost_factor, int64_t innermost_multiple,
+                                            const std::vector<int64_t> &factors) {
+  std::vector<ExprRV> out;
+  std::vector<std::string> names;
+  for (int64_t f : factors) {
+    out.push_back(ExprRV{new_rv('v', f)});
+    names.push_back(out.back().name);
+  }
+  json attrs{{"n", n}, {"max_innermost_factor", max_innermost_factor}};
+  if (innermost_multiple > 0) attrs["innermost_multiple"] = innermost_multiple;
+  record(kind, json::array({loop.name}), attrs, names, json(factors));
+  return out;
+}
+
+// The tilings whose innermost factor is a multiple of `multiple` (whole vectors).
+static std::vector<std::vector<int64_t>> whole_vector_tilings(const std::vector<std::vector<int64_t>> &all,
+                                                              int64_t multiple) {
+  std::vector<std::vector<int64_t>> whole;
+  for (const std::vector<int64_t> &t : all)
+    if (t.back() % multiple == 0) whole.push_back(t);
+  return whole;
+}
+
 std::vector<ExprRV> Schedule::sample_perfect_tile(const LoopRV &loop, int n, int64_t max_innermost_factor,
                                                   std::optional<std::vector<int64_t>> decision,
                                                   int64_t innermost_multiple) {
@@ -396,9 +421,7 @@ std::vector<ExprRV> Schedule::sample_perfect_tile(const LoopRV &loop, int n, int
     std::vector<int64_t> prefix;
     enumerate_tilings(extent, n, max_innermost_factor, prefix, all);
     if (innermost_multiple > 0) {
-      std::vector<std::vector<int64_t>> whole;
-      for (const std::vector<int64_t> &t : all)
-        if (t.back() % innermost_multiple == 0) whole.push_back(t);
+      std::vector<std::vector<int64_t>> whole = whole_vector_tilings(all, innermost_multiple);
       if (!whole.empty()) all = std::move(whole);
     }
     if (all.empty()) {
@@ -408,16 +431,7 @@ std::vector<ExprRV> Schedule::sample_perfect_tile(const LoopRV &loop, int n, int
     }
     factors = all[std::uniform_int_distribution<size_t>(0, all.size() - 1)(rng_)];
   }
-  std::vector<ExprRV> out;
-  std::vector<std::string> names;
-  for (int64_t f : factors) {
-    out.push_back(ExprRV{new_rv('v', f)});
-    names.push_back(out.back().name);
-  }
-  json attrs{{"n", n}, {"max_innermost_factor", max_innermost_factor}};
-  if (innermost_multiple > 0) attrs["innermost_multiple"] = innermost_multiple;
-  record(instructions::kSamplePerfectTile, json::array({loop.name}), attrs, names, json(factors));
-  return out;
+  return record_tiling(instructions::kSamplePerfectTile, loop, n, max_innermost_factor, innermost_multiple, factors);
 }
 
 const InstructionKind instructions::kSamplePerfectTile{
@@ -428,6 +442,105 @@ const InstructionKind instructions::kSamplePerfectTile{
       return names(s.sample_perfect_tile(a.loop(0), a.attr("n").get<int>(),
                                          a.attr("max_innermost_factor").get<int64_t>(), decision,
                                          a.attrs().value("innermost_multiple", int64_t{0})));
+    },
+    true};
+
+std::vector<int64_t> tile_factor_choices(bool innermost, int64_t max_innermost_factor, int64_t innermost_multiple) {
+  // Middle levels: a register tile's rows or a cache tile's count of register tiles,
+  // where small factors (and not only divisors) are what the search needs.
+  constexpr int64_t kLargestSmallFactor = 16;
+  std::vector<int64_t> out;
+  if (innermost && innermost_multiple > 0) {
+    int64_t cap = max_innermost_factor > 0 ? max_innermost_factor : 4 * innermost_multiple;
+    for (int64_t m = innermost_multiple; m <= cap; m += innermost_multiple) out.push_back(m);
+    return out;
+  }
+  int64_t cap = kLargestSmallFactor;
+  if (innermost && max_innermost_factor > 0) cap = std::min(cap, max_innermost_factor);
+  for (int64_t f = 1; f <= cap; ++f) out.push_back(f);
+  return out;
+}
+
+std::vector<ExprRV> Schedule::sample_tile(const LoopRV &loop, int n, int64_t max_innermost_factor,
+                                          int64_t innermost_multiple, std::optional<std::vector<int64_t>> decision) {
+  const std::string primitive = "sample_tile";
+  Stmt s = sched::find_loop(func_, loop_var(primitive, loop).get());
+  if (!s.defined()) throw ScheduleError(primitive, "loop '" + loop.name + "' no longer exists");
+  const int64_t extent = s.as<ForNode>()->extent;
+  if (n < 2) throw ScheduleError(primitive, "needs at least two tile levels, got " + std::to_string(n));
+  auto inner_product = [](const std::vector<int64_t> &f) {
+    int64_t p = 1;
+    for (size_t i = 1; i < f.size(); ++i) p *= f[i];
+    return p;
+  };
+  std::vector<int64_t> factors;
+  if (decision) {
+    factors = *decision;
+    std::string what = "decision " + json(factors).dump() + " for " + sched::describe_loop(s.as<ForNode>());
+    if (static_cast<int>(factors.size()) != n)
+      throw ScheduleError(primitive, what + " does not have " + std::to_string(n) + " levels");
+    for (size_t i = 1; i < factors.size(); ++i)
+      if (factors[i] < 1 || factors[i] > extent)
+        throw ScheduleError(primitive, what + ": inner factors must lie in [1, extent]");
+    if (max_innermost_factor > 0 && factors.back() > max_innermost_factor)
+      throw ScheduleError(primitive, what + ": the innermost factor exceeds " + std::to_string(max_innermost_factor));
+    int64_t inner = inner_product(factors);
+    if (inner > extent)
+      throw ScheduleError(primitive, what + ": the inner factors multiply to " + std::to_string(inner) +
+                                         ", more than the extent (no tile would be full)");
+    int64_t outer = (extent + inner - 1) / inner;
+    if (factors[0] != -1 && factors[0] != outer)
+      throw ScheduleError(primitive, what + ": the outermost factor must be " + std::to_string(outer) + " (or -1)");
+    factors[0] = outer;
+  } else {
+    // A handful of draws, perfect and padded; the ones padding at most 1/8 of the
+    // extent are kept and one of them is chosen, else the least padded draw.
+    constexpr int kDraws = 8;
+    std::vector<std::vector<int64_t>> draws, perfect;
+    std::vector<int64_t> prefix;
+    enumerate_tilings(extent, n, max_innermost_factor, prefix, perfect);
+    if (innermost_multiple > 0) perfect = whole_vector_tilings(perfect, innermost_multiple);
+    for (int d = 0; d < kDraws; ++d) {
+      if (!perfect.empty() && rng_() % 2 == 0) {
+        draws.push_back(perfect[std::uniform_int_distribution<size_t>(0, perfect.size() - 1)(rng_)]);
+        continue;
+      }
+      std::vector<int64_t> f(static_cast<size_t>(n), 1);
+      int64_t room = extent;
+      for (int level = n - 1; level >= 1; --level) {
+        std::vector<int64_t> choices = tile_factor_choices(level == n - 1, max_innermost_factor, innermost_multiple);
+        std::vector<int64_t> fitting;
+        for (int64_t c : choices)
+          if (c <= room) fitting.push_back(c);
+        if (fitting.empty()) break;  // the rest stay 1
+        f[static_cast<size_t>(level)] = fitting[std::uniform_int_distribution<size_t>(0, fitting.size() - 1)(rng_)];
+        room /= f[static_cast<size_t>(level)];
+      }
+      int64_t inner = inner_product(f);
+      f[0] = (extent + inner - 1) / inner;
+      draws.push_back(f);
+    }
+    auto padding = [&](const std::vector<int64_t> &f) { return f[0] * inner_product(f) - extent; };
+    std::vector<std::vector<int64_t>> little;
+    for (const std::vector<int64_t> &f : draws)
+      if (padding(f) * 8 <= extent) little.push_back(f);
+    if (!little.empty()) {
+      factors = little[std::uniform_int_distribution<size_t>(0, little.size() - 1)(rng_)];
+    } else {
+      factors = *std::min_element(draws.begin(), draws.end(),
+                                  [&](const auto &a, const auto &b) { return padding(a) < padding(b); });
+    }
+  }
+  return record_tiling(instructions::kSampleTile, loop, n, max_innermost_factor, innermost_multiple, factors);
+}
+
+const InstructionKind instructions::kSampleTile{
+    "sample_tile", RVKind::kInt,
+    [](Schedule &s, const InstructionArgs &a) -> std::vector<std::string> {
+      std::optional<std::vector<int64_t>> decision;
+      if (a.decision()) decision = a.decision()->get<std::vector<int64_t>>();
+      return names(s.sample_tile(a.loop(0), a.attr("n").get<int>(), a.attr("max_innermost_factor").get<int64_t>(),
+                                 a.attrs().value("innermost_multiple", int64_t{0}), decision));
     },
     true};
 
@@ -577,6 +690,10 @@ std::optional<std::vector<ExprRV>> Schedule::try_sample_perfect_tile(const LoopR
   return probe([&] { return sample_perfect_tile(loop, n, max_innermost_factor, std::nullopt, innermost_multiple); },
                why);
 }
+std::optional<std::vector<ExprRV>> Schedule::try_sample_tile(const LoopRV &loop, int n, int64_t max_innermost_factor,
+                                                             int64_t innermost_multiple, std::string *why) {
+  return probe([&] { return sample_tile(loop, n, max_innermost_factor, innermost_multiple); }, why);
+}
 
 // ---- the instruction table ---------------------------------------------------------------
 
@@ -600,6 +717,7 @@ const std::vector<const InstructionKind *> &instruction_kinds() {
                                                               &kCacheWrite,
                                                               &kRfactor,
                                                               &kSamplePerfectTile,
+                                                              &kSampleTile,
                                                               &kSampleCategorical,
                                                               &kSampleComputeLocation};
   return kKinds;

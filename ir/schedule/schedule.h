@@ -86,6 +86,17 @@ class Schedule {
   std::vector<ExprRV> sample_perfect_tile(const LoopRV &loop, int n, int64_t max_innermost_factor,
                                           std::optional<std::vector<int64_t>> decision = std::nullopt,
                                           int64_t innermost_multiple = 0);
+  /// n factors for a split that need not divide the extent: the outermost is
+  /// ceil(extent / product of the others), so only the last outer tile is partial (a
+  /// predicate keeps it in bounds; code generation versions the full tiles apart).
+  /// Inner factors come from tile_factor_choices; the innermost is a multiple of
+  /// innermost_multiple when that is > 0 (whole vectors), and <= max_innermost_factor.
+  /// Sampling also proposes perfect tilings where the extent has factors in range, and
+  /// prefers tilings that pad little. A decision whose outermost factor is -1 has it
+  /// inferred (mutators change inner factors only).
+  std::vector<ExprRV> sample_tile(const LoopRV &loop, int n, int64_t max_innermost_factor,
+                                  int64_t innermost_multiple = 0,
+                                  std::optional<std::vector<int64_t>> decision = std::nullopt);
   ExprRV sample_categorical(const std::vector<int64_t> &candidates, const std::vector<double> &probs,
                             std::optional<int64_t> decision = std::nullopt);
   /// A loop of the block's sole consumer where compute_at is legal, or the root.
@@ -112,6 +123,8 @@ class Schedule {
   std::optional<std::vector<ExprRV>> try_sample_perfect_tile(const LoopRV &loop, int n, int64_t max_innermost_factor,
                                                              int64_t innermost_multiple = 0,
                                                              std::string *why = nullptr);
+  std::optional<std::vector<ExprRV>> try_sample_tile(const LoopRV &loop, int n, int64_t max_innermost_factor,
+                                                     int64_t innermost_multiple = 0, std::string *why = nullptr);
 
   /// replay() for a trace that may not apply (a mutated decision): nullopt, with the
   /// reason in `why` when given.
@@ -135,6 +148,9 @@ class Schedule {
   /// false (nullopt) with its message in `why`. The primitive left the schedule as it was.
   template <typename Primitive>
   auto probe(Primitive &&primitive, std::string *why);
+  std::vector<ExprRV> record_tiling(const InstructionKind &kind, const LoopRV &loop, int n,
+                                    int64_t max_innermost_factor, int64_t innermost_multiple,
+                                    const std::vector<int64_t> &factors);
   std::vector<int64_t> candidate_locations_check(const std::string &block, std::vector<Var> *loops) const;
 
   PrimFunc func_;
@@ -143,5 +159,10 @@ class Schedule {
   int next_rv_ = 0;
   std::mt19937_64 rng_;
 };
+
+/// The values sample_tile draws for an inner level of a tiling: small factors for the
+/// middle levels; for the innermost, multiples of `innermost_multiple` (when > 0) up
+/// to `max_innermost_factor` (when > 0), else small factors up to it.
+std::vector<int64_t> tile_factor_choices(bool innermost, int64_t max_innermost_factor, int64_t innermost_multiple);
 
 }  // namespace kiln::ir

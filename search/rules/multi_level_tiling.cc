@@ -9,7 +9,8 @@
 //   other vector axis       SSRSRS    yes                   the weights, along the vector axis
 //
 // Each variant runs the same steps over one TilingState: split the loops into levels
-// (the innermost spatial tile becomes the vector loop), annotate the register tile for
+// (the innermost spatial tile becomes the vector loop; extents without good factors get
+// tiles that need not divide them, see needs_padded_tiles), annotate the register tile for
 // RejectPoorRegisterTiles, then either fuse the epilogue per S1 tile (no accumulator) or
 // write back through an accumulator with the epilogue fused into the write-back, and
 // pack inputs. A variant that does not apply to a block (no tiling under the innermost
@@ -171,8 +172,11 @@ class MultiLevelTiling : public ScheduleRule {
       } else {
         targets = {kR0, kR1};
       }
+      const int n = static_cast<int>(targets.size());
       std::optional<std::vector<ir::ExprRV>> factors =
-          s.try_sample_perfect_tile(loop, static_cast<int>(targets.size()), max_innermost_, multiple);
+          st.kinds[i] == LoopKind::kSpatial && needs_padded_tiles(s.loop(loop)->extent, i == vector_loop)
+              ? s.try_sample_tile(loop, n, max_innermost_, multiple)
+              : s.try_sample_perfect_tile(loop, n, max_innermost_, multiple);
       if (!factors) return false;
       std::vector<LoopRV> parts = s.split(loop, std::vector<ir::Factor>(factors->begin(), factors->end()));
       if (i == vector_loop) st.vector_outer = parts[0];
@@ -189,6 +193,20 @@ class MultiLevelTiling : public ScheduleRule {
     std::vector<LoopRV> order;
     for (const auto &level : levels) order.insert(order.end(), level.begin(), level.end());
     s.reorder(order);
+    return true;
+  }
+
+  // Spatial extents whose perfect tilings are poor get tiles that need not divide them
+  // (the last outer tile is partial): a vector axis longer than a vector but not a
+  // multiple of the lanes (197 tokens, 1001 classes), and other axes without a factor
+  // fit for a register tile (a prime number of rows). Reductions keep perfect tiles, so
+  // an accumulation never runs on padding.
+  bool needs_padded_tiles(int64_t extent, bool vector_axis) const {
+    if (vector_axis) return extent > lanes_ && extent % lanes_ != 0;
+    constexpr int64_t kLargestRegisterRows = 8;
+    if (extent <= 2 * kLargestRegisterRows) return false;
+    for (int64_t d = 2; d <= kLargestRegisterRows; ++d)
+      if (extent % d == 0) return false;
     return true;
   }
 

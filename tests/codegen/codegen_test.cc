@@ -336,6 +336,34 @@ TEST(CodegenX86Strided, PackedTransposedPanelIsStoredForVectorLoads) {
   expect_artifact_matches(sch.func(), func, random_inputs(dag, 5), "panel");
 }
 
+// Output features tiled by 16 that do not divide 67 (sample_tile): the four full tiles
+// run predicate-free code (version_partial_tiles), whose stores are whole vectors; the
+// partial fifth tile masks its three valid lanes' loads and stores.
+TEST(CodegenX86Padded, FullTilesAreVersionedApartAndThePartialTileIsMasked) {
+  ir::Workload w = ir::Workload::single("dense", {{{37, 48}, ir::DType::kFloat32}, {{67, 48}, ir::DType::kFloat32}});
+  te::ComputeDAG dag = w.build_dag();
+  ir::PrimFunc func = te::lower(dag, "dense_padded");
+  ir::Schedule sch(func);
+  ir::BlockRV dense = sch.get_block("dense");
+  std::vector<ir::LoopRV> l = sch.get_loops(dense);  // i j | k
+  std::vector<ir::ExprRV> tiles = sch.sample_tile(l[1], 2, 16, 16, std::vector<int64_t>{-1, 16});
+  std::vector<ir::LoopRV> j = sch.split(l[1], {ir::Factor(tiles[0]), ir::Factor(tiles[1])});
+  ASSERT_EQ(sch.value(tiles[0]), 5);
+  sch.reorder({j[0], l[0], l[2], j[1]});
+  sch.vectorize(j[1]);
+  sch.parallel(j[0]);
+  ir::PrimFunc lowered = ir::lower_for_codegen(sch.func());
+  int branches = 0;
+  ir::for_each_stmt(lowered.body, [&](const ir::Stmt &s) { branches += s.as<ir::IfThenElseNode>() != nullptr; });
+  EXPECT_EQ(branches, 1) << ir::to_string(lowered);  // one version for the init and the update
+  for (const IsaTarget &t : x86_isa_targets()) {
+    std::string ir_text = compiler().emit_llvm_ir(sch.func(), t.target);
+    EXPECT_NE(ir_text.find("masked.store"), std::string::npos) << t.isa << "\n" << ir_text;
+    EXPECT_NE(ir_text.find("store <16 x float>"), std::string::npos) << t.isa << "\n" << ir_text;
+  }
+  expect_artifact_matches(sch.func(), func, random_inputs(dag, 13), "padded_features");
+}
+
 // Rows of a padded 7x7 depthwise convolution's input, 9 lanes wide, are masked loads
 // (the padding lanes are off). On AVX2, LLVM 16 miscompiled such a non-power-of-two
 // masked load inside this nest; code generation now widens it itself.

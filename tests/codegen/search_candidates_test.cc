@@ -116,6 +116,10 @@ std::vector<ops::NamedWorkload> register_tile_workloads() {
                                                    {{"groups", 32}, {"pads", {1, 1, 1, 1}}})});
   out.push_back({"dense_bias", ir::Workload::single("dense", {f32({32, 64}), f32({48, 64}), f32({48})})});
   out.push_back({"matmul_primes", ir::Workload::single("matmul", {f32({17, 31}), f32({31, 23})})});
+  // Rows and output features without good factors: padded tiles (sample_tile), whose
+  // full tiles are versioned apart and whose partial vector tiles are masked.
+  out.push_back(
+      {"dense_prime_rows_and_features", ir::Workload::single("dense", {f32({37, 48}), f32({67, 48}), f32({67})})});
   return out;
 }
 

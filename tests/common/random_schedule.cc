@@ -35,13 +35,15 @@ std::string random_step(Schedule &sch, std::mt19937_64 &rng) {
       }
       return "split";
     }
-    case 1: {  // split by a sampled perfect tile
+    case 1: {  // split by a sampled tiling, perfect or not
       LoopRV l = any_loop();
       int n = 2 + static_cast<int>(rng() % 3);
-      std::vector<ExprRV> tiles = sch.sample_perfect_tile(l, n, rng() % 2 ? 4 : 0);
+      bool perfect = rng() % 2;
+      std::vector<ExprRV> tiles = perfect ? sch.sample_perfect_tile(l, n, rng() % 2 ? 4 : 0)
+                                          : sch.sample_tile(l, n, rng() % 2 ? 4 : 0, rng() % 2 ? 2 : 0);
       std::vector<Factor> factors(tiles.begin(), tiles.end());
       sch.split(l, factors);
-      return "sample_perfect_tile+split";
+      return perfect ? "sample_perfect_tile+split" : "sample_tile+split";
     }
     case 2: {  // fuse a loop with the next one
       if (loops.size() < 2) return "none";

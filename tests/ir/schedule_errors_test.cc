@@ -348,6 +348,35 @@ TEST(ScheduleErrors, SamplePerfectTileImpossibleDecision) {
                   "sample_perfect_tile", {"decision [2,4]", "loop 'rk'", "innermost factor <= 2"});
 }
 
+TEST(ScheduleErrors, SampleTileImpossibleDecision) {
+  Schedule sch(dense());
+  std::vector<LoopRV> loops = sch.get_loops(sch.get_block("dense"));
+  expect_rejected(sch,
+                  [&] {
+                    sch.sample_tile(loops[0], 2, 0, 0, std::vector<int64_t>{1, 3});
+                  },
+                  "sample_tile", {"decision [1,3]", "loop 'i' (extent 4)", "outermost factor must be 2"});
+  expect_rejected(sch,
+                  [&] {
+                    sch.sample_tile(loops[0], 2, 0, 0, std::vector<int64_t>{-1, 5});
+                  },
+                  "sample_tile", {"decision [-1,5]", "inner factors must lie in [1, extent]"});
+  expect_rejected(sch,
+                  [&] {
+                    sch.sample_tile(loops[0], 3, 0, 0, std::vector<int64_t>{-1, 3, 3});
+                  },
+                  "sample_tile", {"multiply to 9, more than the extent"});
+  expect_rejected(sch,
+                  [&] {
+                    sch.sample_tile(loops[0], 2, 2, 0, std::vector<int64_t>{-1, 3});
+                  },
+                  "sample_tile", {"innermost factor exceeds 2"});
+  // An inferred outermost factor is recorded as the value it stands for.
+  std::vector<ExprRV> tiles = sch.sample_tile(loops[0], 2, 0, 0, std::vector<int64_t>{-1, 3});
+  EXPECT_EQ(sch.value(tiles[0]), 2);
+  EXPECT_EQ(sch.trace().decisions.rbegin()->second, json::array({2, 3}));
+}
+
 TEST(ScheduleErrors, SamplePerfectTileImpossibleDecisionOnReplay) {
   Schedule sch(dense());
   std::vector<LoopRV> loops = sch.get_loops(sch.get_block("dense"));

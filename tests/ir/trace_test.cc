@@ -52,6 +52,7 @@ const std::set<std::string> kEveryInstructionKind = {"get_block",
                                                      "cache_write",
                                                      "rfactor",
                                                      "sample_perfect_tile",
+                                                     "sample_tile",
                                                      "sample_categorical",
                                                      "sample_compute_location"};
 
@@ -75,6 +76,9 @@ EveryPrimitive schedule_every_primitive() {
   std::vector<ExprRV> tiles = sch.sample_perfect_tile(loops[3], 2, 4, std::vector<int64_t>{2, 4});
   std::vector<LoopRV> l_parts = sch.split(loops[3], {Factor(tiles[0]), Factor(tiles[1])});
   sch.reorder({loops[4], l_parts[1]});  // i j k l0 rc l1 ry rx
+  // Rows in tiles of 3 that do not divide 8: the last tile is partial.
+  std::vector<ExprRV> row_tiles = sch.sample_tile(loops[2], 2, 0, 0, std::vector<int64_t>{3, 3});
+  sch.split(loops[2], {Factor(row_tiles[0]), Factor(row_tiles[1])});
   LoopRV ij = sch.fuse({loops[0], loops[1]});
   sch.parallel(ij);
   sch.unroll(loops[6]);
@@ -146,7 +150,7 @@ TEST(Trace, EveryPrimitiveScheduleIsCorrect) {
   std::set<std::string> table;
   for (const InstructionKind *k : instruction_kinds()) table.insert(std::string(k->name));
   EXPECT_EQ(table, kEveryInstructionKind);
-  EXPECT_EQ(every.sch.trace().decisions.size(), 3u);
+  EXPECT_EQ(every.sch.trace().decisions.size(), 4u);
   expect_matches_reference(every.sch.func(), reference());
 }
 

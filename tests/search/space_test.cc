@@ -14,6 +14,7 @@
 #include "ir/schedule/analysis.h"
 #include "ir/structural.h"
 #include "ir/te.h"
+#include "search/components.h"
 #include "search/space.h"
 
 namespace kiln::search {
@@ -333,6 +334,57 @@ TEST(SearchSpace, NestsSerializedByAProducerPlacementAreRejected) {
 
 // An innermost loop longer than the vector limit is split into whole vectors and
 // vectorized (a 56-wide epilogue row: 7 x 8 lanes on AVX2), not left scalar.
+// A prime number of rows and output features not a multiple of the lanes: the tiled
+// sketches split both with sample_tile (the last outer tile partial), the rows' tiles
+// in register-sized pieces and the features in whole vectors; their candidates and
+// tile-size mutations compute the right result.
+TEST(SearchSpace, ExtentsWithoutGoodFactorsGetPaddedTiles) {
+  ir::Workload w = ir::Workload::single("dense", {{{37, 48}, ir::DType::kFloat32}, {{67, 48}, ir::DType::kFloat32}});
+  te::ComputeDAG dag = w.build_dag();
+  ir::PrimFunc func = te::lower(dag, "dense");
+  std::vector<HostTensor> inputs = positive_inputs(dag, 5);
+  std::vector<HostTensor> want = ir::interpret(func, inputs);
+  for (const char *cpu : {"haswell", "skylake-avx512"}) {
+    Target target = Target::parse(std::string("llvm -mtriple=x86_64-linux-gnu -mcpu=") + cpu + " -num-cores=2");
+    int64_t lanes = target.vector_width_bits / 32;
+    std::shared_ptr<const Mutator> mutate = mutate_tile_size();
+    int tiled = 0, mutated = 0;
+    for (const ir::Trace &sketch : generate_sketches(func, default_rules(target), 1)) {
+      std::vector<const ir::Instruction *> padded;
+      bool perfect = false;
+      for (const ir::Instruction &inst : sketch.instructions) {
+        if (inst.kind == &ir::instructions::kSampleTile) padded.push_back(&inst);
+        perfect = perfect || inst.kind == &ir::instructions::kSamplePerfectTile;
+      }
+      if (padded.empty() && !perfect) continue;
+      ++tiled;
+      ASSERT_EQ(padded.size(), 2u) << cpu << ": rows and features\n" << sketch.to_json().dump();
+      EXPECT_EQ(padded[1]->attrs.value("innermost_multiple", int64_t{0}), lanes) << cpu << ": whole vectors";
+      std::mt19937_64 rng(11);
+      for (uint64_t seed = 0; seed < 3; ++seed) {
+        std::optional<Candidate> c = realize(func, sketch, default_postprocessors(target), seed);
+        if (!c) continue;
+        for (size_t i : c->trace.decided(ir::instructions::kSampleTile)) {
+          const ir::Instruction &inst = c->trace.instructions[i];
+          if (inst.attrs.value("innermost_multiple", int64_t{0}) > 0)
+            EXPECT_EQ(c->trace.decisions.at(i).back().get<int64_t>() % lanes, 0) << cpu;
+        }
+        EXPECT_LE(ir::relative_l2_error(ir::interpret(c->func, inputs)[0], want[0]), 1e-5) << cpu << "\n"
+                                                                                           << c->trace.to_json().dump();
+        std::optional<ir::Trace> t = mutate->apply(c->sketch, rng);
+        if (!t) continue;
+        std::optional<Candidate> m = realize(func, *t, default_postprocessors(target), seed);
+        if (!m) continue;
+        ++mutated;
+        EXPECT_LE(ir::relative_l2_error(ir::interpret(m->func, inputs)[0], want[0]), 1e-5) << cpu << " mutated\n"
+                                                                                           << m->trace.to_json().dump();
+      }
+    }
+    EXPECT_GT(tiled, 0) << cpu;
+    EXPECT_GT(mutated, 0) << cpu;
+  }
+}
+
 TEST(SearchSpace, LongInnermostLoopsAreVectorizedInWholeVectors) {
   ir::Workload w = ir::Workload::single("relu", {{{1, 8, 56, 56}, ir::DType::kFloat32}});
   ir::PrimFunc func = te::lower(w.build_dag(), "relu");
