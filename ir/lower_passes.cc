@@ -3,6 +3,7 @@
 #include <optional>
 
 #include <algorithm>
+#include <functional>
 #include <unordered_set>
 
 #include "ir/functor.h"
@@ -398,39 +399,68 @@ class PartialTileVersioner : public IRMutator {
     Stmt body = op->body;
     int added = 0;
     if (op->for_kind != ForKind::kVectorized) {
-      std::vector<const VarNode *> inner = loop_vars_inside(body);
-      // Conjuncts with the same full-tile condition (an init's and its update's, over
-      // different loops of one tile) share one version.
-      std::vector<std::pair<Expr, std::vector<Expr>>> versions;
-      for (const Expr &c : conjuncts_led_by(body, op->loop_var.get())) {
-        Expr full = full_tile_condition(c, op, inner);
-        if (!full.defined()) continue;
-        auto same = std::find_if(versions.begin(), versions.end(),
-                                 [&](const auto &v) { return structural_equal(v.first, full); });
-        if (same == versions.end()) {
-          versions.push_back({full, {c}});
+      for (const Version &v : versions_at(op)) {
+        if (depth_ + added >= kMaxNestedVersions) break;
+        bool guards_all = every_leaf_block_has(body, v.implied);
+        Stmt full_tile = without_conjuncts(body, v.implied);
+        if (v.any_valid.defined() && structural_equal(v.any_valid, v.full)) {
+          // No loop inside moves the conjunct: the check only moves out of the loops.
+          if (!guards_all) continue;
+          body = make_if(v.full, full_tile);
         } else {
-          same->second.push_back(c);
+          body = make_if(v.full, full_tile, v.any_valid.defined() && guards_all ? make_if(v.any_valid, body) : body);
         }
-      }
-      for (const auto &[full, implied] : versions) {
-        if (versions_ >= kMaxVersionedConjuncts) break;
-        body = make_if(full, without_conjuncts(body, implied), body);
-        ++versions_;
         ++added;
       }
     }
+    depth_ += added;
     outer_.push_back(op);
     body = mutate(body);
     outer_.pop_back();
-    versions_ -= added;
+    depth_ -= added;
     return body.same_as(op->body) ? self : with_body(op, body);
   }
 
  private:
-  // A conjunct is versioned at the outermost loop whose variable it uses: there the
-  // branch is taken once per tile of that loop, and only the last tile is partial.
-  std::vector<Expr> conjuncts_led_by(const Stmt &body, const VarNode *loop_var) const {
+  struct Version {
+    Expr full;                  // every iteration inside satisfies the conjuncts
+    Expr any_valid;             // some iteration inside does (undefined: unknown)
+    std::vector<Expr> implied;  // the conjuncts `full` makes true
+  };
+
+  // Conjuncts `e < n` (or <=) of the blocks below that use the loop's variable, grouped
+  // by their full-tile condition: an init's, its update's and its write-back's, over
+  // different loops of one tile, share one version.
+  std::vector<Version> versions_at(const ForNode *op) const {
+    Analyzer analyzer;
+    for (const ForNode *l : outer_) analyzer.bind(l->loop_var, l->extent);
+    analyzer.bind(op->loop_var, op->extent);
+    std::unordered_set<const VarNode *> inner;
+    for_each_stmt(op->body, [&](const Stmt &s) {
+      if (const auto *l = s.as<ForNode>()) {
+        analyzer.bind(l->loop_var, l->extent);
+        inner.insert(l->loop_var.get());
+      }
+    });
+    std::vector<Version> out;
+    for (const Expr &c : conjuncts_using(op->body, op->loop_var.get())) {
+      Version v;
+      v.full = bound_condition(analyzer, c, inner, /*most=*/true);
+      if (!v.full.defined()) continue;
+      auto same =
+          std::find_if(out.begin(), out.end(), [&](const Version &o) { return structural_equal(o.full, v.full); });
+      if (same != out.end()) {
+        same->implied.push_back(c);
+        continue;
+      }
+      v.any_valid = bound_condition(analyzer, c, inner, /*most=*/false);
+      v.implied = {c};
+      out.push_back(std::move(v));
+    }
+    return out;
+  }
+
+  static std::vector<Expr> conjuncts_using(const Stmt &body, const VarNode *loop_var) {
     std::vector<Expr> out;
     for_each_stmt(body, [&](const Stmt &s) {
       const auto *b = s.as<BlockNode>();
@@ -438,56 +468,73 @@ class PartialTileVersioner : public IRMutator {
       std::vector<Expr> terms;
       conjuncts(b->predicate, &terms);
       for (const Expr &t : terms) {
-        std::unordered_set<const VarNode *> vars = vars_of(t);
-        if (!vars.count(loop_var)) continue;
-        bool outer_var = false;
-        for (const ForNode *l : outer_) outer_var = outer_var || vars.count(l->loop_var.get());
-        if (outer_var) continue;
-        bool seen = false;
-        for (const Expr &o : out) seen = seen || structural_equal(o, t);
-        if (!seen) out.push_back(t);
+        if (!vars_of(t).count(loop_var)) continue;
+        if (std::none_of(out.begin(), out.end(), [&](const Expr &o) { return structural_equal(o, t); }))
+          out.push_back(t);
       }
     });
     return out;
   }
 
-  static std::vector<const VarNode *> loop_vars_inside(const Stmt &body) {
-    std::vector<const VarNode *> out;
-    for_each_stmt(body, [&](const Stmt &s) {
-      if (const auto *l = s.as<ForNode>()) out.push_back(l->loop_var.get());
-    });
-    return out;
-  }
-
-  // For `e < n` (or <=): the condition, on the loops outside `op`'s body, under which
-  // it holds for every iteration inside; undefined where that cannot be written.
-  Expr full_tile_condition(const Expr &c, const ForNode *op, const std::vector<const VarNode *> &inner) const {
+  // For `e < n` (or <=), over the loops outside the body: with most, that the largest e
+  // the inner loops reach still satisfies it; else, that the smallest does. Undefined
+  // where that cannot be written, or when it is constant (nothing to version).
+  static Expr bound_condition(const Analyzer &analyzer, const Expr &c, const std::unordered_set<const VarNode *> &inner,
+                              bool most) {
     Expr lhs, rhs;
-    bool strict;
+    ExprKind kind;
     if (const auto *lt = c.as<LTNode>()) {
-      lhs = lt->a, rhs = lt->b, strict = true;
+      lhs = lt->a, rhs = lt->b, kind = ExprKind::kLT;
     } else if (const auto *le = c.as<LENode>()) {
-      lhs = le->a, rhs = le->b, strict = false;
+      lhs = le->a, rhs = le->b, kind = ExprKind::kLE;
     } else {
       return Expr();
     }
-    Analyzer analyzer;
-    for (const ForNode *l : outer_) analyzer.bind(l->loop_var, l->extent);
-    analyzer.bind(op->loop_var, op->extent);
-    std::unordered_set<const VarNode *> relaxed(inner.begin(), inner.end());
-    for_each_stmt(op->body, [&](const Stmt &s) {
-      if (const auto *l = s.as<ForNode>()) analyzer.bind(l->loop_var, l->extent);
-    });
     for (const VarNode *v : vars_of(rhs))
-      if (relaxed.count(v)) return Expr();
-    Expr most = analyzer.symbolic_max(lhs, relaxed);
-    if (!most.defined()) return Expr();
-    for (const VarNode *v : vars_of(most))
-      if (relaxed.count(v)) return Expr();
-    Expr full = analyzer.simplify(make_cmp(strict ? ExprKind::kLT : ExprKind::kLE, most, rhs));
-    // Never true (a tile smaller than one step) or always true: nothing to version.
-    if (is_const_int(full, 0) || is_const_int(full, 1)) return Expr();
-    return full;
+      if (inner.count(v)) return Expr();
+    Expr bound = most ? analyzer.symbolic_max(lhs, inner) : analyzer.symbolic_min(lhs, inner);
+    if (!bound.defined()) return Expr();
+    for (const VarNode *v : vars_of(bound))
+      if (inner.count(v)) return Expr();
+    Expr cond = analyzer.simplify(make_cmp(kind, bound, rhs));
+    if (is_const_int(cond, 0) || is_const_int(cond, 1)) return Expr();
+    return cond;
+  }
+
+  static bool has_any(const Expr &predicate, const std::vector<Expr> &wanted) {
+    std::vector<Expr> terms;
+    conjuncts(predicate, &terms);
+    for (const Expr &t : terms)
+      for (const Expr &w : wanted)
+        if (structural_equal(t, w)) return true;
+    return false;
+  }
+
+  // True when every block that stores (and holds no other block) is guarded by one of
+  // `implied`, itself or through an enclosing block: then, when none of them holds,
+  // the body does nothing.
+  static bool every_leaf_block_has(const Stmt &body, const std::vector<Expr> &implied) {
+    bool all = true;
+    std::function<void(const Stmt &, bool)> walk = [&](const Stmt &s, bool guarded) {
+      if (const auto *b = s.as<BlockNode>()) guarded = guarded || has_any(b->predicate, implied);
+      std::vector<Stmt> children;
+      if (const auto *b = s.as<BlockNode>()) {
+        children.push_back(b->body);
+      } else if (const auto *f = s.as<ForNode>()) {
+        children.push_back(f->body);
+      } else if (const auto *q = s.as<SeqNode>()) {
+        children = q->stmts;
+      } else if (const auto *i = s.as<IfThenElseNode>()) {
+        children.push_back(i->then_case);
+        if (i->else_case.defined()) children.push_back(i->else_case);
+      } else if (s.as<StoreNode>()) {
+        if (!guarded) all = false;
+        return;
+      }
+      for (const Stmt &c : children) walk(c, guarded);
+    };
+    walk(body, false);
+    return all;
   }
 
   static Stmt without_conjuncts(const Stmt &body, const std::vector<Expr> &drop) {
@@ -515,10 +562,10 @@ class PartialTileVersioner : public IRMutator {
     return Dropper(drop).mutate(body);
   }
 
-  // Each versioned conjunct doubles the code below it.
-  static constexpr int kMaxVersionedConjuncts = 3;
+  // Each version doubles the code below it.
+  static constexpr int kMaxNestedVersions = 4;
   std::vector<const ForNode *> outer_;
-  int versions_ = 0;  // conjuncts versioned by the enclosing loops
+  int depth_ = 0;  // versions the enclosing loops added on this path
 };
 
 }  // namespace

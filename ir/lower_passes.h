@@ -28,13 +28,14 @@ PrimFunc compact_buffers(const PrimFunc &f);
 PrimFunc vector_friendly_layouts(const PrimFunc &f);
 
 /// Tiles that need not divide their loop (sample_tile, non-divisible splits) leave
-/// predicates like `i0*16 + i1 < 197` on blocks. Each such conjunct `e < n` is
-/// versioned at the outermost loop whose variable it uses: that loop's body becomes
-/// `if (max of e over the loops inside < n) {body without the conjunct} else {body}`,
-/// so every full tile runs the predicate-free (vectorizable) code and only the partial
-/// one pays for the check. At most three conjuncts are versioned on one path (each
-/// doubles the code below it); vectorized loops are not versioned (code generation
-/// masks their lanes instead).
+/// predicates like `i0*16 + i1 < 197` on blocks. At each loop whose variable such a
+/// conjunct `e < n` uses, the body becomes `if (max of e over the loops inside < n)
+/// {body without the conjunct} else {body}`, and the else side, when every store in it
+/// is guarded by the conjunct, `if (min of e < n) {body}`: full tiles run
+/// predicate-free (vectorizable) code, the partial tile is split again one loop
+/// further in, and the empty part of a padded tile is skipped. At most four versions
+/// nest on one path (each doubles the code below it); vectorized loops are not
+/// versioned (code generation masks their lanes instead).
 PrimFunc version_partial_tiles(const PrimFunc &f);
 
 /// The passes before versioning: one copy of every loop nest (what the cost model's
