@@ -8,6 +8,9 @@
 //   blocked reduction       S Rb SRSRS  no (LLVM promotes)  the streamed input, per Rb block
 //   other vector axis       SSRSRS    yes                   the weights, along the vector axis
 //
+// A matrix-vector product also gets a sketch that vectorizes along the reduction
+// (tile_reduction_vectors: rfactor by the lanes, then the accumulator variant).
+//
 // Each variant runs the same steps over one TilingState: split the loops into levels
 // (the innermost spatial tile becomes the vector loop; extents without good factors get
 // tiles that need not divide them, see needs_padded_tiles), annotate the register tile for
@@ -105,10 +108,68 @@ class MultiLevelTiling : public ScheduleRule {
     std::vector<Schedule> out;
     for (const TilingVariant &variant : kVariants)
       if (std::optional<Schedule> s = tile(sch, block, kinds, variant)) out.push_back(std::move(*s));
+    if (std::optional<Schedule> s = tile_reduction_vectors(sch, block, kinds)) out.push_back(std::move(*s));
     return out.empty() ? std::vector<Schedule>{sch} : out;
   }
 
  private:
+  // A matrix-vector product (a classifier head: one row times W[n, k]) reads its
+  // weights along k, contiguously, and along the output axis n with a stride of K:
+  // vectors over n gather, and packing the weights costs as much as the product
+  // itself when there are too few rows to reuse the panel. Vectors then run along the
+  // reduction: its innermost loop is split by the lanes and factored out (rfactor)
+  // into per-lane partial sums, which the accumulator variant tiles with the lanes
+  // innermost (rows of n x one vector of k in registers); a short final reduction adds
+  // the lanes.
+  std::optional<Schedule> tile_reduction_vectors(const Schedule &sch, const std::string &block,
+                                                 const std::vector<LoopKind> &kinds) const {
+    if (kinds.empty() || kinds.back() != LoopKind::kReduce) return std::nullopt;
+    Schedule s = sch;
+    BlockRV b_rv = s.get_block(block);
+    std::vector<LoopRV> loops = s.get_loops(b_rv);
+    ir::NodeRef<ir::BlockNode> b = find_block(s, block);
+    const ir::Var &k_loop = s.loop(loops.back())->loop_var;
+    int64_t k_extent = s.loop(loops.back())->extent;
+    if (k_extent % lanes_ != 0 || k_extent < 2 * lanes_) return std::nullopt;
+    // Rows besides the output's innermost axis: too few to amortize a packed panel.
+    int64_t rows = 1;
+    size_t last_spatial = loops.size();
+    for (size_t i = 0; i < loops.size(); ++i)
+      if (kinds[i] == LoopKind::kSpatial && s.loop(loops[i])->extent > 1) last_spatial = i;
+    if (last_spatial == loops.size()) return std::nullopt;
+    for (size_t i = 0; i < last_spatial; ++i)
+      if (kinds[i] == LoopKind::kSpatial) rows *= s.loop(loops[i])->extent;
+    if (rows >= lanes_) return std::nullopt;
+    // Some input is read contiguously along the reduction and with a stride along n.
+    const ir::Var &n_loop = s.loop(loops[last_spatial])->loop_var;
+    ir::VarMap bindings;
+    for (size_t k = 0; k < b->iter_vars.size(); ++k) bindings[b->iter_vars[k].var.get()] = b->iter_values[k];
+    bool streamed_along_k = false;
+    for (const ir::sched::Access &a : ir::sched::block_reads(b.get())) {
+      if (a.indices.empty() || ir::sched::writes_buffer(b.get(), a.buffer.get())) continue;
+      ir::Expr last = ir::substitute(a.indices.back(), bindings);
+      bool n_strided = false;
+      for (size_t d = 0; d + 1 < a.indices.size(); ++d)
+        n_strided = n_strided || ir::uses_var(ir::substitute(a.indices[d], bindings), n_loop.get());
+      streamed_along_k = streamed_along_k || (unit_step(last, k_loop) && n_strided);
+    }
+    if (!streamed_along_k) return std::nullopt;
+    std::vector<LoopRV> k_parts = s.split(loops.back(), {ir::Factor(int64_t{-1}), ir::Factor(lanes_)});
+    std::string rf_name;
+    try {
+      // The partials get the lane as their last dimension.
+      rf_name = s.block_name(s.rfactor(k_parts[1], static_cast<int>(output_rank(b.get()))));
+    } catch (const ir::ScheduleError &) {
+      return std::nullopt;  // not a plain accumulation
+    }
+    return tile(s, rf_name, loop_kinds(s, rf_name), kVariants[1]);  // the accumulator variant
+  }
+
+  static size_t output_rank(const ir::BlockNode *b) {
+    std::vector<ir::sched::Access> writes = ir::sched::block_writes(b);
+    return writes.empty() ? 0 : writes.front().indices.size();
+  }
+
   std::optional<Schedule> tile(const Schedule &sch, const std::string &block, const std::vector<LoopKind> &kinds,
                                const TilingVariant &variant) const {
     TilingState st(sch, block, kinds);

@@ -120,6 +120,8 @@ std::vector<ops::NamedWorkload> register_tile_workloads() {
   // full tiles are versioned apart and whose partial vector tiles are masked.
   out.push_back(
       {"dense_prime_rows_and_features", ir::Workload::single("dense", {f32({37, 48}), f32({67, 48}), f32({67})})});
+  // One row: a sketch vectorizes along the reduction (rfactor by the lanes).
+  out.push_back({"gemv_bias", ir::Workload::single("dense", {f32({1, 256}), f32({67, 256}), f32({67})})});
   return out;
 }
 

@@ -385,6 +385,51 @@ TEST(SearchSpace, ExtentsWithoutGoodFactorsGetPaddedTiles) {
   }
 }
 
+// One row times W[n, k]: besides the tilings over n (which gather W or pack all of it
+// per call), one sketch factors the reduction's innermost loop by the lanes (rfactor)
+// and tiles the partial sums with the lanes innermost; its candidates are right. With
+// enough rows to reuse a packed panel there is no such sketch.
+TEST(SearchSpace, MatrixVectorProductsGetASketchVectorizedAlongTheReduction) {
+  auto rfactor_sketches = [](const ir::PrimFunc &func, const Target &target) {
+    std::vector<ir::Trace> out;
+    for (const ir::Trace &sketch : generate_sketches(func, default_rules(target), 1))
+      for (const ir::Instruction &inst : sketch.instructions)
+        if (inst.kind == &ir::instructions::kRfactor) out.push_back(sketch);
+    return out;
+  };
+  ir::Workload w = ir::Workload::single(
+      "dense", {{{1, 256}, ir::DType::kFloat32}, {{67, 256}, ir::DType::kFloat32}, {{67}, ir::DType::kFloat32}});
+  te::ComputeDAG dag = w.build_dag();
+  ir::PrimFunc func = te::lower(dag, "gemv");
+  std::vector<HostTensor> inputs = positive_inputs(dag, 9);
+  std::vector<HostTensor> want = ir::interpret(func, inputs);
+  for (const char *cpu : {"haswell", "skylake-avx512"}) {
+    Target target = Target::parse(std::string("llvm -mtriple=x86_64-linux-gnu -mcpu=") + cpu + " -num-cores=2");
+    std::vector<ir::Trace> sketches = rfactor_sketches(func, target);
+    ASSERT_EQ(sketches.size(), 1u) << cpu;
+    int realized = 0;
+    for (uint64_t seed = 0; seed < 4; ++seed) {
+      std::optional<Candidate> c = realize(func, sketches[0], default_postprocessors(target), seed);
+      if (!c) continue;
+      ++realized;
+      EXPECT_LE(ir::relative_l2_error(ir::interpret(c->func, inputs)[0], want[0]), 1e-5) << cpu << "\n"
+                                                                                         << c->trace.to_json().dump();
+      // The lanes run innermost over the partial sums, reading W along k.
+      bool vector_over_lanes = false;
+      ir::for_each_stmt(c->func.body, [&](const ir::Stmt &s) {
+        const auto *l = s.as<ir::ForNode>();
+        if (l && l->for_kind == ir::ForKind::kVectorized && l->extent % (target.vector_width_bits / 32) == 0)
+          vector_over_lanes = true;
+      });
+      EXPECT_TRUE(vector_over_lanes) << cpu << "\n" << ir::to_string(c->func);
+    }
+    EXPECT_GT(realized, 0) << cpu;
+  }
+  ir::Workload rows =
+      ir::Workload::single("dense", {{{64, 256}, ir::DType::kFloat32}, {{67, 256}, ir::DType::kFloat32}});
+  EXPECT_TRUE(rfactor_sketches(te::lower(rows.build_dag(), "gemm"), cpu_target()).empty());
+}
+
 TEST(SearchSpace, LongInnermostLoopsAreVectorizedInWholeVectors) {
   ir::Workload w = ir::Workload::single("relu", {{{1, 8, 56, 56}, ir::DType::kFloat32}});
   ir::PrimFunc func = te::lower(w.build_dag(), "relu");
