@@ -258,12 +258,15 @@ class MultiLevelTiling : public ScheduleRule {
   }
 
   // Spatial extents whose perfect tilings are poor get tiles that need not divide them
-  // (the last outer tile is partial): a vector axis longer than a vector but not a
-  // multiple of the lanes (197 tokens, 1001 classes), and other axes without a factor
-  // fit for a register tile (a prime number of rows). Reductions keep perfect tiles, so
-  // an accumulation never runs on padding.
+  // (the last outer tile is partial): a vector axis longer than the innermost cap and
+  // not a multiple of the lanes (197 tokens, 1001 classes, whose factors make 9- or
+  // 11-wide vectors), and other axes without a factor fit for a register tile (a prime
+  // number of rows). A vector axis within the cap (rows of 56 on AVX-512) stays one
+  // innermost tile: LLVM makes 3.5 vectors of it without masks, which measured faster
+  // than 4 padded ones. Reductions keep perfect tiles, so an accumulation never runs
+  // on padding.
   bool needs_padded_tiles(int64_t extent, bool vector_axis) const {
-    if (vector_axis) return extent > lanes_ && extent % lanes_ != 0;
+    if (vector_axis) return extent > max_innermost_ && extent % lanes_ != 0;
     constexpr int64_t kLargestRegisterRows = 8;
     if (extent <= 2 * kLargestRegisterRows) return false;
     for (int64_t d = 2; d <= kLargestRegisterRows; ++d)
