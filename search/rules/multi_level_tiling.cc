@@ -43,6 +43,11 @@ enum class Packing {
   kAtReductionBlockIfAny,
   /// The input indexed by the vector axis, once per outer tile of that axis.
   kAlongVectorAxis,
+  /// The streamed input when no other spatial iterator indexes it (a dense layer's
+  /// W[n, k]): the vector axis's outer tile goes first among the S0 loops and the
+  /// panel is packed there, once per call, for every row tile (BLAS's order: pack a
+  /// panel of B, then run all of A's row blocks over it).
+  kOncePerPanel,
 };
 
 struct TilingVariant {
@@ -65,6 +70,7 @@ constexpr TilingVariant kVariants[] = {
     {false, false, false, Packing::kNone},                  // plain
     {false, true, false, Packing::kAtReductionBlockIfAny},  // blocked reduction
     {true, false, true, Packing::kAlongVectorAxis},         // other vector axis
+    {true, false, false, Packing::kOncePerPanel},           // accumulator + panel packed once
 };
 
 // Tiling levels, outermost first.
@@ -175,6 +181,7 @@ class MultiLevelTiling : public ScheduleRule {
     TilingState st(sch, block, kinds);
     st.block_rv = st.sch.get_block(block);
     st.loops = st.sch.get_loops(st.block_rv);
+    if (variant.packing == Packing::kOncePerPanel && !panel_shared_by_rows(st)) return std::nullopt;
     if (!split_into_levels(st, variant)) return std::nullopt;
     annotate_register_tile(st, variant);
     if (variant.blocked_reduction) {
@@ -251,10 +258,42 @@ class MultiLevelTiling : public ScheduleRule {
       std::rotate(s3.begin() + static_cast<std::ptrdiff_t>(vector_s3_position),
                   s3.begin() + static_cast<std::ptrdiff_t>(vector_s3_position) + 1, s3.end());
     }
+    if (variant.packing == Packing::kOncePerPanel) {
+      std::vector<LoopRV> &s0 = levels[kS0];
+      auto it = std::find_if(s0.begin(), s0.end(), [&](const LoopRV &l) { return l.name == st.vector_outer.name; });
+      if (it == s0.end()) return false;
+      std::rotate(s0.begin(), it, it + 1);
+    }
     std::vector<LoopRV> order;
     for (const auto &level : levels) order.insert(order.end(), level.begin(), level.end());
     s.reorder(order);
     return true;
+  }
+
+  // The input a panel would hold (read along the innermost spatial iterator) is indexed
+  // by no other spatial iterator, and another spatial iterator (rows) is longer than 1:
+  // one packed panel then serves every row tile.
+  static bool panel_shared_by_rows(const TilingState &st) {
+    ir::NodeRef<ir::BlockNode> b = find_block(st.sch, st.block);
+    std::vector<const ir::IterVar *> spatial;
+    for (const ir::IterVar &iv : b->iter_vars)
+      if (iv.kind == ir::IterKind::kSpatial) spatial.push_back(&iv);
+    if (spatial.empty()) return false;
+    const ir::VarNode *inner = spatial.back()->var.get();
+    std::vector<const ir::VarNode *> rows;
+    for (size_t k = 0; k + 1 < spatial.size(); ++k)
+      if (spatial[k]->extent > 1) rows.push_back(spatial[k]->var.get());
+    if (rows.empty()) return false;
+    for (const ir::sched::Access &a : ir::sched::block_reads(b.get())) {
+      if (ir::sched::writes_buffer(b.get(), a.buffer.get())) continue;
+      bool by_inner = false, by_rows = false;
+      for (const ir::Expr &e : a.indices) {
+        by_inner = by_inner || ir::uses_var(e, inner);
+        for (const ir::VarNode *r : rows) by_rows = by_rows || ir::uses_var(e, r);
+      }
+      if (by_inner) return !by_rows;
+    }
+    return false;
   }
 
   // Spatial extents whose perfect tilings are poor get tiles that need not divide them
@@ -336,6 +375,8 @@ class MultiLevelTiling : public ScheduleRule {
         return true;
       case Packing::kAtOuterTile:
         return pack_streamed_input(st.sch, st.block, st.levels[kS0].back());
+      case Packing::kOncePerPanel:
+        return pack_streamed_input(st.sch, st.block, st.vector_outer);
       case Packing::kAlongVectorAxis: {
         // The weights, read with a long stride along the vector axis, are packed once per
         // outer tile of that axis: at its S0 loop, so the S0 loops of the other axes (the

@@ -118,8 +118,9 @@ TEST(SearchSpace, GemmSketchTilesWithRegisterAccumulator) {
   ir::Workload w = ir::Workload::single("matmul", {{{64, 64}, ir::DType::kFloat32}, {{64, 64}, ir::DType::kFloat32}});
   ir::PrimFunc func = te::lower(w.build_dag(), "matmul");
   std::vector<ir::Trace> sketches = generate_sketches(func, default_rules(cpu_target()), 1);
-  // Accumulator + packed B panel, accumulator only, plain tiling.
-  ASSERT_EQ(sketches.size(), 3u);
+  // Accumulator + packed B panel, accumulator only, plain tiling, and accumulator +
+  // a B panel packed once for every row tile (its column tile outermost).
+  ASSERT_EQ(sketches.size(), 4u);
   std::string first = sketches[0].to_json().dump();
   EXPECT_NE(first.find("sample_perfect_tile"), std::string::npos);
   EXPECT_NE(first.find("cache_write"), std::string::npos);
@@ -128,6 +129,13 @@ TEST(SearchSpace, GemmSketchTilesWithRegisterAccumulator) {
   EXPECT_EQ(sketches[1].to_json().dump().find("cache_read"), std::string::npos);
   EXPECT_NE(sketches[1].to_json().dump().find("cache_write"), std::string::npos);
   EXPECT_EQ(sketches[2].to_json().dump().find("cache_write"), std::string::npos);
+  // The panel-once sketch packs at the column tile and runs the row tiles inside it.
+  ir::Schedule once = ir::Schedule::replay(func, sketches[3]);
+  std::string program = ir::to_string(once.func());
+  size_t columns = program.find("for j_0"), rows = program.find("for i_0"), pack = program.find("block in1_local");
+  ASSERT_NE(columns, std::string::npos) << program;
+  EXPECT_LT(columns, rows) << program;
+  EXPECT_LT(pack, rows) << "packed before the row tiles\n" << program;
 }
 
 // A reduction of 1024 or more also gets a sketch with the reduction blocked outside
