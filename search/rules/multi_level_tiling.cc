@@ -1,5 +1,5 @@
 // MultiLevelTiling: blocks with a reduction are tiled "SSRSRS" (S0 S1 R0 S2 R1 S3), in
-// up to five variants that the rule fans out to:
+// up to six variants that the rule fans out to:
 //
 //   variant                 levels    S2 x S3 accumulator   packed input
 //   accumulator + packing   SSRSRS    yes                   the streamed input, per S0 tile
@@ -7,6 +7,8 @@
 //   plain                   SSRSRS    no (the output)       -
 //   blocked reduction       S Rb SRSRS  no (LLVM promotes)  the streamed input, per Rb block
 //   other vector axis       SSRSRS    yes                   the weights, along the vector axis
+//   panel packed once       SSRSRS    yes                   the streamed input, at the vector
+//                                                           axis's S0 tile, placed first
 //
 // A matrix-vector product also gets a sketch that vectorizes along the reduction
 // (tile_reduction_vectors: rfactor by the lanes, then the accumulator variant).
