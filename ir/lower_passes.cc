@@ -214,11 +214,35 @@ bool dense_cover(const Expr &offset, const std::unordered_map<const VarNode *, i
   return radix >= extent;
 }
 
+// True when every conjunct of the writer's predicate only keeps its writes inside the
+// buffer: `index < extent` of one dimension it writes (the partial tile of a tiling that
+// does not divide the loop). Such a writer covers the region's in-bounds part, which
+// is all that any access can touch.
+bool predicate_only_bounds_writes(const BlockNode *b, const Buffer &buffer, const VarMap &bindings) {
+  std::vector<Expr> terms;
+  conjuncts(b->predicate, &terms);
+  for (const Expr &t : terms) {
+    const auto *lt = t.as<LTNode>();
+    if (!lt || !lt->b.as<IntImmNode>()) return false;
+    Expr bound = simplify(lt->a);
+    bool bounds_a_dimension = false;
+    for (const sched::Access &a : sched::block_writes(b)) {
+      if (a.buffer != buffer) continue;
+      for (size_t d = 0; d < a.indices.size(); ++d)
+        bounds_a_dimension =
+            bounds_a_dimension || (lt->b.as<IntImmNode>()->value == buffer->shape[d] &&
+                                   structural_equal(simplify(substitute(a.indices[d], bindings)), bound));
+    }
+    if (!bounds_a_dimension) return false;
+  }
+  return true;
+}
+
 // Compaction gives each iteration of `loop` a fresh buffer, which is only correct when
 // every element read in an iteration was written earlier in that same iteration. We
-// accept the forms compute_at and cache nests produce: writers without predicates whose
-// index in each dimension is region start + one loop below `loop` covering the region,
-// and reads inside the written region.
+// accept the forms compute_at and cache nests produce: writers whose index in each
+// dimension is region start + one loop below `loop` covering the region, without
+// predicates other than the buffer's own bounds, and reads inside the written region.
 bool self_contained(const PrimFunc &f, const Buffer &buffer, const std::vector<const BlockNode *> &blocks,
                     const ForNode *loop, const sched::Region &region) {
   Analyzer outer;
@@ -226,7 +250,9 @@ bool self_contained(const PrimFunc &f, const Buffer &buffer, const std::vector<c
     if (const auto *l = s.as<ForNode>()) outer.bind(l->loop_var, l->extent);
   for (const BlockNode *b : blocks) {
     if (!sched::writes_buffer(b, buffer.get())) continue;
-    if (!is_const_int(b->predicate, 1)) return false;
+    VarMap binding_values;
+    for (size_t k = 0; k < b->iter_vars.size(); ++k) binding_values[b->iter_vars[k].var.get()] = b->iter_values[k];
+    if (!predicate_only_bounds_writes(b, buffer, binding_values)) return false;
     std::unordered_map<const VarNode *, int64_t> inner;  // loops below `loop` on b's path
     bool below = false;
     for (const Stmt &s : sched::path_to(f.body, b)) {

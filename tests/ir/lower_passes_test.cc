@@ -85,5 +85,32 @@ TEST(LowerPasses, PartialTilesAreVersionedLevelByLevel) {
   EXPECT_EQ(relative_l2_error(interpret(lowered, inputs)[0], interpret(func, inputs)[0]), 0.0);
 }
 
+// An accumulator written back per row tile, with 37 rows in tiles of 8: its writers in
+// the partial tile carry `row < 37`, which only keeps them inside the buffer, so the
+// accumulator still shrinks to one tile (and stays in registers) rather than staying
+// whole at the root.
+TEST(LowerPasses, AccumulatorsOfPartialTilesAreCompacted) {
+  Workload w = Workload::single("dense", {{{37, 48}, DType::kFloat32}, {{67, 48}, DType::kFloat32}});
+  te::ComputeDAG dag = w.build_dag();
+  PrimFunc func = te::lower(dag, "dense");
+  Schedule sch(func);
+  BlockRV dense = sch.get_block("dense");
+  std::vector<LoopRV> l = sch.get_loops(dense);  // i j | k
+  std::vector<ExprRV> tiles = sch.sample_tile(l[0], 2, 0, 0, std::vector<int64_t>{-1, 8});
+  std::vector<LoopRV> rows = sch.split(l[0], {Factor(tiles[0]), Factor(tiles[1])});
+  BlockRV acc = sch.cache_write(dense, 0, "local");
+  sch.reverse_compute_at(acc, rows[0]);
+  PrimFunc lowered = lower_for_codegen(sch.func());
+  EXPECT_EQ(alloc_shape(lowered, "dense_local"), (std::vector<int64_t>{8, 67})) << to_string(lowered);
+
+  std::mt19937_64 rng(17);
+  std::vector<HostTensor> inputs;
+  for (const te::Tensor &t : dag.inputs) {
+    inputs.emplace_back(t.dtype(), t.shape());
+    inputs.back().fill_random(rng, -1.0, 1.0);
+  }
+  EXPECT_EQ(relative_l2_error(interpret(lowered, inputs)[0], interpret(func, inputs)[0]), 0.0);
+}
+
 }  // namespace
 }  // namespace kiln::ir
