@@ -17,6 +17,9 @@ PrimFunc decompose_reductions(const PrimFunc &f);
 /// allocation block wrapping the loop body). A packed cache_read of a tile then has
 /// the tile's own dense layout, and per-thread copies when that loop is parallel.
 /// Buffers written by a reduction whose loops reach that far keep their full size.
+/// Writers may carry a partial tile's bounds predicate (`index < extent` of a
+/// dimension they write): it keeps writes inside the buffer, so it does not stop
+/// compaction.
 PrimFunc compact_buffers(const PrimFunc &f);
 
 /// Reorders the dimensions of intermediate buffers so that vectorized loops read them
