@@ -502,20 +502,11 @@ void CodeGen::visit(const BlockNode *op, const Stmt &) {
   // The predicate's terms that vary across the lanes of a vector loop (the partial
   // tile of a padded vector axis) mask the lanes' loads and stores; the others branch.
   Expr branch = make_int(1, DType::kBool), lane_mask = make_int(1, DType::kBool);
-  std::vector<Expr> pending{op->predicate};
-  while (!pending.empty()) {
-    Expr term = pending.back();
-    pending.pop_back();
-    if (const auto *both = term.as<AndNode>()) {
-      pending.push_back(both->a);
-      pending.push_back(both->b);
-    } else if (is_const_int(term, 1)) {
-      continue;
-    } else if (lanes_ > 1 && uses_var(term, vec_var_)) {
-      lane_mask = is_const_int(lane_mask, 1) ? term : make_and(lane_mask, term);
-    } else {
-      branch = is_const_int(branch, 1) ? term : make_and(branch, term);
-    }
+  std::vector<Expr> terms;
+  conjuncts(op->predicate, &terms);
+  for (const Expr &term : terms) {
+    Expr &side = lanes_ > 1 && uses_var(term, vec_var_) ? lane_mask : branch;
+    side = is_const_int(side, 1) ? term : make_and(side, term);
   }
   auto masked_body = [&] {
     if (is_const_int(lane_mask, 1)) return body();

@@ -252,6 +252,15 @@ Stmt substitute(const Stmt &s, const VarMap &map) {
   return sub.mutate(s);
 }
 
+void conjuncts(const Expr &e, std::vector<Expr> *out) {
+  if (const auto *a = e.as<AndNode>()) {
+    conjuncts(a->a, out);
+    conjuncts(a->b, out);
+  } else if (!is_const_int(e, 1)) {
+    out->push_back(e);
+  }
+}
+
 bool uses_var(const Expr &e, const VarNode *v) {
   bool found = false;
   for_each_subexpr(e, [&](const Expr &x) {

@@ -105,5 +105,8 @@ using VarMap = std::unordered_map<const VarNode *, Expr>;
 Expr substitute(const Expr &e, const VarMap &map);
 Stmt substitute(const Stmt &s, const VarMap &map);
 bool uses_var(const Expr &e, const VarNode *v);
+/// Appends the terms of a conjunction (a && b && ...) to `out`, leaving out constant
+/// true terms.
+void conjuncts(const Expr &e, std::vector<Expr> *out);
 
 }  // namespace kiln::ir

@@ -23,16 +23,6 @@ std::unordered_set<const VarNode *> vars_of(const Expr &e) {
   return vars;
 }
 
-// Splits a conjunction into its terms.
-void conjuncts(const Expr &e, std::vector<Expr> *out) {
-  if (const auto *a = e.as<AndNode>()) {
-    conjuncts(a->a, out);
-    conjuncts(a->b, out);
-  } else if (!is_const_int(e, 1)) {
-    out->push_back(e);
-  }
-}
-
 class Decomposer : public IRMutator {
  protected:
   Stmt visit(const ForNode *op, const Stmt &self) override {

@@ -74,6 +74,7 @@ constexpr TilingVariant kVariants[] = {
     {true, false, true, Packing::kAlongVectorAxis},         // other vector axis
     {true, false, false, Packing::kOncePerPanel},           // accumulator + panel packed once
 };
+constexpr const TilingVariant &kAccumulatorVariant = kVariants[1];
 
 // Tiling levels, outermost first.
 enum Level : size_t { kS0, kRb, kS1, kR0, kS2, kR1, kS3, kNumLevels };
@@ -170,7 +171,7 @@ class MultiLevelTiling : public ScheduleRule {
     } catch (const ir::ScheduleError &) {
       return std::nullopt;  // not a plain accumulation
     }
-    return tile(s, rf_name, loop_kinds(s, rf_name), kVariants[1]);  // the accumulator variant
+    return tile(s, rf_name, loop_kinds(s, rf_name), kAccumulatorVariant);
   }
 
   static size_t output_rank(const ir::BlockNode *b) {

@@ -25,6 +25,17 @@ std::vector<int64_t> alloc_shape(const PrimFunc &f, const std::string &name) {
   return shape;
 }
 
+// The lowered program computes exactly what the unscheduled one does, on random inputs.
+void expect_same_results(const te::ComputeDAG &dag, const PrimFunc &func, const PrimFunc &lowered, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<HostTensor> inputs;
+  for (const te::Tensor &t : dag.inputs) {
+    inputs.emplace_back(t.dtype(), t.shape());
+    inputs.back().fill_random(rng, -1.0, 1.0);
+  }
+  EXPECT_EQ(relative_l2_error(interpret(lowered, inputs)[0], interpret(func, inputs)[0]), 0.0);
+}
+
 // The padded input of a stride-2 depthwise convolution, computed per block of output
 // rows: each tile's window (9 rows for 4 output rows) becomes its own small buffer,
 // even though neighbouring windows overlap and the batch and channel indices are fixed
@@ -42,13 +53,7 @@ TEST(LowerPasses, OverlappingPaddedWindowsAreCompactedPerTile) {
   PrimFunc lowered = lower_for_codegen(sch.func());
   EXPECT_EQ(alloc_shape(lowered, "pad"), (std::vector<int64_t>{1, 1, 9, 17})) << to_string(lowered);
 
-  std::mt19937_64 rng(13);
-  std::vector<HostTensor> inputs;
-  for (const te::Tensor &t : dag.inputs) {
-    inputs.emplace_back(t.dtype(), t.shape());
-    inputs.back().fill_random(rng, -1.0, 1.0);
-  }
-  EXPECT_EQ(relative_l2_error(interpret(lowered, inputs)[0], interpret(func, inputs)[0]), 0.0);
+  expect_same_results(dag, func, lowered, 13);
 }
 
 // 37 rows in three levels of 3 x 4 x 4 (48, the last outer tile partial): full tiles
@@ -78,11 +83,7 @@ TEST(LowerPasses, PartialTilesAreVersionedLevelByLevel) {
                 [&](const Stmt &s) { analysis_branches += s.as<IfThenElseNode>() != nullptr; });
   EXPECT_EQ(analysis_branches, 0) << "the cost model sees one copy of the nest";
 
-  std::mt19937_64 rng(3);
-  std::vector<HostTensor> inputs;
-  inputs.emplace_back(DType::kFloat32, std::vector<int64_t>{37, 8});
-  inputs.back().fill_random(rng, -1.0, 1.0);
-  EXPECT_EQ(relative_l2_error(interpret(lowered, inputs)[0], interpret(func, inputs)[0]), 0.0);
+  expect_same_results(dag, func, lowered, 3);
 }
 
 // An accumulator written back per row tile, with 37 rows in tiles of 8: its writers in
@@ -103,13 +104,7 @@ TEST(LowerPasses, AccumulatorsOfPartialTilesAreCompacted) {
   PrimFunc lowered = lower_for_codegen(sch.func());
   EXPECT_EQ(alloc_shape(lowered, "dense_local"), (std::vector<int64_t>{8, 67})) << to_string(lowered);
 
-  std::mt19937_64 rng(17);
-  std::vector<HostTensor> inputs;
-  for (const te::Tensor &t : dag.inputs) {
-    inputs.emplace_back(t.dtype(), t.shape());
-    inputs.back().fill_random(rng, -1.0, 1.0);
-  }
-  EXPECT_EQ(relative_l2_error(interpret(lowered, inputs)[0], interpret(func, inputs)[0]), 0.0);
+  expect_same_results(dag, func, lowered, 17);
 }
 
 }  // namespace
