@@ -4,9 +4,14 @@
 // a phase of oneDNN's; printed: the ratio of the median blocks and of the fastest).
 // Convolutions take and return NCHW tensors as ONNX models do, so oneDNN's time
 // includes the activation reorders an NCHW user pays (weights are reordered once,
-// untimed); its time in its preferred layout is printed for reference.
+// untimed); its time in its preferred layout is printed for reference. Weights are
+// constants of the workloads (layout rewrite: Kiln packs them once, untimed, when its
+// program copies them into panels); `--no-layout-rewrite 1` tunes without, as for
+// weights that change between calls. oneDNN's matmul then reads W as given ("(pref)":
+// reordered once into its preferred layout).
 //
 // Usage: kiln_bench_tune_ops [--trials N] [--only NAME[,NAME...]] [--db FILE] [--cost-model xgb|random] [--seed S]
+//                            [--no-layout-rewrite 1]
 #include <dlfcn.h>
 #include <unistd.h>
 
@@ -28,6 +33,7 @@
 #include "ir/host_tensor.h"
 #include "ir/schedule/schedule.h"
 #include "ir/te.h"
+#include "measure/artifact.h"
 #include "measure/local_builder_pool.h"
 #include "measure/local_runner.h"
 #include "scheduler/task_tuner.h"
@@ -136,6 +142,20 @@ Peer make_peer(const Case &c, dnnl::engine &eng, dnnl::stream &strm, std::vector
       prim->execute(strm, a);
       strm.wait();
     };
+    // Its preferred weight layout, reordered once (what a framework keeping it pays).
+    memory::desc wei_any({c.k, c.n}, Dt::f32, Tag::any);
+    auto d_any = c.bias ? dnnl::matmul::desc(src, wei_any, bia, dst) : dnnl::matmul::desc(src, wei_any, dst);
+    auto pd_any = dnnl::matmul::primitive_desc(d_any, attr, eng);
+    auto prim_any = std::make_shared<dnnl::matmul>(pd_any);
+    auto m_wei_any = std::make_shared<memory>(pd_any.weights_desc(), eng);
+    dnnl::reorder(*m_wei, *m_wei_any).execute(strm, *m_wei, *m_wei_any);
+    strm.wait();
+    peer.run_preferred_layout = [=, &strm] {
+      std::unordered_map<int, memory> a{{DNNL_ARG_SRC, *m_src}, {DNNL_ARG_WEIGHTS, *m_wei_any}, {DNNL_ARG_DST, *m_dst}};
+      if (m_bia) a.insert({DNNL_ARG_BIAS, *m_bia});
+      prim_any->execute(strm, a);
+      strm.wait();
+    };
     return peer;
   }
   const Conv &v = *c.conv;
@@ -197,12 +217,14 @@ int main(int argc, char **argv) {
   int64_t trials = 1000;
   std::string only, db_path = "tune_ops.db", cost_model = "xgb";
   uint64_t seed = 0;
+  bool layout_rewrite = true;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--trials")) trials = std::atoll(argv[i + 1]);
     if (!std::strcmp(argv[i], "--only")) only = argv[i + 1];
     if (!std::strcmp(argv[i], "--db")) db_path = argv[i + 1];
     if (!std::strcmp(argv[i], "--cost-model")) cost_model = argv[i + 1];
     if (!std::strcmp(argv[i], "--seed")) seed = std::strtoull(argv[i + 1], nullptr, 10);
+    if (!std::strcmp(argv[i], "--no-layout-rewrite")) layout_rewrite = !std::atoi(argv[i + 1]);
   }
   measure::LocalRunner runner;  // forked before any thread exists
   std::filesystem::path work = std::filesystem::temp_directory_path() / ("kiln_tune_ops_" + std::to_string(getpid()));
@@ -218,7 +240,8 @@ int main(int argc, char **argv) {
               "onednn ms", "(pref) ms", "ratio", "min", "trials/min");
   double log_sum = 0, log_sum_min = 0;
   int count = 0;
-  for (const Case &c : suite()) {
+  for (Case c : suite()) {
+    c.workload.inputs[1].constant = layout_rewrite;  // the weights
     if (!only.empty() && ("," + only + ",").find("," + c.name + ",") == std::string::npos) continue;
     std::unique_ptr<costmodel::CostModel> model;
     if (cost_model == "random") {
@@ -242,8 +265,8 @@ int main(int argc, char **argv) {
         ir::Schedule::replay(func, ir::Trace::from_json(nlohmann::json::parse(r.best_trace_json))).func();
     std::string so = (work / (c.name + ".so")).string();
     compiler.build_artifact(best, target, so);
-    void *h = dlopen(so.c_str(), RTLD_NOW | RTLD_LOCAL);
-    auto entry = reinterpret_cast<kiln_entry_fn>(dlsym(h, KILN_ENTRY_SYMBOL));
+    measure::detail::LoadedArtifact artifact = measure::detail::load_artifact(so);
+    kiln_entry_fn entry = artifact.entry;
     std::mt19937_64 rng(1);
     std::vector<ir::HostTensor> kargs, dargs;
     for (const ir::Buffer &p : func.params) {
@@ -253,6 +276,16 @@ int main(int argc, char **argv) {
     dargs = kargs;
     std::vector<void *> ptrs;
     for (ir::HostTensor &t : kargs) ptrs.push_back(t.data());
+    std::vector<ir::HostTensor> packed;  // packed once, untimed, as `kiln compile`d models do at load
+    packed.reserve(artifact.packed.size());
+    std::vector<void *> prepack_args;
+    for (const measure::detail::PackedParam &p : artifact.packed) {
+      prepack_args.push_back(ptrs[p.index]);
+      prepack_args.push_back(packed.emplace_back(p.layout.dtype, p.layout.shape).data());
+      ptrs[p.index] = prepack_args.back();
+    }
+    if (artifact.prepack && artifact.prepack(prepack_args.data()) != 0)
+      std::printf("%s: kiln_prepack failed\n", c.name.c_str());
     Peer peer = make_peer(c, eng, strm, dargs);
     entry(ptrs.data());
     peer.run_user_layout();
@@ -281,7 +314,6 @@ int main(int argc, char **argv) {
         if (peer.run_preferred_layout) tp.push_back(block_of(peer.run_preferred_layout, peer_calls));
       }
     }
-    dlclose(h);
     double k = median(tk), d = median(td);
     double best_ratio = *std::min_element(td.begin(), td.end()) / *std::min_element(tk.begin(), tk.end());
     std::ostringstream curve;

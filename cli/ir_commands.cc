@@ -83,7 +83,9 @@ static void add_show(CLI::App &app) {
     }
     try {
       if (*emit == "lowered") {
-        std::cout << ir::to_string(ir::lower_for_codegen(f));
+        ir::LayoutRewrite lowered = ir::lower_with_prepack(f);
+        std::cout << ir::to_string(lowered.kernel);
+        if (lowered.prepack) std::cout << "\n" << ir::to_string(*lowered.prepack);
       } else if (*emit == "llvm" || *emit == "asm") {
         codegen::Compiler compiler;
         Target t = Target::parse(*target);

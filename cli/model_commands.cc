@@ -35,6 +35,7 @@ namespace {
 struct ImportArgs {
   std::string model;
   std::vector<std::string> shapes;
+  bool layout_rewrite = true;
   bool json = false;
 };
 
@@ -67,7 +68,7 @@ LoadedGraph load_graph(const ImportArgs &args) {
     fail(e.what());
   }
   frontend::run_default_passes(g.graph);
-  g.subgraphs = frontend::fuse(g.graph);
+  g.subgraphs = frontend::fuse(g.graph, args.layout_rewrite);
   return g;
 }
 
@@ -75,6 +76,9 @@ void add_import_flags(CLI::App &cmd, ImportArgs &args) {
   cmd.add_option("--model", args.model, "ONNX model file (opsets 11-17, weights inside the file)")->required();
   cmd.add_option("--shape", args.shapes,
                  "NAME=DIMS: fix a graph input's shape (needed for dynamic dimensions), e.g. input=1x3x224x224");
+  cmd.add_flag("!--no-layout-rewrite", args.layout_rewrite,
+               "do not mark the model's weights constant: programs then pack weights on every call instead of "
+               "once at load (tasks get other keys; tune and compile with the same choice)");
 }
 
 void print_tasks(const std::vector<frontend::Task> &tasks) {

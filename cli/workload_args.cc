@@ -14,11 +14,16 @@ void WorkloadArgs::add_to(CLI::App &cmd) {
   cmd.add_option("--attrs", attrs, "operator attributes as a JSON object, e.g. '{\"strides\":[2,2]}'")
       ->capture_default_str();
   cmd.add_option("--workload", workload_file, "a workload JSON file (the documented key format) instead of --op");
+  cmd.add_option("--constant", constant_inputs,
+                 "index of an input whose data is fixed at compile time (a weight, e.g. 1 for dense or conv2d): "
+                 "programs may read it packed once, ahead of time; repeat for several");
 }
 
 ir::Workload WorkloadArgs::build() const {
   if (!workload_file.empty()) {
     if (!op.empty()) throw std::invalid_argument("give either --op or --workload, not both");
+    if (!constant_inputs.empty())
+      throw std::invalid_argument("--constant goes with --op; a workload file marks its inputs \"constant\": true");
     std::ifstream in(workload_file);
     if (!in) throw std::invalid_argument("cannot read workload file '" + workload_file + "'");
     nlohmann::json j;
@@ -41,6 +46,13 @@ ir::Workload WorkloadArgs::build() const {
     throw std::invalid_argument("--attrs is not valid JSON: " + std::string(e.what()));
   }
   ir::Workload w = ir::Workload::single(op, std::move(inputs), a);
+  for (size_t i : constant_inputs) {
+    if (i >= w.inputs.size())
+      throw std::invalid_argument("--constant " + std::to_string(i) + ": '" + op + "' was given " +
+                                  std::to_string(w.inputs.size()) + " inputs (0 to " +
+                                  std::to_string(w.inputs.size() - 1) + ")");
+    w.inputs[i].constant = true;
+  }
   w.build_dag();  // validates shapes and attributes now, with the operator's message
   return w;
 }

@@ -19,6 +19,7 @@ struct WorkloadArgs {
   std::string dtype = "float32";
   std::string attrs = "{}";
   std::string workload_file;
+  std::vector<size_t> constant_inputs;
 
   /// Registers the flags on a subcommand.
   void add_to(CLI::App &cmd);

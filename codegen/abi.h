@@ -11,9 +11,22 @@
  *       kiln_rt_parallel_for returned.
  *
  *   const char kiln_artifact_info[];
- *       NUL-terminated JSON: {"kiln_abi": 1, "name": ..., "target": ...,
+ *       NUL-terminated JSON: {"kiln_abi": 1 or 2, "name": ..., "target": ...,
  *       "params": [{"name": ..., "dtype": "float32", "shape": [..],
  *                   "role": "input" | "output"}, ...]}.
+ *
+ * Version 2 adds packed constant inputs (ir/layout_rewrite.h). A param with
+ *       "packed_from": {"name": ..., "dtype": ..., "shape": [..]}
+ * is a weight in a layout packed ahead of time: the caller passes the packed buffer
+ * (the param's own shape), made once from the weight (the "packed_from" tensor) by
+ *
+ *   int32_t kiln_prepack(void **args);
+ *       args = (weight, packed buffer) for each packed param, in param order. Fills the
+ *       whole packed buffer (padding with zeros); returns 0 or an error code like
+ *       kiln_entry's. Run it again whenever the weight changes.
+ *
+ * Artifacts without packed params say version 1 and export no kiln_prepack, so loaders
+ * that know only version 1 keep loading them.
  *
  * Generated code calls only the runtime functions below (and libm); they are resolved
  * when the artifact is loaded into a process linked with libkiln_runtime, so a runner
@@ -29,8 +42,9 @@
 extern "C" {
 #endif
 
-#define KILN_ABI_VERSION 1
+#define KILN_ABI_VERSION 2
 #define KILN_ENTRY_SYMBOL "kiln_entry"
+#define KILN_PREPACK_SYMBOL "kiln_prepack"
 #define KILN_INFO_SYMBOL "kiln_artifact_info"
 
 typedef int32_t (*kiln_entry_fn)(void **args);

@@ -49,7 +49,9 @@ class CodeGen : public ExprFunctor<llvm::Value *>, public StmtFunctor<void> {
   CodeGen(llvm::LLVMContext &ctx, llvm::Module &mod, const Target &target)
       : ctx_(ctx), mod_(mod), b_(ctx), target_(target) {}
 
-  void emit_function(const PrimFunc &func);
+  /// Emits `func` as an internal function and an exported `entry_symbol(void **args)`
+  /// that unpacks the argument array (kiln_entry's convention).
+  void emit_function(const PrimFunc &func, const char *entry_symbol);
 
  private:
   // ---- alias information ----------------------------------------------------------------

@@ -25,13 +25,14 @@ bool contains_load(const Expr &e) {
   return found;
 }
 
-void CodeGen::emit_function(const PrimFunc &func) {
+void CodeGen::emit_function(const PrimFunc &func, const char *entry_symbol) {
   make_alias_scopes(func);
   llvm::Type *ptr = b_.getPtrTy();
   // The kernel body takes noalias, 64-byte-aligned buffer pointers.
   std::vector<llvm::Type *> param_types(func.params.size(), ptr);
   auto *impl_ty = llvm::FunctionType::get(b_.getInt32Ty(), param_types, false);
-  llvm::Function *impl = llvm::Function::Create(impl_ty, llvm::Function::InternalLinkage, "kiln_kernel", mod_);
+  llvm::Function *impl =
+      llvm::Function::Create(impl_ty, llvm::Function::InternalLinkage, std::string(entry_symbol) + "_impl", mod_);
   for (size_t i = 0; i < func.params.size(); ++i) {
     impl->addParamAttr(static_cast<unsigned>(i), llvm::Attribute::NoAlias);
     impl->addParamAttr(static_cast<unsigned>(i), llvm::Attribute::getWithAlignment(ctx_, llvm::Align(64)));
@@ -45,9 +46,9 @@ void CodeGen::emit_function(const PrimFunc &func) {
   visit_stmt(func.body);
   b_.CreateRet(b_.getInt32(0));
 
-  // kiln_entry(void **args) unpacks the argument array.
+  // entry(void **args) unpacks the argument array.
   auto *entry_ty = llvm::FunctionType::get(b_.getInt32Ty(), {ptr}, false);
-  llvm::Function *entry = llvm::Function::Create(entry_ty, llvm::Function::ExternalLinkage, KILN_ENTRY_SYMBOL, mod_);
+  llvm::Function *entry = llvm::Function::Create(entry_ty, llvm::Function::ExternalLinkage, entry_symbol, mod_);
   add_cpu_attrs(entry);
   b_.SetInsertPoint(llvm::BasicBlock::Create(ctx_, "entry", entry));
   std::vector<llvm::Value *> args;
@@ -56,21 +57,6 @@ void CodeGen::emit_function(const PrimFunc &func) {
     args.push_back(b_.CreateAlignedLoad(ptr, slot, llvm::Align(8)));
   }
   b_.CreateRet(b_.CreateCall(impl, args));
-
-  // Metadata the loader reads to allocate arguments.
-  nlohmann::json info{{"kiln_abi", KILN_ABI_VERSION}, {"name", func.name}, {"target", target_.str()}};
-  info["params"] = nlohmann::json::array();
-  std::unordered_set<const BufferNode *> written;
-  for_each_stmt(func.body, [&](const Stmt &s) {
-    if (const auto *st = s.as<StoreNode>()) written.insert(st->buffer.get());
-  });
-  for (const Buffer &p : func.params)
-    info["params"].push_back({{"name", p->name},
-                              {"dtype", dtype_name(p->dtype)},
-                              {"shape", p->shape},
-                              {"role", written.count(p.get()) ? "output" : "input"}});
-  llvm::Constant *text = llvm::ConstantDataArray::getString(ctx_, info.dump(), /*AddNull=*/true);
-  new llvm::GlobalVariable(mod_, text->getType(), true, llvm::GlobalValue::ExternalLinkage, text, KILN_INFO_SYMBOL);
 }
 
 void CodeGen::make_alias_scopes(const PrimFunc &func) {
@@ -665,13 +651,43 @@ void CodeGen::unroll_explicitly(const ForNode *op) {
 
 }  // namespace detail
 
+// Metadata the loader reads to allocate arguments (abi.h).
+static void emit_artifact_info(llvm::Module &mod, const ir::LayoutRewrite &lowered, const Target &target) {
+  const ir::PrimFunc &func = lowered.kernel;
+  nlohmann::json info{
+      {"kiln_abi", lowered.packed.empty() ? 1 : KILN_ABI_VERSION}, {"name", func.name}, {"target", target.str()}};
+  info["params"] = nlohmann::json::array();
+  std::unordered_set<const ir::BufferNode *> written;
+  ir::for_each_stmt(func.body, [&](const ir::Stmt &s) {
+    if (const auto *st = s.as<ir::StoreNode>()) written.insert(st->buffer.get());
+  });
+  for (size_t i = 0; i < func.params.size(); ++i) {
+    const ir::Buffer &p = func.params[i];
+    nlohmann::json param{{"name", p->name},
+                         {"dtype", ir::dtype_name(p->dtype)},
+                         {"shape", p->shape},
+                         {"role", written.count(p.get()) ? "output" : "input"}};
+    for (const ir::PackedInput &packed : lowered.packed)
+      if (packed.param == i)
+        param["packed_from"] = {{"name", packed.original->name},
+                                {"dtype", ir::dtype_name(packed.original->dtype)},
+                                {"shape", packed.original->shape}};
+    info["params"].push_back(std::move(param));
+  }
+  llvm::LLVMContext &ctx = mod.getContext();
+  llvm::Constant *text = llvm::ConstantDataArray::getString(ctx, info.dump(), /*AddNull=*/true);
+  new llvm::GlobalVariable(mod, text->getType(), true, llvm::GlobalValue::ExternalLinkage, text, KILN_INFO_SYMBOL);
+}
+
 std::unique_ptr<llvm::Module> lower_to_llvm(const ir::PrimFunc &func, const Target &target, llvm::LLVMContext &ctx,
                                             llvm::TargetMachine &tm) {
   auto mod = std::make_unique<llvm::Module>(func.name, ctx);
   mod->setTargetTriple(tm.getTargetTriple().str());
   mod->setDataLayout(tm.createDataLayout());
-  detail::CodeGen cg(ctx, *mod, target);
-  cg.emit_function(ir::lower_for_codegen(func));
+  ir::LayoutRewrite lowered = ir::lower_with_prepack(func);
+  detail::CodeGen(ctx, *mod, target).emit_function(lowered.kernel, KILN_ENTRY_SYMBOL);
+  if (lowered.prepack) detail::CodeGen(ctx, *mod, target).emit_function(*lowered.prepack, KILN_PREPACK_SYMBOL);
+  emit_artifact_info(*mod, lowered, target);
   std::string err;
   llvm::raw_string_ostream os(err);
   if (llvm::verifyModule(*mod, &os)) throw CodegenError("generated LLVM IR is invalid (a Kiln bug): " + os.str());

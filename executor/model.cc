@@ -4,6 +4,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <filesystem>
 #include <fstream>
 
@@ -42,11 +43,13 @@ struct Buffer {
   void *data = nullptr;
   ir::TensorType type;
   int64_t bytes = 0;
+  bool constant = false;  // a weight, from weights.bin
 };
 
 struct Model::Impl {
   std::string target;
   std::vector<ir::HostTensor> constants;
+  std::deque<ir::HostTensor> packed_constants;  // weights in the layouts steps read (kiln_prepack)
   std::unique_ptr<void, FreeArena> arena;
   int64_t arena_bytes = 0, unplanned_bytes = 0;
   std::vector<Buffer> buffers;
@@ -60,6 +63,42 @@ struct Model::Impl {
       if (s.handle) dlclose(s.handle);
   }
 };
+
+namespace {
+
+// Weights a step reads in a layout packed ahead of time (codegen/abi.h, version 2) are
+// packed here, once, with the artifact's kiln_prepack; the step then reads the copies.
+void pack_constants(const std::vector<Buffer> &buffers, std::deque<ir::HostTensor> &packed_constants, Step &step,
+                    const nlohmann::json &arg_ids) {
+  const char *text = static_cast<const char *>(dlsym(step.handle, KILN_INFO_SYMBOL));
+  if (!text) throw ModelError(step.artifact + " is not a Kiln artifact (no " KILN_INFO_SYMBOL ")");
+  nlohmann::json info = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (info.is_discarded() || !info.contains("params") || info["params"].size() != step.args.size())
+    throw ModelError(step.artifact + ": its " KILN_INFO_SYMBOL " does not match the model's step; compile it again");
+  std::vector<void *> prepack_args;
+  std::vector<size_t> slots;
+  for (size_t i = 0; i < step.args.size(); ++i) {
+    const nlohmann::json &param = info["params"][i];
+    if (!param.contains("packed_from")) continue;
+    const Buffer &weight = buffers.at(arg_ids.at(i).get<size_t>());
+    if (!weight.constant || weight.type.shape != param["packed_from"].at("shape").get<std::vector<int64_t>>())
+      throw ModelError(step.artifact + " reads param " + std::to_string(i) +
+                       " packed ahead of time, but the model gives it no weight of that shape; compile it again");
+    ir::HostTensor &packed = packed_constants.emplace_back(ir::parse_dtype(param.at("dtype").get<std::string>()),
+                                                           param.at("shape").get<std::vector<int64_t>>());
+    prepack_args.push_back(step.args[i]);
+    prepack_args.push_back(packed.data());
+    slots.push_back(i);
+  }
+  if (slots.empty()) return;
+  auto prepack = reinterpret_cast<kiln_entry_fn>(dlsym(step.handle, KILN_PREPACK_SYMBOL));
+  if (!prepack) throw ModelError(step.artifact + " has packed params but no " KILN_PREPACK_SYMBOL "; compile it again");
+  if (int32_t rc = prepack(prepack_args.data()); rc != 0)
+    throw ModelError("packing the weights of " + step.artifact + " failed with code " + std::to_string(rc));
+  for (size_t k = 0; k < slots.size(); ++k) step.args[slots[k]] = prepack_args[2 * k + 1];
+}
+
+}  // namespace
 
 Model::Model(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Model::Model(Model &&) noexcept = default;
@@ -114,6 +153,7 @@ Model Model::load(const std::string &dir) {
           throw ModelError("'" + dir + "/weights.bin' is shorter than its manifest says (value " +
                            v.at("name").get<std::string>() + ")");
         b.data = t.data();
+        b.constant = true;
       } else if (v.contains("arena_offset")) {
         auto offset = v.at("arena_offset").get<int64_t>();
         if (offset < 0 || offset + b.bytes > impl->arena_bytes) throw damaged("a value lies outside the arena");
@@ -147,6 +187,7 @@ Model Model::load(const std::string &dir) {
       impl->steps.back().entry = reinterpret_cast<kiln_entry_fn>(dlsym(step.handle, KILN_ENTRY_SYMBOL));
       if (!impl->steps.back().entry)
         throw ModelError(step.artifact + " is not a Kiln artifact (no " KILN_ENTRY_SYMBOL ")");
+      pack_constants(impl->buffers, impl->packed_constants, impl->steps.back(), s.at("args"));
     }
   } catch (const nlohmann::json::exception &e) {
     throw damaged(e.what());

@@ -19,12 +19,14 @@ OpPattern op_pattern(const std::string &op) {
 
 namespace {
 
-ir::Workload workload_of(const Graph &g, const Subgraph &s) {
+ir::Workload workload_of(const Graph &g, const Subgraph &s, bool mark_constants) {
   ir::Workload w;
   std::map<ValueId, std::string> names;
   for (size_t i = 0; i < s.inputs.size(); ++i) {
     names[s.inputs[i]] = "in" + std::to_string(i);
-    w.inputs.push_back(g.values[static_cast<size_t>(s.inputs[i])].type);
+    const Value &v = g.values[static_cast<size_t>(s.inputs[i])];
+    w.inputs.push_back(v.type);
+    w.inputs.back().constant = mark_constants && v.is_constant();
   }
   for (size_t k = 0; k < s.nodes.size(); ++k) {
     const Node &n = g.nodes[s.nodes[k]];
@@ -39,7 +41,7 @@ ir::Workload workload_of(const Graph &g, const Subgraph &s) {
 
 }  // namespace
 
-std::vector<Subgraph> fuse(const Graph &graph) {
+std::vector<Subgraph> fuse(const Graph &graph, bool mark_constants) {
   std::vector<int> readers(graph.values.size(), 0);
   for (const Node &n : graph.nodes)
     for (ValueId in : n.inputs) ++readers[static_cast<size_t>(in)];
@@ -82,7 +84,7 @@ std::vector<Subgraph> fuse(const Graph &graph) {
       for (ValueId in : graph.nodes[k].inputs)
         if (!produced.count(in) && std::find(s.inputs.begin(), s.inputs.end(), in) == s.inputs.end())
           s.inputs.push_back(in);
-    s.workload = workload_of(graph, s);
+    s.workload = workload_of(graph, s, mark_constants);
   }
   // A group runs when its last node would: every value it reads is ready by then.
   std::stable_sort(groups.begin(), groups.end(),

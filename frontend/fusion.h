@@ -25,7 +25,9 @@ struct Subgraph {
   ir::Workload workload;        ///< inputs in `inputs` order, ops in `nodes` order
 };
 
-/// Groups every node of `graph` (in topological order) into subgraphs.
-std::vector<Subgraph> fuse(const Graph &graph);
+/// Groups every node of `graph` (in topological order) into subgraphs. With
+/// `mark_constants`, workload inputs that are the graph's constants (weights) are marked
+/// constant, so tuned programs may read them packed ahead of time (layout rewrite).
+std::vector<Subgraph> fuse(const Graph &graph, bool mark_constants = true);
 
 }  // namespace kiln::frontend

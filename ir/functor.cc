@@ -228,6 +228,22 @@ void for_each_subexpr(const Expr &e, const std::function<void(const Expr &)> &fn
   cb.visit_expr(e);
 }
 
+std::vector<Expr> RemapBuffer::remap(const std::vector<Expr> &indices) {
+  std::vector<Expr> mutated;
+  for (const Expr &e : indices) mutated.push_back(mutate(e));
+  return map_(std::move(mutated));
+}
+
+Expr RemapBuffer::visit(const LoadNode *op, const Expr &self) {
+  if (op->buffer != from_) return IRMutator::visit(op, self);
+  return make_load(to_, remap(op->indices));
+}
+
+Stmt RemapBuffer::visit(const StoreNode *op, const Stmt &self) {
+  if (op->buffer != from_) return IRMutator::visit(op, self);
+  return make_store(to_, remap(op->indices), mutate(op->value));
+}
+
 void for_each_expr(const Stmt &s, const std::function<void(const Expr &)> &fn) {
   if (!s.defined()) return;
   ExprCallback cb(fn);

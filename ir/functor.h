@@ -94,6 +94,26 @@ class IRMutator : public ExprFunctor<Expr>, public StmtFunctor<Stmt> {
 #undef KILN_DECLARE
 };
 
+/// Replaces every access of buffer `from` (loads, stores, allocations) by one of `to`,
+/// indexed by `map` applied to the access's indices (already mutated): compaction's
+/// rebasing, a layout's permutation, a packed buffer's leading panel indices.
+class RemapBuffer : public IRMutator {
+ public:
+  using IndexMap = std::function<std::vector<Expr>(std::vector<Expr>)>;
+  RemapBuffer(Buffer from, Buffer to, IndexMap map)
+      : from_(std::move(from)), to_(std::move(to)), map_(std::move(map)) {}
+
+ protected:
+  Buffer mutate_buffer(const Buffer &b) override { return b == from_ ? to_ : b; }
+  Expr visit(const LoadNode *op, const Expr &self) override;
+  Stmt visit(const StoreNode *op, const Stmt &self) override;
+
+ private:
+  std::vector<Expr> remap(const std::vector<Expr> &indices);
+  Buffer from_, to_;
+  IndexMap map_;
+};
+
 /// Calls `fn` on every expression node (pre-order); for_each_expr also looks inside statements.
 void for_each_subexpr(const Expr &e, const std::function<void(const Expr &)> &fn);
 void for_each_expr(const Stmt &s, const std::function<void(const Expr &)> &fn);

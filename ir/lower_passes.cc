@@ -114,29 +114,13 @@ PrimFunc decompose_reductions(const PrimFunc &f) {
 namespace {
 
 // Rewrites accesses of one buffer to a compacted copy: index d becomes index - min[d].
-class Rebase : public IRMutator {
- public:
-  Rebase(const Buffer &from, const Buffer &to, const std::vector<Expr> &min) : from_(from), to_(to), min_(min) {}
-
- protected:
-  std::vector<Expr> shift(const std::vector<Expr> &indices) {
-    std::vector<Expr> out;
-    for (size_t d = 0; d < indices.size(); ++d) out.push_back(make_sub(mutate(indices[d]), min_[d]));
-    return out;
-  }
-  Expr visit(const LoadNode *op, const Expr &self) override {
-    if (op->buffer != from_) return IRMutator::visit(op, self);
-    return make_load(to_, shift(op->indices));
-  }
-  Stmt visit(const StoreNode *op, const Stmt &self) override {
-    if (op->buffer != from_) return IRMutator::visit(op, self);
-    return make_store(to_, shift(op->indices), mutate(op->value));
-  }
-
- private:
-  Buffer from_, to_;
-  const std::vector<Expr> &min_;
-};
+// Accesses of a compacted buffer, relative to the region's corner.
+RemapBuffer rebase(const Buffer &from, const Buffer &to, const std::vector<Expr> &min) {
+  return RemapBuffer(from, to, [min](std::vector<Expr> indices) {
+    for (size_t d = 0; d < indices.size(); ++d) indices[d] = make_sub(indices[d], min[d]);
+    return indices;
+  });
+}
 
 // The deepest loop enclosing every given block; nullptr when only the root does.
 const ForNode *common_loop(const PrimFunc &f, const std::vector<const BlockNode *> &blocks) {
@@ -292,8 +276,8 @@ PrimFunc compact_buffers(const PrimFunc &f) {
     const sched::Region &region = *bounded;
     if (region.extent == buf->shape || !self_contained(g, buf, users, loop, region)) continue;
     Buffer compact = make_buffer(buf->name, buf->dtype, region.extent, buf->scope);
-    Rebase rebase(buf, compact, region.min);
-    Stmt alloc = make_block(buf->name + "_alloc", {}, {}, Expr(), Stmt(), rebase.mutate(loop->body), {compact});
+    Stmt alloc = make_block(buf->name + "_alloc", {}, {}, Expr(), Stmt(),
+                            rebase(buf, compact, region.min).mutate(loop->body), {compact});
     Stmt new_loop = with_body(loop, alloc);
     g = sched::remove_root_alloc(
         sched::with_body(g, sched::replace_stmt(g.body, sched::find_loop(g, loop->loop_var.get()).get(), new_loop)),
@@ -344,32 +328,14 @@ class VectorReads {
   }
 };
 
-// Rewrites a buffer to one with permuted dimensions (new dim i = old dim order[i]).
-class Permute : public IRMutator {
- public:
-  Permute(const Buffer &from, const Buffer &to, std::vector<size_t> order)
-      : from_(from), to_(to), order_(std::move(order)) {}
-
- protected:
-  Buffer mutate_buffer(const Buffer &b) override { return b == from_ ? to_ : b; }
-  std::vector<Expr> permute(const std::vector<Expr> &indices) {
+// A buffer with permuted dimensions (new dim i = old dim order[i]).
+RemapBuffer permute(const Buffer &from, const Buffer &to, std::vector<size_t> order) {
+  return RemapBuffer(from, to, [order = std::move(order)](const std::vector<Expr> &indices) {
     std::vector<Expr> out;
-    for (size_t d : order_) out.push_back(mutate(indices[d]));
+    for (size_t d : order) out.push_back(indices[d]);
     return out;
-  }
-  Expr visit(const LoadNode *op, const Expr &self) override {
-    if (op->buffer != from_) return IRMutator::visit(op, self);
-    return make_load(to_, permute(op->indices));
-  }
-  Stmt visit(const StoreNode *op, const Stmt &self) override {
-    if (op->buffer != from_) return IRMutator::visit(op, self);
-    return make_store(to_, permute(op->indices), mutate(op->value));
-  }
-
- private:
-  Buffer from_, to_;
-  std::vector<size_t> order_;
-};
+  });
+}
 
 }  // namespace
 
@@ -400,8 +366,7 @@ PrimFunc vector_friendly_layouts(const PrimFunc &f) {
     order.push_back(*dim);
     std::vector<int64_t> shape;
     for (size_t d : order) shape.push_back(buf->shape[d]);
-    Permute permute(buf, make_buffer(buf->name, buf->dtype, shape, buf->scope), order);
-    g.body = permute.mutate(g.body);
+    g.body = permute(buf, make_buffer(buf->name, buf->dtype, shape, buf->scope), order).mutate(g.body);
   }
   return g;
 }
@@ -589,9 +554,15 @@ class PartialTileVersioner : public IRMutator {
 PrimFunc version_partial_tiles(const PrimFunc &f) { return sched::with_body(f, PartialTileVersioner().mutate(f.body)); }
 
 PrimFunc lower_for_analysis(const PrimFunc &f) {
-  return vector_friendly_layouts(compact_buffers(decompose_reductions(f)));
+  return rewrite_constant_layouts(vector_friendly_layouts(compact_buffers(decompose_reductions(f)))).kernel;
 }
 
-PrimFunc lower_for_codegen(const PrimFunc &f) { return version_partial_tiles(lower_for_analysis(f)); }
+LayoutRewrite lower_with_prepack(const PrimFunc &f) {
+  LayoutRewrite r = rewrite_constant_layouts(vector_friendly_layouts(compact_buffers(decompose_reductions(f))));
+  r.kernel = version_partial_tiles(r.kernel);
+  return r;
+}
+
+PrimFunc lower_for_codegen(const PrimFunc &f) { return lower_with_prepack(f).kernel; }
 
 }  // namespace kiln::ir

@@ -2,6 +2,7 @@
 // result unchanged (the interpreter checks it in tests).
 #pragma once
 
+#include "ir/layout_rewrite.h"
 #include "ir/stmt.h"
 
 namespace kiln::ir {
@@ -42,11 +43,17 @@ PrimFunc vector_friendly_layouts(const PrimFunc &f);
 PrimFunc version_partial_tiles(const PrimFunc &f);
 
 /// The passes before versioning: one copy of every loop nest (what the cost model's
-/// features describe; the versions' predicates count as guard operations).
+/// features describe; the versions' predicates count as guard operations). Constant
+/// inputs packed ahead of time (rewrite_constant_layouts) leave only the kernel: the
+/// features describe what is timed.
 PrimFunc lower_for_analysis(const PrimFunc &f);
 
-/// The passes code generation runs, in order: lower_for_analysis, then
-/// version_partial_tiles.
+/// The passes code generation runs: decompose_reductions, compact_buffers,
+/// vector_friendly_layouts, rewrite_constant_layouts, then version_partial_tiles on the
+/// kernel. The prepack program, if any, is returned beside it.
+LayoutRewrite lower_with_prepack(const PrimFunc &f);
+
+/// The kernel of lower_with_prepack.
 PrimFunc lower_for_codegen(const PrimFunc &f);
 
 }  // namespace kiln::ir

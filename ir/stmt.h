@@ -141,6 +141,9 @@ struct PrimFunc {
   std::string name;
   std::vector<Buffer> params;
   Stmt body;
+  /// Indices of parameters whose data is fixed when the program is compiled (weights):
+  /// ir::rewrite_constant_layouts may move their packing ahead of time.
+  std::vector<size_t> constant_params;
   /// Returns the root block node.
   const BlockNode *root() const { return body.as<BlockNode>(); }
 };

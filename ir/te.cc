@@ -142,6 +142,7 @@ static Stmt lower_stage(const Tensor &t, const std::string &block_name) {
 PrimFunc lower(const ComputeDAG &dag, const std::string &name) {
   PrimFunc f;
   f.name = name;
+  f.constant_params = dag.constant_inputs;  // inputs come first among the parameters
   std::unordered_set<const TensorNode *> is_output;
   for (const Tensor &t : dag.inputs) f.params.push_back(t->buffer);
   for (const Tensor &t : dag.outputs) {

@@ -64,7 +64,8 @@ Expr min_of(Expr source, std::vector<IterVar> axes);
 struct ComputeDAG {
   std::vector<Tensor> inputs;
   std::vector<Tensor> outputs;
-  std::vector<Tensor> stages;  // every compute stage, producers before consumers
+  std::vector<Tensor> stages;           // every compute stage, producers before consumers
+  std::vector<size_t> constant_inputs;  // indices into `inputs` whose data is fixed at compile time
 };
 
 /// Collects the stages between inputs and outputs; throws ir::IRError if a stage reads

@@ -32,7 +32,11 @@ json Workload::to_json() const {
   json j;
   j["kiln_workload"] = kFormatVersion;
   j["inputs"] = json::array();
-  for (const TensorType &t : inputs) j["inputs"].push_back({{"shape", t.shape}, {"dtype", dtype_name(t.dtype)}});
+  for (const TensorType &t : inputs) {
+    json input{{"shape", t.shape}, {"dtype", dtype_name(t.dtype)}};
+    if (t.constant) input["constant"] = true;
+    j["inputs"].push_back(std::move(input));
+  }
   j["ops"] = json::array();
   for (const OpCall &c : ops) j["ops"].push_back({{"op", c.op}, {"attrs", complete(c)}, {"args", c.args}});
   j["outputs"] = outputs;
@@ -65,7 +69,10 @@ Workload Workload::from_json(const json &j) {
                                   " is not supported; this Kiln reads version " + std::to_string(kFormatVersion));
     Workload w;
     for (const json &t : j.at("inputs")) {
-      TensorType tt{t.at("shape").get<std::vector<int64_t>>(), parse_dtype(t.value("dtype", "float32"))};
+      if (t.contains("constant") && !t.at("constant").is_boolean())
+        throw std::invalid_argument("an input's \"constant\" is true or false");
+      TensorType tt{t.at("shape").get<std::vector<int64_t>>(), parse_dtype(t.value("dtype", "float32")),
+                    t.value("constant", false)};
       w.inputs.push_back(std::move(tt));
     }
     for (const json &c : j.at("ops")) {
@@ -119,7 +126,10 @@ te::ComputeDAG Workload::build_dag() const {
   std::vector<te::Tensor> outs;
   for (const std::string &ref : outputs) outs.push_back(resolve(ref, ops.size()));
   if (outs.empty()) throw std::invalid_argument("a workload needs at least one output");
-  return te::make_dag(std::move(input_tensors), std::move(outs));
+  te::ComputeDAG dag = te::make_dag(std::move(input_tensors), std::move(outs));
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (inputs[i].constant) dag.constant_inputs.push_back(i);
+  return dag;
 }
 
 std::vector<int64_t> parse_shape(const std::string &text) {

@@ -14,6 +14,10 @@ namespace kiln::ir {
 struct TensorType {
   std::vector<int64_t> shape;
   DType dtype = DType::kFloat32;
+  /// The data is fixed when the program is compiled (a weight): a tuned program may
+  /// read it in a layout packed once, ahead of time (see ir::rewrite_constant_layouts).
+  /// Part of the key only when set, so the keys of other workloads do not change.
+  bool constant = false;
 };
 
 /// One operator application. Arguments name workload inputs ("in0", "in1", ...) or

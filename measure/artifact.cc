@@ -20,12 +20,24 @@ std::string ParamSpec::type_string() const {
   return text + "]";
 }
 
-std::vector<ParamSpec> parse_params(const nlohmann::json &info) {
+static ParamSpec parse_spec(const nlohmann::json &p) {
+  ParamSpec spec;
+  spec.name = p.value("name", "");
+  spec.dtype = ir::parse_dtype(p.at("dtype").get<std::string>());
+  spec.shape = p.at("shape").get<std::vector<int64_t>>();
+  for (int64_t extent : spec.shape) {
+    if (extent < 0) throw std::runtime_error("negative extent");
+  }
+  spec.role = p.value("role", "");
+  return spec;
+}
+
+std::vector<ParamSpec> parse_params(const nlohmann::json &info, std::vector<PackedParam> *packed) {
   if (!info.is_object()) throw std::runtime_error("kiln_artifact_info is not a JSON object");
-  if (!info.contains("kiln_abi") || info["kiln_abi"] != KILN_ABI_VERSION) {
-    throw std::runtime_error("kiln_artifact_info has kiln_abi " +
-                             (info.contains("kiln_abi") ? info["kiln_abi"].dump() : std::string("missing")) +
-                             "; this runner speaks version " + std::to_string(KILN_ABI_VERSION));
+  const nlohmann::json *abi = info.contains("kiln_abi") ? &info["kiln_abi"] : nullptr;
+  if (!abi || !abi->is_number_integer() || *abi < 1 || *abi > KILN_ABI_VERSION) {
+    throw std::runtime_error("kiln_artifact_info has kiln_abi " + (abi ? abi->dump() : std::string("missing")) +
+                             "; this runner speaks versions 1 to " + std::to_string(KILN_ABI_VERSION));
   }
   if (!info.contains("params") || !info["params"].is_array()) {
     throw std::runtime_error("kiln_artifact_info has no \"params\" array");
@@ -34,14 +46,14 @@ std::vector<ParamSpec> parse_params(const nlohmann::json &info) {
   for (const nlohmann::json &p : info["params"]) {
     size_t index = params.size();
     try {
-      ParamSpec spec;
-      spec.name = p.value("name", "");
-      spec.dtype = ir::parse_dtype(p.at("dtype").get<std::string>());
-      spec.shape = p.at("shape").get<std::vector<int64_t>>();
-      for (int64_t extent : spec.shape) {
-        if (extent < 0) throw std::runtime_error("negative extent");
+      ParamSpec spec = parse_spec(p);
+      if (p.contains("packed_from")) {
+        if (spec.role != "input") throw std::runtime_error("only inputs can be packed");
+        ParamSpec original = parse_spec(p.at("packed_from"));
+        original.role = spec.role;
+        if (packed) packed->push_back(PackedParam{index, std::move(spec)});
+        spec = std::move(original);
       }
-      spec.role = p.value("role", "");
       params.push_back(std::move(spec));
     } catch (const std::exception &e) {
       throw std::runtime_error("kiln_artifact_info param " + std::to_string(index) + " " + p.dump() +
@@ -58,7 +70,7 @@ nlohmann::json params_to_json(const std::vector<ParamSpec> &params) {
     if (!p.role.empty()) j["role"] = p.role;
     list.push_back(std::move(j));
   }
-  return {{"kiln_abi", KILN_ABI_VERSION}, {"params", std::move(list)}};
+  return {{"kiln_abi", 1}, {"params", std::move(list)}};
 }
 
 std::string param_label(const std::vector<ParamSpec> &params, size_t index) {
@@ -87,9 +99,14 @@ LoadedArtifact load_artifact(const std::string &path) {
     throw std::runtime_error("artifact " + path + ": " KILN_INFO_SYMBOL " is not valid JSON");
   }
   try {
-    artifact.params = parse_params(parsed);
+    artifact.params = parse_params(parsed, &artifact.packed);
   } catch (const std::exception &e) {
     throw std::runtime_error("artifact " + path + ": " + e.what());
+  }
+  if (!artifact.packed.empty()) {
+    artifact.prepack = reinterpret_cast<kiln_entry_fn>(dlsym(handle, KILN_PREPACK_SYMBOL));
+    if (artifact.prepack == nullptr)
+      throw std::runtime_error("artifact " + path + " has packed params but does not export " KILN_PREPACK_SYMBOL);
   }
   return artifact;
 }

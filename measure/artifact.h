@@ -27,9 +27,16 @@ struct ParamSpec {
   bool operator==(const ParamSpec &other) const { return dtype == other.dtype && shape == other.shape; }
 };
 
+/// A parameter kiln_entry reads in a layout packed ahead of time (ABI version 2).
+struct PackedParam {
+  size_t index = 0;  ///< its position among the params
+  ParamSpec layout;  ///< the packed buffer kiln_entry takes there
+};
+
 /// Parses the "params" of kiln_artifact_info; throws std::runtime_error naming the
-/// offending field.
-std::vector<ParamSpec> parse_params(const nlohmann::json &info);
+/// offending field. A packed param is described by the tensor it is packed from (what
+/// a caller supplies, and what the reference has), and added to `packed` when given.
+std::vector<ParamSpec> parse_params(const nlohmann::json &info, std::vector<PackedParam> *packed = nullptr);
 nlohmann::json params_to_json(const std::vector<ParamSpec> &params);
 
 /// "output 'C' (param 2)" or "param 2 'C'" when the artifact gives no roles.
@@ -38,6 +45,9 @@ std::string param_label(const std::vector<ParamSpec> &params, size_t index);
 struct LoadedArtifact {
   kiln_entry_fn entry = nullptr;
   std::vector<ParamSpec> params;
+  /// kiln_prepack and the params it packs; none for version-1 artifacts.
+  kiln_entry_fn prepack = nullptr;
+  std::vector<PackedParam> packed;
 };
 
 /// dlopen(RTLD_NOW | RTLD_LOCAL) + symbol lookup + info parsing. The library is never

@@ -126,8 +126,14 @@ void candidate_job(int socket, const RunInput &input, const ReferenceOutputs *re
     }
     send_phase(socket, "checking");
     std::vector<AlignedBuffer> buffers = make_random_buffers(artifact.params, input.input_seed, kCheckStream);
-    std::vector<void *> args = entry_args(buffers);
-    if (int32_t code = artifact.entry(args.data()); code != 0) {
+    std::vector<AlignedBuffer> packed;
+    int32_t code = 0;
+    std::vector<void *> args = packed_entry_args(artifact, buffers, &packed, &code);
+    if (code != 0) {
+      send_result(socket, ErrorKind::kRuntimeError, "kiln_prepack returned error code " + std::to_string(code));
+      return;
+    }
+    if (code = artifact.entry(args.data()); code != 0) {
       send_result(socket, ErrorKind::kRuntimeError,
                   "kiln_entry returned error code " + std::to_string(code) + " on its first call");
       return;
@@ -145,7 +151,13 @@ void candidate_job(int socket, const RunInput &input, const ReferenceOutputs *re
 
   send_phase(socket, "timing");
   std::vector<AlignedBuffer> buffers = make_random_buffers(artifact.params, input.input_seed, kTimingStream);
-  std::vector<void *> args = entry_args(buffers);
+  std::vector<AlignedBuffer> packed;  // made once, before timing: a constant's packing is not timed
+  int32_t code = 0;
+  std::vector<void *> args = packed_entry_args(artifact, buffers, &packed, &code);
+  if (code != 0) {
+    send_result(socket, ErrorKind::kRuntimeError, "kiln_prepack returned error code " + std::to_string(code));
+    return;
+  }
   TimingOutcome timing = mode == CandidateTiming::kFull ? time_kernel(artifact.entry, args.data(), input.timing)
                                                         : calibrate(artifact.entry, args.data(), input.timing);
   if (timing.failed_code != 0) {
@@ -161,6 +173,7 @@ void interleaved_timing_job(int socket, const std::vector<InterleavedCandidate> 
   apply_limits(limits);
   struct Loaded {
     LoadedArtifact artifact;
+    std::vector<AlignedBuffer> packed;
     std::vector<void *> args;
     int timed = 0;
     bool failed = false;
@@ -184,7 +197,13 @@ void interleaved_timing_job(int socket, const std::vector<InterleavedCandidate> 
     std::string key = params_to_json(loaded[i].artifact.params).dump() + '/' + std::to_string(candidates[i].input_seed);
     auto [it, fresh] = buffers.try_emplace(key);
     if (fresh) it->second = make_random_buffers(loaded[i].artifact.params, candidates[i].input_seed, kTimingStream);
-    loaded[i].args = entry_args(it->second);
+    int32_t code = 0;
+    loaded[i].args = packed_entry_args(loaded[i].artifact, it->second, &loaded[i].packed, &code);
+    if (code != 0) {
+      loaded[i].failed = true;
+      fail(i, ErrorKind::kRuntimeError, "kiln_prepack returned error code " + std::to_string(code));
+      continue;
+    }
     flush_cache = flush_cache || candidates[i].flush_cache;
   }
   TimedPasses passes(flush_cache);

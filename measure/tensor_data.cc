@@ -78,6 +78,24 @@ std::vector<void *> entry_args(const std::vector<AlignedBuffer> &buffers) {
   return args;
 }
 
+std::vector<void *> packed_entry_args(const LoadedArtifact &artifact, const std::vector<AlignedBuffer> &buffers,
+                                      std::vector<AlignedBuffer> *packed, int32_t *code) {
+  std::vector<void *> args = entry_args(buffers);
+  *code = 0;
+  if (artifact.packed.empty()) return args;
+  std::vector<void *> prepack_args;
+  size_t first = packed->size();
+  packed->reserve(first + artifact.packed.size());  // the pointers below must stay valid
+  for (const PackedParam &p : artifact.packed) {
+    packed->emplace_back(static_cast<size_t>(p.layout.num_bytes()));
+    prepack_args.push_back(args.at(p.index));
+    prepack_args.push_back(packed->back().data());
+  }
+  *code = artifact.prepack(prepack_args.data());
+  for (size_t k = 0; k < artifact.packed.size(); ++k) args[artifact.packed[k].index] = (*packed)[first + k].data();
+  return args;
+}
+
 static std::string format_value(double v) {
   char text[32];
   std::snprintf(text, sizeof text, "%.6g", v);

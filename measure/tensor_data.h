@@ -38,6 +38,12 @@ std::vector<AlignedBuffer> make_random_buffers(const std::vector<ParamSpec> &par
 /// The kiln_entry argument array for `buffers`.
 std::vector<void *> entry_args(const std::vector<AlignedBuffer> &buffers);
 
+/// kiln_entry's arguments for `buffers` (laid out as artifact.params): each packed param
+/// is packed into a buffer appended to `packed` (kiln_prepack) and passed in its place.
+/// Returns kiln_prepack's error code (0 on success) through `code`.
+std::vector<void *> packed_entry_args(const LoadedArtifact &artifact, const std::vector<AlignedBuffer> &buffers,
+                                      std::vector<AlignedBuffer> *packed, int32_t *code);
+
 /// Compares the candidate's `got` with the reference's `want` for one parameter.
 /// nullopt when they match under `tolerance`; otherwise why not, e.g. "max abs error
 /// 3.1 at index 17 (got 1.2, want -1.9); relative L2 error 0.4 > 1e-05".

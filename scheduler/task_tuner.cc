@@ -4,6 +4,7 @@
 #include <chrono>
 
 #include "ir/flops.h"
+#include "ir/lower_passes.h"
 #include "ir/te.h"
 #include "scheduler/measured_programs.h"
 
@@ -174,6 +175,15 @@ TaskTuner::Measured TaskTuner::build_and_run(const std::vector<search::Candidate
   return m;
 }
 
+// The layouts a program reads its constant inputs in (ir/layout_rewrite.h): what a
+// compiler using the record packs once; derived again from the trace when it is built.
+static nlohmann::json packed_inputs_json(const ir::PrimFunc &scheduled) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const ir::PackedInput &p : ir::lower_with_prepack(scheduled).packed)
+    out.push_back({{"input", p.param}, {"shape", p.packed->shape}});
+  return out;
+}
+
 std::vector<double> TaskTuner::record(const std::vector<search::Candidate> &batch, const Measured &m) {
   std::vector<db::Record> records;
   std::vector<double> latencies;
@@ -184,6 +194,7 @@ std::vector<double> TaskTuner::record(const std::vector<search::Candidate> &batc
     rec.trace_json = batch[i].trace.to_json().dump();
     nlohmann::json meta{{"sketch_instructions", batch[i].sketch.instructions.size()},
                         {"build_seconds", m.built[i].build_seconds}};
+    if (!batch[i].func.constant_params.empty()) meta["packed_inputs"] = packed_inputs_json(batch[i].func);
     double latency = 0;
     if (!m.built[i].ok()) {
       rec.outcome = db::MeasureError{m.built[i].error, m.built[i].message};

@@ -3,6 +3,8 @@
 
 #include "kiln_db.h"
 
+#include <nlohmann/json.hpp>
+
 #include "database/database.h"
 #include "database/prepared_record.h"
 
@@ -16,6 +18,7 @@ struct kiln_db_s {
   std::string last_error;
   // Storage behind the kiln_db_record handed out by the last kiln_db_best.
   kiln::db::Record best;
+  std::string packed_inputs;
   kiln_db_record record{};
 };
 
@@ -93,6 +96,10 @@ extern "C" kiln_db_status kiln_db_best(kiln_db db, const char *workload, const c
     db->record.exact_target = db->best.target == kiln::db::canonical_target(target) ? 1 : 0;
     db->record.workload_hash = db->best.workload.key_hash.c_str();
     db->record.confirmed_latency_s = db->best.confirmed_latency.value_or(0.0);
+    nlohmann::json metadata = nlohmann::json::parse(db->best.metadata_json, nullptr, /*allow_exceptions=*/false);
+    db->packed_inputs =
+        metadata.is_object() && metadata.contains("packed_inputs") ? metadata["packed_inputs"].dump() : "[]";
+    db->record.packed_inputs_json = db->packed_inputs.c_str();
     *out_record = &db->record;
     return KILN_DB_OK;
   });

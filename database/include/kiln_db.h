@@ -22,7 +22,7 @@ extern "C" {
 
 /* The API version this header declares. */
 #define KILN_DB_API_VERSION_MAJOR 1
-#define KILN_DB_API_VERSION_MINOR 1
+#define KILN_DB_API_VERSION_MINOR 2
 #define KILN_DB_API_VERSION_PATCH 0
 #define KILN_DB_API_VERSION \
   (KILN_DB_API_VERSION_MAJOR * 10000 + KILN_DB_API_VERSION_MINOR * 100 + KILN_DB_API_VERSION_PATCH)
@@ -56,17 +56,23 @@ typedef struct kiln_db_s *kiln_db;
  * valid until the next kiln_db_best on that handle or kiln_db_close; never
  * free it. Copy what you need to keep. */
 typedef struct kiln_db_record {
-  const char *trace_json;     /* the schedule trace, JSON, NUL-terminated */
-  double mean_latency_s;      /* mean over the measured repeats, in seconds */
-  const char *target;         /* canonical target the record was measured on */
-  int exact_target;           /* 1: measured on the requested target; 0: a fallback
-                                 of the same device kind (another CPU model or
-                                 GPU architecture) */
-  const char *workload_hash;  /* sha256 hex of the workload's canonical JSON */
-  double confirmed_latency_s; /* since 1.1: the median of the re-timings that
-                                 confirmed this program at the end of its tuning
-                                 run, in seconds; 0 when it was never confirmed.
-                                 Confirmed records rank before unconfirmed ones. */
+  const char *trace_json;         /* the schedule trace, JSON, NUL-terminated */
+  double mean_latency_s;          /* mean over the measured repeats, in seconds */
+  const char *target;             /* canonical target the record was measured on */
+  int exact_target;               /* 1: measured on the requested target; 0: a fallback
+                                     of the same device kind (another CPU model or
+                                     GPU architecture) */
+  const char *workload_hash;      /* sha256 hex of the workload's canonical JSON */
+  double confirmed_latency_s;     /* since 1.1: the median of the re-timings that
+                                     confirmed this program at the end of its tuning
+                                     run, in seconds; 0 when it was never confirmed.
+                                     Confirmed records rank before unconfirmed ones. */
+  const char *packed_inputs_json; /* since 1.2: the constant inputs (weights) the
+                                 program reads in a layout packed ahead of time, as
+                                 JSON: [{"input": i, "shape": [...]}, ...]; "[]" when
+                                 none. Build the trace with Kiln's code generation and
+                                 call the artifact's kiln_prepack once per weight
+                                 (codegen/abi.h); the shapes let you check it. */
 } kiln_db_record;
 
 /* Opens (or creates, with KILN_DB_OPEN_CREATE) the database at `path`.

@@ -54,6 +54,7 @@ int main(int argc, char **argv) {
     CHECK(strcmp(record->trace_json, "{\"tile\":[8,32]}") == 0);
     CHECK(fabs(record->mean_latency_s - 2.5e-4) < 1e-12);
     CHECK(record->confirmed_latency_s == 0); /* never confirmed */
+    CHECK(strcmp(record->packed_inputs_json, "[]") == 0);
     CHECK(strcmp(record->target, kSkylake) == 0);
     CHECK(record->exact_target == 1);
     CHECK(strlen(record->workload_hash) == 64);
@@ -69,6 +70,8 @@ int main(int argc, char **argv) {
         KILN_DB_OK);
   CHECK(record && strcmp(record->trace_json, "{\"tile\":[4,4]}") == 0);
   CHECK(record && fabs(record->confirmed_latency_s - 1.5e-4) < 1e-12 && fabs(record->mean_latency_s - 2e-4) < 1e-12);
+  /* Its weights packed ahead of time, as the record says (API 1.2). */
+  CHECK(record && strcmp(record->packed_inputs_json, "[{\"input\":1,\"shape\":[4,64,16]}]") == 0);
 
   /* Another x86 model: fallback to skylake, flagged as such. */
   CHECK(kiln_db_best(db, kWorkloadJson, "llvm -mtriple=x86_64-linux-gnu -mcpu=znver4 -num-cores=4", &record) ==

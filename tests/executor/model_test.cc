@@ -14,6 +14,7 @@
 #include "executor/model.h"
 #include "frontend/onnx_import.h"
 #include "frontend/passes.h"
+#include "ir/lower_passes.h"
 #include "ir/te.h"
 #include "search/space.h"
 
@@ -113,6 +114,16 @@ TEST(CompiledModelZeroCopy, InputAndOutputPointersRunWithoutCopies) {
   EXPECT_LE(ir::relative_l2_error(got, want), 1e-4);
 }
 
+// A record of `trace` for `workload`, as tuning stores it.
+void commit_trace(db::Database &db, const ir::Workload &workload, const std::string &target, const ir::Trace &trace) {
+  db::Record r;
+  r.workload.canonical_json = workload.canonical_string();
+  r.target = target;
+  r.trace_json = trace.to_json().dump();
+  r.outcome = std::vector<double>{1e-4};
+  db.commit({r});
+}
+
 // A database record for a subgraph's workload key is the schedule it compiles with.
 TEST(CompiledModelWithDatabase, TunedRecordsAreUsed) {
   Fused f = import("tiny_cnn");
@@ -128,12 +139,7 @@ TEST(CompiledModelWithDatabase, TunedRecordsAreUsed) {
     for (uint64_t seed = 0; !c && seed < 16; ++seed)
       c = search::realize(func, sketches.front(), search::default_postprocessors(t), seed);
     ASSERT_TRUE(c);
-    db::Record r;
-    r.workload.canonical_json = conv.workload.canonical_string();
-    r.target = target;
-    r.trace_json = c->trace.to_json().dump();
-    r.outcome = std::vector<double>{1e-4};
-    db.commit({r});
+    commit_trace(db, conv.workload, target, c->trace);
   }
   std::string dir = (temp_dir() / "tuned.kiln").string();
   CompileReport report = compile_model(f.graph, f.subgraphs, {target, db_path.string()}, dir);
@@ -141,6 +147,44 @@ TEST(CompiledModelWithDatabase, TunedRecordsAreUsed) {
   EXPECT_EQ(report.untuned, f.subgraphs.size() - 1);
   Model model = Model::load(dir);
   expect_reference_output(model, "tiny_cnn");
+}
+
+// Subgraph workloads mark the weights constant; a tuned program that copies them into
+// panels reads them packed ahead of time: the step's artifact says so, Model::load
+// packs them once, and the model still gives the exporter's output.
+TEST(CompiledModelWithDatabase, WeightsPackedAheadOfTimeArePackedAtLoad) {
+  Fused f = import("mlp");
+  const std::string target = "llvm -num-cores=2";
+  Target t = Target::parse(target);
+  std::filesystem::path db_path = temp_dir() / "packed.db";
+  size_t packed_step = f.subgraphs.size();
+  {
+    auto db = db::Database::open(db_path, db::OpenMode::kCreate);
+    for (size_t i = 0; i < f.subgraphs.size() && packed_step == f.subgraphs.size(); ++i) {
+      const frontend::Subgraph &s = f.subgraphs[i];
+      ir::PrimFunc func = te::lower(s.workload.build_dag(), "sg");
+      for (const ir::Trace &sketch : search::generate_sketches(func, search::default_rules(t), 1)) {
+        std::optional<search::Candidate> c;
+        for (uint64_t seed = 0; !c && seed < 16; ++seed)
+          c = search::realize(func, sketch, search::default_postprocessors(t), seed);
+        if (!c || ir::lower_with_prepack(c->func).packed.empty()) continue;
+        commit_trace(db, s.workload, target, c->trace);
+        packed_step = i;
+        break;
+      }
+    }
+  }
+  ASSERT_LT(packed_step, f.subgraphs.size()) << "no sketch of mlp's subgraphs packs its weights";
+  std::string dir = (temp_dir() / "packed.kiln").string();
+  CompileReport report = compile_model(f.graph, f.subgraphs, {target, db_path.string()}, dir);
+  EXPECT_EQ(report.tuned, 1u);
+  std::ifstream manifest(std::filesystem::path(dir) / "model.json");
+  std::string artifact = nlohmann::json::parse(manifest)["steps"][packed_step]["artifact"];
+  std::ifstream so(std::filesystem::path(dir) / artifact, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(so)), std::istreambuf_iterator<char>());
+  EXPECT_NE(bytes.find("packed_from"), std::string::npos);
+  Model model = Model::load(dir);
+  expect_reference_output(model, "mlp");
 }
 
 TEST(CompiledModelErrors, BadFoldersAndInputsAreClearErrors) {

@@ -293,6 +293,28 @@ TEST(WorkloadKey, AttributeChangesOfOtherOperatorsChangeTheHash) {
   for (const Workload &w : variants) EXPECT_TRUE(hashes.insert(w.key_hash()).second) << w.canonical_string();
 }
 
+// A constant input (a weight, packed ahead of time by tuned programs) is another task;
+// "constant": false is the default and leaves the key as it was before the field.
+TEST(WorkloadKey, ConstantInputsChangeTheKeyOnlyWhenSet) {
+  Workload base = conv2d_bias_relu(), weights = conv2d_bias_relu();
+  weights.inputs[1].constant = true;
+  EXPECT_NE(base.key_hash(), weights.key_hash());
+  EXPECT_EQ(base.canonical_string().find("constant"), std::string::npos);
+  EXPECT_NE(weights.canonical_string().find(R"({"constant":true,"dtype":"float32","shape":[4,3,3,3]})"),
+            std::string::npos);
+  Workload back = Workload::from_json(json::parse(weights.canonical_string()));
+  EXPECT_TRUE(back.inputs[1].constant);
+  EXPECT_FALSE(back.inputs[0].constant);
+  EXPECT_EQ(back.key_hash(), weights.key_hash());
+  EXPECT_EQ(weights.build_dag().constant_inputs, std::vector<size_t>{1});
+  json explicit_false = base.to_json();
+  explicit_false["inputs"][0]["constant"] = false;
+  EXPECT_EQ(Workload::from_json(explicit_false).key_hash(), base.key_hash());
+  json wrong = base.to_json();
+  wrong["inputs"][1]["constant"] = "yes";
+  EXPECT_THROW(Workload::from_json(wrong), std::invalid_argument);
+}
+
 TEST(WorkloadKey, InvalidAttributesAreRejectedNotHashed) {
   EXPECT_THROW(
       Workload::single("conv2d", {tensor({1, 3, 8, 8}), tensor({4, 3, 3, 3})}, {{"stride", {2, 2}}}).key_hash(),

@@ -187,7 +187,8 @@ TEST(LocalRunner, ACandidateThatWritesItsInputIsAWrongResult) {
 TEST(LocalRunner, BadArtifactInfoIsALoadError) {
   TempDir dir;
   LocalRunner runner(test_runner_options(dir));
-  expect_bad(runner, "bad_abi", ErrorKind::kLoadError, {"bad_abi.so", "kiln_abi 99", "this runner speaks version 1"});
+  expect_bad(runner, "bad_abi", ErrorKind::kLoadError,
+             {"bad_abi.so", "kiln_abi 99", "this runner speaks versions 1 to 2"});
   expect_bad(runner, "bad_info_json", ErrorKind::kLoadError,
              {"bad_info_json.so", "kiln_artifact_info is not valid JSON"});
 }

@@ -87,6 +87,29 @@ TEST_F(TaskTunerTest, FindsValidProgramsAndResumesWithoutRemeasuring) {
   EXPECT_EQ(traces.size(), all.size()) << "a program was measured twice";
 }
 
+// With the weights a constant of the workload, programs that copy them into panels
+// are measured with the panels packed ahead of time (kiln_prepack, untimed): they pass
+// the check against the reference, and their records say which layout they read.
+TEST_F(TaskTunerTest, ConstantWeightsAreMeasuredPackedAheadOfTime) {
+  ir::Workload w = small_dense();
+  w.inputs[1].constant = true;
+  costmodel::XGBoostCostModel model;
+  TuneOptions options = quick_options(3);
+  options.trials = 32;
+  TaskTuner tuner(w, target, options, &database, pool, runner(), model);
+  EXPECT_GT(tuner.run().progress.best_seconds, 0);
+  int packed = 0;
+  for (const db::Record &rec : database.records_of(w.key_hash())) {
+    nlohmann::json layouts = nlohmann::json::parse(rec.metadata_json).at("packed_inputs");
+    if (layouts.empty()) continue;
+    ++packed;
+    EXPECT_TRUE(rec.ok()) << rec.trace_json;
+    EXPECT_EQ(layouts[0]["input"], 1);
+    EXPECT_GE(layouts[0]["shape"].size(), 2u);
+  }
+  EXPECT_GT(packed, 0) << "no program among 32 packed the weights";
+}
+
 // The confirmation re-times the fastest programs side by side and picks the best of
 // them by median; the database keeps the first measurements (records are facts) and
 // stores the medians as confirmed latencies, which its lookups rank first.
