@@ -49,6 +49,30 @@ TEST(KilnCommand, ShowPrintsTheLoopProgramAndKey) {
   EXPECT_NE(o.text.find("key: "), std::string::npos);
 }
 
+// --constant marks a single operator's weight constant (another key); models' tasks mark
+// their weights unless --no-layout-rewrite says the weights may change.
+TEST(KilnCommand, ConstantWeightsAreOtherTasks) {
+  auto key_of = [](const std::string &text) { return text.substr(text.find("key: ")); };
+  Output plain = kiln("show --op dense --shape 8x32 --shape 40x32 --key");
+  Output constant = kiln("show --op dense --shape 8x32 --shape 40x32 --constant 1 --key");
+  ASSERT_EQ(plain.status, 0) << plain.text;
+  ASSERT_EQ(constant.status, 0) << constant.text;
+  EXPECT_NE(constant.text.find(R"({"constant":true,"dtype":"float32","shape":[40,32]})"), std::string::npos)
+      << constant.text;
+  EXPECT_NE(key_of(plain.text), key_of(constant.text));
+  Output out_of_range = kiln("show --op dense --shape 8x32 --shape 40x32 --constant 2");
+  EXPECT_EQ(out_of_range.status, 1);
+  EXPECT_NE(out_of_range.text.find("--constant 2: 'dense' was given 2 inputs"), std::string::npos) << out_of_range.text;
+
+  const std::string model = std::string(KILN_SOURCE_DIR) + "/tests/frontend/models/tiny_cnn.onnx";
+  Output packed = kiln("import --json --model " + model);
+  Output unpacked = kiln("import --json --no-layout-rewrite --model " + model);
+  ASSERT_EQ(packed.status, 0) << packed.text;
+  ASSERT_EQ(unpacked.status, 0) << unpacked.text;
+  EXPECT_NE(packed.text.find("\"constant\""), std::string::npos);
+  EXPECT_EQ(unpacked.text.find("\"constant\""), std::string::npos);
+}
+
 TEST(KilnCommand, BadInputGivesAMessageAndExitCode) {
   Output bad_op = kiln("show --op nosuchop --shape 2x2");
   EXPECT_EQ(bad_op.status, 1);
