@@ -12,7 +12,6 @@
 //
 // Usage: kiln_bench_tune_ops [--trials N] [--only NAME[,NAME...]] [--db FILE] [--cost-model xgb|random] [--seed S]
 //                            [--no-layout-rewrite 1]
-#include <dlfcn.h>
 #include <unistd.h>
 
 #include <algorithm>

@@ -553,12 +553,16 @@ class PartialTileVersioner : public IRMutator {
 
 PrimFunc version_partial_tiles(const PrimFunc &f) { return sched::with_body(f, PartialTileVersioner().mutate(f.body)); }
 
-PrimFunc lower_for_analysis(const PrimFunc &f) {
-  return rewrite_constant_layouts(vector_friendly_layouts(compact_buffers(decompose_reductions(f)))).kernel;
+static LayoutRewrite lower_before_versioning(const PrimFunc &f) {
+  return rewrite_constant_layouts(vector_friendly_layouts(compact_buffers(decompose_reductions(f))));
 }
 
+PrimFunc lower_for_analysis(const PrimFunc &f) { return lower_before_versioning(f).kernel; }
+
+std::vector<PackedInput> packed_inputs(const PrimFunc &f) { return lower_before_versioning(f).packed; }
+
 LayoutRewrite lower_with_prepack(const PrimFunc &f) {
-  LayoutRewrite r = rewrite_constant_layouts(vector_friendly_layouts(compact_buffers(decompose_reductions(f))));
+  LayoutRewrite r = lower_before_versioning(f);
   r.kernel = version_partial_tiles(r.kernel);
   return r;
 }

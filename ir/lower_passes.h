@@ -53,6 +53,10 @@ PrimFunc lower_for_analysis(const PrimFunc &f);
 /// kernel. The prepack program, if any, is returned beside it.
 LayoutRewrite lower_with_prepack(const PrimFunc &f);
 
+/// The constant inputs lower_with_prepack packs ahead of time, without versioning the
+/// kernel (what a record says the program expects).
+std::vector<PackedInput> packed_inputs(const PrimFunc &f);
+
 /// The kernel of lower_with_prepack.
 PrimFunc lower_for_codegen(const PrimFunc &f);
 

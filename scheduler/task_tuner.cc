@@ -179,7 +179,7 @@ TaskTuner::Measured TaskTuner::build_and_run(const std::vector<search::Candidate
 // compiler using the record packs once; derived again from the trace when it is built.
 static nlohmann::json packed_inputs_json(const ir::PrimFunc &scheduled) {
   nlohmann::json out = nlohmann::json::array();
-  for (const ir::PackedInput &p : ir::lower_with_prepack(scheduled).packed)
+  for (const ir::PackedInput &p : ir::packed_inputs(scheduled))
     out.push_back({{"input", p.param}, {"shape", p.packed->shape}});
   return out;
 }

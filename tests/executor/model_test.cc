@@ -167,7 +167,7 @@ TEST(CompiledModelWithDatabase, WeightsPackedAheadOfTimeArePackedAtLoad) {
         std::optional<search::Candidate> c;
         for (uint64_t seed = 0; !c && seed < 16; ++seed)
           c = search::realize(func, sketch, search::default_postprocessors(t), seed);
-        if (!c || ir::lower_with_prepack(c->func).packed.empty()) continue;
+        if (!c || ir::packed_inputs(c->func).empty()) continue;
         commit_trace(db, s.workload, target, c->trace);
         packed_step = i;
         break;
