@@ -3,6 +3,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 
 #include <nlohmann/json.hpp>
 
@@ -130,11 +131,13 @@ CompileReport compile_model(const frontend::Graph &graph, const std::vector<fron
     ir::PrimFunc func = te::lower(s.workload.build_dag(), "subgraph" + std::to_string(i));
     ir::PrimFunc scheduled;
     bool tuned = false;
+    std::optional<double> tuned_seconds;
     if (db) {
       if (std::optional<db::Record> best = db->best(s.workload.key_hash(), target.str())) {
         try {
           scheduled = ir::Schedule::replay(func, ir::Trace::from_json(nlohmann::json::parse(best->trace_json))).func();
           tuned = true;
+          tuned_seconds = best->confirmed_latency ? *best->confirmed_latency : best->mean_latency();
         } catch (const std::exception &) {
           // A record that no longer replays (an older trace format) is no schedule.
         }
@@ -149,11 +152,13 @@ CompileReport compile_model(const frontend::Graph &graph, const std::vector<fron
     }
     nlohmann::json args = s.inputs;
     args.push_back(s.output);
-    manifest["steps"].push_back({{"artifact", artifact},
-                                 {"args", args},
-                                 {"workload", s.workload.summary()},
-                                 {"key_hash", s.workload.key_hash()},
-                                 {"tuned", tuned}});
+    nlohmann::json step = {{"artifact", artifact},
+                           {"args", args},
+                           {"workload", s.workload.summary()},
+                           {"key_hash", s.workload.key_hash()},
+                           {"tuned", tuned}};
+    if (tuned_seconds) step["tuned_ms"] = *tuned_seconds * 1e3;
+    manifest["steps"].push_back(std::move(step));
     (tuned ? report.tuned : report.untuned)++;
     if (progress) progress(i + 1, subgraphs.size());
   }

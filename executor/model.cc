@@ -2,6 +2,8 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
@@ -57,6 +59,7 @@ struct Model::Impl {
   std::vector<std::string> input_names, output_names;
   std::vector<ir::TensorType> input_types, output_types;
   std::vector<Step> steps;
+  std::vector<StepInfo> step_infos;
 
   ~Impl() {
     for (Step &s : steps)
@@ -111,6 +114,7 @@ const std::vector<std::string> &Model::output_names() const { return impl_->outp
 const std::vector<ir::TensorType> &Model::output_types() const { return impl_->output_types; }
 const std::string &Model::target() const { return impl_->target; }
 size_t Model::num_steps() const { return impl_->steps.size(); }
+const std::vector<StepInfo> &Model::steps() const { return impl_->step_infos; }
 int64_t Model::arena_bytes() const { return impl_->arena_bytes; }
 int64_t Model::unplanned_bytes() const { return impl_->unplanned_bytes; }
 
@@ -188,6 +192,11 @@ Model Model::load(const std::string &dir) {
       if (!impl->steps.back().entry)
         throw ModelError(step.artifact + " is not a Kiln artifact (no " KILN_ENTRY_SYMBOL ")");
       pack_constants(impl->buffers, impl->packed_constants, impl->steps.back(), s.at("args"));
+      StepInfo &info = impl->step_infos.emplace_back();
+      info.workload = s.value("workload", "");
+      info.key_hash = s.value("key_hash", "");
+      info.tuned = s.value("tuned", false);
+      if (s.contains("tuned_ms")) info.tuned_ms = s.at("tuned_ms").get<double>();
     }
   } catch (const nlohmann::json::exception &e) {
     throw damaged(e.what());
@@ -208,6 +217,25 @@ void Model::run() {
     int32_t rc = s.entry(s.args.data());
     if (rc != 0) throw ModelError("subgraph " + s.artifact + " failed with code " + std::to_string(rc));
   }
+}
+
+std::vector<double> Model::profile_steps(int runs) {
+  std::vector<std::vector<double>> ms(impl_->steps.size());
+  for (int r = 0; r < runs; ++r) {
+    for (size_t i = 0; i < impl_->steps.size(); ++i) {
+      Step &s = impl_->steps[i];
+      auto start = std::chrono::steady_clock::now();
+      int32_t rc = s.entry(s.args.data());
+      ms[i].push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+      if (rc != 0) throw ModelError("subgraph " + s.artifact + " failed with code " + std::to_string(rc));
+    }
+  }
+  std::vector<double> medians;
+  for (std::vector<double> &m : ms) {
+    std::nth_element(m.begin(), m.begin() + static_cast<std::ptrdiff_t>(m.size() / 2), m.end());
+    medians.push_back(m.empty() ? 0.0 : m[m.size() / 2]);
+  }
+  return medians;
 }
 
 std::vector<ir::HostTensor> Model::run(const std::vector<ir::HostTensor> &inputs) {

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -20,6 +21,16 @@ struct ModelError : std::runtime_error {
 
 /// 2: activations live at planned offsets of one arena (format 1 had a buffer each).
 inline constexpr int kModelFormatVersion = 2;
+
+/// One step of a compiled model (a fused subgraph), as `kiln compile` described it.
+struct StepInfo {
+  std::string workload;  ///< the subgraph's summary, e.g. "conv2d+add+relu [1,64,56,56] ..."
+  std::string key_hash;  ///< its workload key's hash: what the database looks up
+  bool tuned = false;    ///< built from a database record (else the untuned default)
+  /// The record's latency in ms as the tuner measured the kernel alone (its confirmed
+  /// median when there is one); absent for untuned steps and older compiled models.
+  std::optional<double> tuned_ms;
+};
 
 /// A loaded model. The weights and one arena for every activation (inputs,
 /// intermediates, outputs; placed by the compile-time memory plan) are allocated once
@@ -39,6 +50,7 @@ class Model {
   /// The target the artifacts were built for.
   const std::string &target() const;
   size_t num_steps() const;
+  const std::vector<StepInfo> &steps() const;
   /// Bytes of the activation arena, and what one buffer per activation would take.
   int64_t arena_bytes() const;
   int64_t unplanned_bytes() const;
@@ -55,6 +67,11 @@ class Model {
   void *input_data(size_t i);
   const void *output_data(size_t i) const;
   void run();
+
+  /// Runs `runs` inferences on what the input buffers hold, timing each step on its
+  /// own inside them; returns every step's median in ms, in step order. Where a model
+  /// is slower than the sum of its tuned kernels, this says which steps lose the time.
+  std::vector<double> profile_steps(int runs);
 
  private:
   struct Impl;

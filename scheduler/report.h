@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "scheduler/task_scheduler.h"
 
@@ -26,6 +27,10 @@ std::string progress_table(const SchedulerProgress &progress, const ReportBudget
 TimeBreakdown total_time(const SchedulerResult &result);
 
 /// The model's latency measured with the executor, untuned and tuned.
+/// Axis ticks at round values (1, 2 or 5 times a power of ten) from `lo` to `hi`, about
+/// `target` of them: 25, 30, 35 ms reads better than 24.2, 31.25, 38.31.
+std::vector<double> round_ticks(double lo, double hi, int target);
+
 struct MeasuredModel {
   double untuned_ms = 0;
   double tuned_ms = 0;

@@ -143,6 +143,25 @@ TEST(KilnCommand, MeasureChecksAndTimesATask) {
   EXPECT_NE(o.text.find("GFLOP/s"), std::string::npos);
 }
 
+// kiln compile without a database, then kiln bench --profile: a row per step, each saying
+// it runs the untuned default.
+TEST(KilnCommand, BenchProfilesEveryStep) {
+  fs::path dir = temp_dir();
+  const std::string model = std::string(KILN_SOURCE_DIR) + "/tests/frontend/models/tiny_cnn.onnx";
+  const std::string compiled = (dir / "tiny_cnn.kiln").string();
+  Output compile = kiln("compile --model " + model + " -o " + compiled);
+  ASSERT_EQ(compile.status, 0) << compile.text;
+  Output bench = kiln("bench --model " + compiled + " --repeat 3 --threads 1 --profile");
+  ASSERT_EQ(bench.status, 0) << bench.text;
+  EXPECT_NE(bench.text.find("per step, median of 3 runs"), std::string::npos) << bench.text;
+  size_t untuned_rows = 0;
+  for (size_t at = bench.text.find(" untuned "); at != std::string::npos; at = bench.text.find(" untuned ", at + 1))
+    ++untuned_rows;
+  EXPECT_EQ(untuned_rows, 5u) << bench.text;  // tiny_cnn's five fused subgraphs
+  EXPECT_NE(bench.text.find("sum of steps"), std::string::npos) << bench.text;
+  fs::remove_all(dir);
+}
+
 TEST(KilnCommand, TuneOpStoresResultsAndResumes) {
   fs::path dir = temp_dir();
   std::string db = (dir / "t.db").string();

@@ -147,6 +147,21 @@ TEST(CompiledModelWithDatabase, TunedRecordsAreUsed) {
   EXPECT_EQ(report.untuned, f.subgraphs.size() - 1);
   Model model = Model::load(dir);
   expect_reference_output(model, "tiny_cnn");
+
+  // Each step says what it is and, when tuned, the latency its record was tuned to;
+  // profiling times every step inside the inference without changing the output.
+  ASSERT_EQ(model.steps().size(), f.subgraphs.size());
+  for (size_t i = 0; i < f.subgraphs.size(); ++i) {
+    EXPECT_EQ(model.steps()[i].workload, f.subgraphs[i].workload.summary());
+    EXPECT_EQ(model.steps()[i].key_hash, f.subgraphs[i].workload.key_hash());
+    EXPECT_EQ(model.steps()[i].tuned, i == 0);
+    EXPECT_EQ(model.steps()[i].tuned_ms.has_value(), i == 0);
+  }
+  EXPECT_DOUBLE_EQ(model.steps()[0].tuned_ms.value_or(0), 1e-4 * 1e3);
+  std::vector<double> step_ms = model.profile_steps(3);
+  ASSERT_EQ(step_ms.size(), f.subgraphs.size());
+  for (double ms : step_ms) EXPECT_GT(ms, 0);
+  expect_reference_output(model, "tiny_cnn");
 }
 
 // Subgraph workloads mark the weights constant; a tuned program that copies them into

@@ -112,4 +112,17 @@ TEST(Report, UnwritableFolderIsAClearError) {
 }
 
 }  // namespace
+// Chart axes are labelled at round values inside the range, about as many as asked.
+TEST(Report, AxisTicksAreRoundValues) {
+  auto expect_ticks = [](double lo, double hi, const std::vector<double> &want) {
+    std::vector<double> got = round_ticks(lo, hi, 5);
+    ASSERT_EQ(got.size(), want.size()) << lo << ".." << hi;
+    for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-9 * want.back()) << lo << ".." << hi;
+  };
+  expect_ticks(24.2, 52.41, {25, 30, 35, 40, 45, 50});
+  expect_ticks(0, 1632, {0, 500, 1000, 1500});
+  expect_ticks(0, 1.05, {0, 0.2, 0.4, 0.6, 0.8, 1});
+  expect_ticks(3, 3, {3});  // a flat curve still gets a label
+}
+
 }  // namespace kiln::scheduler
