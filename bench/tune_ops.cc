@@ -14,6 +14,8 @@
 //                            [--no-layout-rewrite 1]
 #include <unistd.h>
 
+#include <CLI/CLI.hpp>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -217,13 +219,32 @@ int main(int argc, char **argv) {
   std::string only, db_path = "tune_ops.db", cost_model = "xgb";
   uint64_t seed = 0;
   bool layout_rewrite = true;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    if (!std::strcmp(argv[i], "--trials")) trials = std::atoll(argv[i + 1]);
-    if (!std::strcmp(argv[i], "--only")) only = argv[i + 1];
-    if (!std::strcmp(argv[i], "--db")) db_path = argv[i + 1];
-    if (!std::strcmp(argv[i], "--cost-model")) cost_model = argv[i + 1];
-    if (!std::strcmp(argv[i], "--seed")) seed = std::strtoull(argv[i + 1], nullptr, 10);
-    if (!std::strcmp(argv[i], "--no-layout-rewrite")) layout_rewrite = !std::atoi(argv[i + 1]);
+  int no_layout_rewrite = 0;
+  CLI::App app{"The tune_ops suite: each operator tuned by Kiln, then timed side by side with oneDNN"};
+  app.add_option("--trials", trials, "measured candidates per operator")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1000000));
+  app.add_option("--only", only, "comma-separated operator names (default: the whole suite)");
+  app.add_option("--db", db_path, "tuning database (resumed when it exists)")->capture_default_str();
+  app.add_option("--cost-model", cost_model, "xgb or random")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"xgb", "random"}));
+  app.add_option("--seed", seed, "search seed")->capture_default_str();
+  app.add_option("--no-layout-rewrite", no_layout_rewrite, "1: weights are not constants (no packing ahead of time)")
+      ->check(CLI::Range(0, 1));
+  CLI11_PARSE(app, argc, argv);
+  layout_rewrite = no_layout_rewrite == 0;
+  for (size_t from = 0; !only.empty() && from <= only.size();) {
+    size_t to = std::min(only.find(',', from), only.size());
+    std::string name = only.substr(from, to - from);
+    std::vector<Case> all = suite();
+    if (std::none_of(all.begin(), all.end(), [&](const Case &c) { return c.name == name; })) {
+      std::string names;
+      for (const Case &c : all) names += " " + c.name;
+      std::fprintf(stderr, "--only: no operator '%s' in the suite; it has:%s\n", name.c_str(), names.c_str());
+      return 2;
+    }
+    from = to + 1;
   }
   measure::LocalRunner runner;  // forked before any thread exists
   std::filesystem::path work = std::filesystem::temp_directory_path() / ("kiln_tune_ops_" + std::to_string(getpid()));
