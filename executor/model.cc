@@ -212,22 +212,24 @@ void *Model::input_data(size_t i) { return impl_->buffers.at(impl_->inputs.at(i)
 
 const void *Model::output_data(size_t i) const { return impl_->buffers.at(impl_->outputs.at(i)).data; }
 
+namespace {
+void call_step(Step &s) {
+  int32_t rc = s.entry(s.args.data());
+  if (rc != 0) throw ModelError("subgraph " + s.artifact + " failed with code " + std::to_string(rc));
+}
+}  // namespace
+
 void Model::run() {
-  for (Step &s : impl_->steps) {
-    int32_t rc = s.entry(s.args.data());
-    if (rc != 0) throw ModelError("subgraph " + s.artifact + " failed with code " + std::to_string(rc));
-  }
+  for (Step &s : impl_->steps) call_step(s);
 }
 
 std::vector<double> Model::profile_steps(int runs) {
   std::vector<std::vector<double>> ms(impl_->steps.size());
   for (int r = 0; r < runs; ++r) {
     for (size_t i = 0; i < impl_->steps.size(); ++i) {
-      Step &s = impl_->steps[i];
       auto start = std::chrono::steady_clock::now();
-      int32_t rc = s.entry(s.args.data());
+      call_step(impl_->steps[i]);
       ms[i].push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
-      if (rc != 0) throw ModelError("subgraph " + s.artifact + " failed with code " + std::to_string(rc));
     }
   }
   std::vector<double> medians;

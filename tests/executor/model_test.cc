@@ -237,6 +237,16 @@ TEST(CompiledModelErrors, BadFoldersAndInputsAreClearErrors) {
   EXPECT_NE(error_of([&] { model.run({wrong}); }).find("input 'input' must be float32 of 784 elements"),
             std::string::npos);
   EXPECT_NE(error_of([&] { model.run({}); }).find("the model has 1 inputs, 0 given"), std::string::npos);
+  // A step's tuned latency that is not a number is damage, not a crash.
+  {
+    std::filesystem::path manifest_path = std::filesystem::path(dir) / "model.json";
+    nlohmann::json manifest = nlohmann::json::parse(std::ifstream(manifest_path));
+    nlohmann::json original = manifest;
+    manifest["steps"][0]["tuned_ms"] = "fast";
+    std::ofstream(manifest_path) << manifest.dump();
+    EXPECT_NE(error_of([&] { Model::load(dir); }).find("is damaged"), std::string::npos);
+    std::ofstream(manifest_path) << original.dump();
+  }
   std::filesystem::remove(std::filesystem::path(dir) / "weights.bin");
   std::ofstream(std::filesystem::path(dir) / "weights.bin") << "short";
   EXPECT_NE(error_of([&] { Model::load(dir); }).find("weights.bin' is shorter than its manifest says"),
