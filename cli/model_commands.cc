@@ -343,6 +343,12 @@ void add_tune(CLI::App &app) {
   cmd->add_option("--early-stop", a->early_stop, "rounds of a task without improvement before it stops (0: never)")
       ->capture_default_str()
       ->check(at_least(0));
+  cmd->add_option("--share", a->options.evolution.max_adopted,
+                  "a task's new best is offered to the tasks whose schedules sample the same way (the same "
+                  "operator with another epilogue or shape); each keeps this many offers to measure in its next "
+                  "round (0: tasks share nothing)")
+      ->capture_default_str()
+      ->check(at_least(0));
   cmd->add_flag("!--no-measure", a->measure, "skip compiling and timing the model untuned and tuned at the end");
   cmd->add_option("--report", a->report,
                   "write an HTML report of the job to this folder (index.html: latency curves, task table, time)");
@@ -416,6 +422,14 @@ void add_tune(CLI::App &app) {
                 p.estimated_latency * 1e3);
     std::printf("time: search %.1f s, features %.1f s, training %.1f s, build %.1f s, run %.1f s, database %.1f s\n",
                 time.search, time.features, time.training, time.build, time.run, time.database);
+    int64_t shared = 0, shared_best = 0;
+    for (const scheduler::TuneResult &t : result.tasks) {
+      shared += t.progress.adopted;
+      shared_best += t.progress.adopted_best;
+    }
+    if (shared > 0)
+      std::printf("shared between tasks: %lld programs measured on a sibling task, %lld of them became its best\n",
+                  (long long)shared, (long long)shared_best);
     scheduler::ReportContext report{a->model.model, target.str(), a->allocation, budget, std::nullopt};
     auto write_report = [&] {
       if (a->report.empty()) return;

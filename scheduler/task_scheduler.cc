@@ -17,6 +17,16 @@ double best_of(const TaskState &t) { return t.best_curve.empty() ? 0 : t.best_cu
 
 }  // namespace
 
+// A task's new best goes to every other task whose search samples the same way (the
+// same convolution with and without the residual add are separate tasks): a good
+// program of one is a good start for the other, and replay on the other checks it.
+void TaskScheduler::share_best(size_t from) {
+  const ir::Trace &sketch = tuners_[from]->best_sketch();
+  if (sketch.instructions.empty()) return;
+  for (size_t i = 0; i < tuners_.size(); ++i)
+    if (i != from) tuners_[i]->adopt(sketch);
+}
+
 TaskScheduler::TaskScheduler(std::vector<Task> tasks, Target target, SchedulerOptions options, db::Database *database,
                              measure::Builder &builder, measure::Runner &runner, costmodel::CostModel &model)
     : options_(std::move(options)) {
@@ -90,6 +100,7 @@ SchedulerResult TaskScheduler::run(const std::function<void(const SchedulerProgr
     states_[i].progress = tuners_[i]->progress();
     if (states_[i].progress.best_seconds > 0) states_[i].best_curve.push_back(states_[i].progress.best_seconds);
   }
+  for (size_t i = 0; i < tuners_.size(); ++i) share_best(i);
   std::mt19937_64 rng(options_.task.seed);
   std::uniform_real_distribution<double> uniform(0, 1);
   size_t next_in_turn = 0;
@@ -118,9 +129,12 @@ SchedulerResult TaskScheduler::run(const std::function<void(const SchedulerProgr
     TaskState &state = states_[static_cast<size_t>(pick)];
     TaskTuner &tuner = *tuners_[static_cast<size_t>(pick)];
     int64_t before = tuner.progress().trials;
+    double best_before = tuner.progress().best_seconds;
     int n = static_cast<int>(std::min<int64_t>(options_.task.batch, options_.trials - p.trials));
     bool more = tuner.run_round(n);
     state.progress = tuner.progress();
+    if (state.progress.best_seconds > 0 && state.progress.best_seconds != best_before)
+      share_best(static_cast<size_t>(pick));
     p.trials += state.progress.trials - before;
     ++p.round;
     record_round(state, state.progress.best_seconds, more, options_);

@@ -15,6 +15,10 @@
 // workload summary's ops), other shapes; without one the forward term is the
 // optimistic one alone. A task stops when it has not improved for
 // `early_stop_rounds` of its rounds, or when its search space is exhausted.
+//
+// Tasks share programs: each new best of a task is offered to the others
+// (TaskTuner::adopt); those whose sketches sample the same way take its decisions and
+// measure the program in their next round (at most EvolutionOptions::max_adopted).
 #pragma once
 
 #include <cstdint>
@@ -103,6 +107,8 @@ class TaskScheduler {
   static void record_round(TaskState &task, double best_seconds, bool space_left, const SchedulerOptions &options);
 
  private:
+  void share_best(size_t from);
+
   std::vector<std::unique_ptr<TaskTuner>> tuners_;
   std::vector<TaskState> states_;
   SchedulerOptions options_;

@@ -80,6 +80,7 @@ void TaskTuner::resume_from_database() {
     if (latency > 0 && (progress_.best_seconds == 0 || latency < progress_.best_seconds)) {
       progress_.best_seconds = latency;
       best_trace_ = r.trace_json;
+      best_sketch_ = sketch_of(full, n);
     }
   }
   // Measurements carry their task, so that one model can learn from several tasks' tuners.
@@ -195,6 +196,7 @@ std::vector<double> TaskTuner::record(const std::vector<search::Candidate> &batc
     nlohmann::json meta{{"sketch_instructions", batch[i].sketch.instructions.size()},
                         {"build_seconds", m.built[i].build_seconds}};
     if (!batch[i].func.constant_params.empty()) meta["packed_inputs"] = packed_inputs_json(batch[i].func);
+    if (batch[i].adopted) meta["adopted"] = true;
     double latency = 0;
     if (!m.built[i].ok()) {
       rec.outcome = db::MeasureError{m.built[i].error, m.built[i].message};
@@ -214,10 +216,13 @@ std::vector<double> TaskTuner::record(const std::vector<search::Candidate> &batc
     search_->add_measured(batch[i].sketch, batch[i].func, rec.trace_json, latency > 0 ? 1.0 / latency : 0);
     ++progress_.trials;
     if (latency <= 0) ++progress_.errors;
+    if (batch[i].adopted) ++progress_.adopted;
     if (latency > 0 && !db_) measured_.emplace_back(latency, rec.trace_json);
     if (latency > 0 && (progress_.best_seconds == 0 || latency < progress_.best_seconds)) {
       progress_.best_seconds = latency;
       best_trace_ = rec.trace_json;
+      best_sketch_ = batch[i].sketch;
+      if (batch[i].adopted) ++progress_.adopted_best;
     }
     progress_.best_gflops = progress_.best_seconds > 0 ? flops_ / progress_.best_seconds / 1e9 : 0;
     best_gflops_curve_.push_back(progress_.best_gflops);

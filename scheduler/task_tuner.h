@@ -74,6 +74,9 @@ struct Progress {
   double elapsed_seconds = 0;
   /// Programs of other tasks the cost model was warm-started with (TuneOptions::warm_start).
   int64_t warm_start_programs = 0;
+  /// Measured programs carried over from other tasks (TaskTuner::adopt), and how many
+  /// of them became this task's best when measured.
+  int64_t adopted = 0, adopted_best = 0;
   TimeBreakdown time;
 };
 
@@ -105,6 +108,11 @@ class TaskTuner {
   bool run_round(int n);
   /// The confirmation of the best programs (TuneOptions::confirm_top) and the result.
   TuneResult finish();
+  /// The sketch (with decisions) of the best program known; empty before one is.
+  const ir::Trace &best_sketch() const { return best_sketch_; }
+  /// Offers another task's program (its sketch with decisions) to this task's search
+  /// (search::EvolutionarySearch::adopt); call after prepare().
+  bool adopt(const ir::Trace &foreign_sketch) { return search_ && search_->adopt(foreign_sketch); }
   const Progress &progress() const { return progress_; }
   double flops() const { return flops_; }
   const ir::Workload &workload() const { return workload_; }
@@ -142,6 +150,7 @@ class TaskTuner {
   std::string reference_artifact_;
   Progress progress_;
   std::string best_trace_;
+  ir::Trace best_sketch_;
   /// Without a database: this run's successful measurements (latency, trace), the
   /// confirmation's candidates (with one, the database's top records are).
   std::vector<std::pair<double, std::string>> measured_;

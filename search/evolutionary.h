@@ -22,6 +22,10 @@ struct EvolutionOptions {
   double eps_greedy = 0.05;
   /// Best measured programs that seed the initial population.
   int init_measured = 32;
+  /// Programs adopted from other tasks (EvolutionarySearch::adopt) waiting to be
+  /// measured: the newest this many are kept and go at the head of the next batch.
+  /// 0 = adopt nothing.
+  int max_adopted = 2;
 };
 
 /// Scores programs; higher is better (predicted normalized throughput).
@@ -37,6 +41,13 @@ class EvolutionarySearch {
   /// valid measurement (higher is better), 0 for an error. `sketch` may be empty.
   void add_measured(const ir::Trace &sketch, const ir::PrimFunc &program, const std::string &trace_json,
                     double throughput);
+  /// Takes a program of another task, given as its sketch with decisions: where one of
+  /// this search's sketches makes the same tiling samplings in the same order with the
+  /// same attributes (a sibling task: the same operator with another epilogue, or the
+  /// same operator on a shape the decisions still fit), the decisions are carried over
+  /// to it along the sampling instructions the two have in common. A program that replays on this task and is new joins
+  /// the head of the next batch (EvolutionOptions::max_adopted). True when it was taken.
+  bool adopt(const ir::Trace &foreign_sketch);
   /// Up to `n` new candidates. `model_ready` false means the scores are not to be
   /// trusted: the batch is then drawn at random from the population.
   std::vector<Candidate> next_batch(int n, const Scorer &score, bool model_ready);
@@ -65,6 +76,7 @@ class EvolutionarySearch {
   std::unordered_set<std::string> seen_traces_;
   std::unordered_set<uint64_t> seen_programs_;
   std::vector<std::pair<double, ir::Trace>> measured_sketches_;  // throughput, sketch
+  std::vector<Candidate> adopted_;                               // oldest first
 };
 
 }  // namespace kiln::search

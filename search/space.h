@@ -91,6 +91,8 @@ struct Candidate {
   ir::Trace sketch;
   ir::Trace trace;
   ir::PrimFunc func;
+  /// Carried over from another task's program (EvolutionarySearch::adopt).
+  bool adopted = false;
 };
 
 /// Replays `sketch` (sampling missing decisions from `seed`) and postprocesses; nullopt

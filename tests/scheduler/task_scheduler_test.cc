@@ -90,20 +90,26 @@ ir::Workload dense(int64_t m, int64_t n, int64_t k) {
   return ir::Workload::single("dense", {{{m, k}, ir::DType::kFloat32}, {{n, k}, ir::DType::kFloat32}});
 }
 
-TEST(TaskSchedulerJob, TunesEveryTaskStoresEachTrialOnceAndResumes) {
-  fs::path dir = fs::temp_directory_path() / ("kiln_task_scheduler_test_" + std::to_string(getpid()));
-  fs::create_directories(dir);
-  Target target = Target::parse("llvm -mcpu=native -num-cores=2");
-  auto db = db::Database::open(dir / "tune.db", db::OpenMode::kCreate);
-  measure::LocalBuilderPool pool(2, dir / "work", 60.0);
+// Rounds of 8 small, quickly timed candidates; the single measurements decide.
+SchedulerOptions small_job(int64_t trials) {
   SchedulerOptions options;
-  options.trials = 48;
+  options.trials = trials;
   options.task.batch = 8;
   options.task.evolution.population = 32;
   options.task.evolution.generations = 1;
   options.task.timing.repeat = 2;
   options.task.timing.min_repeat_ms = 1;
   options.task.confirm_top = 0;
+  return options;
+}
+
+TEST(TaskSchedulerJob, TunesEveryTaskStoresEachTrialOnceAndResumes) {
+  fs::path dir = fs::temp_directory_path() / ("kiln_task_scheduler_test_" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  Target target = Target::parse("llvm -mcpu=native -num-cores=2");
+  auto db = db::Database::open(dir / "tune.db", db::OpenMode::kCreate);
+  measure::LocalBuilderPool pool(2, dir / "work", 60.0);
+  SchedulerOptions options = small_job(48);
   std::vector<TaskScheduler::Task> tasks = {{dense(16, 24, 32), 2}, {dense(8, 16, 16), 1}, {dense(4, 8, 8), 1}};
   {
     costmodel::XGBoostCostModel model;
@@ -133,6 +139,50 @@ TEST(TaskSchedulerJob, TunesEveryTaskStoresEachTrialOnceAndResumes) {
   EXPECT_EQ(rounds_seen, 2);
   EXPECT_EQ(r.progress.trials, 16);
   EXPECT_EQ(db.stats().records, 48 + 16);  // every new trial stored once; none was measured again
+  fs::remove_all(dir);
+}
+
+// The same dense layer with a ReLU after it: a separate task whose search samples the
+// same decisions as the plain one's.
+ir::Workload dense_relu(int64_t m, int64_t n, int64_t k) {
+  auto f32 = [](std::vector<int64_t> shape) { return nlohmann::json{{"dtype", "float32"}, {"shape", shape}}; };
+  return ir::Workload::from_json({{"kiln_workload", 1},
+                                  {"inputs", {f32({m, k}), f32({n, k})}},
+                                  {"ops",
+                                   {{{"op", "dense"}, {"args", {"in0", "in1"}}, {"attrs", nlohmann::json::object()}},
+                                    {{"op", "relu"}, {"args", {"op0"}}, {"attrs", nlohmann::json::object()}}}},
+                                  {"outputs", {"op1"}}});
+}
+
+// The first round's best of the plain dense is offered to the dense + ReLU task, which
+// measures it (marked in the record) in its own first round; with sharing off, nothing is.
+TEST(TaskSchedulerJob, SiblingTasksShareTheirBestPrograms) {
+  fs::path dir = fs::temp_directory_path() / ("kiln_task_scheduler_share_" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  Target target = Target::parse("llvm -mcpu=native -num-cores=2");
+  measure::LocalBuilderPool pool(2, dir / "work", 60.0);
+  SchedulerOptions options = small_job(16);
+  options.allocation = Allocation::kRoundRobin;
+  std::vector<TaskScheduler::Task> tasks = {{dense(16, 24, 32), 1}, {dense_relu(16, 24, 32), 1}};
+  for (int share : {2, 0}) {
+    options.task.evolution.max_adopted = share;
+    auto db = db::Database::open(dir / ("share" + std::to_string(share) + ".db"), db::OpenMode::kCreate);
+    costmodel::XGBoostCostModel model;
+    TaskScheduler scheduler(tasks, target, options, &db, pool, test_runner(), model);
+    SchedulerResult r = scheduler.run();
+    ASSERT_EQ(r.tasks.size(), 2u);
+    EXPECT_EQ(r.tasks[0].progress.adopted, 0) << "the first task had its round before any other had a best";
+    int stored_as_adopted = 0;
+    for (const db::Record &rec : db.records_of(tasks[1].workload.key_hash()))
+      stored_as_adopted += nlohmann::json::parse(rec.metadata_json).value("adopted", false);
+    if (share > 0) {
+      EXPECT_EQ(r.tasks[1].progress.adopted, 1);
+      EXPECT_EQ(stored_as_adopted, 1);
+    } else {
+      EXPECT_EQ(r.tasks[1].progress.adopted, 0);
+      EXPECT_EQ(stored_as_adopted, 0);
+    }
+  }
   fs::remove_all(dir);
 }
 

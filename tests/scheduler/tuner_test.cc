@@ -9,6 +9,7 @@
 #include <set>
 
 #include "costmodel/xgb_model.h"
+#include "ir/schedule/instruction_kind.h"
 #include "measure/local_builder_pool.h"
 #include "measure/local_runner.h"
 #include "scheduler/measured_programs.h"
@@ -245,6 +246,69 @@ TEST(EvolutionarySearch, ConvergedPopulationsStillYieldNewPrograms) {
       s.add_measured(c.sketch, c.func, trace, 1.0);
     }
   }
+}
+
+// The decisions of the tiling instructions, in order.
+std::vector<nlohmann::json> tiling_decisions(const ir::Trace &t) {
+  std::vector<nlohmann::json> out;
+  for (const auto &[index, decision] : t.decisions) {
+    const ir::InstructionKind *kind = t.instructions[index].kind;
+    if (kind == &ir::instructions::kSamplePerfectTile || kind == &ir::instructions::kSampleTile)
+      out.push_back(decision);
+  }
+  return out;
+}
+
+// A program of the plain matmul carries its decisions over to the matmul + ReLU search
+// (its sketches sample the same way, one block more) and heads its next batch; a search
+// that samples differently, or one that adopts nothing, refuses it.
+TEST(EvolutionarySearch, SiblingProgramsAreAdoptedWithTheirDecisions) {
+  auto f32 = [](std::vector<int64_t> shape) { return nlohmann::json{{"dtype", "float32"}, {"shape", shape}}; };
+  auto workload = [&](bool relu) {
+    nlohmann::json ops = {{{"op", "matmul"}, {"args", {"in0", "in1"}}, {"attrs", nlohmann::json::object()}}};
+    if (relu) ops.push_back({{"op", "relu"}, {"args", {"op0"}}, {"attrs", nlohmann::json::object()}});
+    return ir::Workload::from_json({{"kiln_workload", 1},
+                                    {"inputs", {f32({32, 48}), f32({48, 64})}},
+                                    {"ops", ops},
+                                    {"outputs", {relu ? "op1" : "op0"}}});
+  };
+  Target target = Target::parse("llvm -mtriple=x86_64-linux-gnu -mcpu=skylake-avx512 -num-cores=2");
+  search::EvolutionOptions o;
+  o.population = 16;
+  o.generations = 1;
+  search::EvolutionarySearch plain(te::lower(workload(false).build_dag(), "mm"), search::default_search_space(target),
+                                   o, 1);
+  search::EvolutionarySearch with_relu(te::lower(workload(true).build_dag(), "mm_relu"),
+                                       search::default_search_space(target), o, 2);
+  std::vector<search::Candidate> offered = plain.next_batch(8, {}, false);
+  ASSERT_FALSE(offered.empty());
+  int taken = 0;
+  std::vector<std::vector<nlohmann::json>> offered_decisions;
+  for (const search::Candidate &c : offered) {
+    bool adopted = with_relu.adopt(c.sketch);
+    taken += adopted;
+    if (adopted) offered_decisions.push_back(tiling_decisions(c.sketch));
+  }
+  EXPECT_GT(taken, 0) << "no sketch of matmul + ReLU samples like the plain matmul's";
+  std::vector<search::Candidate> batch = with_relu.next_batch(8, {}, false);
+  ASSERT_FALSE(batch.empty());
+  // The newest offer comes first with its tilings (the ReLU's own annotations are sampled).
+  EXPECT_TRUE(batch[0].adopted);
+  EXPECT_EQ(tiling_decisions(batch[0].sketch), offered_decisions.back());
+  EXPECT_TRUE(batch[0].func.body.defined());
+  int adopted_in_batch = 0;
+  for (const search::Candidate &c : batch) adopted_in_batch += c.adopted;
+  EXPECT_EQ(adopted_in_batch, std::min(taken, o.max_adopted));
+  // Taken once: the next batch is the search's own.
+  for (const search::Candidate &c : with_relu.next_batch(8, {}, false)) EXPECT_FALSE(c.adopted);
+
+  ir::Workload pool = ir::Workload::single("max_pool2d", {{{1, 8, 16, 16}, ir::DType::kFloat32}}, {{"kernel", {3, 3}}});
+  search::EvolutionarySearch pooling(te::lower(pool.build_dag(), "pool"), search::default_search_space(target), o, 3);
+  EXPECT_FALSE(pooling.adopt(offered[0].sketch));
+  o.max_adopted = 0;
+  search::EvolutionarySearch closed(te::lower(workload(true).build_dag(), "mm_relu"),
+                                    search::default_search_space(target), o, 2);
+  EXPECT_FALSE(closed.adopt(offered[0].sketch));
 }
 
 }  // namespace
