@@ -197,6 +197,7 @@ std::vector<double> TaskTuner::record(const std::vector<search::Candidate> &batc
                         {"build_seconds", m.built[i].build_seconds}};
     if (!batch[i].func.constant_params.empty()) meta["packed_inputs"] = packed_inputs_json(batch[i].func);
     if (batch[i].adopted) meta["adopted"] = true;
+    if (batch[i].fitted) meta["fitted"] = true;
     double latency = 0;
     if (!m.built[i].ok()) {
       rec.outcome = db::MeasureError{m.built[i].error, m.built[i].message};

@@ -8,8 +8,8 @@
 
 #include "ir/annotations.h"
 #include "ir/functor.h"
-#include "ir/schedule/instruction_kind.h"
 #include "ir/structural.h"
+#include "search/transfer.h"
 
 namespace kiln::search {
 
@@ -60,81 +60,41 @@ void EvolutionarySearch::add_measured(const ir::Trace &sketch, const ir::PrimFun
   if (throughput > 0 && !sketch.instructions.empty()) measured_sketches_.emplace_back(throughput, sketch);
 }
 
-namespace {
-// The sampling instructions of a trace, in order.
-std::vector<size_t> sampling_instructions(const ir::Trace &t) {
-  std::vector<size_t> out;
-  for (size_t i = 0; i < t.instructions.size(); ++i)
-    if (t.instructions[i].kind->samples) out.push_back(i);
-  return out;
-}
-
-bool same_sampling(const ir::Instruction &a, const ir::Instruction &b) {
-  return a.kind == b.kind && a.attrs == b.attrs;
-}
-
-bool is_tiling(const ir::Instruction &i) {
-  return i.kind == &ir::instructions::kSamplePerfectTile || i.kind == &ir::instructions::kSampleTile;
-}
-
-// `sketch` with the decisions of `foreign`, matched along the longest common
-// subsequence of their sampling instructions (same kind, same attributes); nullopt
-// unless every tiling of either is matched. An epilogue more or less adds or removes
-// categorical samplings (its own annotations): those are left to be sampled.
-std::optional<ir::Trace> with_foreign_decisions(const ir::Trace &sketch, const ir::Trace &foreign) {
-  std::vector<size_t> mine = sampling_instructions(sketch), theirs = sampling_instructions(foreign);
-  if (mine.empty() || theirs.empty()) return std::nullopt;
-  auto same = [&](size_t i, size_t j) {
-    return same_sampling(sketch.instructions[mine[i]], foreign.instructions[theirs[j]]);
-  };
-  // lcs[i][j]: the longest common subsequence of mine[i..] and theirs[j..].
-  std::vector<std::vector<int>> lcs(mine.size() + 1, std::vector<int>(theirs.size() + 1, 0));
-  for (size_t i = mine.size(); i-- > 0;)
-    for (size_t j = theirs.size(); j-- > 0;)
-      lcs[i][j] = same(i, j) ? lcs[i + 1][j + 1] + 1 : std::max(lcs[i + 1][j], lcs[i][j + 1]);
-  ir::Trace out = sketch;
-  out.decisions.clear();
-  std::vector<bool> mine_matched(mine.size()), theirs_matched(theirs.size());
-  for (size_t i = 0, j = 0; i < mine.size() && j < theirs.size();) {
-    if (same(i, j) && lcs[i][j] == lcs[i + 1][j + 1] + 1) {
-      if (auto d = foreign.decisions.find(theirs[j]); d != foreign.decisions.end()) out.decisions[mine[i]] = d->second;
-      mine_matched[i++] = theirs_matched[j++] = true;
-    } else if (lcs[i + 1][j] >= lcs[i][j + 1]) {
-      ++i;
-    } else {
-      ++j;
-    }
-  }
-  for (size_t i = 0; i < mine.size(); ++i)
-    if (!mine_matched[i] && is_tiling(sketch.instructions[mine[i]])) return std::nullopt;
-  for (size_t j = 0; j < theirs.size(); ++j)
-    if (!theirs_matched[j] && is_tiling(foreign.instructions[theirs[j]])) return std::nullopt;
-  return out;
-}
-}  // namespace
-
 // Of the sketches that sample like `foreign_sketch`, the one closest in length (an
-// epilogue more or less) is tried first; the first that replays is taken.
+// epilogue more or less) is tried first; the first that replays is taken, with its
+// decisions as they are (a sibling of the same shape) or else fitted to this task's
+// loops (another shape). When the queue is full, a fitted program makes room before a
+// sibling's: a sibling's program is the stronger guess.
 bool EvolutionarySearch::adopt(const ir::Trace &foreign_sketch) {
   if (options_.max_adopted <= 0) return false;
   std::vector<ir::Trace> matches;
   for (const ir::Trace &s : sketches_)
-    if (std::optional<ir::Trace> t = with_foreign_decisions(s, foreign_sketch)) matches.push_back(std::move(*t));
+    if (std::optional<ir::Trace> t = carry_decisions(s, foreign_sketch)) matches.push_back(std::move(*t));
   auto distance = [&](const ir::Trace &t) {
     auto a = static_cast<int64_t>(t.instructions.size()), b = static_cast<int64_t>(foreign_sketch.instructions.size());
     return std::abs(a - b);
   };
   std::stable_sort(matches.begin(), matches.end(),
                    [&](const ir::Trace &a, const ir::Trace &b) { return distance(a) < distance(b); });
+  std::optional<Candidate> taken;
   for (const ir::Trace &t : matches) {
-    std::optional<Candidate> c = realize(func_, t, space_.postprocessors, rng_());
-    if (!c || !is_new(*c)) continue;
-    c->adopted = true;
-    adopted_.push_back(std::move(*c));
-    if (adopted_.size() > static_cast<size_t>(options_.max_adopted)) adopted_.erase(adopted_.begin());
-    return true;
+    if ((taken = realize(func_, t, space_.postprocessors, rng_())) && is_new(*taken)) break;
+    taken.reset();
+    std::optional<ir::Trace> fitted = fit_tilings(func_, t, rng_());
+    if (fitted && (taken = realize(func_, *fitted, space_.postprocessors, rng_())) && is_new(*taken)) {
+      taken->fitted = true;
+      break;
+    }
+    taken.reset();
   }
-  return false;
+  if (!taken) return false;
+  taken->adopted = true;
+  adopted_.push_back(std::move(*taken));
+  if (adopted_.size() > static_cast<size_t>(options_.max_adopted)) {
+    auto fitted = std::find_if(adopted_.begin(), adopted_.end(), [](const Candidate &c) { return c.fitted; });
+    adopted_.erase(fitted != adopted_.end() ? fitted : adopted_.begin());
+  }
+  return true;
 }
 
 // Every program not measured yet that any generation held, with its score. The batch

@@ -91,8 +91,9 @@ struct Candidate {
   ir::Trace sketch;
   ir::Trace trace;
   ir::PrimFunc func;
-  /// Carried over from another task's program (EvolutionarySearch::adopt).
-  bool adopted = false;
+  /// Carried over from another task's program (EvolutionarySearch::adopt), and with
+  /// tilings fitted to this task's loops (search/transfer.h).
+  bool adopted = false, fitted = false;
 };
 
 /// Replays `sketch` (sampling missing decisions from `seed`) and postprocesses; nullopt

@@ -374,8 +374,9 @@ TEST(SearchSpace, ExtentsWithoutGoodFactorsGetPaddedTiles) {
         if (!c) continue;
         for (size_t i : c->trace.decided(ir::instructions::kSampleTile)) {
           const ir::Instruction &inst = c->trace.instructions[i];
-          if (inst.attrs.value("innermost_multiple", int64_t{0}) > 0)
+          if (inst.attrs.value("innermost_multiple", int64_t{0}) > 0) {
             EXPECT_EQ(c->trace.decisions.at(i).back().get<int64_t>() % lanes, 0) << cpu;
+          }
         }
         EXPECT_LE(ir::relative_l2_error(ir::interpret(c->func, inputs)[0], want[0]), 1e-5) << cpu << "\n"
                                                                                            << c->trace.to_json().dump();
