@@ -1,5 +1,7 @@
 #include "search/space.h"
 
+#include "ir/parallel.h"
+
 namespace kiln::search {
 
 std::vector<ir::Trace> generate_sketches(const ir::PrimFunc &func, const RuleList &rules, uint64_t seed) {
@@ -39,6 +41,16 @@ std::optional<Candidate> realize(const ir::PrimFunc &func, const ir::Trace &sket
   c.trace = sch->trace();
   c.func = sch->func();
   return c;
+}
+
+// Replay dominates the search's own time (hundreds of replays per batch, each ~ms) and
+// nothing else runs while the search does: the cores would otherwise sit idle.
+std::vector<std::optional<Candidate>> realize_all(const ir::PrimFunc &func, const std::vector<SeededSketch> &jobs,
+                                                  const PostprocessorList &postprocessors, int threads) {
+  std::vector<std::optional<Candidate>> results(jobs.size());
+  ir::parallel_for(jobs.size(), threads,
+                   [&](size_t i) { results[i] = realize(func, jobs[i].sketch, postprocessors, jobs[i].seed); });
+  return results;
 }
 
 }  // namespace kiln::search

@@ -115,6 +115,15 @@ std::optional<Candidate> EvolutionarySearch::sample_fresh() {
   return realize(func_, sketch, space_.postprocessors, seed);
 }
 
+std::vector<SeededSketch> EvolutionarySearch::draw_fresh(size_t n) {
+  std::vector<SeededSketch> draws;
+  for (size_t i = 0; i < n; ++i) {
+    uint64_t seed = rng_();
+    draws.push_back({sketches_[rng_() % sketches_.size()], seed});
+  }
+  return draws;
+}
+
 const Mutator &EvolutionarySearch::pick_mutator() {
   double weight_sum = 0;
   for (const WeightedMutator &m : space_.mutators) weight_sum += m.probability;
@@ -143,12 +152,18 @@ std::vector<Candidate> EvolutionarySearch::initial_population() {
             [](const auto &a, const auto &b) { return a.first > b.first; });
   for (int i = 0; i < options_.init_measured && i < static_cast<int>(measured_sketches_.size()); ++i)
     add(realize(func_, measured_sketches_[i].second, space_.postprocessors, rng_()));
+  // Drawn in chunks of what is still missing: the search then stops after the same draw,
+  // and draws the same samples, as one sample at a time would.
   int fresh = 0;
-  for (int tries = 0; fresh < options_.population && tries < options_.population * 4; ++tries) {
-    if (sketches_.empty()) break;
-    std::optional<Candidate> c = sample_fresh();
-    bool unseen = c && is_new(*c);
-    if (add(std::move(c)) && unseen) ++fresh;
+  for (int tries = 0; fresh < options_.population && tries < options_.population * 4 && !sketches_.empty();) {
+    auto chunk = static_cast<size_t>(std::min(options_.population - fresh, options_.population * 4 - tries));
+    std::vector<std::optional<Candidate>> samples =
+        realize_all(func_, draw_fresh(chunk), space_.postprocessors, options_.threads);
+    tries += static_cast<int>(chunk);
+    for (std::optional<Candidate> &c : samples) {
+      bool unseen = c && is_new(*c);
+      if (add(std::move(c)) && unseen) ++fresh;
+    }
   }
   return population;
 }
@@ -186,14 +201,15 @@ void EvolutionarySearch::evolve(std::vector<Candidate> population, const Scorer 
     for (double x : s) w.push_back(std::isfinite(x) ? x - lo + 1e-6 : 0.0);
     if (!std::isfinite(lo)) std::fill(w.begin(), w.end(), 1.0);
     std::discrete_distribution<size_t> parent(w.begin(), w.end());
-    std::vector<Candidate> children;
+    std::vector<SeededSketch> mutated;
     for (int i = 0; i < options_.population; ++i) {
       const Candidate &p = population[parent(rng_)];
       std::optional<ir::Trace> t = pick_mutator().apply(p.sketch, rng_);
-      if (!t) continue;
-      std::optional<Candidate> c = realize(func_, *t, space_.postprocessors, rng_());
-      if (c) children.push_back(std::move(*c));
+      if (t) mutated.push_back({std::move(*t), rng_()});
     }
+    std::vector<Candidate> children;
+    for (std::optional<Candidate> &c : realize_all(func_, mutated, space_.postprocessors, options_.threads))
+      if (c) children.push_back(std::move(*c));
     for (Candidate &c : children)
       if (in_population.insert(c.trace.to_json().dump()).second) population.push_back(std::move(c));
     // Keep the best `population` by score.

@@ -26,6 +26,9 @@ struct EvolutionOptions {
   /// measured: the newest this many are kept and go at the head of the next batch.
   /// 0 = adopt nothing.
   int max_adopted = 2;
+  /// Threads that replay sampled and mutated programs (0: one per core). The search's
+  /// results are the same for any count.
+  int threads = 0;
 };
 
 /// Scores programs; higher is better (predicted normalized throughput).
@@ -61,6 +64,8 @@ class EvolutionarySearch {
   // The steps of next_batch.
   std::vector<Candidate> initial_population();
   std::optional<Candidate> sample_fresh();
+  /// The draws of `n` fresh samples, in the order sample_fresh makes them.
+  std::vector<SeededSketch> draw_fresh(size_t n);
   const Mutator &pick_mutator();
   /// Generations of mutation and selection; every program not measured yet that any
   /// generation held goes to `unseen` with its score.

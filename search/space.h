@@ -101,4 +101,15 @@ struct Candidate {
 std::optional<Candidate> realize(const ir::PrimFunc &func, const ir::Trace &sketch,
                                  const PostprocessorList &postprocessors, uint64_t seed);
 
+/// A sketch and the seed that samples its missing decisions.
+struct SeededSketch {
+  ir::Trace sketch;
+  uint64_t seed = 0;
+};
+
+/// realize() of each job on up to `threads` threads (0: one per core); the results are
+/// in the jobs' order and do not depend on the thread count.
+std::vector<std::optional<Candidate>> realize_all(const ir::PrimFunc &func, const std::vector<SeededSketch> &jobs,
+                                                  const PostprocessorList &postprocessors, int threads);
+
 }  // namespace kiln::search
