@@ -428,8 +428,8 @@ void add_tune(CLI::App &app) {
       shared_best += t.progress.adopted_best;
     }
     if (shared > 0)
-      std::printf("shared between tasks: %lld programs measured on a sibling task, %lld of them became its best\n",
-                  (long long)shared, (long long)shared_best);
+      std::printf("shared between tasks: %lld program%s measured on a sibling task, %lld of them became its best\n",
+                  (long long)shared, shared == 1 ? "" : "s", (long long)shared_best);
     scheduler::ReportContext report{a->model.model, target.str(), a->allocation, budget, std::nullopt};
     auto write_report = [&] {
       if (a->report.empty()) return;
