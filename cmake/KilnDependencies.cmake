@@ -42,8 +42,18 @@ endif()
 
 find_package(LLVM 16 CONFIG QUIET HINTS /usr/lib/llvm-16/lib/cmake/llvm)
 kiln_require(LLVM_FOUND llvm-16-dev)
-find_program(KILN_LLD NAMES ld.lld-16 ld.lld HINTS /usr/lib/llvm-16/bin)
-kiln_require(KILN_LLD lld-16)
+# lld as a library (linking in process, codegen/compiler.cc): its static archives, which
+# take LLVM's symbols from the one shared libLLVM like the rest of Kiln.
+find_library(KILN_LLD_ELF_LIB NAMES liblldELF.a HINTS /usr/lib/llvm-16/lib NO_DEFAULT_PATH)
+find_library(KILN_LLD_COMMON_LIB NAMES liblldCommon.a HINTS /usr/lib/llvm-16/lib NO_DEFAULT_PATH)
+if(KILN_LLD_ELF_LIB AND KILN_LLD_COMMON_LIB)
+  set(KILN_LLD_FOUND TRUE)
+endif()
+kiln_require(KILN_LLD_FOUND liblld-16-dev)
+find_package(ZLIB QUIET)
+kiln_require(ZLIB_FOUND zlib1g-dev)
+find_library(KILN_ZSTD_LIB zstd)
+kiln_require(KILN_ZSTD_LIB libzstd-dev)
 
 find_path(KILN_XGBOOST_INCLUDE xgboost/c_api.h)
 find_library(KILN_XGBOOST_LIB xgboost)

@@ -1,9 +1,6 @@
 // Compiler: target machines, the optimization pipeline, object emission and linking.
-#include <fcntl.h>
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
+#include <lld/Common/CommonLinkerContext.h>
+#include <lld/Common/Driver.h>
 #include <llvm/Analysis/CGSCCPassManager.h>
 #include <llvm/Analysis/LoopAnalysisManager.h>
 #include <llvm/Config/llvm-config.h>
@@ -23,22 +20,47 @@
 
 #include <chrono>
 #include <cstdlib>
-#include <cstring>
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <shared_mutex>
 #include <sstream>
 
 #include "codegen/codegen.h"
 #include "codegen/lower_llvm.h"
-
-extern char **environ;
 
 namespace kiln::codegen {
 namespace {
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// LLVM 16's loop vectorizer may put loads and stores of one address within an iteration
+// into one interleaved access group and reorder them (LLVM issue 63602, fixed in LLVM
+// 17). The x86 cost model makes such groups profitable only with AVX-512, so a
+// register-tiled accumulator loop that Kiln left scalar came out wrong there and right
+// on AVX2. Kiln vectorizes strided accesses itself (lower_llvm.cc), so LLVM's interleaved
+// groups are off for every target. KILN_LLVM_ARGS adds LLVM options for debugging, e.g.
+// "-opt-bisect-limit=400".
+const std::vector<std::string> &llvm_option_words() {
+  static const std::vector<std::string> words = [] {
+    std::vector<std::string> w = {"-enable-interleaved-mem-accesses=false"};
+    if (const char *extra = std::getenv("KILN_LLVM_ARGS")) {
+      std::istringstream in(extra);
+      for (std::string word; in >> word;) w.push_back(word);
+    }
+    return w;
+  }();
+  return words;
+}
+
+// lld resets every LLVM option to its default before parsing its own -mllvm options, so
+// each link passes Kiln's options again (link_shared) and holds this lock exclusively:
+// optimization and emission, which read the options, hold it shared.
+std::shared_mutex &llvm_options_mutex() {
+  static std::shared_mutex mutex;
+  return mutex;
 }
 
 void initialize_llvm_once() {
@@ -48,22 +70,11 @@ void initialize_llvm_once() {
     llvm::InitializeAllTargets();
     llvm::InitializeAllTargetMCs();
     llvm::InitializeAllAsmPrinters();
-    // LLVM 16's loop vectorizer may put loads and stores of one address within an
-    // iteration into one interleaved access group and reorder them (LLVM issue 63602,
-    // fixed in LLVM 17). The x86 cost model makes such groups profitable only with
-    // AVX-512, so a register-tiled accumulator loop that Kiln left scalar came out wrong
-    // there and right on AVX2. Kiln vectorizes strided accesses itself (lower_llvm.cc),
-    // so LLVM's interleaved groups are off for every target.
-    // KILN_LLVM_ARGS adds LLVM options for debugging, e.g. "-opt-bisect-limit=400".
-    std::vector<std::string> words = {"kiln", "-enable-interleaved-mem-accesses=false"};
-    if (const char *extra = std::getenv("KILN_LLVM_ARGS")) {
-      std::istringstream in(extra);
-      for (std::string w; in >> w;) words.push_back(w);
-    }
-    std::vector<const char *> argv;
-    for (const std::string &w : words) argv.push_back(w.c_str());
+    std::vector<const char *> argv = {"kiln"};
+    for (const std::string &w : llvm_option_words()) argv.push_back(w.c_str());
     std::string errors;
     llvm::raw_string_ostream err(errors);
+    std::unique_lock<std::shared_mutex> options_guard(llvm_options_mutex());
     if (!llvm::cl::ParseCommandLineOptions(static_cast<int>(argv.size()), argv.data(), "", &err))
       throw CodegenError("bad LLVM options in KILN_LLVM_ARGS: " + err.str());
   });
@@ -114,6 +125,7 @@ std::unique_ptr<llvm::TargetMachine> make_target_machine(const Target &target) {
 }
 
 void optimize(llvm::Module &mod, llvm::TargetMachine &tm) {
+  std::shared_lock<std::shared_mutex> options_guard(llvm_options_mutex());
   llvm::LoopAnalysisManager lam;
   llvm::FunctionAnalysisManager fam;
   llvm::CGSCCAnalysisManager cgam;
@@ -135,6 +147,7 @@ void optimize(llvm::Module &mod, llvm::TargetMachine &tm) {
 }
 
 std::string emit(llvm::Module &mod, llvm::TargetMachine &tm, llvm::CodeGenFileType type) {
+  std::shared_lock<std::shared_mutex> options_guard(llvm_options_mutex());
   llvm::SmallVector<char, 0> buffer;
   llvm::raw_svector_ostream os(buffer);
   llvm::legacy::PassManager pm;
@@ -144,31 +157,29 @@ std::string emit(llvm::Module &mod, llvm::TargetMachine &tm, llvm::CodeGenFileTy
   return std::string(buffer.data(), buffer.size());
 }
 
-// Links an object into a shared library with lld (a cross linker: the same binary links
-// x86-64 and AArch64 artifacts).
+// Links an object into a shared library with lld, in this process: spawning ld.lld costs
+// about 25 ms per candidate (mostly loading libLLVM), linking one small object in
+// process under 1 ms. lld keeps its state in globals, so links are serialized and its
+// context is destroyed after each. `--threads=1`: lld would otherwise start LLVM's
+// global thread pool, whose threads a process forked later (the runner's children) lacks
+// and whose destructor then waits for them forever at exit. lld is a cross linker: the
+// same code links x86-64 and AArch64 artifacts. A fatal lld error (an unreadable object,
+// say) ends the process; builds run in a child process per candidate
+// (measure::LocalBuilderPool), so there it costs one build.
 void link_shared(const std::string &object_path, const std::string &output_path) {
-  std::vector<std::string> argv_s = {KILN_LLD_PATH, "-shared",   "--no-undefined-version",
-                                     "-o",          output_path, object_path};
-  std::vector<char *> argv;
-  for (std::string &a : argv_s) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  std::string log = output_path + ".link.log";
-  posix_spawn_file_actions_addopen(&actions, 2, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  pid_t pid;
-  int rc = posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  if (rc != 0) throw CodegenError(std::string("cannot run the linker ") + KILN_LLD_PATH + ": " + std::strerror(rc));
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    std::ifstream in(log);
-    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    throw CodegenError("linking " + output_path + " failed: " + text);
-  }
-  std::remove(log.c_str());
+  std::vector<std::string> words = {"ld.lld",    "-shared",  "--no-undefined-version", "--threads=1", "-o",
+                                    output_path, object_path};
+  for (const std::string &w : llvm_option_words()) words.push_back("-mllvm=" + w);
+  std::vector<const char *> args;
+  for (const std::string &w : words) args.push_back(w.c_str());
+  std::string out_text;
+  std::string err_text;
+  llvm::raw_string_ostream out(out_text);
+  llvm::raw_string_ostream err(err_text);
+  std::unique_lock<std::shared_mutex> options_guard(llvm_options_mutex());
+  bool ok = lld::elf::link(args, out, err, /*exitEarly=*/false, /*disableOutput=*/false);
+  lld::CommonLinkerContext::destroy();
+  if (!ok) throw CodegenError("linking " + output_path + " failed: " + err.str());
 }
 
 }  // namespace
