@@ -82,6 +82,10 @@ TimingOutcome calibrate(kiln_entry_fn entry, void **args, const TimingOptions &o
   int64_t max_number = std::max(options.max_number, number);
   if (options.min_repeat_ms > 0) {
     double target = options.min_repeat_ms / 1000.0;
+    // A probe pass of an eighth of the target already gives the rate to within a few
+    // percent: `number` is extrapolated from it, without a full-length pass that would
+    // be thrown away (one per candidate, about a sixth of what timing a batch costs).
+    double probe = target / 8;
     for (;;) {
       std::optional<double> per_call = passes.seconds_per_call(entry, args, number, &outcome.failed_code);
       outcome.calibration_calls += number;
@@ -89,11 +93,19 @@ TimingOutcome calibrate(kiln_entry_fn entry, void **args, const TimingOptions &o
       double seconds = *per_call * static_cast<double>(number);
       outcome.pass_seconds = seconds;
       if (seconds >= target || number >= max_number) break;
-      // Aim 10% past the target from the measured rate, but at least double, so a pass
-      // that read 0 s (a coarse clock) still converges in few steps.
-      double scale = seconds > 0 ? 1.1 * target / seconds : 1e9;
-      double grown = std::ceil(static_cast<double>(number) * std::max(2.0, scale));
+      // Aim 10% past the target (or past a quarter of it while still probing) from the
+      // measured rate, but at least double, so a pass that read 0 s (a coarse clock)
+      // still converges in few steps.
+      bool rate_known = seconds >= probe;
+      double aim = rate_known ? 1.1 * target : 1.1 * target / 4;
+      double scale = seconds > 0 ? aim / seconds : 1e9;
+      double grown =
+          std::ceil(static_cast<double>(number) * (rate_known ? std::max(1.0, scale) : std::max(2.0, scale)));
       number = std::min<int64_t>(max_number, grown > 1e18 ? max_number : static_cast<int64_t>(grown));
+      if (rate_known) {
+        outcome.pass_seconds = *per_call * static_cast<double>(number);
+        break;
+      }
     }
   }
   outcome.number = number;
