@@ -449,6 +449,25 @@ TEST(CodegenX86Vectorizer, RepeatedAccumulatorUpdatesAreNotInterleaved) {
     expect_artifact_matches(sch.func(), func, inputs, "accumulators_avx512",
                             Target::parse("llvm -mcpu=skylake-avx512 -num-cores=2"));
 }
+// Linking runs lld in this process, and lld resets LLVM's options to their defaults:
+// code generated after a link must be the code generated before it.
+TEST(CodegenX86Targets, CodeAfterALinkIsTheCodeBeforeIt) {
+  ir::Workload w = ir::Workload::single(
+      "conv2d",
+      {{{1, 8, 8, 8}, ir::DType::kFloat32}, {{64, 8, 3, 3}, ir::DType::kFloat32}, {{64}, ir::DType::kFloat32}},
+      {{"pads", {1, 1, 1, 1}}});
+  ir::PrimFunc func = te::lower(w.build_dag(), "conv_link_order");
+  std::ifstream in(std::string(KILN_CODEGEN_FIXTURES) + "/interleaved_accumulators.trace.json");
+  ASSERT_TRUE(in) << "missing fixture under " << KILN_CODEGEN_FIXTURES;
+  ir::Schedule sch = ir::Schedule::replay(func, ir::Trace::from_json(nlohmann::json::parse(in)));
+  Compiler fresh;
+  std::vector<std::string> before;
+  for (const IsaTarget &t : x86_isa_targets()) before.push_back(fresh.emit_assembly(sch.func(), t.target));
+  fresh.build_artifact(sch.func(), host_target(), temp_dir() + "/link_order.so");
+  size_t i = 0;
+  for (const IsaTarget &t : x86_isa_targets())
+    EXPECT_EQ(fresh.emit_assembly(sch.func(), t.target), before[i++]) << t.isa;
+}
 
 // `native` resolves (without LLVM) to a CPU name that LLVM builds for; a CPU LLVM does
 // not know is a clear error, not a warning followed by generic code or an abort.
