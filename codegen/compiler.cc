@@ -41,11 +41,15 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 // 17). The x86 cost model makes such groups profitable only with AVX-512, so a
 // register-tiled accumulator loop that Kiln left scalar came out wrong there and right
 // on AVX2. Kiln vectorizes strided accesses itself (lower_llvm.cc), so LLVM's interleaved
-// groups are off for every target. KILN_LLVM_ARGS adds LLVM options for debugging, e.g.
-// "-opt-bisect-limit=400".
+// groups are off for every target.
+// LLVM runs a second, post-register-allocation list scheduler for AMD Zen CPUs (not for
+// Intel ones). On the large straight-line bodies of register-tiled kernels and of
+// vectorized epilogues (erf, exp) it took ~45% of code generation, for no measurable
+// speed on an out-of-order core (codegen/README.md), so it is off for every target.
+// KILN_LLVM_ARGS adds LLVM options for debugging, e.g. "-opt-bisect-limit=400".
 const std::vector<std::string> &llvm_option_words() {
   static const std::vector<std::string> words = [] {
-    std::vector<std::string> w = {"-enable-interleaved-mem-accesses=false"};
+    std::vector<std::string> w = {"-enable-interleaved-mem-accesses=false", "-post-RA-scheduler=false"};
     if (const char *extra = std::getenv("KILN_LLVM_ARGS")) {
       std::istringstream in(extra);
       for (std::string word; in >> word;) w.push_back(word);
