@@ -93,9 +93,9 @@ TimingOutcome calibrate(kiln_entry_fn entry, void **args, const TimingOptions &o
       double seconds = *per_call * static_cast<double>(number);
       outcome.pass_seconds = seconds;
       if (seconds >= target || number >= max_number) break;
-      // Aim 10% past the target (or past a quarter of it while still probing) from the
-      // measured rate, but at least double, so a pass that read 0 s (a coarse clock)
-      // still converges in few steps.
+      // Aim 10% past the target (or, while still probing, past a quarter of it) from
+      // the measured rate; a probe grows at least twofold, so a pass that read 0 s (a
+      // coarse clock) still converges in few steps.
       bool rate_known = seconds >= probe;
       double aim = rate_known ? 1.1 * target : 1.1 * target / 4;
       double scale = seconds > 0 ? aim / seconds : 1e9;

@@ -221,13 +221,13 @@ INSTANTIATE_TEST_SUITE_P(Examples, CodegenX86, ::testing::ValuesIn(ops::small_ex
 
 // A padded 3x3 convolution of a 4-channel size x size image whose output width is
 // vectorized innermost: the padded input is read with the convolution's stride.
-struct StridedConv {
+struct ScheduledConv {
   te::ComputeDAG dag;
   ir::PrimFunc func;
   ir::Schedule sch;
 };
 
-StridedConv strided_conv_vectorized_along_width(int64_t size, int64_t stride) {
+ScheduledConv strided_conv_vectorized_along_width(int64_t size, int64_t stride) {
   ir::Workload w =
       ir::Workload::single("conv2d", {{{1, 4, size, size}, ir::DType::kFloat32}, {{4, 4, 3, 3}, ir::DType::kFloat32}},
                            {{"strides", {stride, stride}}, {"pads", {1, 1, 1, 1}}});
@@ -244,7 +244,7 @@ StridedConv strided_conv_vectorized_along_width(int64_t size, int64_t stride) {
 // A stride-2 convolution vectorized along its output width reads its input with stride
 // 2: one contiguous span shuffled into lanes, not a gather, and still the right values.
 TEST(CodegenX86Strided, StrideTwoLoadsAreShuffledSpans) {
-  StridedConv c = strided_conv_vectorized_along_width(21, 2);  // 11 lanes
+  ScheduledConv c = strided_conv_vectorized_along_width(21, 2);  // 11 lanes
   for (const IsaTarget &t : x86_isa_targets()) {
     std::string ir_text = compiler().emit_llvm_ir(c.sch.func(), t.target);
     EXPECT_NE(ir_text.find("shufflevector <21 x float>"), std::string::npos) << t.isa << "\n" << ir_text;
@@ -261,7 +261,7 @@ TEST(CodegenX86Strided, PowerOfTwoLanesLoadWholeVectors) {
   // 8 output columns each: a span of 15, 22 and 29 elements, read as 2, 3 and 4 vectors.
   for (auto [size, stride] : {std::pair<int64_t, int64_t>{15, 2}, {22, 3}, {29, 4}}) {
     std::string context = "stride " + std::to_string(stride);
-    StridedConv c = strided_conv_vectorized_along_width(size, stride);
+    ScheduledConv c = strided_conv_vectorized_along_width(size, stride);
     for (const IsaTarget &t : x86_isa_targets()) {
       std::string ir_text = compiler().emit_llvm_ir(c.sch.func(), t.target);
       std::string span = "<" + std::to_string(7 * stride + 1) + " x float>";
@@ -419,12 +419,9 @@ TEST(CodegenX86Strided, WidenedMaskedLoadsKeepTheirAliasScopes) {
   expect_artifact_matches(sch.func(), func, random_inputs(dag, 7), "conv_rows");
 }
 
-// A sampled conv2d schedule (found by tuning, shrunk to 8x8 images) whose register tile
-// keeps 2 rows x 32 channels of accumulators in a loop Kiln leaves scalar. LLVM 16's loop
-// vectorizer grouped the tile's repeated loads and stores of one accumulator into
-// interleaved accesses and reordered them (relative error 0.48); its cost model does so
-// only for AVX-512. Code generation turns interleaved groups off for every target.
-TEST(CodegenX86Vectorizer, RepeatedAccumulatorUpdatesAreNotInterleaved) {
+// A 3x3 convolution (8 -> 64 channels, 8x8 image) with the register-tiled schedule of
+// the fixture, whose accumulator loop LLVM 16's interleaved access groups reordered.
+ScheduledConv register_tiled_accumulator_conv() {
   ir::Workload w = ir::Workload::single(
       "conv2d",
       {{{1, 8, 8, 8}, ir::DType::kFloat32}, {{64, 8, 3, 3}, ir::DType::kFloat32}, {{64}, ir::DType::kFloat32}},
@@ -432,8 +429,21 @@ TEST(CodegenX86Vectorizer, RepeatedAccumulatorUpdatesAreNotInterleaved) {
   te::ComputeDAG dag = w.build_dag();
   ir::PrimFunc func = te::lower(dag, "conv_accumulators");
   std::ifstream in(std::string(KILN_CODEGEN_FIXTURES) + "/interleaved_accumulators.trace.json");
-  ASSERT_TRUE(in) << "missing fixture under " << KILN_CODEGEN_FIXTURES;
+  if (!in) throw std::runtime_error(std::string("missing fixture under ") + KILN_CODEGEN_FIXTURES);
   ir::Schedule sch = ir::Schedule::replay(func, ir::Trace::from_json(nlohmann::json::parse(in)));
+  return {std::move(dag), std::move(func), std::move(sch)};
+}
+
+// A sampled conv2d schedule (found by tuning, shrunk to 8x8 images) whose register tile
+// keeps 2 rows x 32 channels of accumulators in a loop Kiln leaves scalar. LLVM 16's loop
+// vectorizer grouped the tile's repeated loads and stores of one accumulator into
+// interleaved accesses and reordered them (relative error 0.48); its cost model does so
+// only for AVX-512. Code generation turns interleaved groups off for every target.
+TEST(CodegenX86Vectorizer, RepeatedAccumulatorUpdatesAreNotInterleaved) {
+  ScheduledConv c = register_tiled_accumulator_conv();
+  const te::ComputeDAG &dag = c.dag;
+  const ir::PrimFunc &func = c.func;
+  const ir::Schedule &sch = c.sch;
   // Built first: linking (lld, in process) resets LLVM's options, and the option that
   // turns interleaved groups off must hold for every compilation after a link too.
   std::vector<HostTensor> inputs = random_inputs(dag, 13);
@@ -452,14 +462,8 @@ TEST(CodegenX86Vectorizer, RepeatedAccumulatorUpdatesAreNotInterleaved) {
 // Linking runs lld in this process, and lld resets LLVM's options to their defaults:
 // code generated after a link must be the code generated before it.
 TEST(CodegenX86Targets, CodeAfterALinkIsTheCodeBeforeIt) {
-  ir::Workload w = ir::Workload::single(
-      "conv2d",
-      {{{1, 8, 8, 8}, ir::DType::kFloat32}, {{64, 8, 3, 3}, ir::DType::kFloat32}, {{64}, ir::DType::kFloat32}},
-      {{"pads", {1, 1, 1, 1}}});
-  ir::PrimFunc func = te::lower(w.build_dag(), "conv_link_order");
-  std::ifstream in(std::string(KILN_CODEGEN_FIXTURES) + "/interleaved_accumulators.trace.json");
-  ASSERT_TRUE(in) << "missing fixture under " << KILN_CODEGEN_FIXTURES;
-  ir::Schedule sch = ir::Schedule::replay(func, ir::Trace::from_json(nlohmann::json::parse(in)));
+  ScheduledConv c = register_tiled_accumulator_conv();
+  const ir::Schedule &sch = c.sch;
   Compiler fresh;
   std::vector<std::string> before;
   for (const IsaTarget &t : x86_isa_targets()) before.push_back(fresh.emit_assembly(sch.func(), t.target));
