@@ -187,11 +187,13 @@ void EvolutionarySearch::evolve(std::vector<Candidate> population, const Scorer 
     collect(population, std::vector<double>(population.size(), 0.0));
     return;
   }
-  if (options_.generations <= 0) collect(population, scores_of(population));
+  // Each program is scored once: survivors keep their scores into the next generation
+  // (the model does not change within a batch), only the children are featurized.
+  std::vector<double> s = scores_of(population);
+  if (options_.generations <= 0) collect(population, s);
   std::unordered_set<std::string> in_population;
   for (const Candidate &c : population) in_population.insert(c.trace.to_json().dump());
   for (int g = 0; g < options_.generations; ++g) {
-    std::vector<double> s = scores_of(population);
     // Parents are drawn in proportion to their (shifted) scores; programs without
     // features score -inf and are never parents.
     double lo = std::numeric_limits<double>::infinity();
@@ -209,18 +211,21 @@ void EvolutionarySearch::evolve(std::vector<Candidate> population, const Scorer 
     }
     std::vector<Candidate> children;
     for (std::optional<Candidate> &c : realize_all(func_, mutated, space_.postprocessors, options_.threads))
-      if (c) children.push_back(std::move(*c));
-    for (Candidate &c : children)
-      if (in_population.insert(c.trace.to_json().dump()).second) population.push_back(std::move(c));
-    // Keep the best `population` by score.
-    std::vector<double> all = scores_of(population);
+      if (c && in_population.insert(c->trace.to_json().dump()).second) children.push_back(std::move(*c));
+    std::vector<double> all = std::move(s);
+    for (double x : scores_of(children)) all.push_back(x);
+    for (Candidate &c : children) population.push_back(std::move(c));
     collect(population, all);
+    // Keep the best `population` by score.
     std::vector<size_t> order(population.size());
     std::iota(order.begin(), order.end(), 0);
     std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return all[a] > all[b]; });
     std::vector<Candidate> next;
-    for (size_t i = 0; i < order.size() && static_cast<int>(next.size()) < options_.population; ++i)
+    s.clear();
+    for (size_t i = 0; i < order.size() && static_cast<int>(next.size()) < options_.population; ++i) {
       next.push_back(population[order[i]]);
+      s.push_back(all[order[i]]);
+    }
     population = std::move(next);
   }
 }

@@ -24,11 +24,16 @@ std::vector<int64_t> broadcast_shape(std::string_view op, const std::vector<int6
 }
 
 // Indices into `t` for an output position: trailing axes align, broadcast axes read 0.
-std::vector<Expr> broadcast_indices(const te::Tensor &t, const std::vector<Var> &out) {
+// An axis of extent 1 in the output too (a batch of one) is indexed by its iterator, not
+// 0: the read then names every iterator of the block, which is what inlining a consumer
+// into its producer (a residual add into a convolution's write-back) requires.
+std::vector<Expr> broadcast_indices(const te::Tensor &t, const std::vector<Var> &out,
+                                    const std::vector<int64_t> &out_shape) {
   const size_t lead = out.size() - t.ndim();
   std::vector<Expr> idx;
   for (size_t d = 0; d < t.ndim(); ++d) {
-    idx.push_back(t.shape()[d] == 1 ? Expr(0) : Expr(out[lead + d]));
+    bool broadcast = t.shape()[d] == 1 && out_shape[lead + d] != 1;
+    idx.push_back(broadcast ? Expr(0) : Expr(out[lead + d]));
   }
   return idx;
 }
@@ -47,7 +52,10 @@ OpDef binary(const std::string &name, const std::string &doc, Domain domain,
     if (domain == Domain::kFloat) require_float(name, a, "A");
     std::vector<int64_t> shape = broadcast_shape(name, a.shape(), b.shape());
     return te::compute(
-        shape, [&](const std::vector<Var> &v) { return fn(a(broadcast_indices(a, v)), b(broadcast_indices(b, v))); },
+        shape,
+        [&](const std::vector<Var> &v) {
+          return fn(a(broadcast_indices(a, v, shape)), b(broadcast_indices(b, v, shape)));
+        },
         name);
   };
   return OpDef{name, summary, 2, 2, json::object(), build};

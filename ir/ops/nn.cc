@@ -171,7 +171,9 @@ te::Tensor batch_matmul(const std::vector<te::Tensor> &in, const json &attrs) {
   return te::compute(
       {batch, m, n},
       [&](const std::vector<Var> &v) {
-        Expr bi_a = ba == 1 ? Expr(0) : Expr(v[0]), bi_b = bb == 1 ? Expr(0) : Expr(v[0]);
+        // A batch of one on both sides is indexed by its iterator, as in the binary ops.
+        Expr bi_a = ba == 1 && batch != 1 ? Expr(0) : Expr(v[0]);
+        Expr bi_b = bb == 1 && batch != 1 ? Expr(0) : Expr(v[0]);
         Expr lhs = ta ? a(bi_a, rk.var, v[1]) : a(bi_a, v[1], rk.var);
         Expr rhs = tb ? b(bi_b, v[2], rk.var) : b(bi_b, rk.var, v[2]);
         return te::sum(widened_product(lhs, rhs, acc), {rk});

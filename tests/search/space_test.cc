@@ -475,6 +475,38 @@ TEST(SearchSpace, NestsBehindUnitLoopsAreParallel) {
   }
 }
 
+// A residual block's epilogue (bias, the add of the shortcut, relu) with a batch of one
+// fuses into the convolution's write-back in every sketch with an accumulator: no
+// separate pass over the output remains (a regression: the add read its input at index 0
+// of the batch axis, not at its iterator, and reverse_compute_inline refused it).
+TEST(SearchSpace, ResidualEpilogueFusesIntoTheWriteBack) {
+  auto f32 = [](std::vector<int64_t> shape) { return nlohmann::json{{"dtype", "float32"}, {"shape", shape}}; };
+  nlohmann::json j = {{"kiln_workload", 1},
+                      {"inputs", {f32({1, 32, 14, 14}), f32({32, 32, 3, 3}), f32({32}), f32({1, 32, 14, 14})}},
+                      {"ops",
+                       {{{"op", "conv2d"},
+                         {"args", {"in0", "in1", "in2"}},
+                         {"attrs", {{"strides", {1, 1}}, {"pads", {1, 1, 1, 1}}, {"groups", 1}}}},
+                        {{"op", "add"}, {"args", {"op0", "in3"}}, {"attrs", nlohmann::json::object()}},
+                        {{"op", "relu"}, {"args", {"op1"}}, {"attrs", nlohmann::json::object()}}}},
+                      {"outputs", {"op2"}}};
+  ir::PrimFunc func = te::lower(ir::Workload::from_json(j).build_dag(), "residual");
+  Target target = Target::parse("llvm -mtriple=x86_64-linux-gnu -mcpu=znver3 -num-cores=2");
+  int with_accumulator = 0;
+  for (const ir::Trace &t : generate_sketches(func, default_rules(target), 1)) {
+    bool accumulates = false;
+    for (const auto &ins : t.instructions) accumulates = accumulates || ins.kind == &ir::instructions::kCacheWrite;
+    if (!accumulates) continue;
+    ++with_accumulator;
+    ir::Schedule s = ir::Schedule::replay(func, strip_decisions(t), {}, 1);
+    std::string program = ir::to_string(s.func());
+    EXPECT_EQ(program.find("alloc conv2d:"), std::string::npos)
+        << "the convolution's output is still a buffer of its own:\n"
+        << program;
+  }
+  EXPECT_GT(with_accumulator, 0);
+}
+
 // Each sketch of a pointwise convolution with a fused epilogue realizes (a regression:
 // none did once, and tuning found nothing).
 TEST(SearchSpace, EverySketchOfAPointwiseConvolutionRealizes) {
