@@ -72,6 +72,13 @@ static std::map<std::string, std::string> parse_flags(const std::vector<std::str
       throw std::invalid_argument("bad flag '" + std::string(token) + "' in target '" + std::string(text) +
                                   "'; flags look like -name=value");
     std::string name(token.substr(1, eq - 1));
+    // CPU names, triples and numbers are short; capping each value keeps the canonical
+    // form of any accepted target within the length parse() accepts, so it reads back.
+    constexpr size_t kMaxFlagValueLength = 128;
+    if (token.size() - eq - 1 > kMaxFlagValueLength)
+      throw std::invalid_argument("flag '-" + name + "' has a value of " + std::to_string(token.size() - eq - 1) +
+                                  " characters; at most " + std::to_string(kMaxFlagValueLength) +
+                                  " are accepted (e.g. -mcpu=znver4)");
     if (!flags.emplace(name, std::string(token.substr(eq + 1))).second)
       throw std::invalid_argument("flag '-" + name + "' is given twice in target '" + std::string(text) + "'");
   }

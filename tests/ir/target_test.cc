@@ -119,5 +119,17 @@ TEST(Target, ErrorsNameTheProblem) {
   EXPECT_NE(parse_error("llvm -mtriple=riscv64-linux-gnu -mcpu=native").find("not this host"), std::string::npos);
 }
 
+// A value short enough for the whole string but long enough that the canonical form
+// (which adds the default triple and core count) would pass the length limit must be
+// refused up front: a stored target has to read back as itself.
+TEST(Target, OverlongFlagValuesAreRefusedSoCanonicalFormsReadBack) {
+  std::string long_cpu = "llvm -mcpu=" + std::string(1000, 'a');
+  EXPECT_NE(parse_error(long_cpu).find("flag '-mcpu' has a value of 1000 characters"), std::string::npos);
+  Target longest_accepted = Target::parse(
+      "llvm -mcpu=" + std::string(128, 'a') + " -mtriple=" + std::string(128, 'b') + " -num-cores=2147483647",
+      NativeCpu::kKeepAsStored);
+  EXPECT_EQ(Target::parse(longest_accepted.str(), NativeCpu::kKeepAsStored).str(), longest_accepted.str());
+}
+
 }  // namespace
 }  // namespace kiln
