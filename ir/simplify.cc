@@ -189,12 +189,24 @@ class SimplifyPass : public IRMutator {
     }
   }
 
-  static std::string sort_key(const Expr &e) { return to_string(e); }
+  // Terms are ordered by their printed form, so equal sums print (and hash) alike. The
+  // keys are printed once per term, not once per comparison: this sort is a large share
+  // of replaying a schedule.
+  static void sort_terms(Linear &lin) {
+    if (lin.terms.size() < 2) return;
+    std::vector<std::pair<std::string, size_t>> keys;
+    keys.reserve(lin.terms.size());
+    for (size_t i = 0; i < lin.terms.size(); ++i) keys.emplace_back(to_string(lin.terms[i].first), i);
+    std::stable_sort(keys.begin(), keys.end(), [](const auto &x, const auto &y) { return x.first < y.first; });
+    std::vector<std::pair<Expr, int64_t>> sorted;
+    sorted.reserve(lin.terms.size());
+    for (const auto &key : keys) sorted.push_back(std::move(lin.terms[key.second]));
+    lin.terms = std::move(sorted);
+  }
 
   Expr to_expr(Linear lin, DType t) {
     lin.drop_zeros();
-    std::stable_sort(lin.terms.begin(), lin.terms.end(),
-                     [](const auto &x, const auto &y) { return sort_key(x.first) < sort_key(y.first); });
+    sort_terms(lin);
     Expr result;
     for (const auto &[atom, coef] : lin.terms) {
       if (!result.defined()) {

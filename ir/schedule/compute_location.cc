@@ -157,9 +157,14 @@ std::vector<int> consumer_read_dims(const std::string &primitive, const BlockNod
   return iter_of_dim;
 }
 
-}  // namespace
+// What compute_at moves where, once every check has passed.
+struct ComputeAtPlan {
+  MoveTarget target;
+  std::vector<int> iter_of_dim;
+  Region region;
+};
 
-PrimFunc compute_at(const PrimFunc &f, const std::string &block, const Var &loop_var) {
+ComputeAtPlan plan_compute_at(const PrimFunc &f, const std::string &block, const Var &loop_var) {
   const std::string primitive = "compute_at";
   MoveTarget target = move_target(primitive, f, block, loop_var);
   const BlockNode *b = target.block;
@@ -203,8 +208,20 @@ PrimFunc compute_at(const PrimFunc &f, const std::string &block, const Var &loop
 
   // The region of `out` the consumers under the loop read, per iteration of the loop.
   Region region = region_under_loop(f, out, consumers, loop, /*reads=*/true, /*writes=*/false, primitive);
-  Stmt nest = regenerate_nest(b, iter_of_dim, region, target.outer);
-  return move_into_loop(f, exclusive_subtree(f, b), loop_stmt, nest, /*at_front=*/true);
+  return {std::move(target), std::move(iter_of_dim), std::move(region)};
+}
+
+}  // namespace
+
+void check_compute_at(const PrimFunc &f, const std::string &block, const Var &loop_var) {
+  plan_compute_at(f, block, loop_var);
+}
+
+PrimFunc compute_at(const PrimFunc &f, const std::string &block, const Var &loop_var) {
+  ComputeAtPlan plan = plan_compute_at(f, block, loop_var);
+  const BlockNode *b = plan.target.block;
+  Stmt nest = regenerate_nest(b, plan.iter_of_dim, plan.region, plan.target.outer);
+  return move_into_loop(f, exclusive_subtree(f, b), plan.target.loop_stmt, nest, /*at_front=*/true);
 }
 
 PrimFunc reverse_compute_at(const PrimFunc &f, const std::string &block, const Var &loop_var) {

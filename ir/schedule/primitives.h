@@ -24,6 +24,9 @@ PrimFunc annotate_block(const PrimFunc &f, const std::string &block, const std::
 
 // ---- compute location (compute_location.cc) ---------------------------------------------
 PrimFunc compute_at(const PrimFunc &f, const std::string &block, const Var &loop);
+/// Throws what compute_at would throw, without moving anything: whether a location is
+/// legal costs the checks and the region analysis, not the rewrite.
+void check_compute_at(const PrimFunc &f, const std::string &block, const Var &loop);
 PrimFunc reverse_compute_at(const PrimFunc &f, const std::string &block, const Var &loop);
 PrimFunc compute_inline(const PrimFunc &f, const std::string &block);
 PrimFunc reverse_compute_inline(const PrimFunc &f, const std::string &block);

@@ -592,14 +592,19 @@ LoopRV Schedule::sample_compute_location(const BlockRV &block, std::optional<int
         break;
       }
   }
-  if (consumers.size() == 1) {
+  // Each probe is compute_at's checks and region analysis, a large share of a replay: a
+  // replayed decision stops at the location it names (-1, the root, needs none). Only an
+  // out-of-range decision counts them all, for its message.
+  auto enough = [&] { return decision && *decision < static_cast<int64_t>(candidates.size()); };
+  if (consumers.size() == 1 && !enough()) {
     for (const Stmt &l : sched::loops_above(func_, consumers[0])) {
       try {
-        sched::compute_at(func_, name, l.as<ForNode>()->loop_var);
+        sched::check_compute_at(func_, name, l.as<ForNode>()->loop_var);
         candidates.push_back(l.as<ForNode>()->loop_var);
       } catch (const ScheduleError &) {
         // Not a legal location; skip it.
       }
+      if (enough()) break;
     }
   }
   int64_t index;

@@ -14,6 +14,7 @@
 #include "ir/interpreter.h"
 #include "ir/lower_passes.h"
 #include "ir/ops/examples.h"
+#include "ir/schedule/primitives.h"
 #include "ir/schedule/schedule.h"
 #include "ir/structural.h"
 #include "ir/te.h"
@@ -122,6 +123,49 @@ TEST_P(ScheduleProperty, RandomLegalSequencesPreserveResultsAndReplay) {
     check_case(w, (h(w.name) % 100000) * 1000 + static_cast<uint64_t>(i));
     if (HasFatalFailure()) return;
   }
+}
+
+// sample_compute_location lists legal locations with compute_at's checks alone
+// (check_compute_at): on random programs, the check refuses exactly what compute_at refuses.
+TEST_P(ScheduleProperty, ComputeAtCheckAgreesWithComputeAt) {
+  const ops::NamedWorkload &w = GetParam();
+  std::hash<std::string> h;
+  int compared = 0;
+  for (int i = 0; i < 12; ++i) {
+    uint64_t seed = (h(w.name) % 100000) * 1000 + static_cast<uint64_t>(i);
+    std::mt19937_64 rng(seed);
+    Schedule sch(te::lower(w.workload.build_dag(), w.name), seed);
+    for (int s = 0; s < 6; ++s) {
+      try {
+        test_support::random_step(sch, rng);
+      } catch (const ScheduleError &) {
+      }
+    }
+    const PrimFunc &f = sch.func();
+    for (const BlockNode *block : sched::all_blocks(f)) {
+      for (const BlockNode *other : sched::all_blocks(f)) {
+        for (const Stmt &l : sched::loops_above(f, other)) {
+          const Var &loop = l.as<ForNode>()->loop_var;
+          std::string applied, checked;
+          try {
+            sched::compute_at(f, block->name, loop);
+          } catch (const ScheduleError &e) {
+            applied = e.what();
+          }
+          try {
+            sched::check_compute_at(f, block->name, loop);
+          } catch (const ScheduleError &e) {
+            checked = e.what();
+          }
+          ASSERT_EQ(checked, applied) << "block " << block->name << ", loop " << loop.name() << ", seed " << seed
+                                      << "\n"
+                                      << to_string(f);
+          if (applied.empty()) ++compared;
+        }
+      }
+    }
+  }
+  EXPECT_GT(compared, 0) << "no legal compute_at location was found on " << w.name;
 }
 
 // Checked after all cases ran: every primitive must have been exercised, or the
