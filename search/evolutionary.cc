@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <numeric>
 #include <string_view>
@@ -35,6 +36,16 @@ class StripSearchAnnotations : public ir::IRMutator {
                           kept);
   }
 };
+
+// Every sampling instruction carries a decision: replay then draws nothing from its
+// seed, and the sketch always realizes to the same program (or always fails).
+bool fully_decided(const ir::Trace &t) {
+  for (size_t i = 0; i < t.instructions.size(); ++i)
+    if (t.instructions[i].kind->samples && !t.decisions.count(i)) return false;
+  return true;
+}
+
+uint64_t text_hash(const std::string &text) { return std::hash<std::string>{}(text); }
 
 uint64_t program_hash(const ir::PrimFunc &f) {
   ir::PrimFunc g = f;
@@ -150,8 +161,24 @@ std::vector<Candidate> EvolutionarySearch::initial_population() {
   };
   std::sort(measured_sketches_.begin(), measured_sketches_.end(),
             [](const auto &a, const auto &b) { return a.first > b.first; });
-  for (int i = 0; i < options_.init_measured && i < static_cast<int>(measured_sketches_.size()); ++i)
-    add(realize(func_, measured_sketches_[i].second, space_.postprocessors, rng_()));
+  // The best measured change little from one batch to the next: their programs are
+  // kept rather than replayed again (a fully decided sketch realizes the same each time).
+  std::unordered_map<uint64_t, std::optional<Candidate>> kept;
+  for (int i = 0; i < options_.init_measured && i < static_cast<int>(measured_sketches_.size()); ++i) {
+    const ir::Trace &sketch = measured_sketches_[i].second;
+    uint64_t seed = rng_();
+    if (!fully_decided(sketch)) {
+      add(realize(func_, sketch, space_.postprocessors, seed));
+      continue;
+    }
+    uint64_t key = text_hash(sketch.to_json().dump());
+    auto it = realized_seeds_.find(key);
+    std::optional<Candidate> c =
+        it != realized_seeds_.end() ? it->second : realize(func_, sketch, space_.postprocessors, seed);
+    kept.emplace(key, c);
+    add(std::move(c));
+  }
+  realized_seeds_ = std::move(kept);
   // Drawn in chunks of what is still missing: the search then stops after the same draw,
   // and draws the same samples, as one sample at a time would.
   int fresh = 0;
@@ -193,6 +220,11 @@ void EvolutionarySearch::evolve(std::vector<Candidate> population, const Scorer 
   if (options_.generations <= 0) collect(population, s);
   std::unordered_set<std::string> in_population;
   for (const Candidate &c : population) in_population.insert(c.trace.to_json().dump());
+  // Fully decided sketches replayed in this batch: a mutation that lands on one again
+  // would rebuild a program the population holds already, and be dropped as a duplicate.
+  std::unordered_set<uint64_t> replayed;
+  for (const Candidate &c : population)
+    if (fully_decided(c.sketch)) replayed.insert(text_hash(c.sketch.to_json().dump()));
   for (int g = 0; g < options_.generations; ++g) {
     // Parents are drawn in proportion to their (shifted) scores; programs without
     // features score -inf and are never parents.
@@ -204,14 +236,28 @@ void EvolutionarySearch::evolve(std::vector<Candidate> population, const Scorer 
     if (!std::isfinite(lo)) std::fill(w.begin(), w.end(), 1.0);
     std::discrete_distribution<size_t> parent(w.begin(), w.end());
     std::vector<SeededSketch> mutated;
+    std::vector<std::optional<uint64_t>> keys;  // set for fully decided sketches
     for (int i = 0; i < options_.population; ++i) {
       const Candidate &p = population[parent(rng_)];
       std::optional<ir::Trace> t = pick_mutator().apply(p.sketch, rng_);
-      if (t) mutated.push_back({std::move(*t), rng_()});
+      if (!t) continue;
+      uint64_t seed = rng_();
+      std::optional<uint64_t> key;
+      if (fully_decided(*t)) {
+        key = text_hash(t->to_json().dump());
+        if (failed_sketches_.count(*key) || !replayed.insert(*key).second) continue;
+      }
+      mutated.push_back({std::move(*t), seed});
+      keys.push_back(key);
     }
+    std::vector<std::optional<Candidate>> realized =
+        realize_all(func_, mutated, space_.postprocessors, options_.threads);
     std::vector<Candidate> children;
-    for (std::optional<Candidate> &c : realize_all(func_, mutated, space_.postprocessors, options_.threads))
+    for (size_t i = 0; i < realized.size(); ++i) {
+      std::optional<Candidate> &c = realized[i];
+      if (!c && keys[i]) failed_sketches_.insert(*keys[i]);
       if (c && in_population.insert(c->trace.to_json().dump()).second) children.push_back(std::move(*c));
+    }
     std::vector<double> all = std::move(s);
     for (double x : scores_of(children)) all.push_back(x);
     for (Candidate &c : children) population.push_back(std::move(c));

@@ -6,6 +6,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
@@ -80,6 +81,11 @@ class EvolutionarySearch {
   std::vector<ir::Trace> sketches_;
   std::unordered_set<std::string> seen_traces_;
   std::unordered_set<uint64_t> seen_programs_;
+  // Hashes of fully decided sketches whose replay or postprocessing failed: such a
+  // sketch fails again whatever the seed, so a mutation that lands on one is not replayed.
+  std::unordered_set<uint64_t> failed_sketches_;
+  // The measured seeds of the last initial population, realized (by sketch hash).
+  std::unordered_map<uint64_t, std::optional<Candidate>> realized_seeds_;
   std::vector<std::pair<double, ir::Trace>> measured_sketches_;  // throughput, sketch
   std::vector<Candidate> adopted_;                               // oldest first
 };
