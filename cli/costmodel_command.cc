@@ -29,6 +29,7 @@ struct EvalArgs {
   uint64_t seed = 0;
   std::string split = "record";
   std::string loss = "squared";
+  std::string labels = "anchored";
   costmodel::XGBoostOptions model;
 };
 
@@ -56,7 +57,9 @@ void run_eval(const EvalArgs &args) {
   scheduler::MeasuredPrograms loaded;
   try {
     auto database = db::Database::open(args.db, db::OpenMode::kReadOnly);
-    loaded = scheduler::load_measured_programs(database, target);
+    scheduler::LoadOptions load;
+    load.anchored_labels = args.labels == "anchored";
+    loaded = scheduler::load_measured_programs(database, target, load);
   } catch (const std::exception &e) {
     fail("cannot read database '" + args.db + "': " + e.what());
   }
@@ -93,6 +96,7 @@ void run_eval(const EvalArgs &args) {
   std::printf("model    %s loss (pack-sum), depth %d, eta %g, at most %d rounds, min_child_weight %g\n",
               options.model.loss == costmodel::Loss::kSquaredError ? "squared-error" : "pairwise-rank",
               options.model.max_depth, options.model.eta, options.model.max_rounds, options.model.min_child_weight);
+  std::printf("labels   %s latencies\n", args.labels.c_str());
   std::printf("split    by %s, seed %llu: %zu train, %zu test (%zu test tasks)\n", args.split.c_str(),
               static_cast<unsigned long long>(args.seed), result.train_samples, result.test_samples,
               result.model.tasks);
@@ -122,6 +126,11 @@ void add_costmodel_command(CLI::App &app) {
                    "rank: logistic loss on the order of pairs within a task; squared: squared error on normalized "
                    "throughput (Ansor's)")
       ->check(CLI::IsMember({"rank", "squared"}))
+      ->capture_default_str();
+  eval->add_option("--labels", args->labels,
+                   "anchored: each record's latency divided by the anchor ratio of its round, where it has one "
+                   "(rounds timed at different host speeds compare); measured: the raw means")
+      ->check(CLI::IsMember({"anchored", "measured"}))
       ->capture_default_str();
   eval->add_option("--max-depth", args->model.max_depth, "tree depth")->check(at_least(1, 30))->capture_default_str();
   eval->add_option("--eta", args->model.eta, "learning rate")->check(finite_range(1e-4, 1.0))->capture_default_str();

@@ -90,6 +90,10 @@ void add_tuning_flags(CLI::App *cmd, TuningArgs &args) {
                   "(0: always the full protocol)")
       ->capture_default_str()
       ->check(finite_range(0, 1e6));
+  cmd->add_flag("--anchor", a->options.anchor_rounds,
+                "re-time the best program in every round beside its candidates and scale the round's latencies "
+                "by how much slower or faster it ran than on the task's scale (local runner with interleaved "
+                "timing only; experimental)");
   cmd->add_option("--confirm-top", a->options.confirm_top,
                   "at the end, re-time this many of the fastest programs known, interleaved, and keep the one "
                   "with the lowest median (0: the best single measurement wins)")

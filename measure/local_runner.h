@@ -60,6 +60,7 @@ class LocalRunner : public Runner {
 
   std::vector<RunResult> run(const std::vector<RunInput> &batch) override;
   RunResult run_one(const RunInput &input);
+  bool times_batch_together() const override { return options_.interleave_batches; }
 
   const LocalRunnerOptions &options() const { return options_; }
 

@@ -53,6 +53,11 @@ class Runner {
   virtual ~Runner() = default;
   /// One result per input, in order.
   virtual std::vector<RunResult> run(const std::vector<RunInput> &batch) = 0;
+  /// Whether the timed repeats of one batch run side by side on one device, so that a
+  /// program re-timed in the batch shows how fast the device ran for all of it (the
+  /// tuner's anchor, scheduler/README.md). False: inputs may run on different devices
+  /// or one after the other.
+  virtual bool times_batch_together() const { return false; }
 };
 
 }  // namespace kiln::measure

@@ -13,12 +13,22 @@
 
 namespace kiln::scheduler {
 
+double label_latency(const db::Record &record) {
+  if (!record.ok()) return 0;
+  double ratio = 0;
+  try {
+    ratio = nlohmann::json::parse(record.metadata_json).value("anchor_ratio", 0.0);
+  } catch (const std::exception &) {
+  }
+  return ratio > 0 ? record.mean_latency() / ratio : record.mean_latency();
+}
+
 MeasuredPrograms load_measured_programs(db::Database &database, const std::string &target, const LoadOptions &options) {
   // The database has no per-target listing, so the records come through the JSONL export.
   std::stringstream jsonl;
   database.export_jsonl(jsonl);
   MeasuredPrograms out;
-  std::map<std::string, std::vector<db::Record>> by_task;
+  std::map<std::string, std::vector<std::pair<double, db::Record>>> by_task;
   std::string line;
   while (std::getline(jsonl, line)) {
     if (line.empty()) continue;
@@ -30,15 +40,15 @@ MeasuredPrograms load_measured_programs(db::Database &database, const std::strin
       continue;
     }
     if (r.workload.key_hash == options.skip_workload) continue;
-    by_task[r.workload.key_hash].push_back(std::move(r));
+    double latency = options.anchored_labels ? label_latency(r) : r.mean_latency();
+    by_task[r.workload.key_hash].emplace_back(latency, std::move(r));
   }
   for (auto &[hash, records] : by_task) {
-    std::stable_sort(records.begin(), records.end(),
-                     [](const db::Record &a, const db::Record &b) { return a.mean_latency() < b.mean_latency(); });
+    std::stable_sort(records.begin(), records.end(), [](const auto &a, const auto &b) { return a.first < b.first; });
     size_t keep = options.max_per_task == 0 ? records.size() : std::min(records.size(), options.max_per_task);
     ir::PrimFunc unscheduled;
     try {
-      ir::Workload w = ir::Workload::from_json(nlohmann::json::parse(records.front().workload.canonical_json));
+      ir::Workload w = ir::Workload::from_json(nlohmann::json::parse(records.front().second.workload.canonical_json));
       unscheduled = te::lower(w.build_dag(), w.ops.size() == 1 ? w.ops[0].op : "fused");
     } catch (const std::exception &e) {
       if (out.unreplayable == 0) out.first_replay_error = e.what();
@@ -47,7 +57,7 @@ MeasuredPrograms load_measured_programs(db::Database &database, const std::strin
     }
     for (size_t i = 0; i < keep; ++i) {
       // Evenly spread over the latency order: the best, the worst and those between.
-      const db::Record &r = records[i * (records.size() - 1) / std::max<size_t>(keep - 1, 1)];
+      const auto &[latency, r] = records[i * (records.size() - 1) / std::max<size_t>(keep - 1, 1)];
       try {
         out.programs.push_back(
             ir::Schedule::replay(unscheduled, ir::Trace::from_json(nlohmann::json::parse(r.trace_json))).func());
@@ -55,7 +65,7 @@ MeasuredPrograms load_measured_programs(db::Database &database, const std::strin
         if (out.unreplayable++ == 0) out.first_replay_error = e.what();
         continue;
       }
-      out.latencies.push_back(r.mean_latency());
+      out.latencies.push_back(latency);
       out.tasks.push_back(hash);
     }
   }

@@ -14,7 +14,7 @@ namespace kiln::scheduler {
 
 struct MeasuredPrograms {
   std::vector<ir::PrimFunc> programs;
-  std::vector<double> latencies;   ///< seconds, > 0
+  std::vector<double> latencies;   ///< seconds, > 0 (label_latency unless told otherwise)
   std::vector<std::string> tasks;  ///< workload hash of each program
   size_t records_for_target = 0;
   size_t errors = 0;        ///< error records (no latency): not rankable
@@ -30,7 +30,15 @@ struct LoadOptions {
   /// trace no longer replays, so labels normalized against it mean the same with or
   /// without sampling); 0 = all.
   size_t max_per_task = 0;
+  /// Latencies as label_latency gives them (anchored rounds scaled to their task's
+  /// scale); false: the measured means as they are.
+  bool anchored_labels = true;
 };
+
+/// The latency a record labels its program with: its measured mean divided by the
+/// `anchor_ratio` of its metadata when it has one (TuneOptions::anchor_rounds), so that
+/// records of rounds run at different host speeds compare; 0 for an error record.
+double label_latency(const db::Record &record);
 
 /// Throws db::DbError when the database cannot be read.
 MeasuredPrograms load_measured_programs(db::Database &database, const std::string &target,

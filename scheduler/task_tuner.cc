@@ -19,6 +19,12 @@ double mean(const std::vector<double> &v) {
   return v.empty() ? 0 : s / static_cast<double>(v.size());
 }
 
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+}
+
 }  // namespace
 
 ir::Trace sketch_of(const ir::Trace &full, size_t n) {
@@ -73,7 +79,7 @@ void TaskTuner::resume_from_database() {
       n = nlohmann::json::parse(r.metadata_json).value("sketch_instructions", n);
     } catch (const std::exception &) {
     }
-    double latency = r.ok() ? r.mean_latency() : 0;
+    double latency = label_latency(r);
     search_->add_measured(sketch_of(full, n), program, full.to_json().dump(), latency > 0 ? 1.0 / latency : 0);
     features.push_back(costmodel::extract_features(program));
     latencies.push_back(latency);
@@ -81,6 +87,7 @@ void TaskTuner::resume_from_database() {
       progress_.best_seconds = latency;
       best_trace_ = r.trace_json;
       best_sketch_ = sketch_of(full, n);
+      next_anchor_ = Anchor{program, "", 0};  // built with the first round's candidates
     }
   }
   // Measurements carry their task, so that one model can learn from several tasks' tuners.
@@ -156,10 +163,31 @@ TaskTuner::Measured TaskTuner::build_and_run(const std::vector<search::Candidate
   for (size_t i = 0; i < batch.size(); ++i)
     builds.push_back(
         measure::BuildInput{batch[i].func, target_, artifact_name("c" + std::to_string(progress_.trials + i))});
+  // The anchor and its successor are timed after the candidates; a resumed best is
+  // built with them.
+  std::vector<std::optional<Anchor> *> anchors;
+  if (options_.anchor_rounds && runner_.times_batch_together()) {
+    for (std::optional<Anchor> *a : {&anchor_, &next_anchor_})
+      if (*a) anchors.push_back(a);
+  }
+  std::vector<std::optional<Anchor> *> unbuilt;
+  for (std::optional<Anchor> *a : anchors) {
+    if (!(*a)->artifact.empty()) continue;
+    unbuilt.push_back(a);
+    builds.push_back(
+        measure::BuildInput{(*a)->program, target_, artifact_name("anchor" + std::to_string(progress_.trials))});
+  }
   Measured m;
   double t0 = now();
   m.built = builder_.build(builds);
   progress_.time.build += now() - t0;
+  for (size_t k = unbuilt.size(); k-- > 0; m.built.pop_back()) {
+    if (m.built.back().ok())
+      (*unbuilt[k])->artifact = m.built.back().artifact_path;
+    else
+      unbuilt[k]->reset();  // a later best takes its place
+  }
+  std::erase_if(anchors, [](const std::optional<Anchor> *a) { return !a->has_value(); });
   std::vector<measure::RunInput> runs;
   std::vector<size_t> run_index;
   for (size_t i = 0; i < m.built.size(); ++i) {
@@ -170,9 +198,23 @@ TaskTuner::Measured TaskTuner::build_and_run(const std::vector<search::Candidate
     runs.push_back(in);
     run_index.push_back(i);
   }
+  for (std::optional<Anchor> *a : anchors) runs.push_back(run_input((*a)->artifact));  // never given up on
   t0 = now();
   std::vector<measure::RunResult> ran = runner_.run(runs);
   progress_.time.run += now() - t0;
+  // Medians of the anchors' repeats: one disturbed repeat would scale the whole round.
+  std::vector<double> anchor_seconds(anchors.size());
+  for (size_t k = anchors.size(); k-- > 0; ran.pop_back())
+    anchor_seconds[k] = ran.back().ok() ? median(ran.back().repeat_seconds) : 0;
+  for (size_t k = 0; k < anchors.size(); ++k) {
+    if (anchors[k] == &anchor_ && anchor_seconds[k] > 0) m.anchor_ratio = anchor_seconds[k] / anchor_->latency;
+    if (anchors[k] == &next_anchor_ && anchor_seconds[k] > 0) {
+      // Without an anchor yet, this re-timing sets the task's scale.
+      next_anchor_->latency = anchor_seconds[k] / (m.anchor_ratio > 0 ? m.anchor_ratio : 1);
+      anchor_ = std::move(next_anchor_);
+      next_anchor_.reset();
+    }
+  }
   m.ran.resize(batch.size());
   for (size_t k = 0; k < run_index.size(); ++k) m.ran[run_index[k]] = std::move(ran[k]);
   return m;
@@ -190,6 +232,12 @@ static nlohmann::json packed_inputs_json(const ir::PrimFunc &scheduled) {
 std::vector<double> TaskTuner::record(const std::vector<search::Candidate> &batch, const Measured &m) {
   std::vector<db::Record> records;
   std::vector<double> latencies;
+  double ratio = m.anchor_ratio > 0 ? m.anchor_ratio : 1;
+  if (m.anchor_ratio > 0) {
+    ++progress_.anchored_rounds;
+    progress_.last_anchor_ratio = m.anchor_ratio;
+  }
+  std::optional<size_t> new_best;
   for (size_t i = 0; i < batch.size(); ++i) {
     db::Record rec;
     rec.workload = workload_record_;
@@ -207,9 +255,10 @@ std::vector<double> TaskTuner::record(const std::vector<search::Candidate> &batc
       const measure::RunResult &r = *m.ran[i];
       meta["number"] = r.number;
       meta["run_seconds"] = r.run_seconds;
+      if (m.anchor_ratio > 0) meta["anchor_ratio"] = m.anchor_ratio;
       if (r.ok()) {
         rec.outcome = r.repeat_seconds;
-        latency = mean(r.repeat_seconds);
+        latency = mean(r.repeat_seconds) / ratio;
       } else {
         rec.outcome = db::MeasureError{r.error, r.message};
       }
@@ -225,12 +274,14 @@ std::vector<double> TaskTuner::record(const std::vector<search::Candidate> &batc
       progress_.best_seconds = latency;
       best_trace_ = rec.trace_json;
       best_sketch_ = batch[i].sketch;
+      new_best = i;
       if (batch[i].adopted) ++progress_.adopted_best;
     }
     progress_.best_gflops = progress_.best_seconds > 0 ? flops_ / progress_.best_seconds / 1e9 : 0;
     best_gflops_curve_.push_back(progress_.best_gflops);
     latencies.push_back(latency);
   }
+  if (new_best) next_anchor_ = Anchor{batch[*new_best].func, m.built[*new_best].artifact_path, 0};
   double t0 = now();
   if (db_) db_->commit(records);
   progress_.time.database += now() - t0;
@@ -337,12 +388,11 @@ int TaskTuner::confirm_best(double started) {
   double best = 0;
   std::vector<db::Record> confirmations;
   for (size_t i = 0; i < top.size(); ++i) {
-    std::vector<double> &v = runs[i];
+    const std::vector<double> &v = runs[i];
     if (v.empty()) continue;  // never re-timed: no confirmed figure to compare
-    std::sort(v.begin(), v.end());
-    double median = v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
-    if (best == 0 || median < best) {
-      best = median;
+    double confirmed = median(v);
+    if (best == 0 || confirmed < best) {
+      best = confirmed;
       best_trace_ = top[i].second;
     }
     // Stored records keep their measurement and gain the confirmation (db::Database::commit).
@@ -351,7 +401,7 @@ int TaskTuner::confirm_best(double started) {
     rec.target = target_.str();
     rec.trace_json = top[i].second;
     rec.outcome = v;
-    rec.confirmed_latency = median;
+    rec.confirmed_latency = confirmed;
     confirmations.push_back(std::move(rec));
   }
   if (best == 0) return 0;

@@ -37,6 +37,15 @@ struct TuneOptions {
   /// latency known is timed by that call alone (TimingOptions::give_up_after_seconds).
   /// 0 = always the full timing protocol.
   double give_up_factor = 3.0;
+  /// When the runner times a batch together (measure::Runner::times_batch_together),
+  /// every round re-times the task's best program beside its candidates: the anchor.
+  /// Its time this round over its time on the task's scale says how fast the host ran
+  /// for the whole batch, and the round's latencies are divided by that ratio before
+  /// they label the cost model or compete for the best (scheduler/README.md, "Anchored
+  /// rounds"). Records keep the raw timings and store the ratio. One or two extra runs
+  /// per round. Off by default: on this project's shared 2-core hosts it did not make
+  /// the labels easier to rank (bench/RESULTS.md, "Anchored rounds").
+  bool anchor_rounds = false;
   /// Threads for feature extraction.
   int feature_threads = 2;
   /// Before the first round, warm-start the cost model (CostModel::warm_start) with the
@@ -77,6 +86,11 @@ struct Progress {
   /// Measured programs carried over from other tasks (TaskTuner::adopt), and how many
   /// of them became this task's best when measured.
   int64_t adopted = 0, adopted_best = 0;
+  /// Rounds whose latencies were scaled by the anchor (TuneOptions::anchor_rounds), and
+  /// the last ratio: the anchor's time that round over its time on the task's scale
+  /// (above 1: the host ran slower than when the scale was set).
+  int64_t anchored_rounds = 0;
+  double last_anchor_ratio = 1;
   TimeBreakdown time;
 };
 
@@ -122,6 +136,14 @@ class TaskTuner {
   struct Measured {
     std::vector<measure::BuildResult> built;             // one per candidate
     std::vector<std::optional<measure::RunResult>> ran;  // one per candidate; empty where the build failed
+    /// The anchor's time this round over its time on the task's scale; 0: not anchored.
+    double anchor_ratio = 0;
+  };
+  /// A program re-timed in every round (TuneOptions::anchor_rounds).
+  struct Anchor {
+    ir::PrimFunc program;
+    std::string artifact;  ///< empty until built (a best resumed from the database)
+    double latency = 0;    ///< on the task's scale; 0 until first re-timed
   };
   std::vector<search::Candidate> propose(int n);
   Measured build_and_run(const std::vector<search::Candidate> &batch);
@@ -155,6 +177,10 @@ class TaskTuner {
   /// confirmation's candidates (with one, the database's top records are).
   std::vector<std::pair<double, std::string>> measured_;
   std::vector<double> best_gflops_curve_;
+  /// The anchor, and the best program that succeeds it once re-timed beside it: a
+  /// new best's own measurement won it the place among the batch, so it leans low and
+  /// would pull the scale down with every handover; its re-timing does not.
+  std::optional<Anchor> anchor_, next_anchor_;
   double start_ = 0;  ///< when prepare() ran, in the clock of now()
 };
 

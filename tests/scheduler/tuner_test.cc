@@ -156,6 +156,58 @@ TEST_F(TaskTunerTest, ConfirmationRetimesTheFastest) {
   EXPECT_EQ(database.best(small_dense().key_hash(), target.str())->trace_json, again.best_trace_json);
 }
 
+// Every round from the third re-times the best program beside its candidates (the
+// second re-times the first round's best to set the task's scale): records keep their
+// raw timings and store the anchor's ratio, and the best and the labels are the
+// latencies divided by it. Without anchoring, records carry no ratio.
+TEST_F(TaskTunerTest, RoundsAreScaledByTheAnchorReTimedBesideThem) {
+  costmodel::XGBoostCostModel model;
+  TuneOptions o = quick_options(5);
+  o.trials = 32;  // four rounds of 8
+  o.anchor_rounds = true;
+  TuneResult r = TaskTuner(small_dense(), target, o, &database, pool, runner(), model).run();
+  ASSERT_GT(r.progress.best_seconds, 0);
+  EXPECT_EQ(r.progress.anchored_rounds, 2);
+  std::vector<db::Record> records = database.records_of(small_dense().key_hash());
+  ASSERT_EQ(records.size(), 32u);
+  double best_label = 0;
+  int with_ratio = 0;
+  for (size_t i = 0; i < records.size(); ++i) {
+    const db::Record &rec = records[i];
+    double ratio = nlohmann::json::parse(rec.metadata_json).value("anchor_ratio", 0.0);
+    EXPECT_EQ(ratio > 0, i >= 16) << "record " << i;
+    if (ratio > 0) ++with_ratio;
+    if (!rec.ok()) continue;
+    double label = label_latency(rec);
+    EXPECT_NEAR(label, ratio > 0 ? rec.mean_latency() / ratio : rec.mean_latency(), 1e-12 * label);
+    if (best_label == 0 || label < best_label) best_label = label;
+  }
+  EXPECT_EQ(with_ratio, 16);
+  EXPECT_NEAR(r.progress.best_seconds, best_label, 1e-12 * best_label);
+  EXPECT_NEAR(r.progress.last_anchor_ratio,
+              nlohmann::json::parse(records.back().metadata_json)["anchor_ratio"].get<double>(), 1e-12);
+
+  // The loader gives the labels, or the raw means when asked.
+  LoadOptions raw;
+  raw.anchored_labels = false;
+  MeasuredPrograms labelled = load_measured_programs(database, target.str());
+  MeasuredPrograms measured = load_measured_programs(database, target.str(), raw);
+  ASSERT_FALSE(labelled.latencies.empty());
+  EXPECT_NEAR(*std::min_element(labelled.latencies.begin(), labelled.latencies.end()), best_label, 1e-12 * best_label);
+  double best_mean = 0;
+  for (const db::Record &rec : records)
+    if (rec.ok() && (best_mean == 0 || rec.mean_latency() < best_mean)) best_mean = rec.mean_latency();
+  EXPECT_NEAR(*std::min_element(measured.latencies.begin(), measured.latencies.end()), best_mean, 1e-12 * best_mean);
+
+  ir::Workload other = ir::Workload::single("dense", {{{8, 32}, ir::DType::kFloat32}, {{24, 32}, ir::DType::kFloat32}});
+  costmodel::XGBoostCostModel model2;
+  o.anchor_rounds = false;
+  TuneResult plain = TaskTuner(other, target, o, &database, pool, runner(), model2).run();
+  EXPECT_EQ(plain.progress.anchored_rounds, 0);
+  for (const db::Record &rec : database.records_of(other.key_hash()))
+    EXPECT_FALSE(nlohmann::json::parse(rec.metadata_json).contains("anchor_ratio"));
+}
+
 // A task warm-starts its cost model from the other workloads' records (not its own),
 // and the loader's per-task cap keeps the best and the worst of a task.
 TEST_F(TaskTunerTest, WarmStartTrainsOnOtherWorkloadsOnly) {
