@@ -81,6 +81,21 @@ void add_import_flags(CLI::App &cmd, ImportArgs &args) {
                "once at load (tasks get other keys; tune and compile with the same choice)");
 }
 
+// "0.4494 ms", or why there is no estimate yet: a task without a measured program.
+std::string estimate_text(const scheduler::SchedulerProgress &p) {
+  if (p.estimated_latency > 0) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%10.4f ms", p.estimated_latency * 1e3);
+    return text;
+  }
+  size_t without = 0;
+  for (const scheduler::TaskState &t : p.tasks) without += t.progress.best_seconds > 0 ? 0 : 1;
+  return "not yet (" + std::to_string(without) + " of " + std::to_string(p.tasks.size()) +
+         " tasks without a measured program)";
+}
+
+std::string trimmed(std::string text) { return text.erase(0, text.find_first_not_of(' ')); }
+
 void print_tasks(const std::vector<frontend::Task> &tasks) {
   double total = 0;
   for (const frontend::Task &t : tasks) total += t.flops * t.weight;
@@ -325,6 +340,7 @@ void add_tune(CLI::App &app) {
     ImportArgs model;
     std::string allocation = "gradient";
     int early_stop = scheduler::SchedulerOptions{}.early_stop_rounds;
+    int warmup_batch = scheduler::SchedulerOptions{}.warmup_batch;
     bool measure = true;
     std::string report;
   };
@@ -343,6 +359,11 @@ void add_tune(CLI::App &app) {
   cmd->add_option("--early-stop", a->early_stop, "rounds of a task without improvement before it stops (0: never)")
       ->capture_default_str()
       ->check(at_least(0));
+  cmd->add_option("--warmup-batch", a->warmup_batch,
+                  "gradient scheduler: candidates in a task's rounds until it has a measured program (at most "
+                  "--batch)")
+      ->capture_default_str()
+      ->check(at_least(1, 4096));
   cmd->add_option("--share", a->options.evolution.max_adopted,
                   "a task's new best is offered to the tasks whose schedules sample the same way (the same "
                   "operator with another epilogue or shape); each keeps this many offers to measure in its next "
@@ -373,6 +394,7 @@ void add_tune(CLI::App &app) {
     options.allocation =
         a->allocation == "gradient" ? scheduler::Allocation::kGradient : scheduler::Allocation::kRoundRobin;
     options.early_stop_rounds = a->early_stop;
+    options.warmup_batch = a->warmup_batch;
     options.task = a->options;
     std::filesystem::path work = std::filesystem::temp_directory_path() / ("kiln_tune_" + std::to_string(getpid()));
     measure::LocalBuilderPool pool(a->builders, work, 60.0);
@@ -399,10 +421,9 @@ void add_tune(CLI::App &app) {
             } else {
               double rate = p.elapsed_seconds > 0 ? static_cast<double>(p.trials) / p.elapsed_seconds : 0;
               std::fprintf(stderr,
-                           "[round %4lld] trials %6lld/%lld  estimated model latency %10.4f ms  %5.1f trials/s  "
-                           "%6.0f s\n",
+                           "[round %4lld] trials %6lld/%lld  estimated model latency %s  %5.1f trials/s  %6.0f s\n",
                            (long long)p.round, (long long)p.trials, (long long)a->options.trials,
-                           p.estimated_latency * 1e3, rate, p.elapsed_seconds);
+                           estimate_text(p).c_str(), rate, p.elapsed_seconds);
             }
             std::fflush(stderr);
           },
@@ -417,9 +438,9 @@ void add_tune(CLI::App &app) {
     const scheduler::SchedulerProgress &p = result.progress;
     std::fputs(scheduler::progress_table(p, budget).c_str(), stdout);
     scheduler::TimeBreakdown time = scheduler::total_time(result);
-    std::printf("measured %lld candidates in %.0f s (%.1f trials/s); estimated model latency %.4f ms\n",
-                (long long)p.trials, p.elapsed_seconds, p.elapsed_seconds > 0 ? p.trials / p.elapsed_seconds : 0.0,
-                p.estimated_latency * 1e3);
+    std::printf("measured %lld candidates in %.0f s (%.1f trials/s); estimated model latency %s\n", (long long)p.trials,
+                p.elapsed_seconds, p.elapsed_seconds > 0 ? p.trials / p.elapsed_seconds : 0.0,
+                trimmed(estimate_text(p)).c_str());
     std::printf("time: search %.1f s, features %.1f s, training %.1f s, build %.1f s, run %.1f s, database %.1f s\n",
                 time.search, time.features, time.training, time.build, time.run, time.database);
     int64_t shared = 0, shared_best = 0;

@@ -130,7 +130,10 @@ SchedulerResult TaskScheduler::run(const std::function<void(const SchedulerProgr
     TaskTuner &tuner = *tuners_[static_cast<size_t>(pick)];
     int64_t before = tuner.progress().trials;
     double best_before = tuner.progress().best_seconds;
-    int n = static_cast<int>(std::min<int64_t>(options_.task.batch, options_.trials - p.trials));
+    int batch = options_.task.batch;
+    if (options_.allocation == Allocation::kGradient && best_of(state) <= 0)
+      batch = std::max(1, std::min(batch, options_.warmup_batch));
+    int n = static_cast<int>(std::min<int64_t>(batch, options_.trials - p.trials));
     bool more = tuner.run_round(n);
     state.progress = tuner.progress();
     if (state.progress.best_seconds > 0 && state.progress.best_seconds != best_before)

@@ -2,7 +2,9 @@
 // task whose tuning is expected to cut the model's latency most, as Ansor's does.
 //
 // Objective: the model's estimated latency, sum over tasks of weight x best latency.
-// Warm-up: every task gets rounds in turn until each has a measured program. Then, for
+// Warm-up: every task gets rounds in turn until each has a measured program; these
+// rounds are `warmup_batch` candidates, not a full batch, so that a model of many tasks
+// does not spend its budget before the rule has anything to compare. Then, for
 // each task i with weight w_i, best latency g_i after t_i of its rounds, FLOPs C_i:
 //
 //   backward_i = (g_i(t_i) - g_i(t_i - window)) / window              (<= 0: progress)
@@ -45,6 +47,9 @@ struct SchedulerOptions {
   double epsilon = 0.05;
   /// Rounds of one task without improvement before it stops; 0 = never.
   int early_stop_rounds = 8;
+  /// Candidates in a warm-up round of the gradient rule (a task without a measured
+  /// program yet); at most the task's batch. Round-robin rounds are always full batches.
+  int warmup_batch = 8;
   /// Per task: batch size (the round), search, timing and confirmation options.
   TuneOptions task;
 };

@@ -103,14 +103,31 @@ SchedulerOptions small_job(int64_t trials) {
   return options;
 }
 
-TEST(TaskSchedulerJob, TunesEveryTaskStoresEachTrialOnceAndResumes) {
-  fs::path dir = fs::temp_directory_path() / ("kiln_task_scheduler_test_" + std::to_string(getpid()));
-  fs::create_directories(dir);
+std::vector<TaskScheduler::Task> three_dense_tasks() {
+  return {{dense(16, 24, 32), 2}, {dense(8, 16, 16), 1}, {dense(4, 8, 8), 1}};
+}
+
+// A fresh folder of the test's own (removed after it), the target and a builder pool.
+struct JobFolder {
+  explicit JobFolder(const std::string &name) : dir(fresh(name)), pool(2, dir / "work", 60.0) {}
+  ~JobFolder() { fs::remove_all(dir); }
+  static fs::path fresh(const std::string &name) {
+    fs::path d = fs::temp_directory_path() / (name + "_" + std::to_string(getpid()));
+    fs::create_directories(d);
+    return d;
+  }
+  fs::path dir;
   Target target = Target::parse("llvm -mcpu=native -num-cores=2");
-  auto db = db::Database::open(dir / "tune.db", db::OpenMode::kCreate);
-  measure::LocalBuilderPool pool(2, dir / "work", 60.0);
+  measure::LocalBuilderPool pool;
+};
+
+TEST(TaskSchedulerJob, TunesEveryTaskStoresEachTrialOnceAndResumes) {
+  JobFolder job("kiln_task_scheduler_test");
+  const Target &target = job.target;
+  measure::LocalBuilderPool &pool = job.pool;
+  auto db = db::Database::open(job.dir / "tune.db", db::OpenMode::kCreate);
   SchedulerOptions options = small_job(48);
-  std::vector<TaskScheduler::Task> tasks = {{dense(16, 24, 32), 2}, {dense(8, 16, 16), 1}, {dense(4, 8, 8), 1}};
+  std::vector<TaskScheduler::Task> tasks = three_dense_tasks();
   {
     costmodel::XGBoostCostModel model;
     TaskScheduler scheduler(tasks, target, options, &db, pool, test_runner(), model);
@@ -139,7 +156,31 @@ TEST(TaskSchedulerJob, TunesEveryTaskStoresEachTrialOnceAndResumes) {
   EXPECT_EQ(rounds_seen, 2);
   EXPECT_EQ(r.progress.trials, 16);
   EXPECT_EQ(db.stats().records, 48 + 16);  // every new trial stored once; none was measured again
-  fs::remove_all(dir);
+}
+
+// The gradient rule's warm-up rounds are small: every task has a program after 3
+// candidates each, and only then do rounds take the full batch. Round-robin rounds are
+// always full.
+TEST(TaskSchedulerJob, WarmUpRoundsAreSmallUnderTheGradientRule) {
+  JobFolder job("kiln_task_scheduler_warmup");
+  SchedulerOptions options = small_job(17);
+  options.warmup_batch = 3;
+  std::vector<TaskScheduler::Task> tasks = three_dense_tasks();
+  auto gradient_db = db::Database::open(job.dir / "gradient.db", db::OpenMode::kCreate);
+  costmodel::XGBoostCostModel model;
+  SchedulerResult r = TaskScheduler(tasks, job.target, options, &gradient_db, job.pool, test_runner(), model).run();
+  std::vector<int64_t> trials_after;
+  for (const auto &round : r.progress.rounds) trials_after.push_back(round.trials);
+  EXPECT_EQ(trials_after, (std::vector<int64_t>{3, 6, 9, 17}));
+  EXPECT_GT(r.progress.rounds[2].estimated_latency, 0) << "a task has no program after the warm-up";
+
+  options.allocation = Allocation::kRoundRobin;
+  options.trials = 8;
+  auto db2 = db::Database::open(job.dir / "rr.db", db::OpenMode::kCreate);
+  costmodel::XGBoostCostModel model2;
+  SchedulerResult rr = TaskScheduler(tasks, job.target, options, &db2, job.pool, test_runner(), model2).run();
+  ASSERT_EQ(rr.progress.rounds.size(), 1u);
+  EXPECT_EQ(rr.progress.rounds[0].trials, 8);
 }
 
 // The same dense layer with a ReLU after it: a separate task whose search samples the
@@ -157,16 +198,15 @@ ir::Workload dense_relu(int64_t m, int64_t n, int64_t k) {
 // The first round's best of the plain dense is offered to the dense + ReLU task, which
 // measures it (marked in the record) in its own first round; with sharing off, nothing is.
 TEST(TaskSchedulerJob, SiblingTasksShareTheirBestPrograms) {
-  fs::path dir = fs::temp_directory_path() / ("kiln_task_scheduler_share_" + std::to_string(getpid()));
-  fs::create_directories(dir);
-  Target target = Target::parse("llvm -mcpu=native -num-cores=2");
-  measure::LocalBuilderPool pool(2, dir / "work", 60.0);
+  JobFolder job("kiln_task_scheduler_share");
+  const Target &target = job.target;
+  measure::LocalBuilderPool &pool = job.pool;
   SchedulerOptions options = small_job(16);
   options.allocation = Allocation::kRoundRobin;
   std::vector<TaskScheduler::Task> tasks = {{dense(16, 24, 32), 1}, {dense_relu(16, 24, 32), 1}};
   for (int share : {2, 0}) {
     options.task.evolution.max_adopted = share;
-    auto db = db::Database::open(dir / ("share" + std::to_string(share) + ".db"), db::OpenMode::kCreate);
+    auto db = db::Database::open(job.dir / ("share" + std::to_string(share) + ".db"), db::OpenMode::kCreate);
     costmodel::XGBoostCostModel model;
     TaskScheduler scheduler(tasks, target, options, &db, pool, test_runner(), model);
     SchedulerResult r = scheduler.run();
@@ -183,7 +223,6 @@ TEST(TaskSchedulerJob, SiblingTasksShareTheirBestPrograms) {
       EXPECT_EQ(stored_as_adopted, 0);
     }
   }
-  fs::remove_all(dir);
 }
 
 }  // namespace
