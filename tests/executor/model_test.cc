@@ -98,7 +98,9 @@ TEST_P(CompiledModel, UntunedMatchesTheExporter) {
   expect_reference_output(model, GetParam());
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, CompiledModel, ::testing::Values("tiny_cnn", "mlp", "bert_tiny", "bert_tiny_opset17"));
+INSTANTIATE_TEST_SUITE_P(Models, CompiledModel,
+                         ::testing::Values("tiny_cnn", "mlp", "bert_tiny", "bert_tiny_opset17", "mobilenet_block",
+                                           "odd_cnn", "attention_block"));
 
 TEST(CompiledModelZeroCopy, InputAndOutputPointersRunWithoutCopies) {
   Fused f = import("tiny_cnn");

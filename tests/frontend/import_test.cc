@@ -90,7 +90,9 @@ TEST(FixtureGraphs, PassesAndFusionShapeTheTasks) {
   EXPECT_EQ(summaries, (std::vector<std::string>{"conv2d+relu", "conv2d+relu", "avg_pool2d", "flatten", "dense"}));
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, FixtureModel, ::testing::Values("tiny_cnn", "mlp", "bert_tiny", "bert_tiny_opset17"));
+INSTANTIATE_TEST_SUITE_P(Models, FixtureModel,
+                         ::testing::Values("tiny_cnn", "mlp", "bert_tiny", "bert_tiny_opset17", "mobilenet_block",
+                                           "odd_cnn", "attention_block"));
 
 // ---- hand-built models ----------------------------------------------------------------
 
