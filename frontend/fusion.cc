@@ -8,7 +8,7 @@
 namespace kiln::frontend {
 
 OpPattern op_pattern(const std::string &op) {
-  static const std::set<std::string> layout = {"reshape", "transpose", "flatten", "concat"};
+  static const std::set<std::string> layout = {"reshape", "transpose", "flatten", "concat", "slice"};
   static const std::set<std::string> reuse = {
       "conv2d",     "dense",       "matmul",     "batch_matmul", "max_pool2d", "avg_pool2d", "global_avg_pool2d",
       "reduce_sum", "reduce_mean", "reduce_max", "reduce_min",   "softmax",    "layer_norm"};

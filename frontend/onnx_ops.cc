@@ -508,9 +508,39 @@ void import_cast(ImportContext &c) {
   c.set_output(0, c.constant(cast_tensor(c.constant_input(0, "input"), to)));
 }
 
+// Gather of constant indices from a computed tensor (a transformer's class token, one
+// row of a computed table): a one-element slice per index, joined along the axis, then
+// reshaped so the indices' shape takes the axis's place.
+void import_gather_computed(ImportContext &c, ValueId data, const HostTensor &indices, int64_t axis) {
+  const std::vector<int64_t> ds = c.type(data).shape;  // a copy: emit() adds values
+  const int64_t extent = ds[static_cast<size_t>(axis)];
+  if (indices.size() == 0) c.fail("no indices: Kiln has no empty tensors");
+  std::vector<ValueId> rows;
+  for (int64_t i = 0; i < indices.size(); ++i) {
+    int64_t at = int_at(indices, i);
+    if (at < -extent || at >= extent)
+      c.fail("index " + std::to_string(at) + " is out of range for extent " + std::to_string(extent));
+    if (at < 0) at += extent;
+    std::vector<int64_t> begin(ds.size(), 0), step(ds.size(), 1), shape = ds;
+    begin[static_cast<size_t>(axis)] = at;
+    shape[static_cast<size_t>(axis)] = 1;
+    rows.push_back(c.emit("slice", {data}, {{"begin", begin}, {"step", step}, {"shape", shape}}));
+  }
+  ValueId joined = rows.size() == 1 ? rows[0] : c.emit("concat", rows, {{"axis", axis}});
+  std::vector<int64_t> out_shape(ds.begin(), ds.begin() + axis);
+  out_shape.insert(out_shape.end(), indices.shape().begin(), indices.shape().end());
+  out_shape.insert(out_shape.end(), ds.begin() + axis + 1, ds.end());
+  c.set_output(0, c.emit("reshape", {joined}, {{"shape", out_shape}}));
+}
+
 void import_gather(ImportContext &c) {
-  const HostTensor &data = c.constant_input(0, "data (embedding lookups of computed tables are not supported yet)");
-  const HostTensor &indices = c.constant_input(1, "indices");
+  const HostTensor &indices = c.constant_input(1, "indices (lookups at computed indices are not supported yet)");
+  if (!c.value(c.input(0)).is_constant()) {
+    import_gather_computed(c, c.input(0), indices,
+                           normalize_axis(c, c.attr_int("axis", 0), c.type(c.input(0)).shape.size()));
+    return;
+  }
+  const HostTensor &data = c.constant_input(0, "data");
   int64_t axis = normalize_axis(c, c.attr_int("axis", 0), data.shape().size());
   const std::vector<int64_t> &ds = data.shape();
   std::vector<int64_t> out_shape(ds.begin(), ds.begin() + axis);
@@ -538,9 +568,9 @@ void import_gather(ImportContext &c) {
 }
 
 void import_slice(ImportContext &c) {
-  const HostTensor &data = c.constant_input(0, "data (slicing a computed tensor is not supported yet)");
+  ValueId x = c.input(0);
   std::vector<int64_t> starts = c.int_list_input(1, "starts"), ends = c.int_list_input(2, "ends");
-  const std::vector<int64_t> &ds = data.shape();
+  const std::vector<int64_t> ds = c.type(x).shape;
   std::vector<int64_t> axes(starts.size()), steps(starts.size(), 1);
   std::iota(axes.begin(), axes.end(), 0);
   if (c.has_input(3)) axes = c.int_list_input(3, "axes");
@@ -559,6 +589,14 @@ void import_slice(ImportContext &c) {
     step[d] = s;
     out_shape[d] = s > 0 ? std::max<int64_t>(0, (e - b + s - 1) / s) : std::max<int64_t>(0, (b - e - s - 1) / -s);
   }
+  if (!c.value(x).is_constant()) {
+    for (int64_t extent : out_shape)
+      if (extent == 0) c.fail("the slice of a computed tensor is empty; Kiln has no empty tensors");
+    c.set_output(0, c.emit("slice", {x}, {{"begin", begin}, {"step", step}, {"shape", out_shape}}));
+    return;
+  }
+  // Constants (shape arithmetic, position tables) are sliced here, empty results included.
+  const HostTensor &data = c.constant_input(0, "data");
   HostTensor out(data.dtype(), out_shape);
   std::vector<int64_t> so = strides_of(out_shape), si = strides_of(ds);
   for (int64_t i = 0; i < out.size(); ++i) {

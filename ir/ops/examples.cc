@@ -119,6 +119,9 @@ std::vector<NamedWorkload> small_example_workloads() {
   single("flatten", "flatten", {f32({2, 3, 5, 1})}, {{"axis", 2}});
   single("concat_axis1", "concat", {f32({2, 3, 5}), f32({2, 1, 5}), f32({2, 4, 5})}, {{"axis", 1}});
   single("concat_int32_last_axis", "concat", {i32({3, 2}), i32({3, 5})}, {{"axis", -1}});
+  single("slice_strided", "slice", {f32({4, 9, 7})},
+         {{"begin", {1, 8, 0}}, {"step", {1, -2, 3}}, {"shape", {2, 4, 3}}});
+  single("slice_row", "slice", {f32({2, 50, 96})}, {{"begin", {0, 0, 0}}, {"step", {1, 1, 1}}, {"shape", {2, 1, 96}}});
 
   // ---- fused subgraphs ---------------------------------------------------------------
   out.push_back({"conv2d_bias_relu_nchw", chain({f32({1, 3, 7, 7}), f32({5, 3, 3, 3}), f32({5})},

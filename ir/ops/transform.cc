@@ -171,6 +171,31 @@ te::Tensor concat(const std::vector<te::Tensor> &in, const json &attrs) {
       "concat");
 }
 
+te::Tensor slice(const std::vector<te::Tensor> &in, const json &attrs) {
+  const char *op = "slice";
+  const te::Tensor &x = in[0];
+  reject_bool(op, x);
+  const size_t rank = x.ndim();
+  const std::vector<int64_t> begin = attr_ints(op, attrs, "begin", rank), step = attr_ints(op, attrs, "step", rank),
+                             shape = attr_ints(op, attrs, "shape", rank);
+  for (size_t d = 0; d < rank; ++d) {
+    const int64_t n = x.shape()[d], last = begin[d] + (shape[d] - 1) * step[d];
+    if (step[d] == 0) fail(op, "step " + shape_str(step) + " has a 0 at axis " + std::to_string(d));
+    if (shape[d] < 1) fail(op, "shape " + shape_str(shape) + " has an empty axis " + std::to_string(d));
+    if (begin[d] < 0 || begin[d] >= n || last < 0 || last >= n)
+      fail(op, "axis " + std::to_string(d) + " reads elements " + std::to_string(begin[d]) + " to " +
+                   std::to_string(last) + " of an input extent " + std::to_string(n));
+  }
+  return te::compute(
+      shape,
+      [&](const std::vector<Var> &v) {
+        std::vector<Expr> idx;
+        for (size_t d = 0; d < rank; ++d) idx.push_back(offset(scaled(v[d], step[d]), begin[d]));
+        return x(idx);
+      },
+      "slice");
+}
+
 }  // namespace
 
 std::vector<OpDef> transform_ops() {
@@ -193,6 +218,12 @@ std::vector<OpDef> transform_ops() {
                       "extents except along axis. Attribute: axis (0; negatives count from the end). Stage: "
                       "concat (nested selects on the axis index).",
                       1, -1, json{{"axis", 0}}, concat});
+  ops.push_back(OpDef{"slice",
+                      "Every step-th element from begin, shape elements per axis (ONNX Slice with its starts, ends, "
+                      "axes and steps resolved per axis; Gather of constant indices). Input: x. Attributes: begin, "
+                      "step (non-zero; negative walks backwards) and shape (at least 1), one per axis, all read "
+                      "elements inside x. Stage: slice.",
+                      1, 1, json{{"begin", json::array()}, {"step", json::array()}, {"shape", json::array()}}, slice});
   return ops;
 }
 

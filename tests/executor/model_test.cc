@@ -100,7 +100,7 @@ TEST_P(CompiledModel, UntunedMatchesTheExporter) {
 
 INSTANTIATE_TEST_SUITE_P(Models, CompiledModel,
                          ::testing::Values("tiny_cnn", "mlp", "bert_tiny", "bert_tiny_opset17", "mobilenet_block",
-                                           "odd_cnn", "attention_block"));
+                                           "odd_cnn", "attention_block", "token_head"));
 
 TEST(CompiledModelZeroCopy, InputAndOutputPointersRunWithoutCopies) {
   Fused f = import("tiny_cnn");

@@ -92,7 +92,7 @@ TEST(FixtureGraphs, PassesAndFusionShapeTheTasks) {
 
 INSTANTIATE_TEST_SUITE_P(Models, FixtureModel,
                          ::testing::Values("tiny_cnn", "mlp", "bert_tiny", "bert_tiny_opset17", "mobilenet_block",
-                                           "odd_cnn", "attention_block"));
+                                           "odd_cnn", "attention_block", "token_head"));
 
 // ---- hand-built models ----------------------------------------------------------------
 

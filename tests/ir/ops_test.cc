@@ -354,6 +354,18 @@ Ref ref_concat(const std::vector<Ref> &in, const json &a) {
   return out;
 }
 
+Ref ref_slice(const std::vector<Ref> &in, const json &a) {
+  const Ref &x = in[0];
+  const Shape begin = a["begin"].get<Shape>(), step = a["step"].get<Shape>(), os = a["shape"].get<Shape>();
+  Ref out = make_ref(os, x.dtype);
+  for (int64_t f = 0; f < count(os); ++f) {
+    Shape idx = unravel(os, f);
+    for (size_t d = 0; d < idx.size(); ++d) idx[d] = begin[d] + idx[d] * step[d];
+    out.data[f] = at(x, idx);
+  }
+  return out;
+}
+
 using RefOp = std::function<Ref(const std::vector<Ref> &, const json &)>;
 
 const std::map<std::string, RefOp> &reference_ops() {
@@ -412,6 +424,7 @@ const std::map<std::string, RefOp> &reference_ops() {
       {"reshape", ref_reshape},
       {"flatten", ref_flatten},
       {"concat", ref_concat},
+      {"slice", ref_slice},
   };
   return ops;
 }
@@ -695,6 +708,10 @@ TEST(OpsErrors, AxisChecks) {
   expect_contains(build_error("layer_norm", {f32({2, 3}), f32({2})}),
                   {"gamma (scale) must have the normalized shape [3]"});
   expect_contains(build_error("transpose", {f32({2, 3})}, {{"perm", {0, 0}}}), {"not a permutation"});
+  expect_contains(build_error("slice", {f32({4, 5})}, {{"begin", {0, 1}}, {"step", {1, 2}}, {"shape", {4, 3}}}),
+                  {"axis 1 reads elements 1 to 5", "extent 5"});
+  expect_contains(build_error("slice", {f32({4, 5})}, {{"begin", {0, 0}}, {"step", {0, 1}}, {"shape", {1, 1}}}),
+                  {"has a 0 at axis 0"});
   expect_contains(build_error("reshape", {f32({2, 3})}, {{"shape", {4, -1}}}), {"cannot infer the -1"});
   expect_contains(build_error("reshape", {f32({2, 3})}, {{"shape", {4, 2}}}), {"cannot reshape [2, 3]"});
   expect_contains(build_error("reshape", {f32({2, 3})}), {"'shape' is required"});

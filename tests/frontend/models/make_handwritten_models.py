@@ -2,7 +2,7 @@
 """Builds the hand-written ONNX test models of this folder and their reference outputs.
 
 The exported fixtures (resnet18's family, bert_tiny, mlp, tiny_cnn) come from PyTorch;
-these three are written node by node with onnx.helper, to cover what other exporters
+these four are written node by node with onnx.helper, to cover what other exporters
 and model families emit, on shapes without round numbers:
 
 - mobilenet_block: MobileNetV2's inverted residuals on 1x3x32x32: ReLU6 as Clip with
@@ -11,6 +11,9 @@ and model families emit, on shapes without round numbers:
 - odd_cnn: 1x5x23x17 input, a 3x3 convolution with dilation 2, stride (2, 1) and
   asymmetric pads, SiLU (Sigmoid, Mul), MaxPool and AveragePool (count_include_pad=0)
   with pads, Concat, Reshape to (1, -1), Gemm with the weight as given (transB=0).
+- token_head: a transformer's head on a computed 2x11x24 sequence: Gather of the class
+  token (a scalar index) and of a list of tokens (one negative index), a Slice with a
+  negative step, Flatten, MatMul, Add.
 - attention_block: an encoder layer at opset 17 with 50 tokens, width 96 and 3 heads:
   LayerNormalization, Q/K/V MatMul + Add, Reshape with 0 dims, Transpose, scaled
   attention with Softmax, the Erf form of GELU, residual Adds.
@@ -128,3 +131,21 @@ n += [h.make_node("Div", ["h1b", "rt2"], ["g1"]), h.make_node("Erf", ["g1"], ["g
 i.append(W("f2", 4 * D, D)); n.append(h.make_node("MatMul", ["gelu", "f2"], ["h2"]))
 n.append(h.make_node("Add", ["h2", "res1"], ["y"]))
 save("attention_block", n, i, h.make_tensor_value_info("x", TP.FLOAT, [1, S, D]), h.make_tensor_value_info("y", TP.FLOAT, [1, S, D]), opset=17)
+
+# D. a transformer's head on a computed sequence: Gather of constant indices, Slice with a negative step
+n, i = [], []
+i.append(W("w", 24, 24))
+n.append(h.make_node("MatMul", ["x", "w"], ["m"]))
+n.append(h.make_node("Relu", ["m"], ["r"]))
+i.append(C("cls", np.array(0, dtype=np.int64)))
+n.append(h.make_node("Gather", ["r", "cls"], ["tok"], axis=1))  # [2, 24]
+i.append(C("two", np.array([3, -1], dtype=np.int64)))
+n.append(h.make_node("Gather", ["r", "two"], ["toks"], axis=1))  # [2, 2, 24]
+i += [C("s0", np.array([-1], dtype=np.int64)), C("e0", np.array([-100], dtype=np.int64)),
+      C("a0", np.array([2], dtype=np.int64)), C("st0", np.array([-3], dtype=np.int64))]
+n.append(h.make_node("Slice", ["toks", "s0", "e0", "a0", "st0"], ["rev"]))  # [2, 2, 8]
+n.append(h.make_node("Flatten", ["rev"], ["rf"], axis=1))  # [2, 16]
+i.append(W("w2", 24, 16))
+n.append(h.make_node("MatMul", ["tok", "w2"], ["tm"]))
+n.append(h.make_node("Add", ["tm", "rf"], ["y"]))
+save("token_head", n, i, h.make_tensor_value_info("x", TP.FLOAT, [2, 11, 24]), h.make_tensor_value_info("y", TP.FLOAT, [2, 16]))
