@@ -55,7 +55,7 @@ void CodeGen::emit_parallel(const ForNode *op) {
   llvm::Value *begin = b_.CreateMul(task->getArg(0), chunk);
   llvm::Value *end = b_.CreateAdd(begin, chunk);
   end = b_.CreateSelect(b_.CreateICmpSLT(end, n), end, n);
-  emit_loop(op, begin, end, nullptr);
+  emit_loop(op, begin, end, serial_loop_hint(op));
   b_.CreateRet(b_.getInt32(0));
   fn_ = saved_fn;
   vars_ = std::move(saved_vars);

@@ -23,6 +23,12 @@ using namespace ir;  // NOLINT: the emitter translates IR nodes one by one
 // Loops with at most this many iterations are unrolled by copying the body; longer
 // unrolled loops get LLVM's full-unroll hint instead.
 constexpr int64_t kMaxExplicitUnroll = 64;
+// A serial loop whose body runs more statements than this per iteration is kept from
+// LLVM's loop vectorizer. Its dependence analysis is quadratic in the body's memory
+// accesses: on a loop Kiln had unrolled 448 statements into (a sampled 3x3 convolution
+// tile) it took 6 of the build's 7 seconds and vectorized nothing. Kiln's own
+// vectorization is the search's decision; the vectorizer stays on for small bodies.
+constexpr int64_t kMaxAutoVectorizedBody = 64;
 // Intermediate buffers up to this size live on the stack; larger ones in the workspace.
 constexpr int64_t kMaxStackBytes = 64 * 1024;
 
@@ -179,6 +185,8 @@ class CodeGen : public ExprFunctor<llvm::Value *>, public StmtFunctor<void> {
   void emit_loop(const ForNode *op, llvm::Value *begin, llvm::Value *end, llvm::MDNode *hint);
 
   llvm::MDNode *loop_hint(const char *name, llvm::Metadata *value = nullptr);
+  /// The hint of a serial loop: none, or the vectorizer kept off a large body.
+  llvm::MDNode *serial_loop_hint(const ForNode *op);
 
   // A vectorized loop is emitted as one vector iteration when its body is straight-line
   // blocks and stores whose predicates do not depend on the lane.

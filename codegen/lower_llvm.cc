@@ -577,6 +577,11 @@ llvm::MDNode *CodeGen::loop_hint(const char *name, llvm::Metadata *value) {
   return node;
 }
 
+llvm::MDNode *CodeGen::serial_loop_hint(const ForNode *op) {
+  if (trip_count(op->body) <= kMaxAutoVectorizedBody) return nullptr;
+  return loop_hint("llvm.loop.vectorize.enable", llvm::ConstantAsMetadata::get(b_.getFalse()));
+}
+
 int64_t CodeGen::trip_count(const Stmt &s) {
   if (!s.defined()) return 0;
   if (const auto *l = s.as<ForNode>()) return l->extent * trip_count(l->body);
@@ -636,7 +641,7 @@ void CodeGen::emit_for(const ForNode *op, const Stmt &self) {
     case ForKind::kSerial:
       break;
   }
-  emit_loop(op, b_.getInt64(0), b_.getInt64(static_cast<uint64_t>(op->extent)), nullptr);
+  emit_loop(op, b_.getInt64(0), b_.getInt64(static_cast<uint64_t>(op->extent)), serial_loop_hint(op));
 }
 
 void CodeGen::unroll_explicitly(const ForNode *op) {

@@ -23,6 +23,7 @@
 
 #include "codegen/abi.h"
 #include "codegen/codegen.h"
+#include "ir/annotations.h"
 #include "ir/functor.h"
 #include "ir/interpreter.h"
 #include "ir/lower_passes.h"
@@ -459,6 +460,34 @@ TEST(CodegenX86Vectorizer, RepeatedAccumulatorUpdatesAreNotInterleaved) {
     expect_artifact_matches(sch.func(), func, inputs, "accumulators_avx512",
                             Target::parse("llvm -mcpu=skylake-avx512 -num-cores=2"));
 }
+// A dense layer whose reduction Kiln unrolls (2 x 64 under each output column, below a
+// serial column loop): the column loop's body is 128 statements, past what LLVM's loop
+// vectorizer and loop load elimination analyse cheaply, so the vectorizer is kept off
+// it. An unscheduled element-wise loop keeps LLVM's vectorizer.
+TEST(CodegenX86Vectorizer, LoopsWithLargeUnrolledBodiesAreKeptFromTheVectorizer) {
+  ir::Workload dense =
+      ir::Workload::single("dense", {{{4, 128}, ir::DType::kFloat32}, {{16, 128}, ir::DType::kFloat32}});
+  te::ComputeDAG dag = dense.build_dag();
+  ir::PrimFunc func = te::lower(dag, "dense_unrolled");
+  ir::Schedule sch(func);
+  std::vector<ir::LoopRV> loops = sch.get_loops(sch.get_block("dense"));
+  ASSERT_EQ(loops.size(), 3u);
+  sch.split(loops[2], {int64_t{2}, int64_t{64}});
+  sch.annotate(loops[0], ir::annotation::kAutoUnrollMaxStep, 256);
+  const std::string kept_off = "!{!\"llvm.loop.vectorize.enable\", i1 false}";
+
+  ir::Workload add = ir::Workload::single("add", {{{4096}, ir::DType::kFloat32}, {{4096}, ir::DType::kFloat32}});
+  ir::PrimFunc elementwise = te::lower(add.build_dag(), "add_scalar");
+  for (const IsaTarget &t : x86_isa_targets()) {
+    std::string ir_text = compiler().emit_llvm_ir(sch.func(), t.target);
+    EXPECT_NE(ir_text.find(kept_off), std::string::npos) << t.isa << "\n" << ir_text;
+    std::string add_text = compiler().emit_llvm_ir(elementwise, t.target);
+    EXPECT_EQ(add_text.find(kept_off), std::string::npos) << t.isa << "\n" << add_text;
+    EXPECT_NE(add_text.find("fadd <"), std::string::npos) << t.isa << ": LLVM no longer vectorizes\n" << add_text;
+  }
+  expect_artifact_matches(sch.func(), func, random_inputs(dag, 21), "dense_unrolled");
+}
+
 // Linking runs lld in this process, and lld resets LLVM's options to their defaults:
 // code generated after a link must be the code generated before it.
 TEST(CodegenX86Targets, CodeAfterALinkIsTheCodeBeforeIt) {
