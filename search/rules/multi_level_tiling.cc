@@ -418,9 +418,15 @@ class MultiLevelTiling : public ScheduleRule {
       for (const ir::Expr &e : a.indices)
         if (ir::uses_var(e, last->var.get()) && !unit_step(e, last->var)) poor = true;
     if (!poor) return std::nullopt;  // the innermost output axis makes whole vectors
+    // An axis that is not a multiple of the lanes still makes whole vectors when its
+    // tiles are padded (1001 output channels: 63 vectors, the last one masked); taken
+    // only where the innermost axis cannot be padded itself (a row within the cap).
+    bool padded_axis_allowed = last->extent <= max_innermost_;
     for (size_t i = 0; i < st.loops.size(); ++i) {
       const ir::IterVar *iv = i == last_spatial || st.kinds[i] != LoopKind::kSpatial ? nullptr : iter_of(i);
-      if (!iv || iv->extent % lanes_ != 0) continue;
+      bool whole_vectors =
+          iv && (iv->extent % lanes_ == 0 || (padded_axis_allowed && needs_padded_tiles(iv->extent, true)));
+      if (!whole_vectors) continue;
       std::vector<const ir::BufferNode *> indexed;  // inputs only: the accumulation reads the output
       for (const ir::sched::Access &a : reads)
         for (const ir::Expr &e : a.indices)

@@ -209,8 +209,9 @@ TEST(SearchSpace, PlainTilingComputesTheEpiloguePerTile) {
 // Where the innermost output axis makes poor vectors (a row of 9, or a stride-2 row
 // whose input needs shuffles), a sketch vectorizes over the output channels instead,
 // with the weights packed: the convolution's innermost loop is vectorized and drives
-// the channel iterator. Its candidates compute the same result. A row of whole
-// vectors read with unit stride gets no such sketch.
+// the channel iterator, also when the channels are no multiple of the lanes (padded
+// tiles). Its candidates compute the same result. A row of whole vectors read with
+// unit stride gets no such sketch.
 TEST(SearchSpace, PoorRowsGetASketchVectorizedOverChannels) {
   Target target = cpu_target();  // 16 lanes
   auto post = default_postprocessors(target);
@@ -230,7 +231,9 @@ TEST(SearchSpace, PoorRowsGetASketchVectorizedOverChannels) {
   };
   std::vector<Case> cases = {{conv_relu({1, 8, 9, 9}, {32, 8, 3, 3}, 1), true},
                              {conv_relu({1, 3, 20, 20}, {16, 3, 3, 3}, 1, 2), true},
-                             {conv_relu({1, 8, 16, 16}, {32, 8, 3, 3}, 1), false}};
+                             {conv_relu({1, 8, 16, 16}, {32, 8, 3, 3}, 1), false},
+                             // 67 channels, a prime past the innermost cap: padded channel tiles.
+                             {conv_relu({1, 4, 7, 7}, {67, 4, 3, 3}, 1), true}};
   for (const Case &k : cases) {
     te::ComputeDAG dag = k.workload.build_dag();
     ir::PrimFunc func = te::lower(dag, "conv");
