@@ -3,6 +3,7 @@
 #include <lld/Common/Driver.h>
 #include <llvm/Analysis/CGSCCPassManager.h>
 #include <llvm/Analysis/LoopAnalysisManager.h>
+#include <llvm/Analysis/LoopInfo.h>
 #include <llvm/Config/llvm-config.h>
 #include <llvm/IR/Constants.h>
 #include <llvm/IR/LLVMContext.h>
@@ -134,17 +135,11 @@ std::unique_ptr<llvm::TargetMachine> make_target_machine(const Target &target) {
 // (kMaxAutoVectorizedBody, llvm_emitter.h).
 bool has_loop_kept_from_vectorizer(const llvm::Function &f) {
   for (const llvm::BasicBlock &bb : f) {
-    const llvm::MDNode *loop =
-        bb.getTerminator() ? bb.getTerminator()->getMetadata(llvm::LLVMContext::MD_loop) : nullptr;
-    if (!loop) continue;
-    for (const llvm::MDOperand &op : loop->operands()) {
-      const auto *hint = llvm::dyn_cast_or_null<llvm::MDNode>(op.get());
-      if (!hint || hint->getNumOperands() != 2) continue;
-      const auto *name = llvm::dyn_cast<llvm::MDString>(hint->getOperand(0));
-      if (!name || name->getString() != "llvm.loop.vectorize.enable") continue;
+    llvm::MDNode *loop = bb.getTerminator() ? bb.getTerminator()->getMetadata(llvm::LLVMContext::MD_loop) : nullptr;
+    llvm::MDNode *hint = loop ? llvm::findOptionMDForLoopID(loop, "llvm.loop.vectorize.enable") : nullptr;
+    if (hint && hint->getNumOperands() == 2)
       if (auto *value = llvm::mdconst::dyn_extract<llvm::ConstantInt>(hint->getOperand(1)); value && value->isZero())
         return true;
-    }
   }
   return false;
 }
