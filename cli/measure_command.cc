@@ -28,6 +28,7 @@ struct MeasureArgs {
   double min_repeat_ms = 20;
   int threads = 0;
   bool flush_cache = false;
+  bool flush_args = false;
   double run_timeout = 10;
   double build_timeout = 60;
 };
@@ -50,6 +51,8 @@ void add_measure_command(CLI::App &app) {
       ->capture_default_str()
       ->check(at_least(0, 1024));
   cmd->add_flag("--flush-cache", args->flush_cache, "flush the last-level cache before every repeat");
+  cmd->add_flag("--flush-args", args->flush_args,
+                "evict the kernel's buffers from the caches before every call and time each call alone");
   cmd->add_option("--run-timeout", args->run_timeout, "seconds a run may take before it is killed")
       ->capture_default_str()
       ->check(seconds());
@@ -100,6 +103,7 @@ void add_measure_command(CLI::App &app) {
     in.timing.repeat = args->repeat;
     in.timing.min_repeat_ms = args->min_repeat_ms;
     in.timing.flush_cache = args->flush_cache;
+    in.timing.flush_args = args->flush_args;
     measure::RunResult r = runner.run_one(in);
     cleanup();
     std::cout << "task:    " << w.summary() << "  (key " << w.key_hash().substr(0, 16) << ")\n"

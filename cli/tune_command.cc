@@ -85,6 +85,9 @@ void add_tuning_flags(CLI::App *cmd, TuningArgs &args) {
   cmd->add_option("--min-repeat-ms", a->options.timing.min_repeat_ms, "minimum duration of one repeat")
       ->capture_default_str()
       ->check(finite_range(0, 60000));
+  cmd->add_flag("--flush-args", a->options.timing.flush_args,
+                "evict every buffer of the kernel from the caches before each timed call and time each call alone "
+                "(weights arrive from memory, as inside a model, instead of sitting in the caches)");
   cmd->add_option("--give-up-factor", a->options.give_up_factor,
                   "time a candidate whose first call is this many times slower than the best by that call alone "
                   "(0: always the full protocol)")

@@ -107,6 +107,13 @@ static std::string signature_mismatch(const std::vector<ParamSpec> &got, const s
   return "";
 }
 
+std::vector<MemorySpan> memory_spans(const std::vector<AlignedBuffer> &buffers, const std::vector<AlignedBuffer> &packed) {
+  std::vector<MemorySpan> spans;
+  for (const std::vector<AlignedBuffer> *set : {&buffers, &packed})
+    for (const AlignedBuffer &buffer : *set) spans.push_back({buffer.data(), buffer.size()});
+  return spans;
+}
+
 void candidate_job(int socket, const RunInput &input, const ReferenceOutputs *reference, const ChildLimits &limits,
                    CandidateTiming mode) {
   apply_limits(limits);
@@ -158,8 +165,10 @@ void candidate_job(int socket, const RunInput &input, const ReferenceOutputs *re
 
   send_phase(socket, "timing");
   if (reference == nullptr && !make_args(kTimingStream)) return;
-  TimingOutcome timing = mode == CandidateTiming::kFull ? time_kernel(artifact.entry, args.data(), input.timing)
-                                                        : calibrate(artifact.entry, args.data(), input.timing);
+  std::vector<MemorySpan> spans = memory_spans(buffers, packed);
+  TimingOutcome timing = mode == CandidateTiming::kFull
+                             ? time_kernel(artifact.entry, args.data(), input.timing, spans)
+                             : calibrate(artifact.entry, args.data(), input.timing, spans);
   if (timing.failed_code != 0) {
     send_result(socket, ErrorKind::kRuntimeError,
                 "kiln_entry returned error code " + std::to_string(timing.failed_code) + " while being timed");
@@ -175,6 +184,7 @@ void interleaved_timing_job(int socket, const std::vector<InterleavedCandidate> 
     LoadedArtifact artifact;
     std::vector<AlignedBuffer> packed;
     std::vector<void *> args;
+    std::vector<MemorySpan> spans;
     int timed = 0;
     bool failed = false;
   };
@@ -185,6 +195,7 @@ void interleaved_timing_job(int socket, const std::vector<InterleavedCandidate> 
   // Buffers by (signature, seed): a batch is one task's candidates, so usually one set.
   std::map<std::string, std::vector<AlignedBuffer>> buffers;
   bool flush_cache = false;
+  bool flush_args = false;
   for (size_t i = 0; i < candidates.size(); ++i) {
     send_json(socket, {{"phase", "loading"}, {"candidate", i}});
     try {
@@ -204,9 +215,11 @@ void interleaved_timing_job(int socket, const std::vector<InterleavedCandidate> 
       fail(i, ErrorKind::kRuntimeError, "kiln_prepack returned error code " + std::to_string(code));
       continue;
     }
+    loaded[i].spans = memory_spans(it->second, loaded[i].packed);
     flush_cache = flush_cache || candidates[i].flush_cache;
+    flush_args = flush_args || candidates[i].flush_args;
   }
-  TimedPasses passes(flush_cache);
+  TimedPasses passes(flush_cache, flush_args);
   int rounds = 0;
   for (const InterleavedCandidate &c : candidates) rounds = std::max(rounds, c.repeat);
   const size_t n = candidates.size();
@@ -218,7 +231,7 @@ void interleaved_timing_job(int socket, const std::vector<InterleavedCandidate> 
       send_json(socket, {{"phase", "timing"}, {"candidate", i}});
       int32_t code = 0;
       std::optional<double> seconds =
-          passes.seconds_per_call(l.artifact.entry, l.args.data(), candidates[i].number, &code);
+          passes.seconds_per_call(l.artifact.entry, l.args.data(), candidates[i].number, &code, l.spans);
       if (!seconds) {
         l.failed = true;
         fail(i, ErrorKind::kRuntimeError,

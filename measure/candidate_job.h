@@ -51,6 +51,7 @@ struct InterleavedCandidate {
   int64_t number = 1;
   int repeat = 1;
   bool flush_cache = false;
+  bool flush_args = false;
 };
 
 /// Times the candidates round-robin in one process: round r runs one timed pass of

@@ -8,6 +8,10 @@
 #include <cstring>
 #include <vector>
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
+
 namespace kiln::measure::detail {
 
 using Clock = std::chrono::steady_clock;  // CLOCK_MONOTONIC: immune to wall-clock steps
@@ -19,6 +23,49 @@ int64_t cache_flush_bytes() {
   // Clamped: some hosts report the whole socket's L3 (256 MiB on this VM), and writing
   // twice that before every repeat would cost more than most kernels being timed.
   return std::clamp<int64_t>(int64_t{2} * std::max<long>(llc, 0), int64_t{16} << 20, int64_t{256} << 20);
+}
+
+namespace {
+
+// 64 bytes on every x86 and AArch64 core Kiln targets; a CPU with longer lines only
+// sees some lines flushed twice.
+constexpr uintptr_t kCacheLine = 64;
+
+#if defined(__x86_64__) || defined(__i386__)
+__attribute__((target("clflushopt"))) void clflushopt_lines(uintptr_t begin, uintptr_t end) {
+  for (uintptr_t line = begin; line < end; line += kCacheLine) _mm_clflushopt(reinterpret_cast<void *>(line));
+}
+void clflush_lines(uintptr_t begin, uintptr_t end) {
+  for (uintptr_t line = begin; line < end; line += kCacheLine) _mm_clflush(reinterpret_cast<void *>(line));
+}
+#endif
+
+}  // namespace
+
+void evict_from_caches(const std::vector<MemorySpan> &spans) {
+#if defined(__x86_64__) || defined(__i386__)
+  static const bool has_clflushopt = __builtin_cpu_supports("clflushopt");
+#endif
+  for (const MemorySpan &span : spans) {
+    if (span.data == nullptr || span.bytes == 0) continue;
+    uintptr_t begin = reinterpret_cast<uintptr_t>(span.data) & ~(kCacheLine - 1);
+    uintptr_t end = reinterpret_cast<uintptr_t>(span.data) + span.bytes;
+#if defined(__x86_64__) || defined(__i386__)
+    if (has_clflushopt)
+      clflushopt_lines(begin, end);
+    else
+      clflush_lines(begin, end);
+#elif defined(__aarch64__)
+    for (uintptr_t line = begin; line < end; line += kCacheLine)
+      asm volatile("dc civac, %0" ::"r"(line) : "memory");
+#endif
+  }
+  // The flushes are weakly ordered: the kernel's first loads must not overtake them.
+#if defined(__x86_64__) || defined(__i386__)
+  _mm_mfence();
+#elif defined(__aarch64__)
+  asm volatile("dsb ish" ::: "memory");
+#endif
 }
 
 namespace {
@@ -36,9 +83,22 @@ Pass timed_pass(kiln_entry_fn entry, void **args, int64_t number) {
   return {std::chrono::duration<double>(end - start).count(), code};
 }
 
+// Each call timed alone, after its buffers were evicted; the evictions are not timed.
+Pass timed_cold_calls(kiln_entry_fn entry, void **args, int64_t number, const std::vector<MemorySpan> &spans) {
+  int32_t code = 0;
+  Clock::duration timed{0};
+  for (int64_t i = 0; i < number; ++i) {
+    evict_from_caches(spans);
+    Clock::time_point start = Clock::now();
+    code |= entry(args);
+    timed += Clock::now() - start;
+  }
+  return {std::chrono::duration<double>(timed).count(), code};
+}
+
 }  // namespace
 
-TimedPasses::TimedPasses(bool flush_cache) {
+TimedPasses::TimedPasses(bool flush_cache, bool flush_args) : flush_args_(flush_args) {
   if (flush_cache) flush_buffer_.resize(static_cast<size_t>(cache_flush_bytes()));
 }
 
@@ -52,9 +112,9 @@ void TimedPasses::flush() {
 }
 
 std::optional<double> TimedPasses::seconds_per_call(kiln_entry_fn entry, void **args, int64_t number,
-                                                    int32_t *failed_code) {
+                                                    int32_t *failed_code, const std::vector<MemorySpan> &spans) {
   flush();
-  Pass pass = timed_pass(entry, args, number);
+  Pass pass = flush_args_ ? timed_cold_calls(entry, args, number, spans) : timed_pass(entry, args, number);
   if (pass.code != 0) {
     *failed_code = pass.code;
     return std::nullopt;
@@ -62,13 +122,14 @@ std::optional<double> TimedPasses::seconds_per_call(kiln_entry_fn entry, void **
   return pass.seconds / static_cast<double>(number);
 }
 
-TimingOutcome calibrate(kiln_entry_fn entry, void **args, const TimingOptions &options) {
+TimingOutcome calibrate(kiln_entry_fn entry, void **args, const TimingOptions &options,
+                        const std::vector<MemorySpan> &spans) {
   TimingOutcome outcome;
-  TimedPasses passes(options.flush_cache);
+  TimedPasses passes(options.flush_cache, options.flush_args);
 
   // Warm-up: first-touch page faults, lazy symbol binding, thread-pool start. Timed
   // only to give up early on a candidate that is already far too slow.
-  std::optional<double> warm_up = passes.seconds_per_call(entry, args, 1, &outcome.failed_code);
+  std::optional<double> warm_up = passes.seconds_per_call(entry, args, 1, &outcome.failed_code, spans);
   if (!warm_up) return outcome;
   outcome.pass_seconds = *warm_up;
   if (options.give_up_after_seconds > 0 && *warm_up > options.give_up_after_seconds) {
@@ -87,7 +148,7 @@ TimingOutcome calibrate(kiln_entry_fn entry, void **args, const TimingOptions &o
     // be thrown away (one per candidate, about a sixth of what timing a batch costs).
     double probe = target / 8;
     for (;;) {
-      std::optional<double> per_call = passes.seconds_per_call(entry, args, number, &outcome.failed_code);
+      std::optional<double> per_call = passes.seconds_per_call(entry, args, number, &outcome.failed_code, spans);
       outcome.calibration_calls += number;
       if (!per_call) return outcome;
       double seconds = *per_call * static_cast<double>(number);
@@ -112,12 +173,14 @@ TimingOutcome calibrate(kiln_entry_fn entry, void **args, const TimingOptions &o
   return outcome;
 }
 
-TimingOutcome time_kernel(kiln_entry_fn entry, void **args, const TimingOptions &options) {
-  TimingOutcome outcome = calibrate(entry, args, options);
+TimingOutcome time_kernel(kiln_entry_fn entry, void **args, const TimingOptions &options,
+                          const std::vector<MemorySpan> &spans) {
+  TimingOutcome outcome = calibrate(entry, args, options, spans);
   if (outcome.failed_code != 0 || outcome.gave_up) return outcome;
-  TimedPasses passes(options.flush_cache);
+  TimedPasses passes(options.flush_cache, options.flush_args);
   for (int r = 0; r < std::max(options.repeat, 1); ++r) {
-    std::optional<double> per_call = passes.seconds_per_call(entry, args, outcome.number, &outcome.failed_code);
+    std::optional<double> per_call =
+        passes.seconds_per_call(entry, args, outcome.number, &outcome.failed_code, spans);
     if (!per_call) return outcome;
     outcome.repeat_seconds.push_back(*per_call);
   }

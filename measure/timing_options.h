@@ -19,6 +19,12 @@ struct TimingOptions {
   /// Writes a buffer larger than the last-level cache before every timed pass, so each
   /// repeat starts cold (closer to a kernel inside a model) instead of cache-hot.
   bool flush_cache = false;
+  /// Evicts every argument buffer (inputs, packed constants, outputs) from all cache
+  /// levels before each call and times each call on its own. Inside a model a kernel's
+  /// weights were last read a whole inference ago and arrive from memory; timed hot,
+  /// back to back, they sit in the caches, and the search cannot tell a program that
+  /// streams them well from one that stalls on them (TVM's enable_cpu_cache_flush).
+  bool flush_args = false;
   /// A candidate whose timed warm-up call already takes longer than this (seconds) is
   /// clearly slower than what tuning has: that call is reported as its single repeat
   /// and timing stops there, so bad candidates cost one call instead of a full

@@ -15,6 +15,7 @@ nlohmann::json to_json(const RunInput &input) {
             {"min_repeat_ms", t.min_repeat_ms},
             {"max_number", t.max_number},
             {"flush_cache", t.flush_cache},
+            {"flush_args", t.flush_args},
             {"give_up_after_seconds", t.give_up_after_seconds}}}};
 }
 
@@ -31,6 +32,7 @@ RunInput run_input_from_json(const nlohmann::json &j) {
   input.timing.min_repeat_ms = t.at("min_repeat_ms").get<double>();
   input.timing.max_number = t.at("max_number").get<int64_t>();
   input.timing.flush_cache = t.at("flush_cache").get<bool>();
+  input.timing.flush_args = t.value("flush_args", false);
   input.timing.give_up_after_seconds = t.value("give_up_after_seconds", 0.0);
   return input;
 }

@@ -173,6 +173,7 @@ std::vector<measure::RunResult> RemoteRunner::run(const std::vector<measure::Run
     t->set_min_repeat_ms(input.timing.min_repeat_ms);
     t->set_max_number(input.timing.max_number);
     t->set_flush_cache(input.timing.flush_cache);
+    t->set_flush_args(input.timing.flush_args);
     t->set_give_up_after_seconds(input.timing.give_up_after_seconds);
     job.set_input_seed(input.input_seed);
     job.set_rtol(input.tolerance.rtol);

@@ -222,6 +222,7 @@ v1::JobResult RunnerDaemon::measure_job(const v1::Assignment &assignment) {
       input.timing.min_repeat_ms = t.min_repeat_ms();
       input.timing.max_number = t.max_number();
       input.timing.flush_cache = t.flush_cache();
+      input.timing.flush_args = t.flush_args();
       input.timing.give_up_after_seconds = t.give_up_after_seconds();
       measure::RunResult run = measurer_.run_one(input);
       result.set_code(code_of(run.error));

@@ -23,6 +23,14 @@ double label_latency(const db::Record &record) {
   return ratio > 0 ? record.mean_latency() / ratio : record.mean_latency();
 }
 
+bool timed_with_flushed_args(const db::Record &record) {
+  try {
+    return nlohmann::json::parse(record.metadata_json).value("flush_args", false);
+  } catch (const std::exception &) {
+    return false;
+  }
+}
+
 MeasuredPrograms load_measured_programs(db::Database &database, const std::string &target, const LoadOptions &options) {
   // The database has no per-target listing, so the records come through the JSONL export.
   std::stringstream jsonl;
@@ -40,6 +48,7 @@ MeasuredPrograms load_measured_programs(db::Database &database, const std::strin
       continue;
     }
     if (r.workload.key_hash == options.skip_workload) continue;
+    if (options.flush_args && timed_with_flushed_args(r) != *options.flush_args) continue;
     double latency = options.anchored_labels ? label_latency(r) : r.mean_latency();
     by_task[r.workload.key_hash].emplace_back(latency, std::move(r));
   }

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -33,7 +34,14 @@ struct LoadOptions {
   /// Latencies as label_latency gives them (anchored rounds scaled to their task's
   /// scale); false: the measured means as they are.
   bool anchored_labels = true;
+  /// Only records timed with this protocol (TimingOptions::flush_args): latencies of
+  /// evicted and hot buffers are not on one scale.
+  std::optional<bool> flush_args;
 };
+
+/// Whether the record's program was timed with its buffers evicted before every call
+/// (metadata "flush_args"; records without it were timed hot).
+bool timed_with_flushed_args(const db::Record &record);
 
 /// The latency a record labels its program with: its measured mean divided by the
 /// `anchor_ratio` of its metadata when it has one (TuneOptions::anchor_rounds), so that

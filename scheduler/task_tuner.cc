@@ -64,7 +64,20 @@ void TaskTuner::resume_from_database() {
   std::vector<costmodel::ProgramFeatures> features;
   std::vector<double> latencies;
   std::string canonical_target = target_.str();
-  for (const db::Record &r : db_->records_of(workload_.key_hash())) {
+  std::vector<db::Record> records = db_->records_of(workload_.key_hash());
+  size_t other_protocol = 0;
+  for (const db::Record &r : records)
+    if (r.target == canonical_target && r.ok() && timed_with_flushed_args(r) != options_.timing.flush_args)
+      ++other_protocol;
+  if (other_protocol != 0) {
+    const bool flushed = options_.timing.flush_args;
+    throw std::runtime_error(
+        "the database holds " + std::to_string(other_protocol) + " records of " + workload_.summary() + " on " +
+        canonical_target + " timed " + (flushed ? "with hot caches (without --flush-args)" : "with --flush-args") +
+        "; latencies of the two protocols cannot be ranked together: tune into another --db, or " +
+        (flushed ? "drop --flush-args" : "pass --flush-args"));
+  }
+  for (const db::Record &r : records) {
     if (r.target != canonical_target) continue;
     ir::Trace full;
     ir::PrimFunc program;
@@ -101,6 +114,7 @@ void TaskTuner::warm_start_from_other_tasks() {
   LoadOptions load;
   load.skip_workload = workload_.key_hash();
   load.max_per_task = options_.warm_start_per_task;
+  load.flush_args = options_.timing.flush_args;
   MeasuredPrograms other = load_measured_programs(*db_, target_.str(), load);
   if (other.programs.empty()) return;
   std::vector<costmodel::ProgramFeatures> features =
@@ -248,6 +262,7 @@ std::vector<double> TaskTuner::record(const std::vector<search::Candidate> &batc
     if (!batch[i].func.constant_params.empty()) meta["packed_inputs"] = packed_inputs_json(batch[i].func);
     if (batch[i].adopted) meta["adopted"] = true;
     if (batch[i].fitted) meta["fitted"] = true;
+    if (options_.timing.flush_args) meta["flush_args"] = true;
     double latency = 0;
     if (!m.built[i].ok()) {
       rec.outcome = db::MeasureError{m.built[i].error, m.built[i].message};

@@ -1,10 +1,13 @@
 // The timing protocol, observed through a fixture that counts its calls in a file.
 #include <cstdlib>
 #include <fstream>
+#include <numeric>
 
 #include <gtest/gtest.h>
 
 #include "measure/local_runner.h"
+#include "measure/timing.h"
+#include "measure/wire_format.h"
 #include "test_util.h"
 
 namespace kiln::measure {
@@ -109,6 +112,57 @@ TEST_F(CountingFixture, CacheFlushBetweenRepeatsKeepsTheProtocol) {
   ASSERT_TRUE(result.ok()) << result.message;
   EXPECT_EQ(result.repeat_seconds.size(), 3u);
   EXPECT_EQ(read_count(counter_), 2 + 3 * 2);
+}
+
+TEST_F(CountingFixture, EvictingTheBuffersBeforeEveryCallKeepsTheProtocol) {
+  RunInput in = input();
+  in.timing.number = 2;
+  in.timing.repeat = 3;
+  in.timing.min_repeat_ms = 0;
+  in.timing.flush_args = true;
+  for (bool interleaved : {false, true}) {
+    SCOPED_TRACE(interleaved ? "interleaved" : "alone");
+    LocalRunnerOptions options = test_runner_options(dir_);
+    options.interleave_batches = interleaved;
+    LocalRunner runner(options);
+    std::filesystem::remove(counter_);
+    RunResult result = runner.run({in}).at(0);
+    ASSERT_TRUE(result.ok()) << result.message;
+    ASSERT_EQ(result.repeat_seconds.size(), 3u);
+    for (double t : result.repeat_seconds) EXPECT_GT(t, 0);
+    EXPECT_EQ(read_count(counter_), 2 + 3 * 2);
+  }
+}
+
+TEST(TimingWireFormat, TheTimingOptionsReachTheServerProcess) {
+  RunInput in;
+  in.artifact_path = "a.so";
+  in.timing.flush_args = true;
+  in.timing.flush_cache = true;
+  in.timing.repeat = 7;
+  RunInput back = detail::run_input_from_json(detail::to_json(in));
+  EXPECT_TRUE(back.timing.flush_args);
+  EXPECT_TRUE(back.timing.flush_cache);
+  EXPECT_EQ(back.timing.repeat, 7);
+  in.timing.flush_args = false;
+  EXPECT_FALSE(detail::run_input_from_json(detail::to_json(in)).timing.flush_args);
+}
+
+TEST(EvictFromCaches, WritesDirtyLinesBackAndTakesAnySpan) {
+  // Unaligned start and length, a span inside another, an empty one and a null one:
+  // eviction must write every dirty line back, never drop or touch what lies outside.
+  std::vector<uint8_t> bytes(3 * 4096 + 77);
+  std::iota(bytes.begin(), bytes.end(), uint8_t{3});
+  std::vector<uint8_t> expected = bytes;
+  detail::evict_from_caches({{bytes.data() + 5, bytes.size() - 9},
+                             {bytes.data() + 100, 10},
+                             {bytes.data(), 0},
+                             {nullptr, 64}});
+  EXPECT_EQ(bytes, expected);
+  bytes[4096] = 0;  // written after the eviction, then evicted again
+  detail::evict_from_caches({{bytes.data(), bytes.size()}});
+  expected[4096] = 0;
+  EXPECT_EQ(bytes, expected);
 }
 
 TEST_F(CountingFixture, ACandidateSlowerThanTheGiveUpLimitStopsAfterItsWarmUp) {

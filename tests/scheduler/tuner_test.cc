@@ -88,6 +88,37 @@ TEST_F(TaskTunerTest, FindsValidProgramsAndResumesWithoutRemeasuring) {
   EXPECT_EQ(traces.size(), all.size()) << "a program was measured twice";
 }
 
+// Timed with every buffer evicted before each call, records say so; their latencies are
+// not on the hot protocol's scale, so a database never mixes the two for one task.
+TEST_F(TaskTunerTest, EvictedBufferTimingsAreMarkedAndNeverRankedWithHotOnes) {
+  TuneOptions cold = quick_options(4);
+  cold.trials = 16;
+  cold.timing.flush_args = true;
+  costmodel::XGBoostCostModel model;
+  TuneResult r = TaskTuner(small_dense(), target, cold, &database, pool, runner(), model).run();
+  EXPECT_GT(r.progress.best_seconds, 0);
+  std::vector<db::Record> records = database.records_of(small_dense().key_hash());
+  ASSERT_EQ(records.size(), 16u);
+  for (const db::Record &rec : records) EXPECT_TRUE(timed_with_flushed_args(rec)) << rec.metadata_json;
+
+  costmodel::XGBoostCostModel hot_model;
+  TuneOptions hot = quick_options(5);
+  try {
+    TaskTuner(small_dense(), target, hot, &database, pool, runner(), hot_model).run();
+    ADD_FAILURE() << "hot timings were added to a task timed with evicted buffers";
+  } catch (const std::runtime_error &e) {
+    EXPECT_NE(std::string(e.what()).find("--flush-args"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(database.records_of(small_dense().key_hash()).size(), 16u) << "records were added or lost";
+
+  // The same protocol resumes.
+  costmodel::XGBoostCostModel again;
+  cold.seed = 6;
+  TuneResult resumed = TaskTuner(small_dense(), target, cold, &database, pool, runner(), again).run();
+  EXPECT_LE(resumed.progress.best_seconds, r.progress.best_seconds);
+  EXPECT_EQ(database.records_of(small_dense().key_hash()).size(), 32u);
+}
+
 // With the weights a constant of the workload, programs that copy them into panels
 // are measured with the panels packed ahead of time (kiln_prepack, untimed): they pass
 // the check against the reference, and their records say which layout they read.
