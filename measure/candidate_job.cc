@@ -107,7 +107,8 @@ static std::string signature_mismatch(const std::vector<ParamSpec> &got, const s
   return "";
 }
 
-std::vector<MemorySpan> memory_spans(const std::vector<AlignedBuffer> &buffers, const std::vector<AlignedBuffer> &packed) {
+std::vector<MemorySpan> memory_spans(const std::vector<AlignedBuffer> &buffers,
+                                     const std::vector<AlignedBuffer> &packed) {
   std::vector<MemorySpan> spans;
   for (const std::vector<AlignedBuffer> *set : {&buffers, &packed})
     for (const AlignedBuffer &buffer : *set) spans.push_back({buffer.data(), buffer.size()});
@@ -166,9 +167,8 @@ void candidate_job(int socket, const RunInput &input, const ReferenceOutputs *re
   send_phase(socket, "timing");
   if (reference == nullptr && !make_args(kTimingStream)) return;
   std::vector<MemorySpan> spans = memory_spans(buffers, packed);
-  TimingOutcome timing = mode == CandidateTiming::kFull
-                             ? time_kernel(artifact.entry, args.data(), input.timing, spans)
-                             : calibrate(artifact.entry, args.data(), input.timing, spans);
+  TimingOutcome timing = mode == CandidateTiming::kFull ? time_kernel(artifact.entry, args.data(), input.timing, spans)
+                                                        : calibrate(artifact.entry, args.data(), input.timing, spans);
   if (timing.failed_code != 0) {
     send_result(socket, ErrorKind::kRuntimeError,
                 "kiln_entry returned error code " + std::to_string(timing.failed_code) + " while being timed");

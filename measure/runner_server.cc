@@ -137,8 +137,8 @@ class Server {
       double expected_seconds = 0;
       for (size_t i : pending) {
         const TimingOptions &t = inputs[i].timing;
-        group.push_back(
-            {inputs[i].artifact_path, inputs[i].input_seed, results[i].number, std::max(t.repeat, 1), t.flush_cache, t.flush_args});
+        group.push_back({inputs[i].artifact_path, inputs[i].input_seed, results[i].number, std::max(t.repeat, 1),
+                         t.flush_cache, t.flush_args});
         expected_seconds += std::max(t.repeat, 1) * pass_seconds[i];
       }
       // Three times what the repeats should take, plus one candidate's own timeout for

@@ -56,8 +56,7 @@ void evict_from_caches(const std::vector<MemorySpan> &spans) {
     else
       clflush_lines(begin, end);
 #elif defined(__aarch64__)
-    for (uintptr_t line = begin; line < end; line += kCacheLine)
-      asm volatile("dc civac, %0" ::"r"(line) : "memory");
+    for (uintptr_t line = begin; line < end; line += kCacheLine) asm volatile("dc civac, %0" ::"r"(line) : "memory");
 #endif
   }
   // The flushes are weakly ordered: the kernel's first loads must not overtake them.
@@ -179,8 +178,7 @@ TimingOutcome time_kernel(kiln_entry_fn entry, void **args, const TimingOptions 
   if (outcome.failed_code != 0 || outcome.gave_up) return outcome;
   TimedPasses passes(options.flush_cache, options.flush_args);
   for (int r = 0; r < std::max(options.repeat, 1); ++r) {
-    std::optional<double> per_call =
-        passes.seconds_per_call(entry, args, outcome.number, &outcome.failed_code, spans);
+    std::optional<double> per_call = passes.seconds_per_call(entry, args, outcome.number, &outcome.failed_code, spans);
     if (!per_call) return outcome;
     outcome.repeat_seconds.push_back(*per_call);
   }

@@ -71,11 +71,11 @@ void TaskTuner::resume_from_database() {
       ++other_protocol;
   if (other_protocol != 0) {
     const bool flushed = options_.timing.flush_args;
-    throw std::runtime_error(
-        "the database holds " + std::to_string(other_protocol) + " records of " + workload_.summary() + " on " +
-        canonical_target + " timed " + (flushed ? "with hot caches (without --flush-args)" : "with --flush-args") +
-        "; latencies of the two protocols cannot be ranked together: tune into another --db, or " +
-        (flushed ? "drop --flush-args" : "pass --flush-args"));
+    throw std::runtime_error("the database holds " + std::to_string(other_protocol) + " records of " +
+                             workload_.summary() + " on " + canonical_target + " timed " +
+                             (flushed ? "with hot caches (without --flush-args)" : "with --flush-args") +
+                             "; latencies of the two protocols cannot be ranked together: tune into another --db, or " +
+                             (flushed ? "drop --flush-args" : "pass --flush-args"));
   }
   for (const db::Record &r : records) {
     if (r.target != canonical_target) continue;

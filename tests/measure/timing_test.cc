@@ -154,10 +154,8 @@ TEST(EvictFromCaches, WritesDirtyLinesBackAndTakesAnySpan) {
   std::vector<uint8_t> bytes(3 * 4096 + 77);
   std::iota(bytes.begin(), bytes.end(), uint8_t{3});
   std::vector<uint8_t> expected = bytes;
-  detail::evict_from_caches({{bytes.data() + 5, bytes.size() - 9},
-                             {bytes.data() + 100, 10},
-                             {bytes.data(), 0},
-                             {nullptr, 64}});
+  detail::evict_from_caches(
+      {{bytes.data() + 5, bytes.size() - 9}, {bytes.data() + 100, 10}, {bytes.data(), 0}, {nullptr, 64}});
   EXPECT_EQ(bytes, expected);
   bytes[4096] = 0;  // written after the eviction, then evicted again
   detail::evict_from_caches({{bytes.data(), bytes.size()}});
