@@ -9,6 +9,7 @@
 #include <vector>
 
 #if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
 #include <immintrin.h>
 #endif
 
@@ -38,13 +39,18 @@ __attribute__((target("clflushopt"))) void clflushopt_lines(uintptr_t begin, uin
 void clflush_lines(uintptr_t begin, uintptr_t end) {
   for (uintptr_t line = begin; line < end; line += kCacheLine) _mm_clflush(reinterpret_cast<void *>(line));
 }
+// CPUID leaf 7, EBX bit 23 (__builtin_cpu_supports does not know it in every compiler).
+bool cpu_has_clflushopt() {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  return __get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) != 0 && (ebx & (1u << 23)) != 0;
+}
 #endif
 
 }  // namespace
 
 void evict_from_caches(const std::vector<MemorySpan> &spans) {
 #if defined(__x86_64__) || defined(__i386__)
-  static const bool has_clflushopt = __builtin_cpu_supports("clflushopt");
+  static const bool has_clflushopt = cpu_has_clflushopt();
 #endif
   for (const MemorySpan &span : spans) {
     if (span.data == nullptr || span.bytes == 0) continue;
