@@ -212,9 +212,27 @@ TEST(SearchSpace, PlainTilingComputesTheEpiloguePerTile) {
 // the channel iterator, also when the channels are no multiple of the lanes (padded
 // tiles). Its candidates compute the same result. A row of whole vectors read with
 // unit stride gets no such sketch.
+// Realizes up to three candidates of `func`'s sketches (30 seeds each) for which `matches`
+// holds, checks each against the interpreter's `want`, and returns how many there were.
+template <class Predicate>
+int check_matching_candidates(const ir::PrimFunc &func, const Target &target, Predicate matches,
+                              const std::vector<HostTensor> &inputs, const std::vector<HostTensor> &want) {
+  auto post = default_postprocessors(target);
+  int found = 0;
+  for (const ir::Trace &sketch : generate_sketches(func, default_rules(target), 1)) {
+    for (uint64_t seed = 0; seed < 30 && found < 3; ++seed) {
+      std::optional<Candidate> c = realize(func, sketch, post, seed);
+      if (!c || !matches(c->func)) continue;
+      ++found;
+      std::vector<HostTensor> got = ir::interpret(c->func, inputs);
+      EXPECT_LE(ir::relative_l2_error(got[0], want[0]), 1e-5) << c->trace.to_json().dump();
+    }
+  }
+  return found;
+}
+
 TEST(SearchSpace, PoorRowsGetASketchVectorizedOverChannels) {
   Target target = cpu_target();  // 16 lanes
-  auto post = default_postprocessors(target);
   auto channel_vectorized = [](const ir::PrimFunc &f) {
     for (const ir::BlockNode *b : ir::sched::all_blocks(f)) {
       if (b->name != "conv2d" || b->iter_vars.size() < 2) continue;
@@ -239,17 +257,44 @@ TEST(SearchSpace, PoorRowsGetASketchVectorizedOverChannels) {
     ir::PrimFunc func = te::lower(dag, "conv");
     std::vector<HostTensor> inputs = positive_inputs(dag, 5);
     std::vector<HostTensor> want = ir::interpret(func, inputs);
-    int realized = 0;
-    for (const ir::Trace &sketch : generate_sketches(func, default_rules(target), 1)) {
-      for (uint64_t seed = 0; seed < 30 && realized < 3; ++seed) {
-        std::optional<Candidate> c = realize(func, sketch, post, seed);
-        if (!c || !channel_vectorized(c->func)) continue;
-        ++realized;
-        std::vector<HostTensor> got = ir::interpret(c->func, inputs);
-        ASSERT_LE(ir::relative_l2_error(got[0], want[0]), 1e-5) << c->trace.to_json().dump();
+    int realized = check_matching_candidates(func, target, channel_vectorized, inputs, want);
+    EXPECT_EQ(realized > 0, k.expected) << k.workload.to_json().dump() << " realized " << realized;
+  }
+}
+
+// With the weights a constant (packed once, ahead of time), the channel-vectorized
+// sketch also comes with the image's rows outermost, so the parallel loop can split the
+// rows between the cores. Without constant weights the panel would be packed again for
+// every row tile: no such sketch.
+TEST(SearchSpace, ConstantWeightsLetTheParallelLoopSplitRows) {
+  Target target = cpu_target();  // 16 lanes, 2 cores
+  // Channel-vectorized, with the parallel loop driving the output's rows.
+  auto rows_parallel = [](const ir::PrimFunc &f) {
+    for (const ir::BlockNode *b : ir::sched::all_blocks(f)) {
+      if (b->name != "conv2d" || b->iter_vars.size() < 3) continue;
+      std::vector<ir::Stmt> loops = ir::sched::loops_above(f, b);
+      if (loops.empty()) return false;
+      const auto *inner = loops.back().as<ir::ForNode>();
+      if (inner->for_kind != ir::ForKind::kVectorized || !ir::uses_var(b->iter_values[1], inner->loop_var.get()))
+        return false;
+      for (const ir::Stmt &l : loops) {
+        const auto *loop = l.as<ir::ForNode>();
+        if (loop->for_kind == ir::ForKind::kParallel) return ir::uses_var(b->iter_values[2], loop->loop_var.get());
       }
     }
-    EXPECT_EQ(realized > 0, k.expected) << k.workload.to_json().dump() << " realized " << realized;
+    return false;
+  };
+  for (bool constant : {true, false}) {
+    SCOPED_TRACE(constant ? "constant weights" : "weights given per call");
+    ir::Workload w = conv_relu({1, 8, 28, 14}, {32, 8, 3, 3}, 1);
+    w.inputs[1].constant = constant;
+    te::ComputeDAG dag = w.build_dag();
+    ir::PrimFunc func = te::lower(dag, "conv");
+    ASSERT_EQ(func.constant_params.empty(), !constant);
+    std::vector<HostTensor> inputs = positive_inputs(dag, 6);
+    std::vector<HostTensor> want = ir::interpret(func, inputs);
+    int found = check_matching_candidates(func, target, rows_parallel, inputs, want);
+    EXPECT_EQ(found > 0, constant) << "rows-parallel channel-vectorized candidates: " << found;
   }
 }
 
