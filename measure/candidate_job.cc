@@ -107,8 +107,9 @@ static std::string signature_mismatch(const std::vector<ParamSpec> &got, const s
   return "";
 }
 
-std::vector<MemorySpan> memory_spans(const std::vector<AlignedBuffer> &buffers,
-                                     const std::vector<AlignedBuffer> &packed) {
+// Every buffer a call reads or writes, for TimingOptions::flush_args.
+static std::vector<MemorySpan> memory_spans(const std::vector<AlignedBuffer> &buffers,
+                                            const std::vector<AlignedBuffer> &packed) {
   std::vector<MemorySpan> spans;
   for (const std::vector<AlignedBuffer> *set : {&buffers, &packed})
     for (const AlignedBuffer &buffer : *set) spans.push_back({buffer.data(), buffer.size()});

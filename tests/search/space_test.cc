@@ -231,17 +231,27 @@ int check_matching_candidates(const ir::PrimFunc &func, const Target &target, Pr
   return found;
 }
 
+// The conv2d block of `f` when its innermost loop is vectorized over output channels,
+// with the loops above it; null otherwise.
+const ir::BlockNode *channel_vectorized_conv(const ir::PrimFunc &f, std::vector<ir::Stmt> *loops_above) {
+  for (const ir::BlockNode *b : ir::sched::all_blocks(f)) {
+    if (b->name != "conv2d" || b->iter_vars.size() < 2) continue;
+    std::vector<ir::Stmt> loops = ir::sched::loops_above(f, b);
+    if (loops.empty()) return nullptr;
+    const auto *inner = loops.back().as<ir::ForNode>();
+    if (inner->for_kind != ir::ForKind::kVectorized || !ir::uses_var(b->iter_values[1], inner->loop_var.get()))
+      return nullptr;
+    *loops_above = std::move(loops);
+    return b;
+  }
+  return nullptr;
+}
+
 TEST(SearchSpace, PoorRowsGetASketchVectorizedOverChannels) {
   Target target = cpu_target();  // 16 lanes
   auto channel_vectorized = [](const ir::PrimFunc &f) {
-    for (const ir::BlockNode *b : ir::sched::all_blocks(f)) {
-      if (b->name != "conv2d" || b->iter_vars.size() < 2) continue;
-      std::vector<ir::Stmt> loops = ir::sched::loops_above(f, b);
-      if (loops.empty()) return false;
-      const auto *inner = loops.back().as<ir::ForNode>();
-      return inner->for_kind == ir::ForKind::kVectorized && ir::uses_var(b->iter_values[1], inner->loop_var.get());
-    }
-    return false;
+    std::vector<ir::Stmt> loops;
+    return channel_vectorized_conv(f, &loops) != nullptr;
   };
   struct Case {
     ir::Workload workload;
@@ -267,35 +277,31 @@ TEST(SearchSpace, PoorRowsGetASketchVectorizedOverChannels) {
 // rows between the cores. Without constant weights the panel would be packed again for
 // every row tile: no such sketch.
 TEST(SearchSpace, ConstantWeightsLetTheParallelLoopSplitRows) {
-  Target target = cpu_target();  // 16 lanes, 2 cores
   // Channel-vectorized, with the parallel loop driving the output's rows.
   auto rows_parallel = [](const ir::PrimFunc &f) {
-    for (const ir::BlockNode *b : ir::sched::all_blocks(f)) {
-      if (b->name != "conv2d" || b->iter_vars.size() < 3) continue;
-      std::vector<ir::Stmt> loops = ir::sched::loops_above(f, b);
-      if (loops.empty()) return false;
-      const auto *inner = loops.back().as<ir::ForNode>();
-      if (inner->for_kind != ir::ForKind::kVectorized || !ir::uses_var(b->iter_values[1], inner->loop_var.get()))
-        return false;
-      for (const ir::Stmt &l : loops) {
-        const auto *loop = l.as<ir::ForNode>();
-        if (loop->for_kind == ir::ForKind::kParallel) return ir::uses_var(b->iter_values[2], loop->loop_var.get());
-      }
+    std::vector<ir::Stmt> loops;
+    const ir::BlockNode *b = channel_vectorized_conv(f, &loops);
+    if (!b || b->iter_vars.size() < 3) return false;
+    for (const ir::Stmt &l : loops) {
+      const auto *loop = l.as<ir::ForNode>();
+      if (loop->for_kind == ir::ForKind::kParallel) return ir::uses_var(b->iter_values[2], loop->loop_var.get());
     }
     return false;
   };
-  for (bool constant : {true, false}) {
-    SCOPED_TRACE(constant ? "constant weights" : "weights given per call");
-    ir::Workload w = conv_relu({1, 8, 28, 14}, {32, 8, 3, 3}, 1);
-    w.inputs[1].constant = constant;
-    te::ComputeDAG dag = w.build_dag();
-    ir::PrimFunc func = te::lower(dag, "conv");
-    ASSERT_EQ(func.constant_params.empty(), !constant);
-    std::vector<HostTensor> inputs = positive_inputs(dag, 6);
-    std::vector<HostTensor> want = ir::interpret(func, inputs);
-    int found = check_matching_candidates(func, target, rows_parallel, inputs, want);
-    EXPECT_EQ(found > 0, constant) << "rows-parallel channel-vectorized candidates: " << found;
-  }
+  // AVX-512 (16 lanes) and AVX2 (8 lanes), 2 cores each.
+  for (const Target &target : {cpu_target(), Target::parse("llvm -mtriple=x86_64-linux-gnu -mcpu=znver3 -num-cores=2")})
+    for (bool constant : {true, false}) {
+      SCOPED_TRACE(target.str() + (constant ? ", constant weights" : ", weights given per call"));
+      ir::Workload w = conv_relu({1, 8, 28, 14}, {32, 8, 3, 3}, 1);
+      w.inputs[1].constant = constant;
+      te::ComputeDAG dag = w.build_dag();
+      ir::PrimFunc func = te::lower(dag, "conv");
+      ASSERT_EQ(func.constant_params.empty(), !constant);
+      std::vector<HostTensor> inputs = positive_inputs(dag, 6);
+      std::vector<HostTensor> want = ir::interpret(func, inputs);
+      int found = check_matching_candidates(func, target, rows_parallel, inputs, want);
+      EXPECT_EQ(found > 0, constant) << "rows-parallel channel-vectorized candidates: " << found;
+    }
 }
 
 // Zero padding may be computed anywhere above the convolution, but not inside its
