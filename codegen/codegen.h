@@ -43,6 +43,9 @@ class Compiler {
   std::string emit_llvm_ir(const ir::PrimFunc &func, const Target &target);
   /// Target assembly text.
   std::string emit_assembly(const ir::PrimFunc &func, const Target &target);
+  /// The CPU LLVM generates code for under `target`: its -mcpu, or for the host's own
+  /// CPU (`native`) the name whose scheduling model LLVM uses for this host.
+  std::string llvm_cpu(const Target &target);
 
  private:
   struct Impl;

@@ -115,7 +115,12 @@ std::unique_ptr<llvm::TargetMachine> make_target_machine(const Target &target) {
   bool host_cpu_target =
       normalize_triple(target.mtriple) == normalize_triple(host_triple()) && (cpu == "native" || cpu == host_cpu());
   if (host_cpu_target) {
-    cpu = llvm::sys::getHostCPUName().str();
+    // LLVM calls a CPU newer than itself "generic" (LLVM 16 on AMD's Zen 5), whose
+    // scheduling model is an old core's; Kiln's own name for the host (ir/host_cpu.cc:
+    // the newest model of its family that LLVM knows, or its ISA level) fits far better.
+    // The instructions follow the host's features either way.
+    std::string llvm_host = llvm::sys::getHostCPUName().str();
+    cpu = llvm_host == "generic" ? host_cpu() : llvm_host;
     llvm::StringMap<bool> host;
     if (llvm::sys::getHostCPUFeatures(host)) {
       for (const auto &f : host)
@@ -256,6 +261,8 @@ BuildStats Compiler::build_artifact(const ir::PrimFunc &func, const Target &targ
   stats.link_seconds = seconds_since(t0);
   return stats;
 }
+
+std::string Compiler::llvm_cpu(const Target &target) { return impl_->machine(target).getTargetCPU().str(); }
 
 std::string Compiler::emit_llvm_ir(const ir::PrimFunc &func, const Target &target) {
   llvm::TargetMachine &tm = impl_->machine(target);

@@ -519,6 +519,15 @@ TEST(CodegenX86Targets, HostCpuIsKnownToLlvmAndUnknownCpusAreRefused) {
   }
 }
 
+// The host's code is scheduled for a real core: where LLVM's own host detection does not
+// know the CPU (it answers "generic", as LLVM 16 does on AMD's Zen 5), Kiln's name for
+// it is used, and an explicit -mcpu is what LLVM builds for.
+TEST(CodegenX86Targets, HostCodeIsScheduledForANamedCpu) {
+  if (host_cpu() != "generic") EXPECT_EQ(compiler().llvm_cpu(host_target()).find("generic"), std::string::npos);
+  EXPECT_EQ(compiler().llvm_cpu(Target::parse("llvm -mcpu=znver3 -mtriple=x86_64-linux-gnu")), "znver3");
+  EXPECT_EQ(compiler().llvm_cpu(Target::parse("llvm -mcpu=generic -mtriple=x86_64-linux-gnu")), "generic");
+}
+
 // float32 exp, tanh, sigmoid and GELU's erf are polynomials in the vector registers
 // (codegen/vector_math.h), scalar and vectorized alike. Checked element by element
 // against double-precision libm over their whole useful range, the tiny values, the
