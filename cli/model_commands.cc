@@ -150,14 +150,44 @@ void add_compile(CLI::App &app) {
   cmd->add_option("--db", options->db_path, "tuning database to take schedules from (default: none, all untuned)");
   cmd->add_option("--target", options->target, "target to build for")->capture_default_str();
   cmd->add_option("-o,--output", *out, "output folder (replaced if it exists), e.g. m.kiln")->required();
-  cmd->callback([args, options, out] {
+  cmd->add_option("--choose-in-model", options->choose_in_model,
+                  "also build each tuned step's next N programs in the database (within 30% of its best) and time "
+                  "them inside the compiled model, over the step and the two after it; one at least 2% faster "
+                  "there replaces the best (0: off)")
+      ->capture_default_str()
+      ->check(at_least(0, 64));
+  auto threads = std::make_shared<int>(0);
+  cmd->add_option("--threads", *threads,
+                  "threads to time programs with for --choose-in-model: those the model will run with (default: "
+                  "all cores)")
+      ->check(at_least(1, 1024));
+  cmd->callback([args, options, out, threads] {
     auto [graph, subgraphs] = load_graph(*args);
+    if (*threads > 0) executor::Model::set_threads(*threads);
+    if (options->choose_in_model > 0 && options->db_path.empty())
+      fail("--choose-in-model chooses among a database's programs: give it one with --db");
+    auto chosen = [](const executor::InModelChoice &c) {
+      if (c.chosen_rank == 0)
+        std::fprintf(stderr, "step %zu (%s): kept the best of %zu programs tried inside the model (%.3f ms)\n", c.step,
+                     c.workload.c_str(), c.tried + 1, c.window_ms);
+      else
+        std::fprintf(stderr,
+                     "step %zu (%s): program %zu of the database's ranking runs its window in %.3f ms "
+                     "instead of %.3f ms\n",
+                     c.step, c.workload.c_str(), c.chosen_rank + 1, c.chosen_window_ms, c.window_ms);
+    };
     executor::CompileReport report;
     try {
-      report = executor::compile_model(graph, subgraphs, *options, *out, [](size_t done, size_t total) {
-        std::fprintf(stderr, "\rcompiling subgraph %zu/%zu", done, total);
-        if (done == total) std::fprintf(stderr, "\n");
-      });
+      // A counter redrawn in place on a terminal; elsewhere (a log) nothing per subgraph.
+      bool tty = isatty(STDERR_FILENO);
+      report = executor::compile_model(
+          graph, subgraphs, *options, *out,
+          [tty](size_t done, size_t total) {
+            if (!tty) return;
+            std::fprintf(stderr, "\rcompiling subgraph %zu/%zu", done, total);
+            if (done == total) std::fprintf(stderr, "\n");
+          },
+          chosen);
     } catch (const std::exception &e) {
       fail(e.what());
     }
@@ -165,6 +195,12 @@ void add_compile(CLI::App &app) {
                 out->c_str(), report.seconds, report.tuned, report.untuned);
     std::printf("activation memory: %.2f MB planned (%.2f MB with a buffer per tensor)\n", report.arena_bytes / 1e6,
                 report.unplanned_bytes / 1e6);
+    if (options->choose_in_model > 0) {
+      size_t changed = 0;
+      for (const executor::InModelChoice &c : report.in_model) changed += c.chosen_rank != 0;
+      std::printf("inside the model: %zu of %zu steps with other programs took one of them\n", changed,
+                  report.in_model.size());
+    }
   });
 }
 

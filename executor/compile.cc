@@ -1,9 +1,11 @@
 #include "executor/compile.h"
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <optional>
+#include <random>
 
 #include <nlohmann/json.hpp>
 
@@ -65,11 +67,129 @@ std::vector<std::optional<int64_t>> plan_activations(const frontend::Graph &grap
   return offsets;
 }
 
+// A tuned step's other programs, for choosing inside the model.
+struct StepPrograms {
+  ir::PrimFunc func;                     // the subgraph, unscheduled
+  std::vector<db::Record> alternatives;  // the database's next best, fastest first
+};
+
+double record_seconds(const db::Record &r) { return r.confirmed_latency ? *r.confirmed_latency : r.mean_latency(); }
+
+// Up to `n` records of `best`'s workload and target after it, within 30% of its latency:
+// further down, a kernel rarely wins back in the model what it loses alone.
+std::vector<db::Record> alternatives_of(db::Database &db, const frontend::Subgraph &s, const Target &target,
+                                        const db::Record &best, int n) {
+  std::vector<db::Record> out;
+  for (db::Record &r : db.top_k(s.workload.key_hash(), target.str(), static_cast<size_t>(n) + 1)) {
+    if (r.id == best.id || r.trace_json == best.trace_json) continue;
+    if (record_seconds(r) > 1.3 * record_seconds(best) || out.size() == static_cast<size_t>(n)) break;
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+// The time of steps [first, last] inside the inferences: the median of `runs` each.
+double window_ms(Model &model, size_t first, size_t last, int runs) {
+  model.run();
+  std::vector<double> ms = model.profile_steps(runs);
+  double sum = 0;
+  for (size_t i = first; i <= last; ++i) sum += ms[i];
+  return sum;
+}
+
+// Steps [step, last] with `current` and with `candidate` as step's artifact, in rounds
+// that alternate which goes first; returns both windows' medians and the median of the
+// per-round ratios candidate / current (what decides: both sides of a ratio are timed
+// in the same seconds). The step is left with `current`.
+struct WindowTiming {
+  double current_ms, candidate_ms, ratio;
+};
+WindowTiming time_in_model(Model &model, size_t step, size_t last, const std::string &current,
+                           const std::string &candidate) {
+  constexpr int kRounds = 4, kRuns = 10;
+  std::vector<double> cur, cand, ratio;
+  for (int r = 0; r < kRounds; ++r) {
+    double pair[2];
+    for (int k = 0; k < 2; ++k) {
+      bool take_candidate = (k == 0) == (r % 2 == 1);
+      model.replace_step(step, take_candidate ? candidate : current);
+      pair[take_candidate ? 1 : 0] = window_ms(model, step, last, kRuns);
+    }
+    cur.push_back(pair[0]);
+    cand.push_back(pair[1]);
+    ratio.push_back(pair[1] / pair[0]);
+  }
+  model.replace_step(step, current);
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return (v[v.size() / 2] + v[(v.size() - 1) / 2]) / 2;
+  };
+  return {median(cur), median(cand), median(ratio)};
+}
+
+// Times each tuned step's alternatives inside the model written to `root` and keeps the
+// faster programs: their artifacts replace the step's, and the manifest says so.
+void choose_in_model(const std::filesystem::path &root, nlohmann::json &manifest,
+                     const std::vector<StepPrograms> &programs, codegen::Compiler &compiler, const Target &target,
+                     const std::function<void(const InModelChoice &)> &chosen, CompileReport &report) {
+  Model model = Model::load(root.string());
+  std::mt19937_64 rng(0);
+  std::vector<ir::HostTensor> inputs;
+  for (const ir::TensorType &t : model.input_types()) {
+    inputs.emplace_back(t.dtype, t.shape);
+    inputs.back().fill_random(rng);
+  }
+  model.run(inputs);  // the input buffers keep them
+  const size_t num_steps = programs.size();
+  for (size_t i = 0; i < num_steps; ++i) {
+    const StepPrograms &p = programs[i];
+    if (p.alternatives.empty()) continue;
+    nlohmann::json &step = manifest["steps"][i];
+    const std::string artifact = (root / step["artifact"].get<std::string>()).string();
+    std::string current = artifact;
+    InModelChoice choice;
+    choice.step = i;
+    choice.workload = step.value("workload", "");
+    const size_t last = std::min(i + 2, num_steps - 1);
+    for (size_t k = 0; k < p.alternatives.size(); ++k) {
+      const db::Record &r = p.alternatives[k];
+      std::string candidate = artifact + ".try" + std::to_string(k + 1);
+      try {
+        ir::PrimFunc scheduled =
+            ir::Schedule::replay(p.func, ir::Trace::from_json(nlohmann::json::parse(r.trace_json))).func();
+        compiler.build_artifact(scheduled, target, candidate);
+      } catch (const std::exception &) {
+        continue;  // a record that no longer replays or builds is no candidate
+      }
+      ++choice.tried;
+      WindowTiming t = time_in_model(model, i, last, current, candidate);
+      if (choice.window_ms == 0) choice.window_ms = choice.chosen_window_ms = t.current_ms;
+      if (t.ratio < 0.98) {
+        if (current != artifact) std::filesystem::remove(current);
+        current = candidate;
+        choice.chosen_rank = k + 1;
+        choice.chosen_window_ms *= t.ratio;
+        step["tuned_ms"] = record_seconds(r) * 1e3;
+        step["chosen_in_model"] = {{"rank", k + 1}, {"record_id", r.id}};
+      } else {
+        std::filesystem::remove(candidate);
+      }
+    }
+    if (current != artifact) {
+      model.replace_step(i, current);
+      std::filesystem::rename(current, artifact);  // the loaded copy stays mapped
+    }
+    report.in_model.push_back(choice);
+    if (chosen) chosen(choice);
+  }
+}
+
 }  // namespace
 
 CompileReport compile_model(const frontend::Graph &graph, const std::vector<frontend::Subgraph> &subgraphs,
                             const CompileOptions &options, const std::string &out_dir,
-                            const std::function<void(size_t, size_t)> &progress) {
+                            const std::function<void(size_t, size_t)> &progress,
+                            const std::function<void(const InModelChoice &)> &chosen) {
   auto start = std::chrono::steady_clock::now();
   Target target;
   try {
@@ -116,6 +236,7 @@ CompileReport compile_model(const frontend::Graph &graph, const std::vector<fron
     }
     manifest["values"].push_back(j);
   }
+  weights.close();
   if (!weights) throw ModelError("cannot write '" + (root / "weights.bin").string() + "'");
   manifest["inputs"] = graph.inputs;
   manifest["outputs"] = graph.outputs;
@@ -126,6 +247,7 @@ CompileReport compile_model(const frontend::Graph &graph, const std::vector<fron
   report.arena_bytes = manifest["arena_bytes"].get<int64_t>();
   report.unplanned_bytes = manifest["unplanned_bytes"].get<int64_t>();
   codegen::Compiler compiler;
+  std::vector<StepPrograms> programs(subgraphs.size());
   for (size_t i = 0; i < subgraphs.size(); ++i) {
     const frontend::Subgraph &s = subgraphs[i];
     ir::PrimFunc func = te::lower(s.workload.build_dag(), "subgraph" + std::to_string(i));
@@ -137,7 +259,11 @@ CompileReport compile_model(const frontend::Graph &graph, const std::vector<fron
         try {
           scheduled = ir::Schedule::replay(func, ir::Trace::from_json(nlohmann::json::parse(best->trace_json))).func();
           tuned = true;
-          tuned_seconds = best->confirmed_latency ? *best->confirmed_latency : best->mean_latency();
+          tuned_seconds = record_seconds(*best);
+          if (options.choose_in_model > 0) {
+            programs[i].func = func;
+            programs[i].alternatives = alternatives_of(*db, s, target, *best, options.choose_in_model);
+          }
         } catch (const std::exception &) {
           // A record that no longer replays (an older trace format) is no schedule.
         }
@@ -163,6 +289,14 @@ CompileReport compile_model(const frontend::Graph &graph, const std::vector<fron
     if (progress) progress(i + 1, subgraphs.size());
   }
   std::ofstream(root / "model.json") << manifest.dump(1) << '\n';
+  if (options.choose_in_model > 0) {
+    try {
+      choose_in_model(root, manifest, programs, compiler, target, chosen, report);
+    } catch (const codegen::CodegenError &e) {
+      throw ModelError(std::string("choosing programs inside the model: ") + e.what());
+    }
+    std::ofstream(root / "model.json") << manifest.dump(1) << '\n';
+  }
   report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return report;
 }

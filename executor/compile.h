@@ -14,9 +14,27 @@
 
 namespace kiln::executor {
 
+/// One tuned step whose programs were timed against each other inside the model.
+struct InModelChoice {
+  size_t step = 0;
+  std::string workload;         ///< the subgraph's summary
+  size_t tried = 0;             ///< other programs built and timed in the model
+  size_t chosen_rank = 0;       ///< the kept program's place in the database's ranking (0: its best)
+  double window_ms = 0;         ///< the step and the two after it, with the database's best
+  double chosen_window_ms = 0;  ///< the same steps with the kept program
+};
+
 struct CompileOptions {
   std::string target = "llvm -mcpu=native";
   std::string db_path;  ///< empty: no database, every subgraph gets the untuned default
+  /// Programs tried inside the compiled model (0: none). A kernel timed alone does not
+  /// see what the model does to it: weights that come from memory, an input the other
+  /// core just wrote, a next step that reads its output split another way. With N > 0,
+  /// each tuned step's next N programs in the database (within 30% of its best) are
+  /// built and timed in the model, one at a time against the program the step has, over
+  /// the step and the two after it; one at least 2% faster there replaces it. Steps are
+  /// taken in model order. Timing uses the runtime pool's threads (Model::set_threads).
+  int choose_in_model = 0;
 };
 
 struct CompileReport {
@@ -24,14 +42,17 @@ struct CompileReport {
   size_t tuned = 0;    ///< built from a database record
   size_t untuned = 0;  ///< built with the default schedule
   double seconds = 0;
-  int64_t arena_bytes = 0;      ///< activations after memory planning
-  int64_t unplanned_bytes = 0;  ///< activations with one buffer each
+  int64_t arena_bytes = 0;              ///< activations after memory planning
+  int64_t unplanned_bytes = 0;          ///< activations with one buffer each
+  std::vector<InModelChoice> in_model;  ///< steps that tried programs inside the model
 };
 
 /// Builds `graph` (after fusion into `subgraphs`) into the folder `out_dir` (created;
-/// an existing model there is replaced). `progress` is told each finished subgraph.
+/// an existing model there is replaced). `progress` is told each finished subgraph,
+/// `chosen` each step once its programs were tried inside the model (choose_in_model).
 CompileReport compile_model(const frontend::Graph &graph, const std::vector<frontend::Subgraph> &subgraphs,
                             const CompileOptions &options, const std::string &out_dir,
-                            const std::function<void(size_t done, size_t total)> &progress = {});
+                            const std::function<void(size_t done, size_t total)> &progress = {},
+                            const std::function<void(const InModelChoice &)> &chosen = {});
 
 }  // namespace kiln::executor

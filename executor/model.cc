@@ -6,9 +6,9 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
-#include <deque>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 
 #include <nlohmann/json.hpp>
 
@@ -36,8 +36,12 @@ int64_t checked_bytes(const ir::TensorType &type) {
 struct Step {
   void *handle = nullptr;
   kiln_entry_fn entry = nullptr;
-  std::vector<void *> args;  // the subgraph's inputs, then its output
+  std::vector<size_t> arg_ids;  // the subgraph's inputs, then its output (buffer indices)
+  std::vector<void *> args;     // their data, or the packed copy of a weight
   std::string artifact;
+  // Weights in the layouts the artifact reads (kiln_prepack); `args` points into them,
+  // so each stays where it is when the steps' vector moves its elements.
+  std::vector<std::unique_ptr<ir::HostTensor>> packed;
 };
 
 // A value's bytes: in the arena (activations) or in a constant (weights).
@@ -51,7 +55,6 @@ struct Buffer {
 struct Model::Impl {
   std::string target;
   std::vector<ir::HostTensor> constants;
-  std::deque<ir::HostTensor> packed_constants;  // weights in the layouts steps read (kiln_prepack)
   std::unique_ptr<void, FreeArena> arena;
   int64_t arena_bytes = 0, unplanned_bytes = 0;
   std::vector<Buffer> buffers;
@@ -71,8 +74,7 @@ namespace {
 
 // Weights a step reads in a layout packed ahead of time (codegen/abi.h, version 2) are
 // packed here, once, with the artifact's kiln_prepack; the step then reads the copies.
-void pack_constants(const std::vector<Buffer> &buffers, std::deque<ir::HostTensor> &packed_constants, Step &step,
-                    const nlohmann::json &arg_ids) {
+void pack_constants(const std::vector<Buffer> &buffers, Step &step) {
   const char *text = static_cast<const char *>(dlsym(step.handle, KILN_INFO_SYMBOL));
   if (!text) throw ModelError(step.artifact + " is not a Kiln artifact (no " KILN_INFO_SYMBOL ")");
   nlohmann::json info = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
@@ -82,13 +84,21 @@ void pack_constants(const std::vector<Buffer> &buffers, std::deque<ir::HostTenso
   std::vector<size_t> slots;
   for (size_t i = 0; i < step.args.size(); ++i) {
     const nlohmann::json &param = info["params"][i];
-    if (!param.contains("packed_from")) continue;
-    const Buffer &weight = buffers.at(arg_ids.at(i).get<size_t>());
+    const Buffer &buffer = buffers.at(step.arg_ids.at(i));
+    if (!param.contains("packed_from")) {
+      // An artifact built for another subgraph would read and write past the buffers.
+      if (param.at("shape").get<std::vector<int64_t>>() != buffer.type.shape ||
+          param.at("dtype").get<std::string>() != ir::dtype_name(buffer.type.dtype))
+        throw ModelError(step.artifact + ": its param " + std::to_string(i) +
+                         " is not the model's buffer for this step (another shape or type); compile it again");
+      continue;
+    }
+    const Buffer &weight = buffer;
     if (!weight.constant || weight.type.shape != param["packed_from"].at("shape").get<std::vector<int64_t>>())
       throw ModelError(step.artifact + " reads param " + std::to_string(i) +
                        " packed ahead of time, but the model gives it no weight of that shape; compile it again");
-    ir::HostTensor &packed = packed_constants.emplace_back(ir::parse_dtype(param.at("dtype").get<std::string>()),
-                                                           param.at("shape").get<std::vector<int64_t>>());
+    ir::HostTensor &packed = *step.packed.emplace_back(std::make_unique<ir::HostTensor>(
+        ir::parse_dtype(param.at("dtype").get<std::string>()), param.at("shape").get<std::vector<int64_t>>()));
     prepack_args.push_back(step.args[i]);
     prepack_args.push_back(packed.data());
     slots.push_back(i);
@@ -99,6 +109,15 @@ void pack_constants(const std::vector<Buffer> &buffers, std::deque<ir::HostTenso
   if (int32_t rc = prepack(prepack_args.data()); rc != 0)
     throw ModelError("packing the weights of " + step.artifact + " failed with code " + std::to_string(rc));
   for (size_t k = 0; k < slots.size(); ++k) step.args[slots[k]] = prepack_args[2 * k + 1];
+}
+
+// Opens `step.artifact` and packs its weights; `step.args` holds the plain buffers.
+void load_artifact(const std::vector<Buffer> &buffers, Step &step) {
+  step.handle = dlopen(step.artifact.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!step.handle) throw ModelError("cannot load " + step.artifact + ": " + dlerror());
+  step.entry = reinterpret_cast<kiln_entry_fn>(dlsym(step.handle, KILN_ENTRY_SYMBOL));
+  if (!step.entry) throw ModelError(step.artifact + " is not a Kiln artifact (no " KILN_ENTRY_SYMBOL ")");
+  pack_constants(buffers, step);
 }
 
 }  // namespace
@@ -182,16 +201,13 @@ Model Model::load(const std::string &dir) {
       impl->output_types.push_back(impl->buffers[impl->outputs.back()].type);
     }
     for (const nlohmann::json &s : m.at("steps")) {
-      Step step;
+      Step &step = impl->steps.emplace_back();  // owned from here: closed if a later step fails
       step.artifact = (root / s.at("artifact").get<std::string>()).string();
-      for (const nlohmann::json &a : s.at("args")) step.args.push_back(impl->buffers[index(a)].data);
-      step.handle = dlopen(step.artifact.c_str(), RTLD_NOW | RTLD_LOCAL);
-      if (!step.handle) throw ModelError("cannot load " + step.artifact + ": " + dlerror());
-      impl->steps.push_back(step);  // owned from here: closed if a later step fails
-      impl->steps.back().entry = reinterpret_cast<kiln_entry_fn>(dlsym(step.handle, KILN_ENTRY_SYMBOL));
-      if (!impl->steps.back().entry)
-        throw ModelError(step.artifact + " is not a Kiln artifact (no " KILN_ENTRY_SYMBOL ")");
-      pack_constants(impl->buffers, impl->packed_constants, impl->steps.back(), s.at("args"));
+      for (const nlohmann::json &a : s.at("args")) {
+        step.arg_ids.push_back(index(a));
+        step.args.push_back(impl->buffers[step.arg_ids.back()].data);
+      }
+      load_artifact(impl->buffers, step);
       StepInfo &info = impl->step_infos.emplace_back();
       info.workload = s.value("workload", "");
       info.key_hash = s.value("key_hash", "");
@@ -204,6 +220,26 @@ Model Model::load(const std::string &dir) {
     throw damaged(e.what());
   }
   return Model(std::move(impl));
+}
+
+void Model::replace_step(size_t i, const std::string &artifact) {
+  Step &old = impl_->steps.at(i);
+  Step step;
+  step.artifact = artifact;
+  step.arg_ids = old.arg_ids;
+  for (size_t id : step.arg_ids) step.args.push_back(impl_->buffers[id].data);
+  try {
+    try {
+      load_artifact(impl_->buffers, step);
+    } catch (const nlohmann::json::exception &e) {
+      throw ModelError(artifact + ": its " KILN_INFO_SYMBOL " is damaged: " + e.what());
+    }
+  } catch (...) {
+    if (step.handle) dlclose(step.handle);
+    throw;
+  }
+  dlclose(old.handle);
+  old = std::move(step);
 }
 
 void Model::set_threads(int threads) { kiln_rt_set_num_threads(threads); }

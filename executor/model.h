@@ -68,6 +68,11 @@ class Model {
   const void *output_data(size_t i) const;
   void run();
 
+  /// Replaces step `i`'s artifact with another build of the same subgraph (another
+  /// program of its task): loads it and packs its weights, then closes the previous one.
+  /// On an error the step keeps its artifact. The manifest on disk is not changed.
+  void replace_step(size_t i, const std::string &artifact);
+
   /// Runs `runs` inferences on what the input buffers hold, timing each step on its
   /// own inside them; returns every step's median in ms, in step order. Where a model
   /// is slower than the sum of its tuned kernels, this says which steps lose the time.

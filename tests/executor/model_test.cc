@@ -204,6 +204,81 @@ TEST(CompiledModelWithDatabase, WeightsPackedAheadOfTimeArePackedAtLoad) {
   expect_reference_output(model, "mlp");
 }
 
+// With choose_in_model, each tuned step's next programs are built and timed inside the
+// compiled model; whichever it keeps, the folder holds one artifact per step, the
+// manifest names the record each step runs, and the model gives the exporter's output.
+// Weights packed ahead of time are packed again for every program tried.
+TEST(CompiledModelWithDatabase, OtherProgramsAreTimedInsideTheModel) {
+  Fused f = import("mlp");
+  const std::string target = "llvm -num-cores=2";
+  Target t = Target::parse(target);
+  std::filesystem::path db_path = temp_dir() / "choose.db";
+  std::vector<std::vector<double>> latencies(f.subgraphs.size());
+  {
+    auto db = db::Database::open(db_path, db::OpenMode::kCreate);
+    for (size_t i = 0; i < f.subgraphs.size(); ++i) {
+      const frontend::Subgraph &s = f.subgraphs[i];
+      ir::PrimFunc func = te::lower(s.workload.build_dag(), "sg");
+      std::set<std::string> traces;
+      for (const ir::Trace &sketch : search::generate_sketches(func, search::default_rules(t), 1))
+        for (uint64_t seed = 0; seed < 8 && traces.size() < 3; ++seed)
+          if (auto c = search::realize(func, sketch, search::default_postprocessors(t), seed)) {
+            std::string trace = c->trace.to_json().dump();
+            if (!traces.insert(trace).second) continue;
+            db::Record r;
+            r.workload.canonical_json = s.workload.canonical_string();
+            r.target = target;
+            r.trace_json = trace;
+            r.outcome = std::vector<double>{1e-4 * (1 + 0.1 * static_cast<double>(traces.size() - 1))};
+            latencies[i].push_back(r.latencies()[0]);
+            db.commit({r});
+          }
+      ASSERT_GE(traces.size(), 2u) << s.workload.summary();
+    }
+  }
+  CompileOptions options{target, db_path.string()};
+  options.choose_in_model = 2;
+  size_t told = 0;
+  std::string dir = (temp_dir() / "choose.kiln").string();
+  CompileReport report = compile_model(f.graph, f.subgraphs, options, dir, {}, [&](const InModelChoice &) { ++told; });
+  EXPECT_EQ(report.tuned, f.subgraphs.size());
+  ASSERT_EQ(report.in_model.size(), f.subgraphs.size());
+  EXPECT_EQ(told, f.subgraphs.size());
+  for (const InModelChoice &c : report.in_model) {
+    EXPECT_EQ(c.tried, latencies[c.step].size() - 1) << c.workload;
+    EXPECT_LE(c.chosen_rank, c.tried);
+    EXPECT_GT(c.window_ms, 0);
+    EXPECT_GT(c.chosen_window_ms, 0);
+    EXPECT_EQ(c.chosen_rank == 0, c.chosen_window_ms == c.window_ms);
+  }
+  size_t files = 0;
+  for (const auto &entry : std::filesystem::directory_iterator(dir)) {
+    EXPECT_EQ(entry.path().string().find(".try"), std::string::npos) << entry.path();
+    files += entry.path().extension() == ".so";
+  }
+  EXPECT_EQ(files, f.subgraphs.size());
+  std::ifstream manifest_file(std::filesystem::path(dir) / "model.json");
+  nlohmann::json manifest = nlohmann::json::parse(manifest_file);
+  for (size_t i = 0; i < f.subgraphs.size(); ++i) {
+    size_t rank = report.in_model[i].chosen_rank;
+    EXPECT_EQ(manifest["steps"][i].contains("chosen_in_model"), rank != 0);
+    EXPECT_DOUBLE_EQ(manifest["steps"][i]["tuned_ms"].get<double>(), latencies[i][rank] * 1e3);
+  }
+  Model model = Model::load(dir);
+  expect_reference_output(model, "mlp");
+
+  // Every program of a step gives the same output there; another step's artifact is
+  // refused and the step keeps its own.
+  ir::HostTensor input = read_floats(models_dir() + "/mlp.input.bin", model.input_types().at(0));
+  ir::HostTensor want = model.run({input}).at(0);
+  std::string own = (std::filesystem::path(dir) / manifest["steps"][0]["artifact"].get<std::string>()).string();
+  std::string other = (std::filesystem::path(dir) / manifest["steps"][1]["artifact"].get<std::string>()).string();
+  EXPECT_THROW(model.replace_step(0, other), ModelError);
+  EXPECT_THROW(model.replace_step(0, dir + "/missing.so"), ModelError);
+  model.replace_step(0, own);
+  EXPECT_LE(ir::relative_l2_error(model.run({input}).at(0), want), 1e-6);
+}
+
 TEST(CompiledModelErrors, BadFoldersAndInputsAreClearErrors) {
   auto error_of = [](const std::function<void()> &f) {
     try {
