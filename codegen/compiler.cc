@@ -93,6 +93,24 @@ std::string normalize_triple(const std::string &t) {
   return t;
 }
 
+// CPUs newer than the LLVM Kiln links, by the name later LLVMs give them, and the model
+// this LLVM builds their code for: the newest of the same family, whose instructions
+// they all have. Targets (and so records) keep the real name: two generations of a
+// family never share a record, though this LLVM schedules their code alike.
+const std::map<std::string, std::string> &cpus_newer_than_llvm() {
+  static const std::map<std::string, std::string> table = {{"znver5", "znver4"}};
+  return table;
+}
+
+// The CPU model LLVM builds `cpu`'s code for, or "" if it knows neither the name nor a
+// stand-in for it.
+std::string llvm_model_of(const std::string &cpu, const llvm::MCSubtargetInfo *subtarget) {
+  if (cpu == "generic" || (subtarget && subtarget->isCPUStringValid(cpu))) return cpu;
+  auto it = cpus_newer_than_llvm().find(cpu);
+  if (it != cpus_newer_than_llvm().end() && subtarget && subtarget->isCPUStringValid(it->second)) return it->second;
+  return "";
+}
+
 std::unique_ptr<llvm::TargetMachine> make_target_machine(const Target &target) {
   if (!target.is_llvm())
     throw CodegenError("target '" + target.str() + "' is not an llvm target; CPU code generation needs `llvm ...`");
@@ -101,26 +119,28 @@ std::unique_ptr<llvm::TargetMachine> make_target_machine(const Target &target) {
   std::string error;
   const llvm::Target *t = llvm::TargetRegistry::lookupTarget(triple, error);
   if (!t) throw CodegenError("LLVM cannot generate code for triple '" + triple + "': " + error);
-  std::string cpu = target.mcpu.empty() ? "generic" : target.mcpu;
+  const std::string named = target.mcpu.empty() ? "generic" : target.mcpu;
   // LLVM only warns about a CPU it does not know, then builds for a generic one (or
   // aborts the process: "64-bit code requested on a subtarget that doesn't support it").
   std::unique_ptr<llvm::MCSubtargetInfo> subtarget(t->createMCSubtargetInfo(triple, "", ""));
-  if (cpu != "generic" && cpu != "native" && (!subtarget || !subtarget->isCPUStringValid(cpu)))
-    throw CodegenError("LLVM " + std::to_string(LLVM_VERSION_MAJOR) + " does not know the CPU '" + cpu + "' for " +
+  std::string cpu = named == "native" ? named : llvm_model_of(named, subtarget.get());
+  if (cpu.empty())
+    throw CodegenError("LLVM " + std::to_string(LLVM_VERSION_MAJOR) + " does not know the CPU '" + named + "' for " +
                        triple + "; `llc-" + std::to_string(LLVM_VERSION_MAJOR) + " -mtriple=" + triple +
                        " -mcpu=help` lists the names it accepts");
   std::string features;
   // The host's own CPU (as `native` resolves to) is built with LLVM's view of the host,
   // features included: a virtual machine may lack some of its model's features.
   bool host_cpu_target =
-      normalize_triple(target.mtriple) == normalize_triple(host_triple()) && (cpu == "native" || cpu == host_cpu());
+      normalize_triple(target.mtriple) == normalize_triple(host_triple()) && (named == "native" || named == host_cpu());
   if (host_cpu_target) {
     // LLVM calls a CPU newer than itself "generic" (LLVM 16 on AMD's Zen 5), whose
-    // scheduling model is an old core's; Kiln's own name for the host (ir/host_cpu.cc:
-    // the newest model of its family that LLVM knows, or its ISA level) fits far better.
-    // The instructions follow the host's features either way.
+    // scheduling model is an old core's; the model of Kiln's name for the host
+    // (ir/host_cpu.cc, its stand-in above if LLVM is older) fits far better. The
+    // instructions follow the host's features either way.
     std::string llvm_host = llvm::sys::getHostCPUName().str();
-    cpu = llvm_host == "generic" ? host_cpu() : llvm_host;
+    std::string kiln_host = llvm_model_of(host_cpu(), subtarget.get());
+    cpu = llvm_host == "generic" && !kiln_host.empty() ? kiln_host : llvm_host;
     llvm::StringMap<bool> host;
     if (llvm::sys::getHostCPUFeatures(host)) {
       for (const auto &f : host)

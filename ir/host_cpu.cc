@@ -43,13 +43,16 @@ bool in(unsigned value, std::initializer_list<unsigned> set) {
   return false;
 }
 
-// The model table follows LLVM 16's host detection (llvm/lib/TargetParser/Host.cpp)
-// for the server and desktop parts Kiln meets; CPUs it does not list get an ISA level.
+// The model table follows LLVM's host detection (llvm/lib/TargetParser/Host.cpp) for
+// the server and desktop parts Kiln meets, with the names newer LLVMs give CPUs that
+// LLVM 16 does not know (Zen 5); CPUs it does not list get an ISA level.
 std::string named_x86_cpu(const X86Id &id) {
   if (id.vendor == "AuthenticAMD") {
     if (id.family == 0x17) return id.model >= 0x30 ? "znver2" : "znver1";
     if (id.family == 0x19) return (id.model <= 0x0f || (id.model >= 0x20 && id.model <= 0x5f)) ? "znver3" : "znver4";
-    if (id.family == 0x1a) return "znver4";  // Zen 5: the newest Zen LLVM 16 knows
+    // Zen 5: LLVM 16 does not know it and builds its code as Zen 4's (codegen), but its
+    // records must not mix with Zen 4's (a full-width AVX-512 datapath, not a halved one).
+    if (id.family == 0x1a) return "znver5";
     return "";
   }
   if (id.vendor != "GenuineIntel" || id.family != 6) return "";
