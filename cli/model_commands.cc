@@ -377,6 +377,7 @@ void add_tune(CLI::App &app) {
     std::string allocation = "gradient";
     int early_stop = scheduler::SchedulerOptions{}.early_stop_rounds;
     int warmup_batch = scheduler::SchedulerOptions{}.warmup_batch;
+    int warmup_trials = scheduler::SchedulerOptions{}.warmup_trials;
     bool measure = true;
     std::string report;
   };
@@ -400,6 +401,12 @@ void add_tune(CLI::App &app) {
                   "--batch)")
       ->capture_default_str()
       ->check(at_least(1, 4096));
+  cmd->add_option("--warmup-trials", a->warmup_trials,
+                  "gradient scheduler: then every task without programs in the database gets this many candidates "
+                  "of its own, the largest share of the estimated latency first, before the rule allocates (-1: "
+                  "one --batch; 0: none)")
+      ->capture_default_str()
+      ->check(at_least(-1, 1000000));
   cmd->add_option("--share", a->options.evolution.max_adopted,
                   "a task's new best is offered to the tasks whose schedules sample the same way (the same "
                   "operator with another epilogue or shape); each keeps this many offers to measure in its next "
@@ -431,6 +438,7 @@ void add_tune(CLI::App &app) {
         a->allocation == "gradient" ? scheduler::Allocation::kGradient : scheduler::Allocation::kRoundRobin;
     options.early_stop_rounds = a->early_stop;
     options.warmup_batch = a->warmup_batch;
+    options.warmup_trials = a->warmup_trials;
     options.task = a->options;
     std::filesystem::path work = std::filesystem::temp_directory_path() / ("kiln_tune_" + std::to_string(getpid()));
     measure::LocalBuilderPool pool(a->builders, work, 60.0);

@@ -15,6 +15,14 @@ std::string ops_of(const std::string &summary) { return summary.substr(0, summar
 
 double best_of(const TaskState &t) { return t.best_curve.empty() ? 0 : t.best_curve.back(); }
 
+int64_t warmup_trials(const SchedulerOptions &options) {
+  return options.warmup_trials < 0 ? options.task.batch : options.warmup_trials;
+}
+
+bool needs_top_up(const TaskState &t, const SchedulerOptions &options) {
+  return !t.resumed && t.progress.trials < warmup_trials(options);
+}
+
 }  // namespace
 
 // A task's new best goes to every other task whose search samples the same way (the
@@ -51,6 +59,15 @@ int TaskScheduler::pick_gradient(const std::vector<TaskState> &tasks, const Sche
   if (open.empty()) return -1;
   for (int i : open)
     if (best_of(tasks[static_cast<size_t>(i)]) <= 0) return i;  // warm-up: a program for everyone first
+  int top_up = -1;
+  for (int i : open) {
+    const TaskState &t = tasks[static_cast<size_t>(i)];
+    if (needs_top_up(t, options) &&
+        (top_up < 0 || t.weight * best_of(t) >
+                           tasks[static_cast<size_t>(top_up)].weight * best_of(tasks[static_cast<size_t>(top_up)])))
+      top_up = i;
+  }
+  if (top_up >= 0) return top_up;
   if (random01 < options.epsilon) {
     auto k = static_cast<size_t>(random01 / options.epsilon * static_cast<double>(open.size()));
     return open[std::min(k, open.size() - 1)];
@@ -99,6 +116,7 @@ SchedulerResult TaskScheduler::run(const std::function<void(const SchedulerProgr
     tuners_[i]->prepare();
     states_[i].progress = tuners_[i]->progress();
     if (states_[i].progress.best_seconds > 0) states_[i].best_curve.push_back(states_[i].progress.best_seconds);
+    states_[i].resumed = states_[i].progress.best_seconds > 0;
   }
   for (size_t i = 0; i < tuners_.size(); ++i) share_best(i);
   std::mt19937_64 rng(options_.task.seed);
@@ -133,6 +151,8 @@ SchedulerResult TaskScheduler::run(const std::function<void(const SchedulerProgr
     int batch = options_.task.batch;
     if (options_.allocation == Allocation::kGradient && best_of(state) <= 0)
       batch = std::max(1, std::min(batch, options_.warmup_batch));
+    else if (options_.allocation == Allocation::kGradient && needs_top_up(state, options_))
+      batch = static_cast<int>(std::min<int64_t>(batch, warmup_trials(options_) - state.progress.trials));
     int n = static_cast<int>(std::min<int64_t>(batch, options_.trials - p.trials));
     bool more = tuner.run_round(n);
     state.progress = tuner.progress();

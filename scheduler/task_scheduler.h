@@ -4,8 +4,15 @@
 // Objective: the model's estimated latency, sum over tasks of weight x best latency.
 // Warm-up: every task gets rounds in turn until each has a measured program; these
 // rounds are `warmup_batch` candidates, not a full batch, so that a model of many tasks
-// does not spend its budget before the rule has anything to compare. Then, for
-// each task i with weight w_i, best latency g_i after t_i of its rounds, FLOPs C_i:
+// does not spend its budget before the rule has anything to compare. Then each task is
+// topped up to `warmup_trials` candidates of its own (Ansor's warm-up gives every task a
+// full round), the largest share of the estimated latency first; a task the database
+// already had programs for is not. A program from a few random candidates says little
+// about what the task can reach: the rule below, whose optimistic term ranks tasks by
+// latency, would otherwise leave a small task at it for good (resnet18's 1x1
+// downsampling convolutions at half their speed after 2000 trials, bench/RESULTS.md).
+// Then, for each task i with weight w_i, best latency g_i after t_i of its rounds,
+// FLOPs C_i:
 //
 //   backward_i = (g_i(t_i) - g_i(t_i - window)) / window              (<= 0: progress)
 //   forward_i  = min(-g_i(t_i) / t_i,                                  (optimistic)
@@ -50,6 +57,9 @@ struct SchedulerOptions {
   /// Candidates in a warm-up round of the gradient rule (a task without a measured
   /// program yet); at most the task's batch. Round-robin rounds are always full batches.
   int warmup_batch = 8;
+  /// Candidates every task gets before the gradient rule allocates (after the first
+  /// rounds above); -1: one full batch (TuneOptions::batch); 0: none.
+  int warmup_trials = -1;
   /// Per task: batch size (the round), search, timing and confirmation options.
   TuneOptions task;
 };
@@ -62,6 +72,7 @@ struct TaskState {
   Progress progress;
   std::vector<double> best_curve;  ///< best latency after each of its rounds (0 = none yet)
   bool stopped = false;
+  bool resumed = false;  ///< the database had a program for it when the job started
 };
 
 /// What one round did, for progress displays and reports.

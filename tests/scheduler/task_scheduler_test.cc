@@ -36,6 +36,7 @@ std::vector<int> allocate(std::vector<TaskState> tasks, const std::vector<std::f
                           int rounds) {
   SchedulerOptions options;
   options.epsilon = 0;
+  options.warmup_trials = 0;  // the curves' law alone
   std::vector<int> picks(tasks.size(), 0);
   for (int r = 0; r < rounds; ++r) {
     int i = TaskScheduler::pick_gradient(tasks, options, 0.5);
@@ -54,6 +55,29 @@ TEST(TaskSchedulerAllocation, UnmeasuredTasksComeFirst) {
   EXPECT_EQ(TaskScheduler::pick_gradient(tasks, {}, 0.5), 0);
   tasks[0].stopped = true;
   EXPECT_EQ(TaskScheduler::pick_gradient(tasks, {}, 0.5), -1);
+}
+
+// After its first program, every task gets candidates up to warmup_trials of its own,
+// the largest share of the estimate first, whatever the gradient says; a task the
+// database had programs for gets none.
+TEST(TaskSchedulerAllocation, TasksAreToppedUpToAFullRoundBeforeTheRuleAllocates) {
+  SchedulerOptions options;
+  options.epsilon = 0;
+  options.warmup_trials = 32;
+  // Task 0 is heavy and improving fast: the rule alone would pick it.
+  std::vector<TaskState> tasks = {task("conv2d 1x8", 2, 1e9, {0.9, 0.6, 0.3}), task("conv2d 1x16", 1, 1e9, {0.1}),
+                                  task("dense 1x8", 1, 1e9, {0.05})};
+  tasks[0].progress.trials = 96;
+  tasks[1].progress.trials = 8;
+  tasks[2].progress.trials = 8;
+  EXPECT_EQ(TaskScheduler::pick_gradient(tasks, options, 0.5), 1);  // 0.1 ms before 0.05 ms
+  tasks[1].progress.trials = 32;
+  EXPECT_EQ(TaskScheduler::pick_gradient(tasks, options, 0.5), 2);
+  tasks[2].resumed = true;
+  EXPECT_EQ(TaskScheduler::pick_gradient(tasks, options, 0.5), 0);
+  tasks[2].resumed = false;
+  options.warmup_trials = 0;
+  EXPECT_EQ(TaskScheduler::pick_gradient(tasks, options, 0.5), 0);
 }
 
 TEST(TaskSchedulerAllocation, FlatCurvesGetFewerRoundsAndHeavyTasksMore) {
@@ -78,6 +102,7 @@ TEST(TaskSchedulerAllocation, SimilarTasksPullLaggardsUp) {
   // similar tasks), and gets the round.
   SchedulerOptions options;
   options.epsilon = 0;
+  options.warmup_trials = 0;
   std::vector<TaskState> unrelated = {task("conv2d 1x8", 1, 1e9, std::vector<double>(40, 0.1)),
                                       task("matmul 8x8", 1, 1e9, {0.012, 0.01})};
   EXPECT_EQ(TaskScheduler::pick_gradient(unrelated, options, 0.5), 1);
@@ -159,8 +184,8 @@ TEST(TaskSchedulerJob, TunesEveryTaskStoresEachTrialOnceAndResumes) {
 }
 
 // The gradient rule's warm-up rounds are small: every task has a program after 3
-// candidates each, and only then do rounds take the full batch. Round-robin rounds are
-// always full.
+// candidates each; then each is topped up to a full batch (8) of its own, and only then
+// do rounds take the full batch. Round-robin rounds are always full.
 TEST(TaskSchedulerJob, WarmUpRoundsAreSmallUnderTheGradientRule) {
   JobFolder job("kiln_task_scheduler_warmup");
   SchedulerOptions options = small_job(17);
@@ -171,7 +196,7 @@ TEST(TaskSchedulerJob, WarmUpRoundsAreSmallUnderTheGradientRule) {
   SchedulerResult r = TaskScheduler(tasks, job.target, options, &gradient_db, job.pool, test_runner(), model).run();
   std::vector<int64_t> trials_after;
   for (const auto &round : r.progress.rounds) trials_after.push_back(round.trials);
-  EXPECT_EQ(trials_after, (std::vector<int64_t>{3, 6, 9, 17}));
+  EXPECT_EQ(trials_after, (std::vector<int64_t>{3, 6, 9, 14, 17}));
   EXPECT_GT(r.progress.rounds[2].estimated_latency, 0) << "a task has no program after the warm-up";
 
   options.allocation = Allocation::kRoundRobin;
