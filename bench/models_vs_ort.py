@@ -30,6 +30,22 @@ def kiln_bench(kiln, model_dir, threads, repeat):
     return float(re.search(r"median ([0-9.]+) ms", out).group(1))
 
 
+def kiln_compile(kiln, onnx_path, compiled, db):
+    """`kiln compile` (with the database's schedules when db is given); logs its report."""
+    cmd = [kiln, "compile", "--model", onnx_path, "-o", compiled] + (["--db", db] if db else [])
+    print("# " + subprocess.run(cmd, check=True, capture_output=True, text=True).stdout.strip(), file=sys.stderr)
+
+
+def model_input(models, name, onnx_path):
+    """The model's input name and data: its reference input when the folder has one."""
+    session_input = ort.InferenceSession(onnx_path, providers=["CPUExecutionProvider"]).get_inputs()[0]
+    shape = [int(d) for d in session_input.shape]
+    raw = os.path.join(models, name + ".input.bin")
+    data = np.fromfile(raw, dtype=np.float32).reshape(shape) if os.path.exists(raw) else \
+        np.random.default_rng(0).standard_normal(shape, dtype=np.float32)
+    return session_input.name, data
+
+
 def ort_bench(session, feed, repeat):
     for _ in range(3):
         session.run(None, feed)
@@ -57,22 +73,14 @@ def main():
         for name in a.names:
             onnx_path = os.path.join(a.models, name + ".onnx")
             compiled = os.path.join(tmp, name + ".kiln")
-            cmd = [a.kiln, "compile", "--model", onnx_path, "-o", compiled]
-            if a.db:
-                cmd += ["--db", a.db]
-            report = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout.strip()
-            print(f"# {report}", file=sys.stderr)
-            session_input = ort.InferenceSession(onnx_path, providers=["CPUExecutionProvider"]).get_inputs()[0]
-            shape = [int(d) for d in session_input.shape]
-            raw = os.path.join(a.models, name + ".input.bin")
-            data = np.fromfile(raw, dtype=np.float32).reshape(shape) if os.path.exists(raw) else \
-                np.random.default_rng(0).standard_normal(shape, dtype=np.float32)
+            kiln_compile(a.kiln, onnx_path, compiled, a.db)
+            input_name, data = model_input(a.models, name, onnx_path)
             for t in threads:
                 options = ort.SessionOptions()
                 options.intra_op_num_threads = t
                 options.inter_op_num_threads = 1
                 session = ort.InferenceSession(onnx_path, options, providers=["CPUExecutionProvider"])
-                feed = {session_input.name: data}
+                feed = {input_name: data}
                 kiln_ms, ort_ms = [], []
                 for _ in range(a.rounds):
                     kiln_ms.append(kiln_bench(a.kiln, compiled, t, a.repeat))

@@ -24,8 +24,9 @@ import subprocess
 import sys
 import tempfile
 
-import numpy as np
 import onnxruntime as ort
+
+from models_vs_ort import kiln_compile, model_input
 
 STEP_LINE = re.compile(r"^\s*(\d+)\s+([0-9.]+)\s+\S+\s+\S+\s+[0-9.]+%\s+(\S+)\s+(\S+)\s*$")
 
@@ -95,14 +96,9 @@ def main():
     onnx_path = os.path.join(a.models, a.name + ".onnx")
     with tempfile.TemporaryDirectory() as tmp:
         compiled = os.path.join(tmp, a.name + ".kiln")
-        cmd = [a.kiln, "compile", "--model", onnx_path, "-o", compiled] + (["--db", a.db] if a.db else [])
-        print("# " + subprocess.run(cmd, check=True, capture_output=True, text=True).stdout.strip(), file=sys.stderr)
-        session_input = ort.InferenceSession(onnx_path, providers=["CPUExecutionProvider"]).get_inputs()[0]
-        shape = [int(d) for d in session_input.shape]
-        raw = os.path.join(a.models, a.name + ".input.bin")
-        data = np.fromfile(raw, dtype=np.float32).reshape(shape) if os.path.exists(raw) else \
-            np.random.default_rng(0).standard_normal(shape, dtype=np.float32)
-        feed = {session_input.name: data}
+        kiln_compile(a.kiln, onnx_path, compiled, a.db)
+        input_name, data = model_input(a.models, a.name, onnx_path)
+        feed = {input_name: data}
         kiln_rounds, ort_rounds = [], []
         for r in range(a.rounds):
             kiln_rounds.append(kiln_steps(a.kiln, compiled, a.threads, a.repeat))

@@ -11,7 +11,6 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
-#include <random>
 
 #include "cli/flag_checks.h"
 #include "cli/tune_command.h"
@@ -323,12 +322,7 @@ void add_bench(CLI::App &app) {
   cmd->callback([args] {
     executor::Model model = load_model(args->model);
     if (args->threads > 0) executor::Model::set_threads(args->threads);
-    std::mt19937_64 rng(0);
-    std::vector<ir::HostTensor> inputs;
-    for (const ir::TensorType &t : model.input_types()) {
-      inputs.emplace_back(t.dtype, t.shape);
-      inputs.back().fill_random(rng);
-    }
+    std::vector<ir::HostTensor> inputs = model.random_inputs();
     std::vector<double> ms;
     try {
       for (int i = 0; i < 3; ++i) model.run(inputs);
@@ -517,12 +511,7 @@ void add_tune(CLI::App &app) {
       executor::compile_model(graph, subgraphs, {target.str(), a->db}, (dir / "tuned").string());
       executor::Model untuned = executor::Model::load((dir / "untuned").string());
       executor::Model tuned = executor::Model::load((dir / "tuned").string());
-      std::mt19937_64 rng(0);
-      std::vector<ir::HostTensor> inputs;
-      for (const ir::TensorType &t : tuned.input_types()) {
-        inputs.emplace_back(t.dtype, t.shape);
-        inputs.back().fill_random(rng);
-      }
+      std::vector<ir::HostTensor> inputs = tuned.random_inputs();
       std::vector<double> before, after;
       for (int block = 0; block < 3; ++block) {
         before.push_back(median_ms(untuned, inputs, 5));

@@ -5,7 +5,6 @@
 #include <filesystem>
 #include <fstream>
 #include <optional>
-#include <random>
 
 #include <nlohmann/json.hpp>
 
@@ -98,16 +97,16 @@ double window_ms(Model &model, size_t first, size_t last, int runs) {
 }
 
 // Steps [step, last] with `current` and with `candidate` as step's artifact, in rounds
-// that alternate which goes first; returns both windows' medians and the median of the
+// that alternate which goes first; returns current's median and the median of the
 // per-round ratios candidate / current (what decides: both sides of a ratio are timed
 // in the same seconds). The step is left with `current`.
 struct WindowTiming {
-  double current_ms, candidate_ms, ratio;
+  double current_ms, ratio;
 };
 WindowTiming time_in_model(Model &model, size_t step, size_t last, const std::string &current,
                            const std::string &candidate) {
   constexpr int kRounds = 4, kRuns = 10;
-  std::vector<double> cur, cand, ratio;
+  std::vector<double> cur, ratio;
   for (int r = 0; r < kRounds; ++r) {
     double pair[2];
     for (int k = 0; k < 2; ++k) {
@@ -116,7 +115,6 @@ WindowTiming time_in_model(Model &model, size_t step, size_t last, const std::st
       pair[take_candidate ? 1 : 0] = window_ms(model, step, last, kRuns);
     }
     cur.push_back(pair[0]);
-    cand.push_back(pair[1]);
     ratio.push_back(pair[1] / pair[0]);
   }
   model.replace_step(step, current);
@@ -124,7 +122,7 @@ WindowTiming time_in_model(Model &model, size_t step, size_t last, const std::st
     std::sort(v.begin(), v.end());
     return (v[v.size() / 2] + v[(v.size() - 1) / 2]) / 2;
   };
-  return {median(cur), median(cand), median(ratio)};
+  return {median(cur), median(ratio)};
 }
 
 // Times each tuned step's alternatives inside the model written to `root` and keeps the
@@ -133,13 +131,7 @@ void choose_in_model(const std::filesystem::path &root, nlohmann::json &manifest
                      const std::vector<StepPrograms> &programs, codegen::Compiler &compiler, const Target &target,
                      const std::function<void(const InModelChoice &)> &chosen, CompileReport &report) {
   Model model = Model::load(root.string());
-  std::mt19937_64 rng(0);
-  std::vector<ir::HostTensor> inputs;
-  for (const ir::TensorType &t : model.input_types()) {
-    inputs.emplace_back(t.dtype, t.shape);
-    inputs.back().fill_random(rng);
-  }
-  model.run(inputs);  // the input buffers keep them
+  model.run(model.random_inputs());  // the input buffers keep them
   const size_t num_steps = programs.size();
   for (size_t i = 0; i < num_steps; ++i) {
     const StepPrograms &p = programs[i];

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <random>
 
 #include <nlohmann/json.hpp>
 
@@ -240,6 +241,16 @@ void Model::replace_step(size_t i, const std::string &artifact) {
   }
   dlclose(old.handle);
   old = std::move(step);
+}
+
+std::vector<ir::HostTensor> Model::random_inputs(uint64_t seed) const {
+  std::mt19937_64 rng(seed);
+  std::vector<ir::HostTensor> inputs;
+  for (const ir::TensorType &t : impl_->input_types) {
+    inputs.emplace_back(t.dtype, t.shape);
+    inputs.back().fill_random(rng);
+  }
+  return inputs;
 }
 
 void Model::set_threads(int threads) { kiln_rt_set_num_threads(threads); }

@@ -4,6 +4,7 @@
 // runtime's thread pool.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -54,6 +55,10 @@ class Model {
   /// Bytes of the activation arena, and what one buffer per activation would take.
   int64_t arena_bytes() const;
   int64_t unplanned_bytes() const;
+
+  /// Inputs of the model's types filled with seeded random values: the same for the
+  /// same seed, for timing runs (kiln bench, kiln tune, choosing programs in the model).
+  std::vector<ir::HostTensor> random_inputs(uint64_t seed = 0) const;
 
   /// Threads of the runtime's pool for parallel loops (process-wide).
   static void set_threads(int threads);

@@ -59,14 +59,10 @@ int TaskScheduler::pick_gradient(const std::vector<TaskState> &tasks, const Sche
   if (open.empty()) return -1;
   for (int i : open)
     if (best_of(tasks[static_cast<size_t>(i)]) <= 0) return i;  // warm-up: a program for everyone first
+  auto share = [&](int i) { return tasks[static_cast<size_t>(i)].weight * best_of(tasks[static_cast<size_t>(i)]); };
   int top_up = -1;
-  for (int i : open) {
-    const TaskState &t = tasks[static_cast<size_t>(i)];
-    if (needs_top_up(t, options) &&
-        (top_up < 0 || t.weight * best_of(t) >
-                           tasks[static_cast<size_t>(top_up)].weight * best_of(tasks[static_cast<size_t>(top_up)])))
-      top_up = i;
-  }
+  for (int i : open)
+    if (needs_top_up(tasks[static_cast<size_t>(i)], options) && (top_up < 0 || share(i) > share(top_up))) top_up = i;
   if (top_up >= 0) return top_up;
   if (random01 < options.epsilon) {
     auto k = static_cast<size_t>(random01 / options.epsilon * static_cast<double>(open.size()));
