@@ -35,6 +35,7 @@ struct ImportArgs {
   std::string model;
   std::vector<std::string> shapes;
   bool layout_rewrite = true;
+  std::string image_layout = "NCHW";
   bool json = false;
 };
 
@@ -67,6 +68,7 @@ LoadedGraph load_graph(const ImportArgs &args) {
     fail(e.what());
   }
   frontend::run_default_passes(g.graph);
+  if (args.image_layout == "NHWC") frontend::convert_images_to_nhwc(g.graph);
   g.subgraphs = frontend::fuse(g.graph, args.layout_rewrite);
   return g;
 }
@@ -78,6 +80,12 @@ void add_import_flags(CLI::App &cmd, ImportArgs &args) {
   cmd.add_flag("!--no-layout-rewrite", args.layout_rewrite,
                "do not mark the model's weights constant: programs then pack weights on every call instead of "
                "once at load (tasks get other keys; tune and compile with the same choice)");
+  cmd.add_option("--layout", args.image_layout,
+                 "NCHW|NHWC: the layout convolutions and pools run in; NHWC transposes the model's input once and "
+                 "keeps the images channels-last between convolutions (tasks get other keys; tune and compile "
+                 "with the same choice)")
+      ->check(CLI::IsMember({"NCHW", "NHWC"}))
+      ->capture_default_str();
 }
 
 // "0.4494 ms", or why there is no estimate yet: a task without a measured program.

@@ -93,6 +93,70 @@ std::optional<std::vector<double>> per_channel_values(const Value &c, const std:
   return values;
 }
 
+
+// Axis permutations of a 4-d image: NCHW -> NHWC and back. Output axis d of a transpose
+// is its input's axis perm[d].
+const std::vector<int64_t> kToNhwc = {0, 2, 3, 1};
+const std::vector<int64_t> kToNchw = {0, 3, 1, 2};
+
+std::vector<int64_t> permuted(const std::vector<int64_t> &shape, const std::vector<int64_t> &perm) {
+  std::vector<int64_t> out;
+  for (int64_t p : perm) out.push_back(shape[static_cast<size_t>(p)]);
+  return out;
+}
+
+// A constant's data with its axes permuted (row-major both ways).
+ir::HostTensor permuted_data(const ir::HostTensor &t, const std::vector<int64_t> &perm) {
+  const std::vector<int64_t> &in_shape = t.shape();
+  const size_t rank = in_shape.size();
+  ir::HostTensor out(t.dtype(), permuted(in_shape, perm));
+  std::vector<int64_t> in_strides(rank, 1);
+  for (size_t d = rank; d-- > 1;) in_strides[d - 1] = in_strides[d] * in_shape[d];
+  std::vector<int64_t> index(rank, 0);  // the output position
+  for (int64_t flat = 0; flat < out.size(); ++flat) {
+    int64_t source = 0;
+    for (size_t d = 0; d < rank; ++d) source += index[d] * in_strides[static_cast<size_t>(perm[d])];
+    out.set(flat, t.get(source));
+    for (size_t d = rank; d-- > 0;) {
+      if (++index[d] < out.shape()[d]) break;
+      index[d] = 0;
+    }
+  }
+  return out;
+}
+
+ValueId add_permuted_constant(Graph &g, ValueId v, const std::vector<int64_t> &perm, const char *suffix) {
+  Value copy = g.values[static_cast<size_t>(v)];
+  copy.constant = std::make_shared<const ir::HostTensor>(permuted_data(*copy.constant, perm));
+  copy.type.shape = copy.constant->shape();
+  copy.name += suffix;
+  return g.add_value(std::move(copy));
+}
+
+// A transpose node reading `in`, writing a new value; returns the node.
+Node transpose_node(Graph &g, ValueId in, const std::vector<int64_t> &perm, const std::string &source) {
+  Value out = g.values[static_cast<size_t>(in)];
+  out.constant = nullptr;
+  out.type.shape = permuted(out.type.shape, perm);
+  out.name += perm == kToNhwc ? "_nhwc" : "_nchw";
+  ValueId id = g.add_value(std::move(out));
+  return Node{"transpose", {{"perm", perm}}, {in}, id, source};
+}
+
+bool is_transpose(const Node &n, const std::vector<int64_t> &perm) {
+  return n.op == "transpose" && n.attrs.value("perm", std::vector<int64_t>{}) == perm;
+}
+
+// The image operators that take a layout attribute and have an NHWC form.
+bool converts_to_nhwc(const Graph &g, const Node &n) {
+  static const std::set<std::string> pools = {"max_pool2d", "avg_pool2d", "global_avg_pool2d"};
+  if (n.attrs.value("layout", std::string("NHWC")) != "NCHW") return false;
+  if (g.values[static_cast<size_t>(n.inputs[0])].type.shape.size() != 4) return false;
+  if (pools.count(n.op)) return true;
+  // A convolution's weight is reordered to HWIO here, so it must be a constant.
+  return n.op == "conv2d" && g.values[static_cast<size_t>(n.inputs[1])].is_constant() &&
+         g.values[static_cast<size_t>(n.inputs[0])].type.dtype == ir::DType::kFloat32;
+}
 }  // namespace
 
 int fold_channel_affine(Graph &graph) {
@@ -412,6 +476,113 @@ int merge_reshapes(Graph &graph) {
   }
   eliminate_dead_nodes(graph);
   return merged;
+}
+
+
+int convert_images_to_nhwc(Graph &graph) {
+  // 1. Each image operator runs in NHWC between a transpose in and a transpose out.
+  int converted = 0;
+  std::vector<Node> nodes;
+  for (Node &n : graph.nodes) {
+    if (!converts_to_nhwc(graph, n)) {
+      nodes.push_back(std::move(n));
+      continue;
+    }
+    Node in = transpose_node(graph, n.inputs[0], kToNhwc, n.source);
+    Node op = n;
+    op.attrs["layout"] = "NHWC";
+    op.inputs[0] = in.output;
+    if (op.op == "conv2d") op.inputs[1] = add_permuted_constant(graph, n.inputs[1], {2, 3, 1, 0}, "_hwio");  // OIHW
+    Value result = graph.values[static_cast<size_t>(n.output)];
+    result.type.shape = permuted(result.type.shape, kToNhwc);
+    result.name += "_nhwc";
+    op.output = graph.add_value(std::move(result));
+    Node out{"transpose", {{"perm", kToNchw}}, {op.output}, n.output, n.source};
+    nodes.push_back(std::move(in));
+    nodes.push_back(std::move(op));
+    nodes.push_back(std::move(out));
+    ++converted;
+  }
+  graph.nodes = std::move(nodes);
+
+  // 2. Transposes back to NCHW sink below element-wise operators whose computed operands
+  //    all come out of one (constants are reordered alike), and 3. a transpose of a
+  //    transpose that undoes it reads the original. Both until nothing changes.
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (size_t i = 0; i < graph.nodes.size(); ++i) {
+      Node &n = graph.nodes[i];
+      const std::vector<int64_t> out_shape = graph.values[static_cast<size_t>(n.output)].type.shape;
+      if (op_pattern(n.op) != OpPattern::kElementwise || out_shape.size() != 4) continue;
+      std::vector<ValueId> inputs;
+      bool sinks = true, any_transposed = false;
+      for (ValueId in : n.inputs) {
+        const Value &v = graph.values[static_cast<size_t>(in)];
+        std::optional<size_t> p = graph.producer(in);
+        if (p && is_transpose(graph.nodes[*p], kToNchw) && v.type.shape == out_shape) {
+          inputs.push_back(graph.nodes[*p].inputs[0]);
+          any_transposed = true;
+        } else if (v.is_constant() && v.type.shape.size() <= 4) {
+          if (v.constant->size() == 1 && v.type.shape.size() <= 1) {
+            inputs.push_back(in);
+            continue;
+          }
+          // Broadcasting aligns the trailing axes: a constant of lower rank gains leading 1s.
+          Value padded = v;
+          ir::HostTensor data(v.constant->dtype(), std::vector<int64_t>(4 - v.type.shape.size(), 1));
+          std::vector<int64_t> shape4 = data.shape();
+          shape4.insert(shape4.end(), v.type.shape.begin(), v.type.shape.end());
+          ir::HostTensor reshaped(v.constant->dtype(), shape4);
+          for (int64_t e = 0; e < reshaped.size(); ++e) reshaped.set(e, v.constant->get(e));
+          padded.constant = std::make_shared<const ir::HostTensor>(std::move(reshaped));
+          padded.type.shape = shape4;
+          ValueId four = graph.add_value(std::move(padded));
+          inputs.push_back(add_permuted_constant(graph, four, kToNhwc, "_nhwc"));
+        } else {
+          sinks = false;
+          break;
+        }
+      }
+      if (!sinks || !any_transposed) continue;
+      Value result = graph.values[static_cast<size_t>(n.output)];
+      result.type.shape = permuted(out_shape, kToNhwc);
+      result.name += "_nhwc";
+      ValueId inner = graph.add_value(std::move(result));
+      Node &op = graph.nodes[i];  // add_value may not move nodes, but be explicit
+      ValueId original = op.output;
+      op.inputs = inputs;
+      op.output = inner;
+      Node back{"transpose", {{"perm", kToNchw}}, {inner}, original, op.source};
+      graph.nodes.insert(graph.nodes.begin() + static_cast<long>(i) + 1, std::move(back));
+      changed = true;
+    }
+    for (Node &n : graph.nodes) {
+      if (!is_transpose(n, kToNhwc)) continue;
+      std::optional<size_t> p = graph.producer(n.inputs[0]);
+      if (!p || !is_transpose(graph.nodes[*p], kToNchw)) continue;
+      ValueId original = graph.nodes[*p].inputs[0];
+      replace_uses(graph, n.output, original);
+      changed = true;
+    }
+    if (changed) eliminate_dead_nodes(graph);
+  }
+
+  // 4. A transpose that moves only axes of extent 1 (a pooled [N,1,1,C] back to
+  //    [N,C,1,1]) keeps the elements in order: a reshape, which merges with the flatten
+  //    that usually follows.
+  for (Node &n : graph.nodes) {
+    if (n.op != "transpose") continue;
+    const std::vector<int64_t> &in_shape = graph.values[static_cast<size_t>(n.inputs[0])].type.shape;
+    std::vector<int64_t> perm = n.attrs.value("perm", std::vector<int64_t>{});
+    std::vector<int64_t> moved;
+    for (int64_t p : perm)
+      if (in_shape[static_cast<size_t>(p)] != 1) moved.push_back(p);
+    if (perm.size() == in_shape.size() && std::is_sorted(moved.begin(), moved.end()))
+      n = Node{"reshape", {{"shape", graph.values[static_cast<size_t>(n.output)].type.shape}}, n.inputs, n.output,
+               n.source};
+  }
+  merge_reshapes(graph);
+  return converted;
 }
 
 void run_default_passes(Graph &graph) {

@@ -59,6 +59,11 @@ TEST_P(FixtureModel, EvaluatesToTheExportersOutput) {
   std::vector<Subgraph> subgraphs = fuse(g);
   expect_matches(evaluate_subgraphs(g, subgraphs, {input}).at(0), "fused");
   EXPECT_FALSE(extract_tasks(subgraphs).empty());
+  // With the images in NHWC: the same outputs, node by node and fused.
+  Graph nhwc = g;
+  if (convert_images_to_nhwc(nhwc) == 0) return;
+  expect_matches(evaluate_reference(nhwc, {input}).at(0), "in NHWC");
+  expect_matches(evaluate_subgraphs(nhwc, fuse(nhwc), {input}).at(0), "in NHWC, fused");
 }
 
 // What the passes and fusion make of the exports: LayerNorm and GELU chains become one
