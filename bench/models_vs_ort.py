@@ -30,9 +30,11 @@ def kiln_bench(kiln, model_dir, threads, repeat):
     return float(re.search(r"median ([0-9.]+) ms", out).group(1))
 
 
-def kiln_compile(kiln, onnx_path, compiled, db):
-    """`kiln compile` (with the database's schedules when db is given); logs its report."""
-    cmd = [kiln, "compile", "--model", onnx_path, "-o", compiled] + (["--db", db] if db else [])
+def kiln_compile(kiln, onnx_path, compiled, db, layout=""):
+    """`kiln compile` (with the database's schedules when db is given, in `layout` when
+    given: tune and compile with the same one); logs its report."""
+    cmd = [kiln, "compile", "--model", onnx_path, "-o", compiled] + (["--db", db] if db else []) + \
+        (["--layout", layout] if layout else [])
     print("# " + subprocess.run(cmd, check=True, capture_output=True, text=True).stdout.strip(), file=sys.stderr)
 
 
@@ -62,6 +64,7 @@ def main():
     p.add_argument("--kiln", default="build/cli/kiln")
     p.add_argument("--models", default="tests/frontend/models")
     p.add_argument("--db", default="")
+    p.add_argument("--layout", default="", help="kiln compile's --layout (NCHW|NHWC); empty: its default")
     p.add_argument("--threads", default="1,2")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--repeat", type=int, default=20)
@@ -73,7 +76,7 @@ def main():
         for name in a.names:
             onnx_path = os.path.join(a.models, name + ".onnx")
             compiled = os.path.join(tmp, name + ".kiln")
-            kiln_compile(a.kiln, onnx_path, compiled, a.db)
+            kiln_compile(a.kiln, onnx_path, compiled, a.db, a.layout)
             input_name, data = model_input(a.models, name, onnx_path)
             for t in threads:
                 options = ort.SessionOptions()

@@ -11,7 +11,7 @@ table gives the median of the rounds and the ratio ONNX Runtime / Kiln (above 1:
 faster there). With --steps it also lists every Kiln step and every ONNX Runtime node.
 
 Needs ONNX Runtime from PyPI: pip install onnxruntime numpy
-Usage: bench/steps_vs_ort.py [--kiln build/cli/kiln] [--models DIR] [--db FILE]
+Usage: bench/steps_vs_ort.py [--kiln build/cli/kiln] [--models DIR] [--db FILE] [--layout NCHW|NHWC]
                              [--threads 2] [--rounds 3] [--repeat 20] [--steps] NAME
 """
 import argparse
@@ -31,11 +31,13 @@ from models_vs_ort import kiln_compile, model_input
 STEP_LINE = re.compile(r"^\s*(\d+)\s+([0-9.]+)\s+\S+\s+\S+\s+[0-9.]+%\s+(\S+)\s+(\S+)\s*$")
 
 
-def group_of(shape):
-    return str(shape[2]) if len(shape) >= 4 else "other"
+def group_of(shape, nhwc=False):
+    if len(shape) < 4:
+        return "other"
+    return str(shape[1] if nhwc else shape[2])
 
 
-def kiln_steps(kiln, model_dir, threads, repeat):
+def kiln_steps(kiln, model_dir, threads, repeat, nhwc=False):
     out = subprocess.run([kiln, "bench", "--model", model_dir, "--threads", str(threads), "--repeat", str(repeat),
                           "--profile"], check=True, capture_output=True, text=True).stdout
     steps = []
@@ -43,7 +45,9 @@ def kiln_steps(kiln, model_dir, threads, repeat):
         m = STEP_LINE.match(line)
         if m:
             shape = [int(d) for d in m.group(4).split("x")]
-            steps.append((f"{m.group(3)} {m.group(4)}", group_of(shape), float(m.group(2))))
+            # With --layout NHWC every image step reads NHWC but the transpose of the model's input.
+            channels_last = nhwc and m.group(3) != "transpose"
+            steps.append((f"{m.group(3)} {m.group(4)}", group_of(shape, channels_last), float(m.group(2))))
     if not steps:
         sys.exit("no per-step lines in `kiln bench --profile`'s output:\n" + out)
     return steps
@@ -87,6 +91,7 @@ def main():
     p.add_argument("--kiln", default="build/cli/kiln")
     p.add_argument("--models", default="tests/frontend/models")
     p.add_argument("--db", default="")
+    p.add_argument("--layout", default="", help="kiln compile's --layout (NCHW|NHWC); empty: its default")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--repeat", type=int, default=20)
@@ -96,12 +101,12 @@ def main():
     onnx_path = os.path.join(a.models, a.name + ".onnx")
     with tempfile.TemporaryDirectory() as tmp:
         compiled = os.path.join(tmp, a.name + ".kiln")
-        kiln_compile(a.kiln, onnx_path, compiled, a.db)
+        kiln_compile(a.kiln, onnx_path, compiled, a.db, a.layout)
         input_name, data = model_input(a.models, a.name, onnx_path)
         feed = {input_name: data}
         kiln_rounds, ort_rounds = [], []
         for r in range(a.rounds):
-            kiln_rounds.append(kiln_steps(a.kiln, compiled, a.threads, a.repeat))
+            kiln_rounds.append(kiln_steps(a.kiln, compiled, a.threads, a.repeat, a.layout == "NHWC"))
             ort_rounds.append(ort_nodes(onnx_path, feed, a.threads, a.repeat, os.path.join(tmp, f"ort{r}")))
 
     def median_groups(rounds):

@@ -35,7 +35,7 @@ struct ImportArgs {
   std::string model;
   std::vector<std::string> shapes;
   bool layout_rewrite = true;
-  std::string image_layout = "NCHW";
+  std::string image_layout = "NHWC";
   bool json = false;
 };
 

@@ -93,7 +93,6 @@ std::optional<std::vector<double>> per_channel_values(const Value &c, const std:
   return values;
 }
 
-
 // Axis permutations of a 4-d image: NCHW -> NHWC and back. Output axis d of a transpose
 // is its input's axis perm[d].
 const std::vector<int64_t> kToNhwc = {0, 2, 3, 1};
@@ -478,7 +477,6 @@ int merge_reshapes(Graph &graph) {
   return merged;
 }
 
-
 int convert_images_to_nhwc(Graph &graph) {
   // 1. Each image operator runs in NHWC between a transpose in and a transpose out.
   int converted = 0;
@@ -578,8 +576,8 @@ int convert_images_to_nhwc(Graph &graph) {
     for (int64_t p : perm)
       if (in_shape[static_cast<size_t>(p)] != 1) moved.push_back(p);
     if (perm.size() == in_shape.size() && std::is_sorted(moved.begin(), moved.end()))
-      n = Node{"reshape", {{"shape", graph.values[static_cast<size_t>(n.output)].type.shape}}, n.inputs, n.output,
-               n.source};
+      n = Node{
+          "reshape", {{"shape", graph.values[static_cast<size_t>(n.output)].type.shape}}, n.inputs, n.output, n.source};
   }
   merge_reshapes(graph);
   return converted;

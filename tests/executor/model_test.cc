@@ -102,6 +102,22 @@ INSTANTIATE_TEST_SUITE_P(Models, CompiledModel,
                          ::testing::Values("tiny_cnn", "mlp", "bert_tiny", "bert_tiny_opset17", "mobilenet_block",
                                            "odd_cnn", "attention_block", "token_head"));
 
+// The CNNs with their images in NHWC (`--layout NHWC`) compile and give the exporter's
+// output: the transposes in and out run as steps, the convolutions channels-last.
+class CompiledNhwcModel : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(CompiledNhwcModel, UntunedMatchesTheExporter) {
+  Fused f = import(GetParam());
+  ASSERT_GT(frontend::convert_images_to_nhwc(f.graph), 0);
+  f.subgraphs = frontend::fuse(f.graph);
+  std::string dir = (temp_dir() / (GetParam() + ".nhwc.kiln")).string();
+  compile_model(f.graph, f.subgraphs, {"llvm -num-cores=2", ""}, dir);
+  Model model = Model::load(dir);
+  expect_reference_output(model, GetParam());
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, CompiledNhwcModel, ::testing::Values("tiny_cnn", "mobilenet_block", "odd_cnn"));
+
 TEST(CompiledModelZeroCopy, InputAndOutputPointersRunWithoutCopies) {
   Fused f = import("tiny_cnn");
   std::string dir = (temp_dir() / "zero_copy.kiln").string();

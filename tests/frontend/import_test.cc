@@ -93,6 +93,17 @@ TEST(FixtureGraphs, PassesAndFusionShapeTheTasks) {
   for (const Subgraph &s : subgraphs)
     summaries.push_back(s.workload.summary().substr(0, s.workload.summary().find(' ')));
   EXPECT_EQ(summaries, (std::vector<std::string>{"conv2d+relu", "conv2d+relu", "avg_pool2d", "flatten", "dense"}));
+
+  // In NHWC: one transpose in, the convolutions and the pool channels-last with their
+  // activations fused as before, one transpose out before the flatten.
+  EXPECT_EQ(convert_images_to_nhwc(cnn), 3);
+  summaries.clear();
+  for (const Subgraph &s : fuse(cnn))
+    summaries.push_back(s.workload.summary().substr(0, s.workload.summary().find(' ')));
+  EXPECT_EQ(summaries, (std::vector<std::string>{"transpose", "conv2d+relu", "conv2d+relu", "avg_pool2d", "transpose",
+                                                 "flatten", "dense"}));
+  for (const Node &n : cnn.nodes)
+    if (n.op == "conv2d" || n.op == "avg_pool2d") EXPECT_EQ(n.attrs["layout"], "NHWC") << n.source;
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, FixtureModel,
