@@ -503,35 +503,36 @@ int convert_images_to_nhwc(Graph &graph) {
   }
   graph.nodes = std::move(nodes);
 
-  // 2. Transposes back to NCHW sink below element-wise operators whose computed operands
-  //    all come out of one (constants are reordered alike), and 3. a transpose of a
-  //    transpose that undoes it reads the original. Both until nothing changes.
+  // 2. Transposes back to NCHW sink below element-wise operators and channel concats
+  //    whose computed operands all come out of one (constants are reordered alike), and
+  //    3. a transpose of a transpose that undoes it reads the original. Both until
+  //    nothing changes.
   for (bool changed = true; changed;) {
     changed = false;
     for (size_t i = 0; i < graph.nodes.size(); ++i) {
       Node &n = graph.nodes[i];
       const std::vector<int64_t> out_shape = graph.values[static_cast<size_t>(n.output)].type.shape;
-      if (op_pattern(n.op) != OpPattern::kElementwise || out_shape.size() != 4) continue;
+      const bool concat = n.op == "concat";
+      if ((op_pattern(n.op) != OpPattern::kElementwise && !concat) || out_shape.size() != 4) continue;
       std::vector<ValueId> inputs;
       bool sinks = true, any_transposed = false;
       for (ValueId in : n.inputs) {
         const Value &v = graph.values[static_cast<size_t>(in)];
         std::optional<size_t> p = graph.producer(in);
-        if (p && is_transpose(graph.nodes[*p], kToNchw) && v.type.shape == out_shape) {
+        // An element-wise operand has the result's shape (activations do not broadcast
+        // here); a concat's operands differ along its axis.
+        if (p && is_transpose(graph.nodes[*p], kToNchw) && (concat || v.type.shape == out_shape)) {
           inputs.push_back(graph.nodes[*p].inputs[0]);
           any_transposed = true;
+        } else if (v.is_constant() && v.constant->size() == 1 && v.type.shape.size() <= 1 && !concat) {
+          inputs.push_back(in);
         } else if (v.is_constant() && v.type.shape.size() <= 4) {
-          if (v.constant->size() == 1 && v.type.shape.size() <= 1) {
-            inputs.push_back(in);
-            continue;
-          }
           // Broadcasting aligns the trailing axes: a constant of lower rank gains leading 1s.
-          Value padded = v;
-          ir::HostTensor data(v.constant->dtype(), std::vector<int64_t>(4 - v.type.shape.size(), 1));
-          std::vector<int64_t> shape4 = data.shape();
+          std::vector<int64_t> shape4(4 - v.type.shape.size(), 1);
           shape4.insert(shape4.end(), v.type.shape.begin(), v.type.shape.end());
           ir::HostTensor reshaped(v.constant->dtype(), shape4);
           for (int64_t e = 0; e < reshaped.size(); ++e) reshaped.set(e, v.constant->get(e));
+          Value padded = v;
           padded.constant = std::make_shared<const ir::HostTensor>(std::move(reshaped));
           padded.type.shape = shape4;
           ValueId four = graph.add_value(std::move(padded));
@@ -550,6 +551,12 @@ int convert_images_to_nhwc(Graph &graph) {
       ValueId original = op.output;
       op.inputs = inputs;
       op.output = inner;
+      if (concat) {
+        // NCHW axis a is NHWC axis d where kToNhwc[d] == a.
+        int64_t axis = op.attrs.value("axis", int64_t{0});
+        if (axis < 0) axis += 4;
+        op.attrs["axis"] = std::find(kToNhwc.begin(), kToNhwc.end(), axis) - kToNhwc.begin();
+      }
       Node back{"transpose", {{"perm", kToNchw}}, {inner}, original, op.source};
       graph.nodes.insert(graph.nodes.begin() + static_cast<long>(i) + 1, std::move(back));
       changed = true;

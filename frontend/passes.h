@@ -43,7 +43,8 @@ int fold_channel_affine(Graph &graph);
 /// Runs every float32 NCHW convolution with a constant weight, and every NCHW pooling
 /// operator, in NHWC: the convolution's weight becomes an HWIO constant, each operator
 /// sits between a transpose to NHWC and one back, the transposes back sink below the
-/// element-wise operators that read them (their constants reordered alike), and a
+/// element-wise operators and concats that read them (their constants reordered alike,
+/// a concat's axis renumbered), and a
 /// transpose meeting its inverse disappears. A chain of convolutions then runs in NHWC
 /// from the first transpose of the input to the last one back, output channels innermost:
 /// contiguous vectors of channels for the kernels, and no padded NCHW rows of 7 or 14.
