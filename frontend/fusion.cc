@@ -67,16 +67,6 @@ std::vector<Subgraph> fuse(const Graph &graph, bool mark_constants) {
         break;
       }
     }
-    if (!join && n.op == "conv2d") {
-      // A transpose read by this convolution alone (a model's input on its way to NHWC)
-      // joins it as a prologue: the kernel reads the input through the permuted indexing
-      // instead of a step writing the whole transposed image first.
-      auto it = group_of_output.find(n.inputs[0]);
-      if (it != group_of_output.end() && readers[static_cast<size_t>(n.inputs[0])] == 1) {
-        const Subgraph &g = groups[it->second];
-        if (g.nodes.size() == 1 && graph.nodes[g.nodes[0]].op == "transpose") join = it->second;
-      }
-    }
     if (join) {
       Subgraph &g = groups[*join];
       group_of_output.erase(g.output);

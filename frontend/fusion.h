@@ -3,8 +3,7 @@
 // products, pooling, reductions, softmax, layer norm) or an element-wise operator
 // starts a group; element-wise and broadcast consumers join their producer's group
 // while the producer has no other reader; layout operators (reshape, transpose,
-// flatten, concat) are groups of their own, but for a transpose read by a convolution
-// alone, which joins the convolution's group (the convolution reads through it).
+// flatten, concat) are groups of their own.
 #pragma once
 
 #include <string>
