@@ -6,9 +6,13 @@ untuned defaults), then ROUNDS alternating blocks at each thread count: `kiln be
 (REPEAT timed runs, median) and ONNX Runtime on the same input (same thread count,
 REPEAT runs, median). Prints per model and thread count the median of the blocks'
 medians and the ratio ONNX Runtime time / Kiln time (above 1: Kiln is faster).
+With --against-db (and --against-layout), a second compiled model of the same ONNX
+file runs in every block too, so two databases or layouts compare in one time window
+(columns "other ms" and "ort/other").
 
 Needs ONNX Runtime from PyPI: pip install onnxruntime numpy
-Usage: bench/models_vs_ort.py [--kiln build/cli/kiln] [--models DIR] [--db FILE]
+Usage: bench/models_vs_ort.py [--kiln build/cli/kiln] [--models DIR] [--db FILE] [--layout L]
+                              [--against-db FILE [--against-layout L]]
                               [--threads 1,2] [--rounds 3] [--repeat 20] NAME...
 """
 import argparse
@@ -65,18 +69,25 @@ def main():
     p.add_argument("--models", default="tests/frontend/models")
     p.add_argument("--db", default="")
     p.add_argument("--layout", default="", help="kiln compile's --layout (NCHW|NHWC); empty: its default")
+    p.add_argument("--against-db", default="", help="a second database, timed in the same blocks")
+    p.add_argument("--against-layout", default="", help="kiln compile's --layout for --against-db")
     p.add_argument("--threads", default="1,2")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--repeat", type=int, default=20)
     p.add_argument("names", nargs="+")
     a = p.parse_args()
     threads = [int(t) for t in a.threads.split(",")]
-    print(f"{'model':<12} {'threads':>7} {'kiln ms':>9} {'ort ms':>9} {'ort/kiln':>9}")
+    other = bool(a.against_db)
+    print(f"{'model':<12} {'threads':>7} {'kiln ms':>9} {'ort ms':>9} {'ort/kiln':>9}" +
+          (f" {'other ms':>9} {'ort/other':>9}" if other else ""))
     with tempfile.TemporaryDirectory() as tmp:
         for name in a.names:
             onnx_path = os.path.join(a.models, name + ".onnx")
             compiled = os.path.join(tmp, name + ".kiln")
             kiln_compile(a.kiln, onnx_path, compiled, a.db, a.layout)
+            compiled_other = os.path.join(tmp, name + ".other.kiln")
+            if other:
+                kiln_compile(a.kiln, onnx_path, compiled_other, a.against_db, a.against_layout)
             input_name, data = model_input(a.models, name, onnx_path)
             for t in threads:
                 options = ort.SessionOptions()
@@ -84,12 +95,18 @@ def main():
                 options.inter_op_num_threads = 1
                 session = ort.InferenceSession(onnx_path, options, providers=["CPUExecutionProvider"])
                 feed = {input_name: data}
-                kiln_ms, ort_ms = [], []
+                kiln_ms, ort_ms, other_ms = [], [], []
                 for _ in range(a.rounds):
                     kiln_ms.append(kiln_bench(a.kiln, compiled, t, a.repeat))
+                    if other:
+                        other_ms.append(kiln_bench(a.kiln, compiled_other, t, a.repeat))
                     ort_ms.append(ort_bench(session, feed, a.repeat))
                 k, o = statistics.median(kiln_ms), statistics.median(ort_ms)
-                print(f"{name:<12} {t:>7} {k:>9.3f} {o:>9.3f} {o / k:>9.3f}", flush=True)
+                line = f"{name:<12} {t:>7} {k:>9.3f} {o:>9.3f} {o / k:>9.3f}"
+                if other:
+                    k2 = statistics.median(other_ms)
+                    line += f" {k2:>9.3f} {o / k2:>9.3f}"
+                print(line, flush=True)
 
 
 if __name__ == "__main__":
