@@ -11,7 +11,9 @@ RuleList default_rules(const Target &target) {
           parallel_vectorize_unroll_rule(target)};
 }
 
-RuleList untuned_rules(const Target &target) { return {auto_inline_rule(), parallel_vectorize_unroll_rule(target)}; }
+RuleList untuned_rules(const Target &target) {
+  return {auto_inline_rule(), vector_loop_innermost_rule(), parallel_vectorize_unroll_rule(target)};
+}
 
 // Rejections first: a rejected sample costs no rewriting.
 PostprocessorList default_postprocessors(const Target &target) {
