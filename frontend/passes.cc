@@ -547,7 +547,7 @@ int convert_images_to_nhwc(Graph &graph) {
       result.type.shape = permuted(out_shape, kToNhwc);
       result.name += "_nhwc";
       ValueId inner = graph.add_value(std::move(result));
-      Node &op = graph.nodes[i];  // add_value may not move nodes, but be explicit
+      Node &op = n;  // values grew above, nodes did not: n is still this node
       ValueId original = op.output;
       op.inputs = inputs;
       op.output = inner;
