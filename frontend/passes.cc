@@ -93,6 +93,18 @@ std::optional<std::vector<double>> per_channel_values(const Value &c, const std:
   return values;
 }
 
+// A copy of constant `v` with another shape holding the same elements in row-major
+// order, as a new value named with `suffix`.
+ValueId add_reshaped_constant(Graph &g, ValueId v, const std::vector<int64_t> &shape, const char *suffix) {
+  Value copy = g.values[static_cast<size_t>(v)];
+  ir::HostTensor reshaped(copy.constant->dtype(), shape);
+  for (int64_t i = 0; i < reshaped.size(); ++i) reshaped.set(i, copy.constant->get(i));
+  copy.type.shape = shape;
+  copy.constant = std::make_shared<const ir::HostTensor>(std::move(reshaped));
+  copy.name += suffix;
+  return g.add_value(std::move(copy));
+}
+
 // Axis permutations of a 4-d image: NCHW -> NHWC and back. Output axis d of a transpose
 // is its input's axis perm[d].
 const std::vector<int64_t> kToNhwc = {0, 2, 3, 1};
@@ -132,14 +144,13 @@ ValueId add_permuted_constant(Graph &g, ValueId v, const std::vector<int64_t> &p
   return g.add_value(std::move(copy));
 }
 
-// A transpose node reading `in`, writing a new value; returns the node.
-Node transpose_node(Graph &g, ValueId in, const std::vector<int64_t> &perm, const std::string &source) {
-  Value out = g.values[static_cast<size_t>(in)];
+// A new computed value shaped like `v` in NHWC, for an operator moved to NHWC.
+ValueId add_nhwc_value(Graph &g, ValueId v) {
+  Value out = g.values[static_cast<size_t>(v)];
   out.constant = nullptr;
-  out.type.shape = permuted(out.type.shape, perm);
-  out.name += perm == kToNhwc ? "_nhwc" : "_nchw";
-  ValueId id = g.add_value(std::move(out));
-  return Node{"transpose", {{"perm", perm}}, {in}, id, source};
+  out.type.shape = permuted(out.type.shape, kToNhwc);
+  out.name += "_nhwc";
+  return g.add_value(std::move(out));
 }
 
 bool is_transpose(const Node &n, const std::vector<int64_t> &perm) {
@@ -380,17 +391,8 @@ int rewrite_layer_norm(Graph &graph) {
       };
       if (!per_channel(*gamma) || !per_channel(*beta)) continue;
       ValueId result = shift->output;
-      auto flat = [&](ValueId v) {
-        Value copy = graph.values[static_cast<size_t>(v)];
-        ir::HostTensor t = *copy.constant;
-        ir::HostTensor reshaped(t.dtype(), axis_shape);
-        for (int64_t i = 0; i < t.size(); ++i) reshaped.set(i, t.get(i));
-        copy.type.shape = axis_shape;
-        copy.constant = std::make_shared<const ir::HostTensor>(std::move(reshaped));
-        copy.name += "_ln";
-        return graph.add_value(std::move(copy));
-      };
-      ValueId g = flat(*gamma), b = flat(*beta);
+      ValueId g = add_reshaped_constant(graph, *gamma, axis_shape, "_ln");
+      ValueId b = add_reshaped_constant(graph, *beta, axis_shape, "_ln");
       for (Node &n : graph.nodes)
         if (n.output == result) n = Node{"layer_norm", {{"axis", -1}, {"epsilon", *eps}}, {x, g, b}, result, n.source};
       ++rewritten;
@@ -486,15 +488,12 @@ int convert_images_to_nhwc(Graph &graph) {
       nodes.push_back(std::move(n));
       continue;
     }
-    Node in = transpose_node(graph, n.inputs[0], kToNhwc, n.source);
+    Node in{"transpose", {{"perm", kToNhwc}}, {n.inputs[0]}, add_nhwc_value(graph, n.inputs[0]), n.source};
     Node op = n;
     op.attrs["layout"] = "NHWC";
     op.inputs[0] = in.output;
     if (op.op == "conv2d") op.inputs[1] = add_permuted_constant(graph, n.inputs[1], {2, 3, 1, 0}, "_hwio");  // OIHW
-    Value result = graph.values[static_cast<size_t>(n.output)];
-    result.type.shape = permuted(result.type.shape, kToNhwc);
-    result.name += "_nhwc";
-    op.output = graph.add_value(std::move(result));
+    op.output = add_nhwc_value(graph, n.output);
     Node out{"transpose", {{"perm", kToNchw}}, {op.output}, n.output, n.source};
     nodes.push_back(std::move(in));
     nodes.push_back(std::move(op));
@@ -530,12 +529,7 @@ int convert_images_to_nhwc(Graph &graph) {
           // Broadcasting aligns the trailing axes: a constant of lower rank gains leading 1s.
           std::vector<int64_t> shape4(4 - v.type.shape.size(), 1);
           shape4.insert(shape4.end(), v.type.shape.begin(), v.type.shape.end());
-          ir::HostTensor reshaped(v.constant->dtype(), shape4);
-          for (int64_t e = 0; e < reshaped.size(); ++e) reshaped.set(e, v.constant->get(e));
-          Value padded = v;
-          padded.constant = std::make_shared<const ir::HostTensor>(std::move(reshaped));
-          padded.type.shape = shape4;
-          ValueId four = graph.add_value(std::move(padded));
+          ValueId four = add_reshaped_constant(graph, in, shape4, "");
           inputs.push_back(add_permuted_constant(graph, four, kToNhwc, "_nhwc"));
         } else {
           sinks = false;
@@ -543,21 +537,17 @@ int convert_images_to_nhwc(Graph &graph) {
         }
       }
       if (!sinks || !any_transposed) continue;
-      Value result = graph.values[static_cast<size_t>(n.output)];
-      result.type.shape = permuted(out_shape, kToNhwc);
-      result.name += "_nhwc";
-      ValueId inner = graph.add_value(std::move(result));
-      Node &op = n;  // values grew above, nodes did not: n is still this node
-      ValueId original = op.output;
-      op.inputs = inputs;
-      op.output = inner;
+      // Values grew above, nodes did not: n is still this node.
+      const ValueId original = n.output;
+      n.inputs = inputs;
+      n.output = add_nhwc_value(graph, original);
       if (concat) {
         // NCHW axis a is NHWC axis d where kToNhwc[d] == a.
-        int64_t axis = op.attrs.value("axis", int64_t{0});
+        int64_t axis = n.attrs.value("axis", int64_t{0});
         if (axis < 0) axis += 4;
-        op.attrs["axis"] = std::find(kToNhwc.begin(), kToNhwc.end(), axis) - kToNhwc.begin();
+        n.attrs["axis"] = std::find(kToNhwc.begin(), kToNhwc.end(), axis) - kToNhwc.begin();
       }
-      Node back{"transpose", {{"perm", kToNchw}}, {inner}, original, op.source};
+      Node back{"transpose", {{"perm", kToNchw}}, {n.output}, original, n.source};
       graph.nodes.insert(graph.nodes.begin() + static_cast<long>(i) + 1, std::move(back));
       changed = true;
     }
