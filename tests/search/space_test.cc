@@ -182,37 +182,37 @@ TEST(SearchSpace, LongReductionsGetABlockedSketchWithCorrectCandidates) {
 // innermost spatial axis below its kernel window and vectorizes it: NHWC's output
 // channels, NCHW's columns. Its program computes what the unscheduled one does.
 TEST(SearchSpace, UntunedDefaultVectorizesTheInnermostOutputAxis) {
-  Target target = cpu_target();
-  for (bool nhwc : {true, false}) {
-    ir::Workload w = conv_relu({1, 8, 6, 16}, {32, 8, 3, 3}, 1);
-    if (nhwc) {
-      nlohmann::json j = w.to_json();
-      j["inputs"][0]["shape"] = {1, 6, 16, 8};
-      j["inputs"][1]["shape"] = {3, 3, 8, 32};
-      j["ops"][0]["attrs"]["layout"] = "NHWC";
-      w = ir::Workload::from_json(j);
+  for (const Target &target : {cpu_target(), Target::parse("llvm -mtriple=x86_64-linux-gnu -mcpu=znver3 -num-cores=2")})
+    for (bool nhwc : {true, false}) {
+      ir::Workload w = conv_relu({1, 8, 6, 16}, {32, 8, 3, 3}, 1);
+      if (nhwc) {
+        nlohmann::json j = w.to_json();
+        j["inputs"][0]["shape"] = {1, 6, 16, 8};
+        j["inputs"][1]["shape"] = {3, 3, 8, 32};
+        j["ops"][0]["attrs"]["layout"] = "NHWC";
+        w = ir::Workload::from_json(j);
+      }
+      te::ComputeDAG dag = w.build_dag();
+      ir::PrimFunc func = te::lower(dag, "conv");
+      // As kiln compile takes it: the first sketch that realizes (padding inlined).
+      std::optional<Candidate> c;
+      for (const ir::Trace &sketch : generate_sketches(func, untuned_rules(target), 0))
+        if (!c) c = realize(func, sketch, default_postprocessors(target), 0);
+      ASSERT_TRUE(c.has_value());
+      const size_t vector_axis = 3;  // the output's last: NHWC's channels, NCHW's columns
+      bool vectorized = false;
+      for (const ir::BlockNode *b : ir::sched::all_blocks(c->func)) {
+        if (b->name != "conv2d") continue;
+        std::vector<ir::Stmt> loops = ir::sched::loops_above(c->func, b);
+        ASSERT_FALSE(loops.empty());
+        const auto *inner = loops.back().as<ir::ForNode>();
+        vectorized = inner->for_kind == ir::ForKind::kVectorized &&
+                     ir::uses_var(b->iter_values[vector_axis], inner->loop_var.get());
+      }
+      EXPECT_TRUE(vectorized) << (nhwc ? "NHWC " : "NCHW ") << target.str() << "\n" << ir::to_string(c->func);
+      std::vector<HostTensor> inputs = positive_inputs(dag, 3);
+      EXPECT_LE(ir::relative_l2_error(ir::interpret(c->func, inputs)[0], ir::interpret(func, inputs)[0]), 1e-5);
     }
-    te::ComputeDAG dag = w.build_dag();
-    ir::PrimFunc func = te::lower(dag, "conv");
-    // As kiln compile takes it: the first sketch that realizes (padding inlined).
-    std::optional<Candidate> c;
-    for (const ir::Trace &sketch : generate_sketches(func, untuned_rules(target), 0))
-      if (!c) c = realize(func, sketch, default_postprocessors(target), 0);
-    ASSERT_TRUE(c.has_value());
-    const size_t vector_axis = 3;  // the output's last: NHWC's channels, NCHW's columns
-    bool vectorized = false;
-    for (const ir::BlockNode *b : ir::sched::all_blocks(c->func)) {
-      if (b->name != "conv2d") continue;
-      std::vector<ir::Stmt> loops = ir::sched::loops_above(c->func, b);
-      ASSERT_FALSE(loops.empty());
-      const auto *inner = loops.back().as<ir::ForNode>();
-      vectorized = inner->for_kind == ir::ForKind::kVectorized &&
-                   ir::uses_var(b->iter_values[vector_axis], inner->loop_var.get());
-    }
-    EXPECT_TRUE(vectorized) << (nhwc ? "NHWC" : "NCHW") << "\n" << ir::to_string(c->func);
-    std::vector<HostTensor> inputs = positive_inputs(dag, 3);
-    EXPECT_LE(ir::relative_l2_error(ir::interpret(c->func, inputs)[0], ir::interpret(func, inputs)[0]), 1e-5);
-  }
 }
 
 // Plain tiling computes an element-wise consumer per S1 tile, so the intermediate
