@@ -11,7 +11,7 @@ table gives the median of the rounds and the ratio ONNX Runtime / Kiln (above 1:
 faster there). With --steps it also lists every Kiln step and every ONNX Runtime node.
 
 Needs ONNX Runtime from PyPI: pip install onnxruntime numpy
-Usage: bench/steps_vs_ort.py [--kiln build/cli/kiln] [--models DIR] [--db FILE] [--layout NCHW|NHWC]
+Usage: bench/steps_vs_ort.py [--kiln build/cli/kiln] [--models DIR] [--db FILE] [--layout NCHW|NHWC] [--winograd]
                              [--threads 2] [--rounds 3] [--repeat 20] [--steps] NAME
 """
 import argparse
@@ -41,13 +41,21 @@ def kiln_steps(kiln, model_dir, threads, repeat, nhwc=False):
     out = subprocess.run([kiln, "bench", "--model", model_dir, "--threads", str(threads), "--repeat", str(repeat),
                           "--profile"], check=True, capture_output=True, text=True).stdout
     steps = []
+    winograd_group = None
     for line in out.splitlines():
         m = STEP_LINE.match(line)
         if m:
             shape = [int(d) for d in m.group(4).split("x")]
             # With --layout NHWC every image step reads NHWC but the transpose of the model's input.
             channels_last = nhwc and m.group(3) != "transpose"
-            steps.append((f"{m.group(3)} {m.group(4)}", group_of(shape, channels_last), float(m.group(2))))
+            group = group_of(shape, channels_last)
+            # A Winograd convolution's products and output transform read [16, tiles, C]:
+            # they belong to the image of the input transform before them.
+            if m.group(3).startswith("winograd_input_transform"):
+                winograd_group = group
+            elif winograd_group and (m.group(3) == "batch_matmul" or m.group(3).startswith("winograd_output")):
+                group = winograd_group
+            steps.append((f"{m.group(3)} {m.group(4)}", group, float(m.group(2))))
     if not steps:
         sys.exit("no per-step lines in `kiln bench --profile`'s output:\n" + out)
     return steps
@@ -92,6 +100,7 @@ def main():
     p.add_argument("--models", default="tests/frontend/models")
     p.add_argument("--db", default="")
     p.add_argument("--layout", default="", help="kiln compile's --layout (NCHW|NHWC); empty: its default")
+    p.add_argument("--winograd", action="store_true", help="kiln compile's --winograd")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--repeat", type=int, default=20)
@@ -101,7 +110,7 @@ def main():
     onnx_path = os.path.join(a.models, a.name + ".onnx")
     with tempfile.TemporaryDirectory() as tmp:
         compiled = os.path.join(tmp, a.name + ".kiln")
-        kiln_compile(a.kiln, onnx_path, compiled, a.db, a.layout)
+        kiln_compile(a.kiln, onnx_path, compiled, a.db, a.layout, a.winograd)
         input_name, data = model_input(a.models, a.name, onnx_path)
         feed = {input_name: data}
         kiln_rounds, ort_rounds = [], []

@@ -36,6 +36,7 @@ struct ImportArgs {
   std::vector<std::string> shapes;
   bool layout_rewrite = true;
   std::string image_layout = "NHWC";
+  bool winograd = false;
   bool json = false;
 };
 
@@ -69,6 +70,10 @@ LoadedGraph load_graph(const ImportArgs &args) {
   }
   frontend::run_default_passes(g.graph);
   if (args.image_layout == "NHWC") frontend::convert_images_to_nhwc(g.graph);
+  if (args.winograd) {
+    if (args.image_layout != "NHWC") fail("--winograd rewrites NHWC convolutions: use it with --layout NHWC");
+    frontend::rewrite_winograd_convolutions(g.graph);
+  }
   g.subgraphs = frontend::fuse(g.graph, args.layout_rewrite);
   return g;
 }
@@ -86,6 +91,10 @@ void add_import_flags(CLI::App &cmd, ImportArgs &args) {
                  "with the same choice)")
       ->check(CLI::IsMember({"NCHW", "NHWC"}))
       ->capture_default_str();
+  cmd.add_flag("--winograd", args.winograd,
+               "run 3x3 stride-1 convolutions as Winograd F(2x2,3x3): an input transform, 16 matrix products "
+               "with weights transformed at import, an output transform; where that saves at least half the "
+               "multiply-adds (tasks get other keys; tune and compile with the same choice)");
 }
 
 // "0.4494 ms", or why there is no estimate yet: a task without a measured program.

@@ -9,9 +9,21 @@ namespace kiln::frontend {
 
 OpPattern op_pattern(const std::string &op) {
   static const std::set<std::string> layout = {"reshape", "transpose", "flatten", "concat", "slice"};
-  static const std::set<std::string> reuse = {
-      "conv2d",     "dense",       "matmul",     "batch_matmul", "max_pool2d", "avg_pool2d", "global_avg_pool2d",
-      "reduce_sum", "reduce_mean", "reduce_max", "reduce_min",   "softmax",    "layer_norm"};
+  static const std::set<std::string> reuse = {"conv2d",
+                                              "dense",
+                                              "matmul",
+                                              "batch_matmul",
+                                              "max_pool2d",
+                                              "avg_pool2d",
+                                              "global_avg_pool2d",
+                                              "reduce_sum",
+                                              "reduce_mean",
+                                              "reduce_max",
+                                              "reduce_min",
+                                              "softmax",
+                                              "layer_norm",
+                                              "winograd_input_transform",
+                                              "winograd_output_transform"};
   if (layout.count(op)) return OpPattern::kLayout;
   if (reuse.count(op)) return OpPattern::kReuse;
   return OpPattern::kElementwise;

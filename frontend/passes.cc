@@ -3,6 +3,7 @@
 #include "frontend/fusion.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <map>
 #include <optional>
@@ -578,6 +579,97 @@ int convert_images_to_nhwc(Graph &graph) {
   }
   merge_reshapes(graph);
   return converted;
+}
+
+namespace {
+
+// The Winograd F(2x2,3x3) form of an NHWC convolution, when it pays (passes.h).
+std::optional<std::array<int64_t, 2>> winograd_tiles(const Graph &g, const Node &n) {
+  if (n.op != "conv2d" || n.attrs.value("layout", std::string()) != "NHWC") return std::nullopt;
+  if (n.attrs.value("strides", std::vector<int64_t>{}) != std::vector<int64_t>{1, 1} ||
+      n.attrs.value("dilations", std::vector<int64_t>{}) != std::vector<int64_t>{1, 1} ||
+      n.attrs.value("groups", int64_t{0}) != 1)
+    return std::nullopt;
+  const Value &data = g.values[static_cast<size_t>(n.inputs[0])];
+  const Value &weight = g.values[static_cast<size_t>(n.inputs[1])];
+  const std::vector<int64_t> &ws = weight.type.shape;
+  if (!weight.is_constant() || weight.type.dtype != ir::DType::kFloat32 || data.type.dtype != ir::DType::kFloat32 ||
+      ws.size() != 4 || ws[0] != 3 || ws[1] != 3 || ws[2] < 8 || ws[3] < 8)
+    return std::nullopt;
+  const std::vector<int64_t> &out = g.values[static_cast<size_t>(n.output)].type.shape;
+  const int64_t tiles_h = (out[1] + 1) / 2, tiles_w = (out[2] + 1) / 2;
+  // Direct: 9 multiply-adds per output; Winograd: 16 per 2x2 tile.
+  if (9 * out[1] * out[2] < 2 * 16 * tiles_h * tiles_w) return std::nullopt;
+  return std::array<int64_t, 2>{tiles_h, tiles_w};
+}
+
+// U[4a+b, c, o] = (G g[.,.,c,o] Gt)[a, b] for an HWIO weight g, G = [1 0 0; 1/2 1/2 1/2;
+// 1/2 -1/2 1/2; 0 0 1].
+ValueId add_winograd_weight(Graph &g, ValueId weight) {
+  static const double kG[4][3] = {{1, 0, 0}, {0.5, 0.5, 0.5}, {0.5, -0.5, 0.5}, {0, 0, 1}};
+  Value copy = g.values[static_cast<size_t>(weight)];
+  const ir::HostTensor &w = *copy.constant;
+  const int64_t channels = w.shape()[2], outs = w.shape()[3];
+  ir::HostTensor u(ir::DType::kFloat32, {16, channels, outs});
+  for (int64_t c = 0; c < channels; ++c)
+    for (int64_t o = 0; o < outs; ++o) {
+      auto at = [&](int64_t i, int64_t j) { return w.get(((i * 3 + j) * channels + c) * outs + o); };
+      for (int a = 0; a < 4; ++a)
+        for (int b = 0; b < 4; ++b) {
+          double sum = 0;
+          for (int i = 0; i < 3; ++i)
+            for (int j = 0; j < 3; ++j) sum += kG[a][i] * at(i, j) * kG[b][j];
+          u.set(((a * 4 + b) * channels + c) * outs + o, sum);
+        }
+    }
+  copy.type.shape = u.shape();
+  copy.constant = std::make_shared<const ir::HostTensor>(std::move(u));
+  copy.name += "_winograd";
+  return g.add_value(std::move(copy));
+}
+
+}  // namespace
+
+int rewrite_winograd_convolutions(Graph &graph) {
+  int rewritten = 0;
+  std::vector<Node> nodes;
+  for (Node &n : graph.nodes) {
+    std::optional<std::array<int64_t, 2>> tiles = winograd_tiles(graph, n);
+    if (!tiles) {
+      nodes.push_back(std::move(n));
+      continue;
+    }
+    const std::vector<int64_t> out = graph.values[static_cast<size_t>(n.output)].type.shape;
+    const int64_t channels = graph.values[static_cast<size_t>(n.inputs[0])].type.shape[3];
+    const int64_t tile_count = out[0] * (*tiles)[0] * (*tiles)[1];
+    auto add_products = [&](int64_t columns, const char *suffix) {
+      Value v = graph.values[static_cast<size_t>(n.output)];
+      v.type.shape = {16, tile_count, columns};
+      v.name += suffix;
+      return graph.add_value(std::move(v));
+    };
+    Node input{"winograd_input_transform",
+               {{"pads", n.attrs["pads"]}},
+               {n.inputs[0]},
+               add_products(channels, "_winograd_in"),
+               n.source};
+    Node product{"batch_matmul",
+                 {{"transpose_a", false}, {"transpose_b", false}},
+                 {input.output, add_winograd_weight(graph, n.inputs[1])},
+                 add_products(out[3], "_winograd_products"),
+                 n.source};
+    std::vector<ValueId> output_inputs = {product.output};
+    if (n.inputs.size() > 2) output_inputs.push_back(n.inputs[2]);
+    Node output{
+        "winograd_output_transform", {{"height", out[1]}, {"width", out[2]}}, output_inputs, n.output, n.source};
+    nodes.push_back(std::move(input));
+    nodes.push_back(std::move(product));
+    nodes.push_back(std::move(output));
+    ++rewritten;
+  }
+  graph.nodes = std::move(nodes);
+  if (rewritten > 0) eliminate_dead_nodes(graph);
+  return rewritten;
 }
 
 void run_default_passes(Graph &graph) {

@@ -63,6 +63,12 @@ std::vector<NamedWorkload> small_example_workloads() {
   single("batch_matmul_broadcast_transposed", "batch_matmul", {f32({1, 5, 4}), f32({2, 3, 5})},
          {{"transpose_a", true}, {"transpose_b", true}});
 
+  // Winograd F(2x2,3x3): an odd output (5x7) with asymmetric pads, so the last tiles
+  // stick out; the output transform with a bias.
+  single("winograd_input_transform_odd", "winograd_input_transform", {f32({1, 5, 7, 3})}, {{"pads", {1, 0, 1, 2}}});
+  single("winograd_output_transform_bias", "winograd_output_transform", {f32({16, 12, 5}), f32({5})},
+         {{"height", 5}, {"width", 7}});
+
   // ---- pooling -----------------------------------------------------------------------
   single("max_pool2d_s2_p1", "max_pool2d", {f32({1, 3, 7, 7})},
          {{"kernel", {3, 3}}, {"strides", {2, 2}}, {"pads", {1, 1, 1, 1}}});

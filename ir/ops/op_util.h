@@ -69,6 +69,7 @@ te::Tensor add_channel_bias(std::string_view op, const te::Tensor &out, const te
 
 // Operator lists of each file, concatenated by all_ops() in the documented order.
 std::vector<OpDef> nn_ops();
+std::vector<OpDef> winograd_ops();
 std::vector<OpDef> pooling_ops();
 std::vector<OpDef> unary_ops();
 std::vector<OpDef> binary_ops();

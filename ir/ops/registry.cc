@@ -11,8 +11,9 @@ const std::vector<OpDef> &all_ops() {
   // element-wise, reductions, normalisations and layout transforms.
   static const std::vector<OpDef> ops = [] {
     std::vector<OpDef> all;
-    for (auto *family : {&detail::nn_ops, &detail::pooling_ops, &detail::unary_ops, &detail::binary_ops,
-                         &detail::reduction_ops, &detail::normalization_ops, &detail::transform_ops}) {
+    for (auto *family :
+         {&detail::nn_ops, &detail::winograd_ops, &detail::pooling_ops, &detail::unary_ops, &detail::binary_ops,
+          &detail::reduction_ops, &detail::normalization_ops, &detail::transform_ops}) {
       for (OpDef &op : (*family)()) all.push_back(std::move(op));
     }
     return all;

@@ -71,6 +71,14 @@ TEST(KilnCommand, ConstantWeightsAreOtherTasks) {
   ASSERT_EQ(unpacked.status, 0) << unpacked.text;
   EXPECT_NE(packed.text.find("\"constant\""), std::string::npos);
   EXPECT_EQ(unpacked.text.find("\"constant\""), std::string::npos);
+
+  // --winograd: tiny_cnn's second convolution becomes three tasks; NCHW is refused.
+  Output winograd = kiln("import --winograd --model " + model);
+  ASSERT_EQ(winograd.status, 0) << winograd.text;
+  EXPECT_NE(winograd.text.find("winograd_output_transform+relu"), std::string::npos) << winograd.text;
+  Output nchw = kiln("import --winograd --layout NCHW --model " + model);
+  EXPECT_EQ(nchw.status, 1);
+  EXPECT_NE(nchw.text.find("use it with --layout NHWC"), std::string::npos) << nchw.text;
 }
 
 TEST(KilnCommand, BadInputGivesAMessageAndExitCode) {

@@ -118,6 +118,20 @@ TEST_P(CompiledNhwcModel, UntunedMatchesTheExporter) {
 
 INSTANTIATE_TEST_SUITE_P(Models, CompiledNhwcModel, ::testing::Values("tiny_cnn", "mobilenet_block", "odd_cnn"));
 
+// tiny_cnn's second convolution (16 -> 32 channels, 32x32) as Winograd transforms and
+// 16 matrix products, compiled untuned: the transforms' generated code and the
+// pre-packed transformed weights give the exporter's output.
+TEST(CompiledWinogradModel, UntunedMatchesTheExporter) {
+  Fused f = import("tiny_cnn");
+  ASSERT_GT(frontend::convert_images_to_nhwc(f.graph), 0);
+  ASSERT_EQ(frontend::rewrite_winograd_convolutions(f.graph), 1);
+  f.subgraphs = frontend::fuse(f.graph);
+  std::string dir = (temp_dir() / "tiny_cnn.winograd.kiln").string();
+  compile_model(f.graph, f.subgraphs, {"llvm -num-cores=2", ""}, dir);
+  Model model = Model::load(dir);
+  expect_reference_output(model, "tiny_cnn");
+}
+
 TEST(CompiledModelZeroCopy, InputAndOutputPointersRunWithoutCopies) {
   Fused f = import("tiny_cnn");
   std::string dir = (temp_dir() / "zero_copy.kiln").string();

@@ -64,6 +64,11 @@ TEST_P(FixtureModel, EvaluatesToTheExportersOutput) {
   if (convert_images_to_nhwc(nhwc) == 0) return;
   expect_matches(evaluate_reference(nhwc, {input}).at(0), "in NHWC");
   expect_matches(evaluate_subgraphs(nhwc, fuse(nhwc), {input}).at(0), "in NHWC, fused");
+  // With the 3x3 convolutions as Winograd transforms and matrix products.
+  Graph winograd = nhwc;
+  if (rewrite_winograd_convolutions(winograd) == 0) return;
+  expect_matches(evaluate_reference(winograd, {input}).at(0), "with Winograd convolutions");
+  expect_matches(evaluate_subgraphs(winograd, fuse(winograd), {input}).at(0), "with Winograd convolutions, fused");
 }
 
 // What the passes and fusion make of the exports: LayerNorm and GELU chains become one
@@ -165,6 +170,12 @@ struct ModelBuilder {
     a->set_name(name);
     a->set_type(onnx::AttributeProto::INT);
     a->set_i(v);
+  }
+  static void attr(onnx::NodeProto *n, const std::string &name, const std::vector<int64_t> &v) {
+    auto *a = n->add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto::INTS);
+    for (int64_t x : v) a->add_ints(x);
   }
   static void attr(onnx::NodeProto *n, const std::string &name, float v) {
     auto *a = n->add_attribute();
@@ -362,6 +373,51 @@ TEST(GraphPasses, BatchNormFoldsIntoConvAndDense) {
   run_default_passes(g);
   EXPECT_EQ(op_names(g), (std::vector<std::string>{"dense"})) << g.to_string();
   EXPECT_LE(ir::relative_l2_error(evaluate_reference(g, {x}).at(0), before), 1e-6);
+}
+
+// A 3x3 convolution with an odd output (21x19: the last tiles stick out) and asymmetric
+// pads computes the same through Winograd's transforms; the bias moves to the output
+// transform. A 7x7 output wastes too much of its 4x4 tiles and stays direct, as do
+// strided convolutions.
+TEST(GraphPasses, WinogradConvolutionsMatchTheDirectOnes) {
+  ModelBuilder m;
+  m.input("x", {1, 8, 21, 19});
+  m.floats("w", {12, 8, 3, 3}, ramp(12 * 8 * 9, -1.0f, 0.0023f));
+  m.floats("b", {12}, ramp(12, 0.5f, -0.1f));
+  ModelBuilder::attr(m.node("Conv", {"x", "w", "b"}, {"c"}), "pads", std::vector<int64_t>{1, 0, 1, 2});
+  m.node("Relu", {"c"}, {"y"});
+  m.output("y");
+  m.input("small", {1, 8, 7, 7});
+  ModelBuilder::attr(m.node("Conv", {"small", "w"}, {"s"}), "pads", std::vector<int64_t>{1, 1, 1, 1});
+  m.output("s");
+  auto *strided = m.node("Conv", {"x", "w"}, {"t"});
+  ModelBuilder::attr(strided, "strides", std::vector<int64_t>{2, 2});
+  m.output("t");
+  Graph g = m.import();
+  run_default_passes(g);
+  ASSERT_EQ(convert_images_to_nhwc(g), 3);
+  std::vector<ir::HostTensor> inputs;
+  for (ValueId v : g.inputs) {
+    ir::HostTensor t(ir::DType::kFloat32, g.values[static_cast<size_t>(v)].type.shape);
+    for (int64_t i = 0; i < t.size(); ++i) t.set(i, std::sin(0.37 * static_cast<double>(i)));
+    inputs.push_back(std::move(t));
+  }
+  std::vector<ir::HostTensor> direct = evaluate_reference(g, inputs);
+  ASSERT_EQ(rewrite_winograd_convolutions(g), 1) << g.to_string();
+  auto count = [&](const std::string &op) {
+    return std::count_if(g.nodes.begin(), g.nodes.end(), [&](const Node &n) { return n.op == op; });
+  };
+  EXPECT_EQ(count("winograd_input_transform"), 1);
+  EXPECT_EQ(count("batch_matmul"), 1);
+  EXPECT_EQ(count("winograd_output_transform"), 1);
+  EXPECT_EQ(count("conv2d"), 2);
+  std::vector<ir::HostTensor> fast = evaluate_reference(g, inputs);
+  std::vector<ir::HostTensor> fused = evaluate_subgraphs(g, fuse(g), inputs);
+  ASSERT_EQ(fast.size(), direct.size());
+  for (size_t i = 0; i < direct.size(); ++i) {
+    EXPECT_LE(ir::relative_l2_error(fast[i], direct[i]), 1e-5) << "output " << i;
+    EXPECT_LE(ir::relative_l2_error(fused[i], direct[i]), 1e-5) << "output " << i << ", fused";
+  }
 }
 
 TEST(GraphPasses, ChannelAffineStaysWhenItCannotFold) {

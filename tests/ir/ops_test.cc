@@ -103,6 +103,55 @@ Ref ref_conv2d(const std::vector<Ref> &in, const json &a) {
   return out;
 }
 
+// Winograd F(2x2,3x3)'s transforms with their matrices as tables (Lavin & Gray).
+constexpr double kWinogradBt[4][4] = {{1, 0, -1, 0}, {0, 1, 1, 0}, {0, -1, 1, 0}, {0, 1, 0, -1}};
+constexpr double kWinogradAt[2][4] = {{1, 1, 1, 0}, {0, 1, -1, -1}};
+
+Ref ref_winograd_input(const std::vector<Ref> &in, const json &a) {
+  const Ref &x = in[0];
+  const Shape pads = a["pads"].get<Shape>();
+  const int64_t N = x.shape[0], H = x.shape[1], W = x.shape[2], C = x.shape[3];
+  const int64_t TH = (H + pads[0] + pads[2] - 1) / 2, TW = (W + pads[1] + pads[3] - 1) / 2;
+  Ref out = make_ref({16, N * TH * TW, C}, x.dtype);
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t i = 0; i < TH; ++i)
+      for (int64_t j = 0; j < TW; ++j)
+        for (int64_t c = 0; c < C; ++c) {
+          double d[4][4];
+          for (int64_t r = 0; r < 4; ++r)
+            for (int64_t s = 0; s < 4; ++s) {
+              int64_t y = 2 * i + r - pads[0], xx = 2 * j + s - pads[1];
+              d[r][s] = y < 0 || y >= H || xx < 0 || xx >= W ? 0.0 : at(x, {n, y, xx, c});
+            }
+          for (int64_t e = 0; e < 16; ++e) {
+            double v = 0;
+            for (int64_t r = 0; r < 4; ++r)
+              for (int64_t s = 0; s < 4; ++s) v += kWinogradBt[e / 4][r] * d[r][s] * kWinogradBt[e % 4][s];
+            out.data[ravel(out.shape, {e, (n * TH + i) * TW + j, c})] = v;
+          }
+        }
+  return out;
+}
+
+Ref ref_winograd_output(const std::vector<Ref> &in, const json &a) {
+  const Ref &m = in[0];
+  const int64_t OH = a["height"].get<int64_t>(), OW = a["width"].get<int64_t>();
+  const int64_t TH = (OH + 1) / 2, TW = (OW + 1) / 2, O = m.shape[2], N = m.shape[1] / (TH * TW);
+  Ref out = make_ref({N, OH, OW, O}, m.dtype);
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t y = 0; y < OH; ++y)
+      for (int64_t x = 0; x < OW; ++x)
+        for (int64_t o = 0; o < O; ++o) {
+          double v = in.size() > 1 ? in[1].data[o] : 0.0;
+          int64_t p = (n * TH + y / 2) * TW + x / 2;
+          for (int64_t r = 0; r < 4; ++r)
+            for (int64_t s = 0; s < 4; ++s)
+              v += kWinogradAt[y % 2][r] * at(m, {r * 4 + s, p, o}) * kWinogradAt[x % 2][s];
+          out.data[ravel(out.shape, {n, y, x, o})] = v;
+        }
+  return out;
+}
+
 // C[b] = op(A[b]) * op(B[b]) with an optional transposition of each operand.
 Ref ref_matmul_core(const Ref &A, const Ref &B, bool ta, bool tb, bool batched) {
   const size_t o = batched ? 1 : 0;
@@ -389,6 +438,8 @@ const std::map<std::string, RefOp> &reference_ops() {
        [](const std::vector<Ref> &in, const json &a) {
          return ref_matmul_core(in[0], in[1], a["transpose_a"], a["transpose_b"], true);
        }},
+      {"winograd_input_transform", ref_winograd_input},
+      {"winograd_output_transform", ref_winograd_output},
       {"max_pool2d", [](const std::vector<Ref> &in, const json &a) { return ref_pool(in[0], a, true); }},
       {"avg_pool2d", [](const std::vector<Ref> &in, const json &a) { return ref_pool(in[0], a, false); }},
       {"global_avg_pool2d", ref_global_avg_pool},
