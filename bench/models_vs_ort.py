@@ -6,14 +6,14 @@ untuned defaults), then ROUNDS alternating blocks at each thread count: `kiln be
 (REPEAT timed runs, median) and ONNX Runtime on the same input (same thread count,
 REPEAT runs, median). Prints per model and thread count the median of the blocks'
 medians and the ratio ONNX Runtime time / Kiln time (above 1: Kiln is faster).
-With --against-db (and --against-layout, --against-winograd), a second compiled model
+With --against-db (and --against-layout, --against-no-winograd), a second compiled model
 of the same ONNX file runs in every block too, so two databases or layouts compare in
-one time window (columns "other ms" and "ort/other"). --winograd compiles with kiln's
---winograd (tune and compile with the same choice).
+one time window (columns "other ms" and "ort/other"). --no-winograd compiles with kiln's
+--no-winograd (tune and compile with the same choice).
 
 Needs ONNX Runtime from PyPI: pip install onnxruntime numpy
-Usage: bench/models_vs_ort.py [--kiln build/cli/kiln] [--models DIR] [--db FILE] [--layout L] [--winograd]
-                              [--against-db FILE [--against-layout L] [--against-winograd]]
+Usage: bench/models_vs_ort.py [--kiln build/cli/kiln] [--models DIR] [--db FILE] [--layout L] [--no-winograd]
+                              [--against-db FILE [--against-layout L] [--against-no-winograd]]
                               [--threads 1,2] [--rounds 3] [--repeat 20] NAME...
 """
 import argparse
@@ -35,12 +35,12 @@ def kiln_bench(kiln, model_dir, threads, repeat):
     return float(re.search(r"median ([0-9.]+) ms", out).group(1))
 
 
-def kiln_compile(kiln, onnx_path, compiled, db, layout="", winograd=False):
+def kiln_compile(kiln, onnx_path, compiled, db, layout="", no_winograd=False):
     """`kiln compile` (with the database's schedules when db is given, in `layout` when
-    given, with Winograd convolutions when asked: tune and compile with the same
+    given, with direct convolutions only when asked: tune and compile with the same
     choices); logs its report."""
     cmd = [kiln, "compile", "--model", onnx_path, "-o", compiled] + (["--db", db] if db else []) + \
-        (["--layout", layout] if layout else []) + (["--winograd"] if winograd else [])
+        (["--layout", layout] if layout else []) + (["--no-winograd"] if no_winograd else [])
     print("# " + subprocess.run(cmd, check=True, capture_output=True, text=True).stdout.strip(), file=sys.stderr)
 
 
@@ -71,10 +71,10 @@ def main():
     p.add_argument("--models", default="tests/frontend/models")
     p.add_argument("--db", default="")
     p.add_argument("--layout", default="", help="kiln compile's --layout (NCHW|NHWC); empty: its default")
-    p.add_argument("--winograd", action="store_true", help="kiln compile's --winograd")
+    p.add_argument("--no-winograd", action="store_true", help="kiln compile's --no-winograd")
     p.add_argument("--against-db", default="", help="a second database, timed in the same blocks")
     p.add_argument("--against-layout", default="", help="kiln compile's --layout for --against-db")
-    p.add_argument("--against-winograd", action="store_true", help="kiln compile's --winograd for --against-db")
+    p.add_argument("--against-no-winograd", action="store_true", help="kiln compile's --no-winograd for --against-db")
     p.add_argument("--threads", default="1,2")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--repeat", type=int, default=20)
@@ -88,10 +88,10 @@ def main():
         for name in a.names:
             onnx_path = os.path.join(a.models, name + ".onnx")
             compiled = os.path.join(tmp, name + ".kiln")
-            kiln_compile(a.kiln, onnx_path, compiled, a.db, a.layout, a.winograd)
+            kiln_compile(a.kiln, onnx_path, compiled, a.db, a.layout, a.no_winograd)
             compiled_other = os.path.join(tmp, name + ".other.kiln")
             if other:
-                kiln_compile(a.kiln, onnx_path, compiled_other, a.against_db, a.against_layout, a.against_winograd)
+                kiln_compile(a.kiln, onnx_path, compiled_other, a.against_db, a.against_layout, a.against_no_winograd)
             input_name, data = model_input(a.models, name, onnx_path)
             for t in threads:
                 options = ort.SessionOptions()

@@ -11,7 +11,7 @@ table gives the median of the rounds and the ratio ONNX Runtime / Kiln (above 1:
 faster there). With --steps it also lists every Kiln step and every ONNX Runtime node.
 
 Needs ONNX Runtime from PyPI: pip install onnxruntime numpy
-Usage: bench/steps_vs_ort.py [--kiln build/cli/kiln] [--models DIR] [--db FILE] [--layout NCHW|NHWC] [--winograd]
+Usage: bench/steps_vs_ort.py [--kiln build/cli/kiln] [--models DIR] [--db FILE] [--layout NCHW|NHWC] [--no-winograd]
                              [--threads 2] [--rounds 3] [--repeat 20] [--steps] NAME
 """
 import argparse
@@ -100,7 +100,7 @@ def main():
     p.add_argument("--models", default="tests/frontend/models")
     p.add_argument("--db", default="")
     p.add_argument("--layout", default="", help="kiln compile's --layout (NCHW|NHWC); empty: its default")
-    p.add_argument("--winograd", action="store_true", help="kiln compile's --winograd")
+    p.add_argument("--no-winograd", action="store_true", help="kiln compile's --no-winograd")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--repeat", type=int, default=20)
@@ -110,7 +110,7 @@ def main():
     onnx_path = os.path.join(a.models, a.name + ".onnx")
     with tempfile.TemporaryDirectory() as tmp:
         compiled = os.path.join(tmp, a.name + ".kiln")
-        kiln_compile(a.kiln, onnx_path, compiled, a.db, a.layout, a.winograd)
+        kiln_compile(a.kiln, onnx_path, compiled, a.db, a.layout, a.no_winograd)
         input_name, data = model_input(a.models, a.name, onnx_path)
         feed = {input_name: data}
         kiln_rounds, ort_rounds = [], []

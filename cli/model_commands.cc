@@ -36,7 +36,8 @@ struct ImportArgs {
   std::vector<std::string> shapes;
   bool layout_rewrite = true;
   std::string image_layout = "NHWC";
-  bool winograd = false;
+  bool winograd = true;
+  CLI::Option *winograd_flag = nullptr;  // to tell an explicit --winograd from the default
   bool json = false;
 };
 
@@ -70,10 +71,9 @@ LoadedGraph load_graph(const ImportArgs &args) {
   }
   frontend::run_default_passes(g.graph);
   if (args.image_layout == "NHWC") frontend::convert_images_to_nhwc(g.graph);
-  if (args.winograd) {
-    if (args.image_layout != "NHWC") fail("--winograd rewrites NHWC convolutions: use it with --layout NHWC");
-    frontend::rewrite_winograd_convolutions(g.graph);
-  }
+  if (args.winograd && args.image_layout == "NHWC") frontend::rewrite_winograd_convolutions(g.graph);
+  if (args.winograd && args.image_layout != "NHWC" && args.winograd_flag && args.winograd_flag->count() > 0)
+    fail("--winograd rewrites NHWC convolutions: use it with --layout NHWC (the default)");
   g.subgraphs = frontend::fuse(g.graph, args.layout_rewrite);
   return g;
 }
@@ -91,10 +91,12 @@ void add_import_flags(CLI::App &cmd, ImportArgs &args) {
                  "with the same choice)")
       ->check(CLI::IsMember({"NCHW", "NHWC"}))
       ->capture_default_str();
-  cmd.add_flag("--winograd", args.winograd,
-               "run 3x3 stride-1 convolutions as Winograd F(2x2,3x3): an input transform, 16 matrix products "
-               "with weights transformed at import, an output transform; where that saves at least half the "
-               "multiply-adds (tasks get other keys; tune and compile with the same choice)");
+  args.winograd_flag = cmd.add_flag(
+      "--winograd,!--no-winograd", args.winograd,
+      "with --layout NHWC (the default: on), run 3x3 stride-1 convolutions as Winograd F(2x2,3x3): an input "
+      "transform, 16 matrix products with weights transformed at import, an output transform; where that saves "
+      "at least half the multiply-adds. --no-winograd keeps them direct (tasks get other keys; tune and compile "
+      "with the same choice)");
 }
 
 // "0.4494 ms", or why there is no estimate yet: a task without a measured program.
