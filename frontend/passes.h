@@ -52,11 +52,12 @@ int fold_channel_affine(Graph &graph);
 int convert_images_to_nhwc(Graph &graph);
 
 /// Rewrites a 3x3, stride-1, undilated, ungrouped NHWC conv2d with a constant float32
-/// weight as Winograd F(2x2,3x3) (ir/ops/winograd.cc): winograd_input_transform,
-/// batch_matmul with the weight transformed here (G g Gt, [16, C, O], computed in double),
-/// winograd_output_transform with the bias. Only where the matrix products take at most
-/// half the direct convolution's multiply-adds (the 4x4 tiles of a small or odd image
-/// waste too much) and both channel counts are at least 8. Returns how many.
+/// weight as Winograd F(m x m, 3 x 3) (ir/ops/winograd.cc): winograd_input_transform,
+/// batch_matmul with the weight transformed here (G g Gt, [(m+2)^2, C, O], computed in
+/// double), winograd_output_transform with the bias. Only where F(2x2) takes at most half
+/// the direct convolution's multiply-adds (the tiles of a small or odd image waste too
+/// much) and both channel counts are at least 8; F(4x4) where it takes at most 70% of
+/// F(2x2)'s (large images). Returns how many.
 int rewrite_winograd_convolutions(Graph &graph);
 
 /// CSE, batch-norm folding, the pattern rewrites, reshape sinking and merging, then dead-node elimination.

@@ -63,11 +63,15 @@ std::vector<NamedWorkload> small_example_workloads() {
   single("batch_matmul_broadcast_transposed", "batch_matmul", {f32({1, 5, 4}), f32({2, 3, 5})},
          {{"transpose_a", true}, {"transpose_b", true}});
 
-  // Winograd F(2x2,3x3): an odd output (5x7) with asymmetric pads, so the last tiles
-  // stick out; the output transform with a bias.
+  // Winograd F(2x2,3x3) and F(4x4,3x3): outputs (5x7, 9x7) that the tiles do not
+  // divide, asymmetric pads; the output transforms with a bias.
   single("winograd_input_transform_odd", "winograd_input_transform", {f32({1, 5, 7, 3})}, {{"pads", {1, 0, 1, 2}}});
   single("winograd_output_transform_bias", "winograd_output_transform", {f32({16, 12, 5}), f32({5})},
          {{"height", 5}, {"width", 7}});
+  single("winograd_input_transform_f4", "winograd_input_transform", {f32({1, 9, 7, 3})},
+         {{"pads", {1, 0, 1, 2}}, {"output_tile", 4}});
+  single("winograd_output_transform_f4_bias", "winograd_output_transform", {f32({36, 6, 5}), f32({5})},
+         {{"height", 9}, {"width", 7}, {"output_tile", 4}});
 
   // ---- pooling -----------------------------------------------------------------------
   single("max_pool2d_s2_p1", "max_pool2d", {f32({1, 3, 7, 7})},

@@ -375,10 +375,11 @@ TEST(GraphPasses, BatchNormFoldsIntoConvAndDense) {
   EXPECT_LE(ir::relative_l2_error(evaluate_reference(g, {x}).at(0), before), 1e-6);
 }
 
-// A 3x3 convolution with an odd output (21x19: the last tiles stick out) and asymmetric
-// pads computes the same through Winograd's transforms; the bias moves to the output
-// transform. A 7x7 output wastes too much of its 4x4 tiles and stays direct, as do
-// strided convolutions.
+// 3x3 convolutions compute the same through Winograd's transforms: a 21x19 output with
+// asymmetric pads as F(4x4,3x3) (its last tiles stick out), a 14x14 one as F(2x2,3x3)
+// (4x4 blocks of it would waste too much); the bias moves to the output transform. A
+// 7x7 output wastes too much of F(2x2)'s tiles too and stays direct, as do strided
+// convolutions.
 TEST(GraphPasses, WinogradConvolutionsMatchTheDirectOnes) {
   ModelBuilder m;
   m.input("x", {1, 8, 21, 19});
@@ -387,6 +388,9 @@ TEST(GraphPasses, WinogradConvolutionsMatchTheDirectOnes) {
   ModelBuilder::attr(m.node("Conv", {"x", "w", "b"}, {"c"}), "pads", std::vector<int64_t>{1, 0, 1, 2});
   m.node("Relu", {"c"}, {"y"});
   m.output("y");
+  m.input("mid", {1, 8, 14, 14});
+  ModelBuilder::attr(m.node("Conv", {"mid", "w", "b"}, {"f2"}), "pads", std::vector<int64_t>{1, 1, 1, 1});
+  m.output("f2");
   m.input("small", {1, 8, 7, 7});
   ModelBuilder::attr(m.node("Conv", {"small", "w"}, {"s"}), "pads", std::vector<int64_t>{1, 1, 1, 1});
   m.output("s");
@@ -395,7 +399,7 @@ TEST(GraphPasses, WinogradConvolutionsMatchTheDirectOnes) {
   m.output("t");
   Graph g = m.import();
   run_default_passes(g);
-  ASSERT_EQ(convert_images_to_nhwc(g), 3);
+  ASSERT_EQ(convert_images_to_nhwc(g), 4);
   std::vector<ir::HostTensor> inputs;
   for (ValueId v : g.inputs) {
     ir::HostTensor t(ir::DType::kFloat32, g.values[static_cast<size_t>(v)].type.shape);
@@ -403,13 +407,16 @@ TEST(GraphPasses, WinogradConvolutionsMatchTheDirectOnes) {
     inputs.push_back(std::move(t));
   }
   std::vector<ir::HostTensor> direct = evaluate_reference(g, inputs);
-  ASSERT_EQ(rewrite_winograd_convolutions(g), 1) << g.to_string();
+  ASSERT_EQ(rewrite_winograd_convolutions(g), 2) << g.to_string();
+  std::vector<int64_t> output_tiles;
+  for (const Node &n : g.nodes)
+    if (n.op == "winograd_input_transform") output_tiles.push_back(n.attrs["output_tile"]);
+  EXPECT_EQ(output_tiles, (std::vector<int64_t>{4, 2})) << g.to_string();
   auto count = [&](const std::string &op) {
     return std::count_if(g.nodes.begin(), g.nodes.end(), [&](const Node &n) { return n.op == op; });
   };
-  EXPECT_EQ(count("winograd_input_transform"), 1);
-  EXPECT_EQ(count("batch_matmul"), 1);
-  EXPECT_EQ(count("winograd_output_transform"), 1);
+  EXPECT_EQ(count("batch_matmul"), 2);
+  EXPECT_EQ(count("winograd_output_transform"), 2);
   EXPECT_EQ(count("conv2d"), 2);
   std::vector<ir::HostTensor> fast = evaluate_reference(g, inputs);
   std::vector<ir::HostTensor> fused = evaluate_subgraphs(g, fuse(g), inputs);

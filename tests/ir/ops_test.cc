@@ -18,6 +18,7 @@
 #include "ir/interpreter.h"
 #include "ir/ops/examples.h"
 #include "ir/ops/registry.h"
+#include "ir/ops/winograd.h"
 
 namespace kiln {
 namespace {
@@ -103,50 +104,48 @@ Ref ref_conv2d(const std::vector<Ref> &in, const json &a) {
   return out;
 }
 
-// Winograd F(2x2,3x3)'s transforms with their matrices as tables (Lavin & Gray).
-constexpr double kWinogradBt[4][4] = {{1, 0, -1, 0}, {0, 1, 1, 0}, {0, -1, 1, 0}, {0, 1, 0, -1}};
-constexpr double kWinogradAt[2][4] = {{1, 1, 1, 0}, {0, 1, -1, -1}};
-
+// Winograd's transforms as plain loops over their matrices (the matrices themselves are
+// checked end to end against direct convolutions in tests/frontend).
 Ref ref_winograd_input(const std::vector<Ref> &in, const json &a) {
   const Ref &x = in[0];
+  const ops::WinogradMatrices &w = *ops::winograd_matrices(a["output_tile"].get<int64_t>());
+  const int64_t m = w.output_tile, A = w.input_tile;
   const Shape pads = a["pads"].get<Shape>();
   const int64_t N = x.shape[0], H = x.shape[1], W = x.shape[2], C = x.shape[3];
-  const int64_t TH = (H + pads[0] + pads[2] - 1) / 2, TW = (W + pads[1] + pads[3] - 1) / 2;
-  Ref out = make_ref({16, N * TH * TW, C}, x.dtype);
+  const int64_t TH = (H + pads[0] + pads[2] - 2 + m - 1) / m, TW = (W + pads[1] + pads[3] - 2 + m - 1) / m;
+  Ref out = make_ref({A * A, N * TH * TW, C}, x.dtype);
   for (int64_t n = 0; n < N; ++n)
     for (int64_t i = 0; i < TH; ++i)
       for (int64_t j = 0; j < TW; ++j)
-        for (int64_t c = 0; c < C; ++c) {
-          double d[4][4];
-          for (int64_t r = 0; r < 4; ++r)
-            for (int64_t s = 0; s < 4; ++s) {
-              int64_t y = 2 * i + r - pads[0], xx = 2 * j + s - pads[1];
-              d[r][s] = y < 0 || y >= H || xx < 0 || xx >= W ? 0.0 : at(x, {n, y, xx, c});
-            }
-          for (int64_t e = 0; e < 16; ++e) {
+        for (int64_t c = 0; c < C; ++c)
+          for (int64_t e = 0; e < A * A; ++e) {
             double v = 0;
-            for (int64_t r = 0; r < 4; ++r)
-              for (int64_t s = 0; s < 4; ++s) v += kWinogradBt[e / 4][r] * d[r][s] * kWinogradBt[e % 4][s];
+            for (int64_t r = 0; r < A; ++r)
+              for (int64_t s = 0; s < A; ++s) {
+                int64_t y = m * i + r - pads[0], xx = m * j + s - pads[1];
+                double d = y < 0 || y >= H || xx < 0 || xx >= W ? 0.0 : at(x, {n, y, xx, c});
+                v += w.bt[e / A][r] * d * w.bt[e % A][s];
+              }
             out.data[ravel(out.shape, {e, (n * TH + i) * TW + j, c})] = v;
           }
-        }
   return out;
 }
 
 Ref ref_winograd_output(const std::vector<Ref> &in, const json &a) {
-  const Ref &m = in[0];
+  const Ref &p = in[0];
+  const ops::WinogradMatrices &w = *ops::winograd_matrices(a["output_tile"].get<int64_t>());
+  const int64_t m = w.output_tile, A = w.input_tile;
   const int64_t OH = a["height"].get<int64_t>(), OW = a["width"].get<int64_t>();
-  const int64_t TH = (OH + 1) / 2, TW = (OW + 1) / 2, O = m.shape[2], N = m.shape[1] / (TH * TW);
-  Ref out = make_ref({N, OH, OW, O}, m.dtype);
+  const int64_t TH = (OH + m - 1) / m, TW = (OW + m - 1) / m, O = p.shape[2], N = p.shape[1] / (TH * TW);
+  Ref out = make_ref({N, OH, OW, O}, p.dtype);
   for (int64_t n = 0; n < N; ++n)
     for (int64_t y = 0; y < OH; ++y)
       for (int64_t x = 0; x < OW; ++x)
         for (int64_t o = 0; o < O; ++o) {
           double v = in.size() > 1 ? in[1].data[o] : 0.0;
-          int64_t p = (n * TH + y / 2) * TW + x / 2;
-          for (int64_t r = 0; r < 4; ++r)
-            for (int64_t s = 0; s < 4; ++s)
-              v += kWinogradAt[y % 2][r] * at(m, {r * 4 + s, p, o}) * kWinogradAt[x % 2][s];
+          int64_t tile = (n * TH + y / m) * TW + x / m;
+          for (int64_t r = 0; r < A; ++r)
+            for (int64_t s = 0; s < A; ++s) v += w.at[y % m][r] * at(p, {r * A + s, tile, o}) * w.at[x % m][s];
           out.data[ravel(out.shape, {n, y, x, o})] = v;
         }
   return out;
