@@ -86,6 +86,21 @@ const WinogradMatrices &matrices_of(const char *op, const json &attrs) {
   return *w;
 }
 
+// Both sides of one transform: matrix applied to the tile's rows, then to the result's
+// columns, at tile position (row, col); element(i, j) is the tile's element.
+template <typename Element>
+Expr transform_tile(const std::vector<std::vector<double>> &matrix, const Expr &row, const Expr &col,
+                    const Element &element) {
+  std::vector<Expr> across;
+  for (size_t i = 0; i < matrix.front().size(); ++i) {
+    std::vector<Expr> tile_row;
+    for (size_t j = 0; j < matrix.front().size(); ++j)
+      tile_row.push_back(element(static_cast<int64_t>(i), static_cast<int64_t>(j)));
+    across.push_back(matrix_row(matrix, col, tile_row));
+  }
+  return matrix_row(matrix, row, across);
+}
+
 int64_t tiles(int64_t extent, int64_t m) { return (extent + m - 1) / m; }
 
 te::Tensor winograd_input_transform(const std::vector<te::Tensor> &in, const json &attrs) {
@@ -117,13 +132,8 @@ te::Tensor winograd_input_transform(const std::vector<te::Tensor> &in, const jso
         Expr y0 = scaled(ir::make_floormod(ir::make_floordiv(p, Expr(tiles_w)), Expr(tiles_h)), m);
         Expr x0 = scaled(ir::make_floormod(p, Expr(tiles_w)), m);
         Expr row = ir::make_floordiv(e, Expr(a)), col = ir::make_floormod(e, Expr(a));
-        std::vector<Expr> across;
-        for (int64_t i = 0; i < a; ++i) {
-          std::vector<Expr> d;
-          for (int64_t j = 0; j < a; ++j) d.push_back(padded(n, offset(y0, i), offset(x0, j), c));
-          across.push_back(matrix_row(w.bt, col, d));
-        }
-        return matrix_row(w.bt, row, across);
+        return transform_tile(w.bt, row, col,
+                              [&](int64_t i, int64_t j) { return padded(n, offset(y0, i), offset(x0, j), c); });
       },
       "winograd_input_transform");
 }
@@ -157,13 +167,8 @@ te::Tensor winograd_output_transform(const std::vector<te::Tensor> &in, const js
         Expr p = scaled(n, tiles_h * tiles_w) + scaled(ir::make_floordiv(y, Expr(m)), tiles_w) +
                  ir::make_floordiv(x, Expr(m));
         Expr row = ir::make_floormod(y, Expr(m)), col = ir::make_floormod(x, Expr(m));
-        std::vector<Expr> across;
-        for (int64_t i = 0; i < a; ++i) {
-          std::vector<Expr> tile_row;
-          for (int64_t j = 0; j < a; ++j) tile_row.push_back(products(Expr(i * a + j), p, o));
-          across.push_back(matrix_row(w.at, col, tile_row));
-        }
-        Expr out = matrix_row(w.at, row, across);
+        Expr out =
+            transform_tile(w.at, row, col, [&](int64_t i, int64_t j) { return products(Expr(i * a + j), p, o); });
         return in.size() > 1 ? out + in[1](o) : out;
       },
       "winograd_output_transform");
