@@ -709,6 +709,20 @@ void expect_contains(const std::string &msg, const std::vector<std::string> &par
   for (const std::string &p : parts) EXPECT_NE(msg.find(p), std::string::npos) << "'" << p << "' not in: " << msg;
 }
 
+TEST(OpsErrors, WinogradTransformChecks) {
+  expect_contains(build_error("winograd_input_transform", {f32({1, 8, 8, 4})}, {{"output_tile", 3}}),
+                  {"winograd_input_transform:", "output_tile must be 2 or 4", "got 3"});
+  expect_contains(build_error("winograd_input_transform", {f32({1, 2, 2, 4})}), {"a 3x3 window does not fit"});
+  expect_contains(build_error("winograd_input_transform", {f32({1, 8, 8, 4})}, {{"pads", {1, -1, 1, 1}}}),
+                  {"pads must be non-negative"});
+  expect_contains(build_error("winograd_output_transform", {f32({16, 10, 4})}, {{"height", 5}, {"width", 7}}),
+                  {"do not come from 4x4 tiles of a 5x7 output", "expected [16, batch * 12, O]"});
+  expect_contains(build_error("winograd_output_transform", {f32({36, 6, 4})}, {{"height", 9}, {"width", 7}}),
+                  {"do not come from 4x4 tiles"});
+  expect_contains(build_error("winograd_output_transform", {f32({16, 12, 4}), f32({5})}, {{"height", 5}, {"width", 7}}),
+                  {"bias has shape [5], expected [4]"});
+}
+
 TEST(OpsErrors, Conv2dShapeChecks) {
   expect_contains(build_error("conv2d", {f32({1, 3, 7, 7}), f32({4, 4, 3, 3})}),
                   {"conv2d:", "3 channels", "weight needs 3 input channels", "OIHW"});
