@@ -1,9 +1,12 @@
 #include "ir/schedule/analysis.h"
 
+#include <algorithm>
 #include <functional>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "ir/functor.h"
+#include "ir/structural.h"
 
 namespace kiln::ir::sched {
 
@@ -236,6 +239,33 @@ std::optional<Region> bounded_region_under_loop(const PrimFunc &f, const Buffer 
   }
 }
 
+namespace {
+// The accesses of `accesses` to `buffer`, each index tuple once. Table-driven operators
+// (the Winograd transforms) repeat the same few loads hundreds of times in one
+// expression; bounding each repeat again made placing their producers the search's
+// slowest step.
+std::vector<Access> distinct_accesses_of(const std::vector<Access> &accesses, const Buffer &buffer) {
+  std::vector<Access> out;
+  std::unordered_map<uint64_t, std::vector<size_t>> by_hash;
+  for (const Access &a : accesses) {
+    if (a.buffer != buffer) continue;
+    uint64_t h = 0;
+    for (const Expr &i : a.indices) h = h * 1000003u + structural_hash(i);
+    std::vector<size_t> &bucket = by_hash[h];
+    bool seen = false;
+    for (size_t k : bucket) {
+      seen = std::equal(a.indices.begin(), a.indices.end(), out[k].indices.begin(), out[k].indices.end(),
+                        [](const Expr &x, const Expr &y) { return same_expr(x, y); });
+      if (seen) break;
+    }
+    if (seen) continue;
+    bucket.push_back(out.size());
+    out.push_back(a);
+  }
+  return out;
+}
+}  // namespace
+
 Region region_under_loop(const PrimFunc &f, const Buffer &buffer, const std::vector<const BlockNode *> &blocks,
                          const ForNode *loop, bool reads, bool writes, const std::string &primitive) {
   Analyzer outer;
@@ -264,8 +294,7 @@ Region region_under_loop(const PrimFunc &f, const Buffer &buffer, const std::vec
       std::vector<Access> w = block_writes(b);
       accesses.insert(accesses.end(), w.begin(), w.end());
     }
-    for (const Access &a : accesses) {
-      if (a.buffer != buffer) continue;
+    for (const Access &a : distinct_accesses_of(accesses, buffer)) {
       for (size_t d = 0; d < ndim; ++d) {
         Expr idx = substitute(a.indices[d], bindings);
         Expr mn, mx;
