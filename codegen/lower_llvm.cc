@@ -276,6 +276,10 @@ llvm::Value *CodeGen::visit(const OrNode *op, const Expr &) {
 
 llvm::Value *CodeGen::visit(const SelectNode *op, const Expr &) {
   llvm::Value *cond = gen(op->cond);
+  // A condition on unrolled positions (a table written out as selects) is a constant:
+  // only its side is emitted, not every row of the table for LLVM to delete.
+  if (const auto *known = llvm::dyn_cast<llvm::ConstantInt>(cond))
+    return gen(known->isZero() ? op->false_value : op->true_value);
   bool guarded = contains_load(op->true_value) || contains_load(op->false_value);
   if (!guarded) {
     llvm::Value *t = gen(op->true_value), *f = gen(op->false_value);

@@ -64,6 +64,54 @@ std::vector<std::string> consumers_of(const Schedule &sch, const std::string &bl
   return out;
 }
 
+namespace {
+// Unrolling more than this many positions grows code faster than it saves branches.
+constexpr int64_t kMaxTablePositions = 64;
+}  // namespace
+
+std::map<size_t, int64_t> table_positions(const BlockNode *b) {
+  std::map<const VarNode *, size_t> index;
+  for (size_t k = 0; k < b->iter_vars.size(); ++k) index[b->iter_vars[k].var.get()] = k;
+  std::map<size_t, int64_t> period;
+  bool other = false;
+  auto note = [&](const Expr &x) {
+    int64_t divisor = 0;
+    const VarNode *v = x.as<VarNode>();
+    if (const auto *mod = x.as<FloorModNode>(); mod && as_const_int(mod->b, &divisor))
+      v = mod->a.as<VarNode>();
+    else if (const auto *div = x.as<FloorDivNode>(); div && as_const_int(div->b, &divisor)) {
+      v = div->a.as<VarNode>();
+      divisor = 0;  // a quotient compared: the whole iterator is the position
+    }
+    auto it = v ? index.find(v) : index.end();
+    if (it == index.end()) {
+      other = true;
+      return;
+    }
+    const int64_t extent = b->iter_vars[it->second].extent;
+    // A remainder whose divisor does not divide the extent still unrolls by the divisor:
+    // the split's last outer tile is partial and keeps y = yo * m + yi, so y % m is yi.
+    int64_t p = divisor > 0 && divisor < extent ? divisor : extent;
+    auto [slot, fresh] = period.emplace(it->second, p);
+    if (!fresh && slot->second != p) slot->second = extent;  // compared both ways: unroll it whole
+  };
+  for_each_expr(b->body, [&](const Expr &e) {
+    const auto *sel = e.as<SelectNode>();
+    if (!sel) return;
+    const auto *eq = sel->cond.as<EQNode>();
+    int64_t c = 0;
+    if (eq && as_const_int(eq->b, &c))
+      note(eq->a);
+    else
+      other = true;
+  });
+  if (other) return {};
+  int64_t positions = 1;
+  for (const auto &[k, p] : period) positions *= p;
+  if (period.empty() || positions > kMaxTablePositions) return {};
+  return period;
+}
+
 int64_t spatial_size(const BlockNode *b) {
   int64_t n = 1;
   for (const IterVar &iv : b->iter_vars)

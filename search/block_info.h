@@ -2,6 +2,7 @@
 #pragma once
 
 #include <algorithm>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,12 @@ enum class LoopKind { kSpatial, kReduce, kMixed };
 std::vector<LoopKind> loop_kinds(const ir::Schedule &sch, const std::string &block);
 /// Blocks that read what `block` writes.
 std::vector<std::string> consumers_of(const ir::Schedule &sch, const std::string &block);
+/// A table written out as selects: every select of the block compares an iterator (or its
+/// quotient or remainder by a constant) with a constant, as the Winograd transforms do.
+/// For each such iterator (by index): the period to unroll it over, the remainder's
+/// divisor or else its whole extent. Empty when the block has no such select, selects on
+/// anything else, or the positions would unroll to more than 64 copies.
+std::map<size_t, int64_t> table_positions(const ir::BlockNode *b);
 /// Product of the extents of the block's spatial iterators.
 int64_t spatial_size(const ir::BlockNode *b);
 

@@ -14,6 +14,7 @@ std::shared_ptr<const ScheduleRule> auto_inline_rule();
 std::shared_ptr<const ScheduleRule> multi_level_tiling_rule(const Target &target);
 std::shared_ptr<const ScheduleRule> compute_location_rule();
 std::shared_ptr<const ScheduleRule> parallel_vectorize_unroll_rule(const Target &target);
+std::shared_ptr<const ScheduleRule> unroll_table_axes_rule(const Target &target);
 /// Untuned defaults only: a reduction's innermost spatial loop goes below its reduction loops.
 std::shared_ptr<const ScheduleRule> vector_loop_innermost_rule();
 

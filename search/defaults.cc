@@ -7,12 +7,13 @@ namespace kiln::search {
 
 // Rules run in this order on each block, consumers first (see rules/*.cc).
 RuleList default_rules(const Target &target) {
-  return {auto_inline_rule(), multi_level_tiling_rule(target), compute_location_rule(),
+  return {auto_inline_rule(), multi_level_tiling_rule(target), unroll_table_axes_rule(target), compute_location_rule(),
           parallel_vectorize_unroll_rule(target)};
 }
 
 RuleList untuned_rules(const Target &target) {
-  return {auto_inline_rule(), vector_loop_innermost_rule(), parallel_vectorize_unroll_rule(target)};
+  return {auto_inline_rule(), vector_loop_innermost_rule(), unroll_table_axes_rule(target),
+          parallel_vectorize_unroll_rule(target)};
 }
 
 // Rejections first: a rejected sample costs no rewriting.

@@ -1,7 +1,9 @@
 // AutoInline: element-wise producers disappear into their consumers. Zero padding is
 // the exception worth a choice: inlined, its condition lands in the consumer's
 // innermost loop; materialized (and placed by ComputeLocation), that loop stays
-// branch-free. The rule fans out to both.
+// branch-free. The rule fans out to both. A table written out as selects over a position
+// (a Winograd transform) stays a block of its own: unroll_table_axes unrolls the
+// position and fuses the consumers into it instead.
 #include "search/block_info.h"
 #include "search/components.h"
 
@@ -14,6 +16,7 @@ class AutoInline : public ScheduleRule {
   std::vector<ir::Schedule> apply(const ir::Schedule &sch, const std::string &block) const override {
     ir::NodeRef<ir::BlockNode> b = find_block(sch, block);
     if (!b || !is_elementwise(b.get()) || consumers_of(sch, block).empty()) return {sch};
+    if (!table_positions(b.get()).empty()) return {sch};
     ir::Schedule inlined = sch;
     if (!inlined.try_compute_inline(inlined.get_block(block))) return {sch};
     if (is_padding(b.get())) return {inlined, sch};

@@ -598,6 +598,58 @@ TEST(SearchSpace, ResidualEpilogueFusesIntoTheWriteBack) {
   EXPECT_GT(with_accumulator, 0);
 }
 
+// The Winograd transforms are tables written out as selects over the tile position. One
+// sketch of each unrolls that position (the selects then fold in code generation), keeps
+// the channels as the vector loop and fuses the output transform's residual add and
+// ReLU; its candidates compute the unscheduled program's result, also where the output
+// (9 x 7) is no multiple of the tile.
+TEST(SearchSpace, WinogradTransformsUnrollTheirTablePositions) {
+  auto f32 = [](std::vector<int64_t> shape) { return nlohmann::json{{"dtype", "float32"}, {"shape", shape}}; };
+  nlohmann::json input = {{"kiln_workload", 1},
+                          {"inputs", {f32({1, 9, 7, 16})}},
+                          {"ops",
+                           {{{"op", "winograd_input_transform"},
+                             {"args", {"in0"}},
+                             {"attrs", {{"output_tile", 4}, {"pads", {1, 1, 1, 1}}}}}}},
+                          {"outputs", {"op0"}}};
+  nlohmann::json output = {{"kiln_workload", 1},
+                           {"inputs", {f32({36, 6, 16}), f32({16}), f32({1, 9, 7, 16})}},
+                           {"ops",
+                            {{{"op", "winograd_output_transform"},
+                              {"args", {"in0", "in1"}},
+                              {"attrs", {{"output_tile", 4}, {"height", 9}, {"width", 7}}}},
+                             {{"op", "add"}, {"args", {"op0", "in2"}}, {"attrs", nlohmann::json::object()}},
+                             {{"op", "relu"}, {"args", {"op1"}}, {"attrs", nlohmann::json::object()}}}},
+                           {"outputs", {"op2"}}};
+  Target target = Target::parse("llvm -mtriple=x86_64-linux-gnu -mcpu=znver3 -num-cores=2");
+  auto post = default_postprocessors(target);
+  for (const nlohmann::json &j : {input, output}) {
+    te::ComputeDAG dag = ir::Workload::from_json(j).build_dag();
+    ir::PrimFunc func = te::lower(dag, "transform");
+    std::vector<HostTensor> inputs = positive_inputs(dag, 5);
+    std::vector<HostTensor> want = ir::interpret(func, inputs);
+    int unrolled = 0;
+    for (const ir::Trace &sketch : generate_sketches(func, default_rules(target), 1)) {
+      bool unrolls = false;
+      for (const auto &ins : sketch.instructions) unrolls = unrolls || ins.kind == &ir::instructions::kUnroll;
+      if (!unrolls) continue;
+      for (uint64_t seed = 0; seed < 4; ++seed) {
+        std::optional<Candidate> c = realize(func, sketch, post, seed);
+        ASSERT_TRUE(c) << sketch.to_json().dump();
+        ++unrolled;
+        std::string program = ir::to_string(c->func);
+        EXPECT_NE(program.find("unrolled"), std::string::npos) << program;
+        EXPECT_EQ(program.find("alloc winograd_output_transform"), std::string::npos)
+            << "the add and the ReLU are not fused:\n"
+            << program;
+        std::vector<HostTensor> got = ir::interpret(c->func, inputs);
+        ASSERT_LE(ir::relative_l2_error(got[0], want[0]), 1e-5) << c->trace.to_json().dump();
+      }
+    }
+    EXPECT_GT(unrolled, 0) << j.dump();
+  }
+}
+
 // Each sketch of a pointwise convolution with a fused epilogue realizes (a regression:
 // none did once, and tuning found nothing).
 TEST(SearchSpace, EverySketchOfAPointwiseConvolutionRealizes) {
