@@ -28,6 +28,20 @@ CodeGen::Pattern CodeGen::classify(const Expr &flat, int64_t *stride) {
   return Pattern::kGather;
 }
 
+const CodeGen::Access &CodeGen::access_of(const Expr &load, const Stmt &store, const Buffer &buf,
+                                          const std::vector<Expr> &indices) {
+  const void *node = load.defined() ? static_cast<const void *>(load.get()) : static_cast<const void *>(store.get());
+  AccessKey key{node, vec_var_, lanes_, analyzer_.state_hash()};
+  auto it = accesses_.find(key);
+  if (it != accesses_.end()) return it->second;
+  Access a;
+  a.load = load;
+  a.store = store;
+  a.flat = flat_index(buf, indices);
+  a.pattern = classify(a.flat, &a.stride);
+  return accesses_.emplace(key, std::move(a)).first->second;
+}
+
 llvm::Value *CodeGen::gen_scalar(const Expr &e) {
   ScopedAssign<int> scalar(lanes_, 1);
   return gen(e);
@@ -80,14 +94,15 @@ llvm::Value *CodeGen::strided_vector_load(const Buffer &buf, llvm::Value *first,
   return b_.CreateShuffleVector(llvm::concatenateVectors(b_, chunks), picks);
 }
 
-llvm::Value *CodeGen::visit(const LoadNode *op, const Expr &) {
-  Expr flat = flat_index(op->buffer, op->indices);
+llvm::Value *CodeGen::visit(const LoadNode *op, const Expr &self) {
+  const Access &access = access_of(self, Stmt(), op->buffer, op->indices);
+  const Expr &flat = access.flat;
   llvm::Type *elem = storage_type(op->buffer->dtype);
   llvm::Align align(static_cast<uint64_t>(dtype_bytes(op->buffer->dtype)));
   llvm::Value *mask = masks_.empty() ? nullptr : masks_.back();
   llvm::Value *v = nullptr;
-  int64_t stride = 0;
-  Pattern pattern = classify(flat, &stride);
+  int64_t stride = access.stride;
+  Pattern pattern = access.pattern;
   switch (pattern) {
     case Pattern::kScalar: {
       if (lanes_ > 1) {
@@ -153,8 +168,9 @@ llvm::Value *CodeGen::visit(const LoadNode *op, const Expr &) {
   return v;
 }
 
-void CodeGen::visit(const StoreNode *op, const Stmt &) {
-  Expr flat = flat_index(op->buffer, op->indices);
+void CodeGen::visit(const StoreNode *op, const Stmt &self) {
+  const Access &access = access_of(Expr(), self, op->buffer, op->indices);
+  const Expr flat = access.flat;
   llvm::Value *value = gen(op->value);
   llvm::Type *elem = storage_type(op->buffer->dtype);
   llvm::Align align(static_cast<uint64_t>(dtype_bytes(op->buffer->dtype)));
@@ -162,7 +178,7 @@ void CodeGen::visit(const StoreNode *op, const Stmt &) {
     value = b_.CreateZExt(
         value,
         is_vec(value) ? llvm::cast<llvm::Type>(llvm::FixedVectorType::get(elem, static_cast<unsigned>(lanes_))) : elem);
-  Pattern pattern = classify(flat);
+  Pattern pattern = access.pattern;
   if (pattern == Pattern::kStrided) pattern = Pattern::kGather;  // scattered stores stay scatters
   // A lane-dependent block predicate (the partial tile of a padded vector loop).
   llvm::Value *mask = masks_.empty() ? nullptr : masks_.back();

@@ -141,6 +141,35 @@ class CodeGen : public ExprFunctor<llvm::Value *>, public StmtFunctor<void> {
   /// The index `flat` at lane 0 of the vector loop.
   llvm::Value *lane0(const Expr &flat);
 
+  // flat_index and classify of one load or store, memoized: an unrolled table emits the
+  // same accesses once per position under the same ranges, and simplifying their
+  // indices again each time was most of such a build.
+  struct Access {
+    Expr flat;
+    Pattern pattern;
+    int64_t stride = 0;
+    // The access itself, kept alive so that its address names it for the whole build.
+    Expr load;
+    Stmt store;
+  };
+  const Access &access_of(const Expr &load, const Stmt &store, const Buffer &buf, const std::vector<Expr> &indices);
+  struct AccessKey {
+    const void *node;
+    const VarNode *vec_var;
+    int lanes;
+    uint64_t ranges;
+    bool operator==(const AccessKey &o) const {
+      return node == o.node && vec_var == o.vec_var && lanes == o.lanes && ranges == o.ranges;
+    }
+  };
+  struct AccessKeyHash {
+    size_t operator()(const AccessKey &k) const {
+      return std::hash<const void *>()(k.node) ^ (std::hash<const void *>()(k.vec_var) << 1) ^
+             (static_cast<size_t>(k.lanes) << 7) ^ static_cast<size_t>(k.ranges);
+    }
+  };
+  std::unordered_map<AccessKey, Access, AccessKeyHash> accesses_;
+
   // `maybe_outside`: the address is only used under a mask and may lie outside the
   // buffer (a padded convolution's masked-off lanes); an inbounds GEP there would be
   // poison and let LLVM assume the mask's condition away.

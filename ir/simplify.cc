@@ -459,6 +459,23 @@ Expr Analyzer::simplify(const Expr &e) const {
   return pass.mutate(r);
 }
 
+uint64_t Analyzer::state_hash() const {
+  // Order-independent: a sum of mixed entries.
+  auto mix = [](uint64_t x) {
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdULL;
+    x ^= x >> 33;
+    x *= 0xc4ceb9fe1a85ec53ULL;
+    return x ^ (x >> 33);
+  };
+  uint64_t h = 0;
+  for (const auto &[v, r] : ranges_) {
+    auto p = static_cast<uint64_t>(reinterpret_cast<uintptr_t>(v));
+    h += mix(p ^ mix(static_cast<uint64_t>(r.min) ^ mix(static_cast<uint64_t>(r.max) + (opaque_.count(v) ? 1 : 0))));
+  }
+  return h;
+}
+
 Interval Analyzer::bounds(const Expr &e) const {
   SimplifyPass pass(*this);
   return pass.bounds_of(pass.mutate(e));

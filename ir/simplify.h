@@ -42,6 +42,10 @@ class Analyzer {
 
   Expr simplify(const Expr &e) const;
   Interval bounds(const Expr &e) const;
+  /// Identifies the ranges in scope: two states with the same value simplify alike
+  /// (for memoizing simplifications under the same bindings; equal values of different
+  /// states are possible, but as rare as 64-bit hash collisions).
+  uint64_t state_hash() const;
   /// True only when `cond` holds for every value of the bound variables.
   bool can_prove(const Expr &cond) const;
 
