@@ -118,6 +118,9 @@ struct EvolutionarySearch::Unseen {
   std::unordered_set<std::string> keys;
 };
 
+// Fresh draws stop once fewer than 1 in this many realized programs is one not seen yet.
+constexpr int kExhaustedRate = 16;
+
 // The two draws are sequenced explicitly: as arguments of one call their order would
 // be the compiler's (GCC and Clang differ), and so would the candidates of a seed.
 std::optional<Candidate> EvolutionarySearch::sample_fresh() {
@@ -187,10 +190,17 @@ std::vector<Candidate> EvolutionarySearch::initial_population() {
     std::vector<std::optional<Candidate>> samples =
         realize_all(func_, draw_fresh(chunk), space_.postprocessors, options_.threads);
     tries += static_cast<int>(chunk);
+    int fresh_in_chunk = 0, realized = 0;
     for (std::optional<Candidate> &c : samples) {
+      realized += c ? 1 : 0;
       bool unseen = c && is_new(*c);
-      if (add(std::move(c)) && unseen) ++fresh;
+      if (add(std::move(c)) && unseen) ++fresh_in_chunk;
     }
+    fresh += fresh_in_chunk;
+    // A small space (an unrolled table: a few dozen programs) is nearly exhausted when
+    // under 1 in 16 of the programs drawn is new (draws a postprocessor rejects say
+    // nothing about that); drawing on cost a realization each, seconds per round.
+    if (realized >= kExhaustedRate && fresh_in_chunk * kExhaustedRate < realized) break;
   }
   return population;
 }
@@ -310,10 +320,14 @@ std::vector<Candidate> EvolutionarySearch::pick_batch(int n, Unseen &unseen, boo
     if (static_cast<int>(batch.size()) >= n) break;
     take(unseen.candidates[i]);
   }
-  for (int tries = 0; !sketches_.empty() && static_cast<int>(batch.size()) < n && tries < options_.population * 4;
+  for (int tries = 0, misses = 0; !sketches_.empty() && static_cast<int>(batch.size()) < n &&
+                                  tries < options_.population * 4 && misses < kExhaustedRate;
        ++tries) {
     std::optional<Candidate> c = sample_fresh();
-    if (c) take(*c);
+    if (!c) continue;  // rejected: says nothing about how much of the space is left
+    size_t before = batch.size();
+    take(*c);
+    misses = batch.size() > before ? 0 : misses + 1;
   }
   return batch;
 }
