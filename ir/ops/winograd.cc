@@ -12,8 +12,8 @@
 // rewrite_winograd_convolutions); these two operators are the input transform
 // V = Bt d B and the output transform Y = At M A. Their matrices hold small integers, so
 // each row is a few additions, written out from the table as a select over the tile
-// position instead of read from memory: the position is a loop of the stage, and once
-// the search unrolls it every select folds away.
+// position instead of read from memory: the search's unroll_table_axes rule
+// (search/rules/) unrolls the position, and every select folds away.
 #include "ir/ops/winograd.h"
 
 #include <string>
