@@ -170,7 +170,7 @@ llvm::Value *CodeGen::visit(const LoadNode *op, const Expr &self) {
 
 void CodeGen::visit(const StoreNode *op, const Stmt &self) {
   const Access &access = access_of(Expr(), self, op->buffer, op->indices);
-  const Expr flat = access.flat;
+  const Expr &flat = access.flat;  // entries of accesses_ stay put while the value is emitted
   llvm::Value *value = gen(op->value);
   llvm::Type *elem = storage_type(op->buffer->dtype);
   llvm::Align align(static_cast<uint64_t>(dtype_bytes(op->buffer->dtype)));
