@@ -99,7 +99,8 @@ class Schedule {
                                   std::optional<std::vector<int64_t>> decision = std::nullopt);
   ExprRV sample_categorical(const std::vector<int64_t> &candidates, const std::vector<double> &probs,
                             std::optional<int64_t> decision = std::nullopt);
-  /// A loop of the block's sole consumer where compute_at is legal, or the root.
+  /// A loop of the block's sole consumer where compute_at is legal and that no unrolled
+  /// loop encloses (the unrolled loop included), or the root.
   LoopRV sample_compute_location(const BlockRV &block, std::optional<int64_t> decision = std::nullopt);
 
   // ---- probes -------------------------------------------------------------------------

@@ -249,6 +249,38 @@ TEST(Trace, ReplayWithChangedCategoricalAndComputeLocationDecisions) {
   expect_matches_reference(changed.func(), reference());
 }
 
+// A producer computed inside an unrolled loop would be copied into every unrolled
+// iteration: sampling never offers such a location, and a decision naming one is refused.
+TEST(Trace, ComputeLocationsStopAboveAnUnrolledLoop) {
+  auto locations = [](bool unroll_rows) {
+    Schedule sch(program(), 0);
+    BlockRV pad = sch.get_block("pad");
+    std::vector<LoopRV> conv_loops = sch.get_loops(sch.get_block("conv2d"));  // n o h w rc ry rx
+    if (unroll_rows) sch.unroll(conv_loops[2]);
+    int64_t count = 0;
+    while (true) {
+      Schedule probe = sch;
+      try {
+        probe.sample_compute_location(pad, count);
+      } catch (const ScheduleError &) {
+        return count;
+      }
+      ++count;
+    }
+  };
+  EXPECT_GT(locations(false), 2);
+  EXPECT_EQ(locations(true), 2);  // n and o, above the unrolled h
+
+  for (uint64_t seed = 0; seed < 32; ++seed) {
+    Schedule sch(program(), seed);
+    std::vector<LoopRV> conv_loops = sch.get_loops(sch.get_block("conv2d"));
+    sch.unroll(conv_loops[2]);
+    sch.sample_compute_location(sch.get_block("pad"));
+    const int64_t chosen = sch.trace().decisions.rbegin()->second.get<int64_t>();
+    EXPECT_LT(chosen, 2) << "seed " << seed;
+  }
+}
+
 // ---- rejected input ------------------------------------------------------------------------
 
 TEST(Trace, FromJsonRejectsWrongVersion) {
