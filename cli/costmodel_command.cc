@@ -3,6 +3,7 @@
 #include "cli/flag_checks.h"
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <map>
@@ -30,12 +31,32 @@ struct EvalArgs {
   std::string split = "record";
   std::string loss = "squared";
   std::string labels = "anchored";
+  bool per_task = false;
   costmodel::XGBoostOptions model;
 };
 
 void print_report(const char *name, const costmodel::RankingReport &r) {
   std::printf("%-8s pairwise accuracy %.3f   spearman %.3f   top-1 %.3f   top-5 %.3f\n", name, r.pairwise_accuracy,
               r.spearman, r.top1, r.top5);
+}
+
+// Where the average comes from: a task with few test programs, or with programs whose
+// timings lie within the host's noise of each other, weighs as much as any other.
+void print_per_task(const costmodel::RankingReport &r, const std::map<std::string, std::string> &summaries) {
+  std::printf("\nper task (xgboost; distinct: pairs %.0f%% or more apart, near ties: the share closer)\n",
+              costmodel::kDistinctPairRatio * 100);
+  std::printf("%-44s %7s %9s %9s %10s %9s %6s\n", "task", "test", "pairwise", "distinct", "near ties", "spearman",
+              "top-1");
+  std::vector<const costmodel::TaskRanking *> rows;
+  for (const costmodel::TaskRanking &t : r.per_task) rows.push_back(&t);
+  std::stable_sort(rows.begin(), rows.end(), [](auto *a, auto *b) { return a->samples > b->samples; });
+  for (const costmodel::TaskRanking *t : rows) {
+    auto it = summaries.find(t->task);
+    std::string name = it == summaries.end() ? t->task : it->second;
+    if (name.size() > 44) name = name.substr(0, 41) + "...";
+    std::printf("%-44s %7zu %9.3f %9.3f %10.3f %9.3f %6.3f\n", name.c_str(), t->samples, t->pairwise_accuracy,
+                t->distinct_pairwise_accuracy, t->near_tie_share, t->spearman, t->top1);
+  }
 }
 
 void run_eval(const EvalArgs &args) {
@@ -102,6 +123,7 @@ void run_eval(const EvalArgs &args) {
               result.model.tasks);
   print_report("xgboost", result.model);
   print_report("random", result.random);
+  if (args.per_task) print_per_task(result.model, loaded.summaries);
 }
 
 }  // namespace
@@ -143,6 +165,9 @@ void add_costmodel_command(CLI::App &app) {
   eval->add_option("--pairs-per-program", args->model.pairs_per_program, "rank loss: partners drawn per program")
       ->check(at_least(1, 100000))
       ->capture_default_str();
+  eval->add_flag("--per-task", args->per_task,
+                 "also print each task's metrics, with the share of near ties (test pairs timed within 5% of each "
+                 "other) and the pairwise accuracy over the other pairs");
   eval->callback([args] { run_eval(*args); });
 }
 

@@ -21,11 +21,21 @@ static void check_sizes(const char *metric, size_t scores, size_t labels) {
 }
 
 double pairwise_accuracy(const std::vector<float> &scores, const std::vector<float> &labels) {
+  return pairwise_accuracy_beyond(scores, labels, 0);
+}
+
+double pairwise_accuracy_beyond(const std::vector<float> &scores, const std::vector<float> &labels, double min_ratio,
+                                double *near_ties) {
   check_sizes("pairwise_accuracy", scores.size(), labels.size());
-  double right = 0, pairs = 0;
+  double right = 0, pairs = 0, close = 0;
   for (size_t i = 0; i < scores.size(); ++i) {
     for (size_t j = i + 1; j < scores.size(); ++j) {
       if (labels[i] == labels[j]) continue;
+      const double low = std::min(labels[i], labels[j]), high = std::max(labels[i], labels[j]);
+      if (min_ratio > 0 && !(high >= low * (1 + min_ratio))) {
+        close += 1;
+        continue;
+      }
       pairs += 1;
       if (scores[i] == scores[j]) {
         right += 0.5;
@@ -34,6 +44,7 @@ double pairwise_accuracy(const std::vector<float> &scores, const std::vector<flo
       }
     }
   }
+  if (near_ties) *near_ties = pairs + close > 0 ? close / (pairs + close) : kNaN;
   return pairs > 0 ? right / pairs : kNaN;
 }
 
@@ -104,14 +115,23 @@ RankingReport rank_by_task(const std::vector<float> &scores, const std::vector<f
     sums[m] += v;
     counts[m] += 1;
   };
+  RankingReport report;
   for (const auto &[task, data] : by_task) {
-    add(0, pairwise_accuracy(data.first, data.second));
-    add(1, spearman_rho(data.first, data.second));
-    add(2, top_k_score(data.first, data.second, 1));
+    TaskRanking t;
+    t.task = task;
+    t.samples = data.first.size();
+    t.pairwise_accuracy = pairwise_accuracy(data.first, data.second);
+    t.distinct_pairwise_accuracy =
+        pairwise_accuracy_beyond(data.first, data.second, kDistinctPairRatio, &t.near_tie_share);
+    t.spearman = spearman_rho(data.first, data.second);
+    t.top1 = top_k_score(data.first, data.second, 1);
+    add(0, t.pairwise_accuracy);
+    add(1, t.spearman);
+    add(2, t.top1);
     add(3, top_k_score(data.first, data.second, 5));
+    report.per_task.push_back(std::move(t));
   }
   auto mean = [&](int m) { return counts[m] > 0 ? sums[m] / static_cast<double>(counts[m]) : kNaN; };
-  RankingReport report;
   report.pairwise_accuracy = mean(0);
   report.spearman = mean(1);
   report.top1 = mean(2);

@@ -59,6 +59,7 @@ MeasuredPrograms load_measured_programs(db::Database &database, const std::strin
     try {
       ir::Workload w = ir::Workload::from_json(nlohmann::json::parse(records.front().second.workload.canonical_json));
       unscheduled = te::lower(w.build_dag(), w.ops.size() == 1 ? w.ops[0].op : "fused");
+      out.summaries[hash] = w.summary();
     } catch (const std::exception &e) {
       if (out.unreplayable == 0) out.first_replay_error = e.what();
       out.unreplayable += records.size();

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -15,8 +16,9 @@ namespace kiln::scheduler {
 
 struct MeasuredPrograms {
   std::vector<ir::PrimFunc> programs;
-  std::vector<double> latencies;   ///< seconds, > 0 (label_latency unless told otherwise)
-  std::vector<std::string> tasks;  ///< workload hash of each program
+  std::vector<double> latencies;                 ///< seconds, > 0 (label_latency unless told otherwise)
+  std::vector<std::string> tasks;                ///< workload hash of each program
+  std::map<std::string, std::string> summaries;  ///< workload hash -> "conv2d+relu 1x56x56x64"
   size_t records_for_target = 0;
   size_t errors = 0;        ///< error records (no latency): not rankable
   size_t unreplayable = 0;  ///< traces that no longer apply to their workload

@@ -19,6 +19,19 @@ TEST(Metrics, PairwiseAccuracyByHand) {
   EXPECT_TRUE(std::isnan(pairwise_accuracy({1, 2}, {5, 5})));
 }
 
+TEST(Metrics, PairwiseAccuracyBeyondNearTiesByHand) {
+  // Labels 1.00, 1.02, 2.0: the pair (0,1) is 2% apart, a near tie at 5%; the scores get
+  // it wrong and the two distinct pairs right.
+  std::vector<float> scores = {0.5f, 0.4f, 0.9f};
+  std::vector<float> labels = {1.0f, 1.02f, 2.0f};
+  double near_ties = 0;
+  EXPECT_DOUBLE_EQ(pairwise_accuracy_beyond(scores, labels, 0.05, &near_ties), 1.0);
+  EXPECT_DOUBLE_EQ(near_ties, 1.0 / 3);
+  EXPECT_DOUBLE_EQ(pairwise_accuracy(scores, labels), 2.0 / 3);
+  EXPECT_TRUE(std::isnan(pairwise_accuracy_beyond({1, 2}, {1.0f, 1.01f}, 0.05, &near_ties)));
+  EXPECT_DOUBLE_EQ(near_ties, 1.0);
+}
+
 TEST(Metrics, SpearmanByHand) {
   EXPECT_DOUBLE_EQ(spearman_rho({10, 20, 30, 40}, {1, 2, 3, 4}), 1.0);
   EXPECT_DOUBLE_EQ(spearman_rho({40, 30, 20, 10}, {1, 2, 3, 4}), -1.0);
@@ -54,6 +67,13 @@ TEST(Metrics, AveragedPerTask) {
   EXPECT_DOUBLE_EQ(r.spearman, 0.0);           // (1 - 1) / 2
   EXPECT_NEAR(r.top1, (1.0 + 0.2 + 1.0) / 3, 1e-6);
   EXPECT_DOUBLE_EQ(r.top5, 1.0);
+  ASSERT_EQ(r.per_task.size(), 3u);
+  EXPECT_EQ(r.per_task[1].task, "b");
+  EXPECT_EQ(r.per_task[1].samples, 3u);
+  EXPECT_DOUBLE_EQ(r.per_task[1].pairwise_accuracy, 0.0);
+  EXPECT_DOUBLE_EQ(r.per_task[1].distinct_pairwise_accuracy, 0.0);
+  EXPECT_DOUBLE_EQ(r.per_task[0].near_tie_share, 0.0);
+  EXPECT_TRUE(std::isnan(r.per_task[2].pairwise_accuracy));
 }
 
 TEST(Metrics, MismatchedSizesAreRejected) {
