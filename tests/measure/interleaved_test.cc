@@ -134,8 +134,8 @@ TEST(InterleavedTiming, ACandidateThatGivesUpInItsWarmUpKeepsItsOneTiming) {
   slow.timing.give_up_after_seconds = 1e-12;  // any call is slower than this
   std::vector<RunResult> results = runner.run({slow, quick_input(fixture("good_add"), fixture("reference_add"))});
   ASSERT_TRUE(results[0].ok()) << describe(results[0]);
-  EXPECT_EQ(results[0].repeat_seconds.size(), 1u);
-  EXPECT_EQ(results[0].number, 1);
+  EXPECT_EQ(results[0].repeat_seconds.size(), 1u);  // its second look's calls, not interleaved repeats
+  EXPECT_GE(results[0].number, 1);
   ASSERT_TRUE(results[1].ok()) << describe(results[1]);
   EXPECT_EQ(results[1].repeat_seconds.size(), 2u);
 }
