@@ -30,7 +30,7 @@ struct EvalArgs {
   uint64_t seed = 0;
   std::string split = "record";
   std::string loss = "squared";
-  std::string labels = "anchored";
+  std::string labels = "fastest";
   bool per_task = false;
   costmodel::XGBoostOptions model;
 };
@@ -79,7 +79,9 @@ void run_eval(const EvalArgs &args) {
   try {
     auto database = db::Database::open(args.db, db::OpenMode::kReadOnly);
     scheduler::LoadOptions load;
-    load.anchored_labels = args.labels == "anchored";
+    load.labels = args.labels == "fastest"    ? scheduler::LatencyLabel::kFastestRepeat
+                  : args.labels == "anchored" ? scheduler::LatencyLabel::kAnchoredMean
+                                              : scheduler::LatencyLabel::kMeasuredMean;
     loaded = scheduler::load_measured_programs(database, target, load);
   } catch (const std::exception &e) {
     fail("cannot read database '" + args.db + "': " + e.what());
@@ -117,7 +119,9 @@ void run_eval(const EvalArgs &args) {
   std::printf("model    %s loss (pack-sum), depth %d, eta %g, at most %d rounds, min_child_weight %g\n",
               options.model.loss == costmodel::Loss::kSquaredError ? "squared-error" : "pairwise-rank",
               options.model.max_depth, options.model.eta, options.model.max_rounds, options.model.min_child_weight);
-  std::printf("labels   %s latencies\n", args.labels.c_str());
+  std::printf("labels   %s\n", args.labels == "fastest"    ? "fastest repeat of each record (anchored)"
+                               : args.labels == "anchored" ? "mean of each record's repeats (anchored)"
+                                                           : "mean of each record's repeats as measured");
   std::printf("split    by %s, seed %llu: %zu train, %zu test (%zu test tasks)\n", args.split.c_str(),
               static_cast<unsigned long long>(args.seed), result.train_samples, result.test_samples,
               result.model.tasks);
@@ -150,9 +154,10 @@ void add_costmodel_command(CLI::App &app) {
       ->check(CLI::IsMember({"rank", "squared"}))
       ->capture_default_str();
   eval->add_option("--labels", args->labels,
-                   "anchored: each record's latency divided by the anchor ratio of its round, where it has one "
-                   "(rounds timed at different host speeds compare); measured: the raw means")
-      ->check(CLI::IsMember({"anchored", "measured"}))
+                   "fastest: each record's fastest repeat, anchored (what tuning trains on); anchored: the mean of "
+                   "its repeats divided by the anchor ratio of its round, where it has one (rounds timed at "
+                   "different host speeds compare); measured: the raw means")
+      ->check(CLI::IsMember({"fastest", "anchored", "measured"}))
       ->capture_default_str();
   eval->add_option("--max-depth", args->model.max_depth, "tree depth")->check(at_least(1, 30))->capture_default_str();
   eval->add_option("--eta", args->model.eta, "learning rate")->check(finite_range(1e-4, 1.0))->capture_default_str();

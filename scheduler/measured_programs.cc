@@ -13,14 +13,19 @@
 
 namespace kiln::scheduler {
 
-double label_latency(const db::Record &record) {
+double label_latency(const db::Record &record, LatencyLabel kind) {
   if (!record.ok()) return 0;
+  if (kind == LatencyLabel::kMeasuredMean) return record.mean_latency();
   double ratio = 0;
   try {
     ratio = nlohmann::json::parse(record.metadata_json).value("anchor_ratio", 0.0);
   } catch (const std::exception &) {
   }
-  return ratio > 0 ? record.mean_latency() / ratio : record.mean_latency();
+  const std::vector<double> &repeats = record.latencies();
+  if (repeats.empty()) return 0;
+  double latency =
+      kind == LatencyLabel::kFastestRepeat ? *std::min_element(repeats.begin(), repeats.end()) : record.mean_latency();
+  return ratio > 0 ? latency / ratio : latency;
 }
 
 bool timed_with_flushed_args(const db::Record &record) {
@@ -49,7 +54,7 @@ MeasuredPrograms load_measured_programs(db::Database &database, const std::strin
     }
     if (r.workload.key_hash == options.skip_workload) continue;
     if (options.flush_args && timed_with_flushed_args(r) != *options.flush_args) continue;
-    double latency = options.anchored_labels ? label_latency(r) : r.mean_latency();
+    double latency = label_latency(r, options.labels);
     by_task[r.workload.key_hash].emplace_back(latency, std::move(r));
   }
   for (auto &[hash, records] : by_task) {

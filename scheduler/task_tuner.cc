@@ -62,7 +62,7 @@ TaskTuner::TaskTuner(ir::Workload workload, Target target, TuneOptions options, 
 void TaskTuner::resume_from_database() {
   if (!db_) return;
   std::vector<costmodel::ProgramFeatures> features;
-  std::vector<double> latencies;
+  std::vector<double> labels;
   std::string canonical_target = target_.str();
   std::vector<db::Record> records = db_->records_of(workload_.key_hash());
   size_t other_protocol = 0;
@@ -92,10 +92,11 @@ void TaskTuner::resume_from_database() {
       n = nlohmann::json::parse(r.metadata_json).value("sketch_instructions", n);
     } catch (const std::exception &) {
     }
-    double latency = label_latency(r);
-    search_->add_measured(sketch_of(full, n), program, full.to_json().dump(), latency > 0 ? 1.0 / latency : 0);
+    double latency = label_latency(r, LatencyLabel::kAnchoredMean);
+    double label = label_latency(r);
+    search_->add_measured(sketch_of(full, n), program, full.to_json().dump(), label > 0 ? 1.0 / label : 0);
     features.push_back(costmodel::extract_features(program));
-    latencies.push_back(latency);
+    labels.push_back(label);
     if (latency > 0 && (progress_.best_seconds == 0 || latency < progress_.best_seconds)) {
       progress_.best_seconds = latency;
       best_trace_ = r.trace_json;
@@ -105,7 +106,7 @@ void TaskTuner::resume_from_database() {
   }
   // Measurements carry their task, so that one model can learn from several tasks' tuners.
   std::vector<std::string> tasks(features.size(), workload_.key_hash());
-  if (!features.empty()) model_.update({std::move(features), costmodel::throughputs_of(latencies), std::move(tasks)});
+  if (!features.empty()) model_.update({std::move(features), costmodel::throughputs_of(labels), std::move(tasks)});
 }
 
 void TaskTuner::warm_start_from_other_tasks() {
@@ -149,8 +150,8 @@ bool TaskTuner::run_round(int n) {
   std::vector<search::Candidate> batch = propose(n);
   if (batch.empty()) return false;  // the space is exhausted
   Measured measured = build_and_run(batch);
-  std::vector<double> latencies = record(batch, measured);
-  train(batch, latencies);
+  std::vector<double> labels = record(batch, measured);
+  train(batch, labels);
   ++progress_.round;
   progress_.elapsed_seconds = now() - start_;
   return true;
@@ -245,7 +246,7 @@ static nlohmann::json packed_inputs_json(const ir::PrimFunc &scheduled) {
 
 std::vector<double> TaskTuner::record(const std::vector<search::Candidate> &batch, const Measured &m) {
   std::vector<db::Record> records;
-  std::vector<double> latencies;
+  std::vector<double> labels;
   double ratio = m.anchor_ratio > 0 ? m.anchor_ratio : 1;
   if (m.anchor_ratio > 0) {
     ++progress_.anchored_rounds;
@@ -263,7 +264,8 @@ std::vector<double> TaskTuner::record(const std::vector<search::Candidate> &batc
     if (batch[i].adopted) meta["adopted"] = true;
     if (batch[i].fitted) meta["fitted"] = true;
     if (options_.timing.flush_args) meta["flush_args"] = true;
-    double latency = 0;
+    double latency = 0;  // competes for the best and is stored
+    double label = 0;    // guides the search: LatencyLabel::kFastestRepeat
     if (!m.built[i].ok()) {
       rec.outcome = db::MeasureError{m.built[i].error, m.built[i].message};
     } else {
@@ -274,13 +276,14 @@ std::vector<double> TaskTuner::record(const std::vector<search::Candidate> &batc
       if (r.ok()) {
         rec.outcome = r.repeat_seconds;
         latency = mean(r.repeat_seconds) / ratio;
+        label = *std::min_element(r.repeat_seconds.begin(), r.repeat_seconds.end()) / ratio;
       } else {
         rec.outcome = db::MeasureError{r.error, r.message};
       }
     }
     rec.metadata_json = meta.dump();
     records.push_back(rec);
-    search_->add_measured(batch[i].sketch, batch[i].func, rec.trace_json, latency > 0 ? 1.0 / latency : 0);
+    search_->add_measured(batch[i].sketch, batch[i].func, rec.trace_json, label > 0 ? 1.0 / label : 0);
     ++progress_.trials;
     if (latency <= 0) ++progress_.errors;
     if (batch[i].adopted) ++progress_.adopted;
@@ -294,17 +297,17 @@ std::vector<double> TaskTuner::record(const std::vector<search::Candidate> &batc
     }
     progress_.best_gflops = progress_.best_seconds > 0 ? flops_ / progress_.best_seconds / 1e9 : 0;
     best_gflops_curve_.push_back(progress_.best_gflops);
-    latencies.push_back(latency);
+    labels.push_back(label);
   }
   if (new_best) next_anchor_ = Anchor{batch[*new_best].func, m.built[*new_best].artifact_path, 0};
   double t0 = now();
   if (db_) db_->commit(records);
   progress_.time.database += now() - t0;
-  return latencies;
+  return labels;
 }
 
 // The model relabels everything against the best at every update.
-void TaskTuner::train(const std::vector<search::Candidate> &batch, const std::vector<double> &latencies) {
+void TaskTuner::train(const std::vector<search::Candidate> &batch, const std::vector<double> &labels) {
   double t0 = now();
   std::vector<ir::PrimFunc> funcs;
   for (const search::Candidate &c : batch) funcs.push_back(c.func);
@@ -312,7 +315,7 @@ void TaskTuner::train(const std::vector<search::Candidate> &batch, const std::ve
   progress_.time.features += now() - t0;
   t0 = now();
   std::vector<std::string> tasks(feats.size(), workload_.key_hash());
-  model_.update({std::move(feats), costmodel::throughputs_of(latencies), std::move(tasks)});
+  model_.update({std::move(feats), costmodel::throughputs_of(labels), std::move(tasks)});
   progress_.time.training += now() - t0;
 }
 

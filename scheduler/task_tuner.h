@@ -148,8 +148,10 @@ class TaskTuner {
   std::vector<search::Candidate> propose(int n);
   Measured build_and_run(const std::vector<search::Candidate> &batch);
   /// Stores the round's records and updates progress; the latencies (0 for an error).
+  /// Stores the batch's records and books new bests; returns each candidate's label
+  /// (LatencyLabel::kFastestRepeat; 0 for a failure).
   std::vector<double> record(const std::vector<search::Candidate> &batch, const Measured &measured);
-  void train(const std::vector<search::Candidate> &batch, const std::vector<double> &latencies);
+  void train(const std::vector<search::Candidate> &batch, const std::vector<double> &labels);
 
   void resume_from_database();
   void warm_start_from_other_tasks();
