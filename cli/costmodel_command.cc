@@ -29,7 +29,7 @@ struct EvalArgs {
   double test_fraction = 0.2;
   uint64_t seed = 0;
   std::string split = "record";
-  std::string loss = "squared";
+  std::string loss = "rank";
   std::string labels = "fastest";
   bool per_task = false;
   costmodel::XGBoostOptions model;

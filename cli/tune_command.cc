@@ -70,6 +70,11 @@ void add_tuning_flags(CLI::App *cmd, TuningArgs &args) {
   cmd->add_option("--cost-model", a->cost_model, "xgb (learned) or random (ablation)")
       ->capture_default_str()
       ->check(CLI::IsMember({"xgb", "random"}));
+  cmd->add_option("--cost-model-loss", a->cost_model_loss,
+                  "the learned model's loss: rank (logistic loss on the order of pairs of programs of one task) or "
+                  "squared (squared error on normalized throughput, Ansor's)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"rank", "squared"}));
   cmd->add_option("--population", a->options.evolution.population, "evolutionary search population")
       ->capture_default_str()
       ->check(at_least(1, 1000000));
@@ -139,7 +144,9 @@ std::unique_ptr<measure::Runner> make_runner(TuningArgs &a) {
 
 std::unique_ptr<costmodel::CostModel> make_cost_model(const TuningArgs &a) {
   if (a.cost_model == "random") return std::make_unique<costmodel::RandomCostModel>(a.options.seed);
-  return std::make_unique<costmodel::XGBoostCostModel>();
+  costmodel::XGBoostOptions options;
+  options.loss = a.cost_model_loss == "rank" ? costmodel::Loss::kPairwiseRank : costmodel::Loss::kSquaredError;
+  return std::make_unique<costmodel::XGBoostCostModel>(options);
 }
 
 void add_tune_command(CLI::App &app) {

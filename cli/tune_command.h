@@ -36,6 +36,8 @@ struct TuningArgs {
   std::string db = "kiln.db";
   int builders = 2;
   std::string cost_model = "xgb";
+  /// The XGBoost model's loss: squared (Ansor's pack-sum) or rank.
+  std::string cost_model_loss = "rank";
   bool quiet = false;
   scheduler::TuneOptions options;
 };

@@ -28,7 +28,7 @@ enum class Loss {
 };
 
 struct XGBoostOptions {
-  Loss loss = Loss::kSquaredError;
+  Loss loss = Loss::kPairwiseRank;
   // Tree parameters: Ansor's, which TenSet and MetaSchedule kept.
   int max_depth = 10;
   double eta = 0.2;
