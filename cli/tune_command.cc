@@ -94,8 +94,8 @@ void add_tuning_flags(CLI::App *cmd, TuningArgs &args) {
                 "evict every buffer of the kernel from the caches before each timed call and time each call alone "
                 "(weights arrive from memory, as inside a model, instead of sitting in the caches)");
   cmd->add_option("--give-up-factor", a->options.give_up_factor,
-                  "time a candidate whose first call is this many times slower than the best by that call alone "
-                  "(0: always the full protocol)")
+                  "time a candidate whose warm-up call and a second, warm look (about an eighth of --min-repeat-ms) "
+                  "are both this many times slower than the best by that look alone (0: always the full protocol)")
       ->capture_default_str()
       ->check(finite_range(0, 1e6));
   cmd->add_flag("--anchor", a->options.anchor_rounds,

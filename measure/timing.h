@@ -19,7 +19,8 @@ struct TimingOutcome {
   /// Non-zero: kiln_entry returned this during the warm-up or a timed call; timing
   /// stopped there.
   int32_t failed_code = 0;
-  /// The warm-up call exceeded give_up_after_seconds: repeat_seconds holds that call.
+  /// The candidate was slower than give_up_after_seconds: repeat_seconds holds the
+  /// per-call time of the second look (of the warm-up, when it was far past the limit).
   bool gave_up = false;
   /// Seconds of the last untimed pass of `number` calls (calibration or warm-up): what
   /// one repeat is expected to take.

@@ -25,11 +25,12 @@ struct TimingOptions {
   /// back to back, they sit in the caches, and the search cannot tell a program that
   /// streams them well from one that stalls on them (TVM's enable_cpu_cache_flush).
   bool flush_args = false;
-  /// A candidate whose timed warm-up call already takes longer than this (seconds) is
-  /// clearly slower than what tuning has: that call is reported as its single repeat
-  /// and timing stops there, so bad candidates cost one call instead of a full
-  /// protocol. 0 = always run the full protocol. The tuner sets it from the best
-  /// latency known.
+  /// A candidate whose timed warm-up call and a second, warm look (a pass of about an
+  /// eighth of min_repeat_ms) both take longer than this (seconds) is clearly slower
+  /// than what tuning has: the look is reported as its single repeat and timing stops,
+  /// so bad candidates cost two passes instead of a full protocol. A warm-up 8x past
+  /// it needs no second look. 0 = always run the full protocol. The tuner sets it from
+  /// the best latency known.
   double give_up_after_seconds = 0;
 };
 

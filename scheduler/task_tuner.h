@@ -33,8 +33,9 @@ struct TuneOptions {
   /// Fewer and shorter repeats than a one-off measurement: tuning times hundreds of
   /// programs, and the confirmation (confirm_top) re-times the best ones.
   measure::TimingOptions timing = {.repeat = 3, .min_repeat_ms = 10};
-  /// A candidate whose first timed call is this many times slower than the best
-  /// latency known is timed by that call alone (TimingOptions::give_up_after_seconds).
+  /// A candidate whose warm-up call and a second, warm look are both this many times
+  /// slower than the best latency known is timed by that look alone
+  /// (TimingOptions::give_up_after_seconds, measure/README.md step 2).
   /// 0 = always the full timing protocol.
   double give_up_factor = 3.0;
   /// When the runner times a batch together (measure::Runner::times_batch_together),
