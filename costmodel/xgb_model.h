@@ -36,7 +36,7 @@ struct XGBoostOptions {
   double min_child_weight = 0;
   /// Boosting rounds of a training from scratch, and how many rounds without a
   /// better training loss end it early.
-  int max_rounds = 300;
+  int max_rounds = 100;
   int early_stopping_rounds = 50;
   /// Rounds added to the current trees when new data arrives between full trainings.
   int incremental_rounds = 10;
