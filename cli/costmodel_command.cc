@@ -116,15 +116,18 @@ void run_eval(const EvalArgs &args) {
       "records  %zu for the target: %zu programs in %zu tasks, %zu error records, %zu traces not replayable, "
       "%zu programs without features\n",
       loaded.records_for_target, data.size(), task_count.size(), loaded.errors, loaded.unreplayable, failed);
-  std::printf("model    %s loss (pack-sum), depth %d, eta %g, at most %d rounds, min_child_weight %g\n",
-              options.model.loss == costmodel::Loss::kSquaredError ? "squared-error" : "pairwise-rank",
-              options.model.max_depth, options.model.eta, options.model.max_rounds, options.model.min_child_weight);
+  std::printf(
+      "model    %s loss (pack-sum), depth %d, eta %g, at most %d rounds, min_child_weight %g, %d leaves, %d bins\n",
+      options.model.loss == costmodel::Loss::kSquaredError ? "squared-error" : "pairwise-rank", options.model.max_depth,
+      options.model.eta, options.model.max_rounds, options.model.min_child_weight, options.model.max_leaves,
+      options.model.max_bin);
   std::printf("labels   %s\n", args.labels == "fastest"    ? "fastest repeat of each record (anchored)"
                                : args.labels == "anchored" ? "mean of each record's repeats (anchored)"
                                                            : "mean of each record's repeats as measured");
   std::printf("split    by %s, seed %llu: %zu train, %zu test (%zu test tasks)\n", args.split.c_str(),
               static_cast<unsigned long long>(args.seed), result.train_samples, result.test_samples,
               result.model.tasks);
+  std::printf("training %d rounds in %.2f s\n", result.rounds, result.train_seconds);
   print_report("xgboost", result.model);
   print_report("random", result.random);
   if (args.per_task) print_per_task(result.model, loaded.summaries);
@@ -166,6 +169,13 @@ void add_costmodel_command(CLI::App &app) {
       ->capture_default_str();
   eval->add_option("--min-child-weight", args->model.min_child_weight, "XGBoost's min_child_weight")
       ->check(finite_range(0, 1e6))
+      ->capture_default_str();
+  eval->add_option("--max-leaves", args->model.max_leaves,
+                   "leaves per tree at most, grown best split first; 0: grow level by level to --max-depth")
+      ->check(at_least(0, 1 << 20))
+      ->capture_default_str();
+  eval->add_option("--max-bin", args->model.max_bin, "histogram bins per feature (XGBoost's max_bin)")
+      ->check(at_least(2, 65536))
       ->capture_default_str();
   eval->add_option("--pairs-per-program", args->model.pairs_per_program, "rank loss: partners drawn per program")
       ->check(at_least(1, 100000))

@@ -2,6 +2,7 @@
 
 #include "costmodel/evaluation.h"
 
+#include <chrono>
 #include <random>
 #include <set>
 #include <stdexcept>
@@ -34,7 +35,9 @@ HoldoutResult evaluate_holdout(const Measurements &data, const HoldoutOptions &o
   XGBoostOptions model_options = options.model;
   model_options.min_samples = 0;  // evaluate whatever there is; cold start is a search concern
   XGBoostCostModel model(model_options);
+  auto train_start = std::chrono::steady_clock::now();
   model.update(train);
+  std::chrono::duration<double> train_time = std::chrono::steady_clock::now() - train_start;
   RandomCostModel random(options.seed);
 
   std::vector<std::string> test_tasks_of(test.size());
@@ -44,6 +47,8 @@ HoldoutResult evaluate_holdout(const Measurements &data, const HoldoutOptions &o
   HoldoutResult result;
   result.train_samples = train.size();
   result.test_samples = test.size();
+  result.train_seconds = train_time.count();
+  result.rounds = model.num_rounds();
   result.model = rank_by_task(model.predict(test.programs), test_labels, test_tasks_of);
   result.random = rank_by_task(random.predict(test.programs), test_labels, test_tasks_of);
   return result;

@@ -32,8 +32,10 @@ struct HoldoutOptions {
 struct HoldoutResult {
   size_t train_samples = 0;
   size_t test_samples = 0;
-  RankingReport model;   ///< the trained XGBoost model on the test part
-  RankingReport random;  ///< random scores on the test part, for reference
+  double train_seconds = 0;  ///< wall time of the training
+  int rounds = 0;            ///< boosting rounds it made
+  RankingReport model;       ///< the trained XGBoost model on the test part
+  RankingReport random;      ///< random scores on the test part, for reference
 };
 
 /// Throws std::invalid_argument when either part would be empty.

@@ -60,6 +60,11 @@ struct XGBoostCostModel::Booster {
     set("eta", std::to_string(o.eta));
     set("gamma", std::to_string(o.gamma));
     set("min_child_weight", std::to_string(o.min_child_weight));
+    set("max_bin", std::to_string(o.max_bin));
+    if (o.max_leaves > 0) {
+      set("grow_policy", "lossguide");
+      set("max_leaves", std::to_string(o.max_leaves));
+    }
     // Rows are summed per program, so each row starts from 0, not from a global mean.
     set("base_score", "0");
     // The raw booster interface learns the column count from nothing else.

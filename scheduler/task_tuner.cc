@@ -247,7 +247,6 @@ static nlohmann::json packed_inputs_json(const ir::PrimFunc &scheduled) {
 std::vector<double> TaskTuner::record(const std::vector<search::Candidate> &batch, const Measured &m) {
   std::vector<db::Record> records;
   std::vector<double> labels;
-  double ratio = m.anchor_ratio > 0 ? m.anchor_ratio : 1;
   if (m.anchor_ratio > 0) {
     ++progress_.anchored_rounds;
     progress_.last_anchor_ratio = m.anchor_ratio;
@@ -264,8 +263,6 @@ std::vector<double> TaskTuner::record(const std::vector<search::Candidate> &batc
     if (batch[i].adopted) meta["adopted"] = true;
     if (batch[i].fitted) meta["fitted"] = true;
     if (options_.timing.flush_args) meta["flush_args"] = true;
-    double latency = 0;  // competes for the best and is stored
-    double label = 0;    // guides the search: LatencyLabel::kFastestRepeat
     if (!m.built[i].ok()) {
       rec.outcome = db::MeasureError{m.built[i].error, m.built[i].message};
     } else {
@@ -275,13 +272,14 @@ std::vector<double> TaskTuner::record(const std::vector<search::Candidate> &batc
       if (m.anchor_ratio > 0) meta["anchor_ratio"] = m.anchor_ratio;
       if (r.ok()) {
         rec.outcome = r.repeat_seconds;
-        latency = mean(r.repeat_seconds) / ratio;
-        label = *std::min_element(r.repeat_seconds.begin(), r.repeat_seconds.end()) / ratio;
       } else {
         rec.outcome = db::MeasureError{r.error, r.message};
       }
     }
     rec.metadata_json = meta.dump();
+    // As a resumed job reads the record back: the same numbers whether tuned now or then.
+    double latency = label_latency(rec, LatencyLabel::kAnchoredMean);  // competes for the best and is stored
+    double label = label_latency(rec);                                 // guides the search
     records.push_back(rec);
     search_->add_measured(batch[i].sketch, batch[i].func, rec.trace_json, label > 0 ? 1.0 / label : 0);
     ++progress_.trials;

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <filesystem>
 #include <random>
+#include <utility>
 
 #include "costmodel/evaluation.h"
 #include "costmodel/metrics.h"
@@ -100,6 +101,21 @@ INSTANTIATE_TEST_SUITE_P(XGBoostCostModel, BothLosses, ::testing::Values(Loss::k
                            return info.param == Loss::kSquaredError ? std::string("SquaredError")
                                                                     : std::string("PairwiseRank");
                          });
+
+// Trees grown level by level (max_leaves 0, Ansor's) and with few bins learn the
+// same ranking as the default best-first, leaf-limited trees.
+TEST(XGBoostCostModel, LevelByLevelTreesAndFewBinsLearnToo) {
+  Split s = split(gemm_dataset(), 7);
+  for (auto [leaves, bins] : {std::pair{0, 256}, std::pair{64, 16}}) {
+    XGBoostOptions options;
+    options.max_leaves = leaves;
+    options.max_bin = bins;
+    XGBoostCostModel model(options);
+    model.update(s.train.measured);
+    RankingReport r = rank_by_task(model.predict(s.test.measured.programs), s.test.labels, s.test.measured.tasks);
+    EXPECT_GE(r.pairwise_accuracy, 0.9) << leaves << " leaves, " << bins << " bins";
+  }
+}
 
 // Tasks larger than pairs_per_program + 1 pair each program with random partners.
 TEST(XGBoostCostModel, RankLossLearnsFromRandomPartners) {
