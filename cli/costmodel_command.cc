@@ -36,8 +36,8 @@ struct EvalArgs {
 };
 
 void print_report(const char *name, const costmodel::RankingReport &r) {
-  std::printf("%-8s pairwise accuracy %.3f   spearman %.3f   top-1 %.3f   top-5 %.3f\n", name, r.pairwise_accuracy,
-              r.spearman, r.top1, r.top5);
+  std::printf("%-8s pairwise accuracy %.3f (pooled %.3f)   spearman %.3f   top-1 %.3f   top-5 %.3f\n", name,
+              r.pairwise_accuracy, r.pooled_pairwise_accuracy, r.spearman, r.top1, r.top5);
 }
 
 // Where the average comes from: a task with few test programs, or with programs whose

@@ -116,11 +116,18 @@ RankingReport rank_by_task(const std::vector<float> &scores, const std::vector<f
     counts[m] += 1;
   };
   RankingReport report;
+  double pooled_right = 0, pooled_pairs = 0;
   for (const auto &[task, data] : by_task) {
     TaskRanking t;
     t.task = task;
     t.samples = data.first.size();
     t.pairwise_accuracy = pairwise_accuracy(data.first, data.second);
+    for (size_t i = 0; i < data.second.size(); ++i)
+      for (size_t j = i + 1; j < data.second.size(); ++j) t.pairs += data.second[i] != data.second[j] ? 1 : 0;
+    if (t.pairs > 0) {
+      pooled_right += t.pairwise_accuracy * static_cast<double>(t.pairs);
+      pooled_pairs += static_cast<double>(t.pairs);
+    }
     t.distinct_pairwise_accuracy =
         pairwise_accuracy_beyond(data.first, data.second, kDistinctPairRatio, &t.near_tie_share);
     t.spearman = spearman_rho(data.first, data.second);
@@ -133,6 +140,7 @@ RankingReport rank_by_task(const std::vector<float> &scores, const std::vector<f
   }
   auto mean = [&](int m) { return counts[m] > 0 ? sums[m] / static_cast<double>(counts[m]) : kNaN; };
   report.pairwise_accuracy = mean(0);
+  report.pooled_pairwise_accuracy = pooled_pairs > 0 ? pooled_right / pooled_pairs : kNaN;
   report.spearman = mean(1);
   report.top1 = mean(2);
   report.top5 = mean(3);

@@ -41,12 +41,16 @@ struct TaskRanking {
   /// program's timings spread by a few percent, so closer pairs are ordered partly by noise.
   double distinct_pairwise_accuracy = 0;
   double near_tie_share = 0;  ///< share of the pairs closer than that
+  size_t pairs = 0;           ///< pairs with different labels
   double spearman = 0;
   double top1 = 0;
 };
 
 struct RankingReport {
   double pairwise_accuracy = 0;
+  /// Over every task's pairs together: a task weighs by its pairs, so the few pairs of
+  /// a task with a handful of test programs do not weigh as much as a large task's.
+  double pooled_pairwise_accuracy = 0;
   double spearman = 0;
   double top1 = 0;
   double top5 = 0;

@@ -76,6 +76,18 @@ TEST(Metrics, AveragedPerTask) {
   EXPECT_TRUE(std::isnan(r.per_task[2].pairwise_accuracy));
 }
 
+TEST(Metrics, PooledPairwiseWeighsTasksByTheirPairs) {
+  // Task a: 4 programs (6 pairs), perfect. Task b: 2 programs (1 pair), reversed.
+  std::vector<float> scores = {1, 2, 3, 4, 2, 1};
+  std::vector<float> labels = {0.1f, 0.2f, 0.3f, 0.4f, 0.5f, 1.0f};
+  std::vector<std::string> tasks = {"a", "a", "a", "a", "b", "b"};
+  RankingReport r = rank_by_task(scores, labels, tasks);
+  EXPECT_DOUBLE_EQ(r.pairwise_accuracy, 0.5);  // (1 + 0) / 2
+  EXPECT_DOUBLE_EQ(r.pooled_pairwise_accuracy, 6.0 / 7);
+  EXPECT_EQ(r.per_task[0].pairs, 6u);
+  EXPECT_EQ(r.per_task[1].pairs, 1u);
+}
+
 TEST(Metrics, MismatchedSizesAreRejected) {
   EXPECT_THROW(pairwise_accuracy({1, 2}, {1}), std::invalid_argument);
   EXPECT_THROW(rank_by_task({1}, {1}, {}), std::invalid_argument);
