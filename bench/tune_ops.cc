@@ -216,7 +216,7 @@ double median(std::vector<double> v) {
 
 int main(int argc, char **argv) {
   int64_t trials = 1000;
-  std::string only, db_path = "tune_ops.db", cost_model = "xgb";
+  std::string only, db_path = "tune_ops.db", cost_model = "xgb", target_text = "llvm -mcpu=native -num-cores=2";
   uint64_t seed = 0;
   bool layout_rewrite = true;
   int no_layout_rewrite = 0;
@@ -230,6 +230,10 @@ int main(int argc, char **argv) {
       ->capture_default_str()
       ->check(CLI::IsMember({"xgb", "random"}));
   app.add_option("--seed", seed, "search seed")->capture_default_str();
+  app.add_option("--target", target_text,
+                 "target Kiln tunes for; an older x86 family than the host's (e.g. -mcpu=znver3 for AVX2 on an "
+                 "AVX-512 host) runs here too, beside oneDNN limited the same way with ONEDNN_MAX_CPU_ISA=AVX2")
+      ->capture_default_str();
   app.add_option("--no-layout-rewrite", no_layout_rewrite, "1: weights are not constants (no packing ahead of time)")
       ->check(CLI::Range(0, 1));
   CLI11_PARSE(app, argc, argv);
@@ -253,8 +257,15 @@ int main(int argc, char **argv) {
   std::filesystem::path work = std::filesystem::temp_directory_path() / ("kiln_tune_ops_" + std::to_string(getpid()));
   measure::LocalBuilderPool pool(2, work, 60.0);
   db::Database database = db::Database::open(db_path, db::OpenMode::kCreate);
-  Target target = Target::parse("llvm -mcpu=native -num-cores=2");
   codegen::Compiler compiler;
+  Target target;
+  try {
+    target = Target::parse(target_text);
+    compiler.llvm_cpu(target);  // rejects a CPU LLVM does not know, before any tuning
+  } catch (const std::exception &e) {
+    std::fprintf(stderr, "--target: %s\n", e.what());
+    return 2;
+  }
   dnnl::engine eng(dnnl::engine::kind::cpu, 0);
   dnnl::stream strm(eng);
   kiln_rt_set_num_threads(2);
