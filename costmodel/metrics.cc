@@ -20,32 +20,48 @@ static void check_sizes(const char *metric, size_t scores, size_t labels) {
   }
 }
 
-double pairwise_accuracy(const std::vector<float> &scores, const std::vector<float> &labels) {
-  return pairwise_accuracy_beyond(scores, labels, 0);
-}
+namespace {
 
-double pairwise_accuracy_beyond(const std::vector<float> &scores, const std::vector<float> &labels, double min_ratio,
-                                double *near_ties) {
-  check_sizes("pairwise_accuracy", scores.size(), labels.size());
+/// The pairs with different labels: how many the scores order right (ties ½), how many
+/// are counted (at least `min_ratio` apart) and how many are closer than that.
+struct PairCounts {
   double right = 0, pairs = 0, close = 0;
+  double accuracy() const { return pairs > 0 ? right / pairs : kNaN; }
+};
+
+PairCounts count_pairs(const std::vector<float> &scores, const std::vector<float> &labels, double min_ratio) {
+  check_sizes("pairwise_accuracy", scores.size(), labels.size());
+  PairCounts c;
   for (size_t i = 0; i < scores.size(); ++i) {
     for (size_t j = i + 1; j < scores.size(); ++j) {
       if (labels[i] == labels[j]) continue;
       const double low = std::min(labels[i], labels[j]), high = std::max(labels[i], labels[j]);
       if (min_ratio > 0 && !(high >= low * (1 + min_ratio))) {
-        close += 1;
+        c.close += 1;
         continue;
       }
-      pairs += 1;
+      c.pairs += 1;
       if (scores[i] == scores[j]) {
-        right += 0.5;
+        c.right += 0.5;
       } else if ((scores[i] < scores[j]) == (labels[i] < labels[j])) {
-        right += 1;
+        c.right += 1;
       }
     }
   }
-  if (near_ties) *near_ties = pairs + close > 0 ? close / (pairs + close) : kNaN;
-  return pairs > 0 ? right / pairs : kNaN;
+  return c;
+}
+
+}  // namespace
+
+double pairwise_accuracy(const std::vector<float> &scores, const std::vector<float> &labels) {
+  return count_pairs(scores, labels, 0).accuracy();
+}
+
+double pairwise_accuracy_beyond(const std::vector<float> &scores, const std::vector<float> &labels, double min_ratio,
+                                double *near_ties) {
+  PairCounts c = count_pairs(scores, labels, min_ratio);
+  if (near_ties) *near_ties = c.pairs + c.close > 0 ? c.close / (c.pairs + c.close) : kNaN;
+  return c.accuracy();
 }
 
 /// Ranks 1..n, ties sharing their average rank.
@@ -121,13 +137,11 @@ RankingReport rank_by_task(const std::vector<float> &scores, const std::vector<f
     TaskRanking t;
     t.task = task;
     t.samples = data.first.size();
-    t.pairwise_accuracy = pairwise_accuracy(data.first, data.second);
-    for (size_t i = 0; i < data.second.size(); ++i)
-      for (size_t j = i + 1; j < data.second.size(); ++j) t.pairs += data.second[i] != data.second[j] ? 1 : 0;
-    if (t.pairs > 0) {
-      pooled_right += t.pairwise_accuracy * static_cast<double>(t.pairs);
-      pooled_pairs += static_cast<double>(t.pairs);
-    }
+    PairCounts all = count_pairs(data.first, data.second, 0);
+    t.pairwise_accuracy = all.accuracy();
+    t.pairs = static_cast<size_t>(all.pairs);
+    pooled_right += all.right;
+    pooled_pairs += all.pairs;
     t.distinct_pairwise_accuracy =
         pairwise_accuracy_beyond(data.first, data.second, kDistinctPairRatio, &t.near_tie_share);
     t.spearman = spearman_rho(data.first, data.second);

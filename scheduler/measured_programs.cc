@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <numeric>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -13,6 +14,16 @@
 
 namespace kiln::scheduler {
 
+double label_latency(const std::vector<double> &repeat_seconds, double anchor_ratio, LatencyLabel kind) {
+  if (repeat_seconds.empty()) return 0;
+  if (kind == LatencyLabel::kFastestRepeat) {
+    double fastest = *std::min_element(repeat_seconds.begin(), repeat_seconds.end());
+    return anchor_ratio > 0 ? fastest / anchor_ratio : fastest;
+  }
+  double mean = std::accumulate(repeat_seconds.begin(), repeat_seconds.end(), 0.0) / repeat_seconds.size();
+  return kind == LatencyLabel::kAnchoredMean && anchor_ratio > 0 ? mean / anchor_ratio : mean;
+}
+
 double label_latency(const db::Record &record, LatencyLabel kind) {
   if (!record.ok()) return 0;
   if (kind == LatencyLabel::kMeasuredMean) return record.mean_latency();
@@ -21,11 +32,7 @@ double label_latency(const db::Record &record, LatencyLabel kind) {
     ratio = nlohmann::json::parse(record.metadata_json).value("anchor_ratio", 0.0);
   } catch (const std::exception &) {
   }
-  const std::vector<double> &repeats = record.latencies();
-  if (repeats.empty()) return 0;
-  double latency =
-      kind == LatencyLabel::kFastestRepeat ? *std::min_element(repeats.begin(), repeats.end()) : record.mean_latency();
-  return ratio > 0 ? latency / ratio : latency;
+  return label_latency(record.latencies(), ratio, kind);
 }
 
 bool timed_with_flushed_args(const db::Record &record) {

@@ -62,6 +62,10 @@ bool timed_with_flushed_args(const db::Record &record);
 /// of its metadata when it has one (TuneOptions::anchor_rounds), so that records of
 /// rounds run at different host speeds compare; 0 for an error record.
 double label_latency(const db::Record &record, LatencyLabel kind = LatencyLabel::kFastestRepeat);
+/// The same from a program's repeats and its round's anchor ratio (0: none), as the
+/// tuner has them before the record is written.
+double label_latency(const std::vector<double> &repeat_seconds, double anchor_ratio,
+                     LatencyLabel kind = LatencyLabel::kFastestRepeat);
 
 /// Throws db::DbError when the database cannot be read.
 MeasuredPrograms load_measured_programs(db::Database &database, const std::string &target,

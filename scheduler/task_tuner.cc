@@ -263,6 +263,8 @@ std::vector<double> TaskTuner::record(const std::vector<search::Candidate> &batc
     if (batch[i].adopted) meta["adopted"] = true;
     if (batch[i].fitted) meta["fitted"] = true;
     if (options_.timing.flush_args) meta["flush_args"] = true;
+    double latency = 0;  // competes for the best and is stored
+    double label = 0;    // guides the search
     if (!m.built[i].ok()) {
       rec.outcome = db::MeasureError{m.built[i].error, m.built[i].message};
     } else {
@@ -272,14 +274,14 @@ std::vector<double> TaskTuner::record(const std::vector<search::Candidate> &batc
       if (m.anchor_ratio > 0) meta["anchor_ratio"] = m.anchor_ratio;
       if (r.ok()) {
         rec.outcome = r.repeat_seconds;
+        // As a resumed job reads the record back: the same numbers whether tuned now or then.
+        latency = label_latency(r.repeat_seconds, m.anchor_ratio, LatencyLabel::kAnchoredMean);
+        label = label_latency(r.repeat_seconds, m.anchor_ratio);
       } else {
         rec.outcome = db::MeasureError{r.error, r.message};
       }
     }
     rec.metadata_json = meta.dump();
-    // As a resumed job reads the record back: the same numbers whether tuned now or then.
-    double latency = label_latency(rec, LatencyLabel::kAnchoredMean);  // competes for the best and is stored
-    double label = label_latency(rec);                                 // guides the search
     records.push_back(rec);
     search_->add_measured(batch[i].sketch, batch[i].func, rec.trace_json, label > 0 ? 1.0 / label : 0);
     ++progress_.trials;
