@@ -4,8 +4,10 @@
 
 #include "ir/target.h"
 
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <stdexcept>
 #include <string>
 
 #if defined(__x86_64__)
@@ -159,11 +161,44 @@ std::string detect_host_cpu() {
 std::string detect_host_cpu() { return "generic"; }
 #endif
 
+struct HostCpu {
+  std::string name;
+  bool stand_in = false;
+};
+
+// KILN_HOST_CPU takes the host for another CPU whose code it runs, as oneDNN's
+// ONEDNN_MAX_CPU_ISA holds oneDNN to an ISA: AVX2 code paths (8 lanes, 16 vector
+// registers) are then built, tuned and tested on an AVX-512 host. A CPU with wider
+// vectors than the host's would build code the host cannot run, so it is refused.
+HostCpu resolve_host_cpu() {
+  std::string detected = detect_host_cpu();
+  const char *requested = std::getenv("KILN_HOST_CPU");
+  if (requested == nullptr || *requested == '\0') return {detected, false};
+  std::string named = requested;
+#if defined(__x86_64__)
+  if (named == "native") return {detected, false};
+  if (x86_vector_bits(named) > x86_vector_bits(detected))
+    throw std::invalid_argument("KILN_HOST_CPU=" + named + " asks for " + std::to_string(x86_vector_bits(named)) +
+                                "-bit vectors, which this host (" + detected +
+                                ") cannot run; name a CPU of its vector width or less (e.g. znver3 or "
+                                "x86-64-v3 for AVX2), or unset KILN_HOST_CPU");
+  return {named, true};
+#else
+  throw std::invalid_argument("KILN_HOST_CPU=" + named +
+                              " names an x86-64 CPU to take the host for, but this host is " + host_triple() + " (" +
+                              detected + "); unset KILN_HOST_CPU");
+#endif
+}
+
+const HostCpu &resolved_host_cpu() {
+  static const HostCpu cpu = resolve_host_cpu();
+  return cpu;
+}
+
 }  // namespace
 
-const std::string &host_cpu() {
-  static const std::string name = detect_host_cpu();
-  return name;
-}
+const std::string &host_cpu() { return resolved_host_cpu().name; }
+
+bool host_cpu_stands_in() { return resolved_host_cpu().stand_in; }
 
 }  // namespace kiln

@@ -80,7 +80,14 @@ std::string host_triple();
 /// "neoverse-n1"), read from cpuid or /proc/cpuinfo. Where the model is not known,
 /// or a virtual machine hides part of its ISA, the x86-64 ISA level it implements
 /// ("x86-64-v3", "x86-64-v4") or "generic".
+/// The environment variable KILN_HOST_CPU replaces the detected name with a CPU whose
+/// code the host can run (`KILN_HOST_CPU=znver3` on an AVX-512 host: AVX2 code, built
+/// for that CPU's features rather than the host's); a CPU with wider vectors than the
+/// host's throws std::invalid_argument.
 const std::string &host_cpu();
+
+/// Whether host_cpu() is the CPU KILN_HOST_CPU names rather than the detected one.
+bool host_cpu_stands_in();
 
 /// Width in bits of the vector registers an x86 -mcpu name implies: 512 for
 /// AVX-512 CPUs, 256 otherwise, 0 for an unresolved `native`.

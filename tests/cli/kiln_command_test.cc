@@ -19,8 +19,10 @@ struct Output {
   std::string text;  // stdout and stderr together
 };
 
-Output kiln(const std::string &args) {
-  std::string cmd = std::string(KILN_BINARY_DIR) + "/cli/kiln " + args + " 2>&1";
+// `environment` goes to env(1) before the command: "KILN_HOST_CPU=znver3", "-u NAME".
+Output kiln(const std::string &args, const std::string &environment = "") {
+  std::string cmd = (environment.empty() ? "" : "env " + environment + " ") + std::string(KILN_BINARY_DIR) +
+                    "/cli/kiln " + args + " 2>&1";
   FILE *p = popen(cmd.c_str(), "r");
   std::string text;
   std::array<char, 4096> buf;
@@ -94,6 +96,39 @@ TEST(KilnCommand, BadInputGivesAMessageAndExitCode) {
   Output bad_target = kiln("measure --op relu --shape 4x4 --target gpu");
   EXPECT_EQ(bad_target.status, 1);
   EXPECT_NE(bad_target.text.find("unknown target kind"), std::string::npos) << bad_target.text;
+}
+
+// KILN_HOST_CPU takes the host for another CPU whose code it runs: AVX2 code (ymm, 8
+// lanes) on an AVX-512 host, built, checked and timed there. A CPU whose vectors are
+// wider than the host's is refused, and so is a name LLVM does not know.
+TEST(KilnCommand, HostCpuStandsInForTheDetectedOne) {
+#if defined(__x86_64__)
+  const std::string asm_of_relu = "show --op relu --shape 64 --emit asm";
+  Output avx2 = kiln(asm_of_relu, "KILN_HOST_CPU=znver3");
+  ASSERT_EQ(avx2.status, 0) << avx2.text;
+  EXPECT_NE(avx2.text.find("ymm"), std::string::npos) << avx2.text;
+  EXPECT_EQ(avx2.text.find("zmm"), std::string::npos) << avx2.text;
+  Output measured = kiln("measure --op relu --shape 4096", "KILN_HOST_CPU=znver3");
+  EXPECT_EQ(measured.status, 0) << measured.text;
+  EXPECT_NE(measured.text.find("check:   ok"), std::string::npos) << measured.text;
+
+  Output unknown = kiln(asm_of_relu, "KILN_HOST_CPU=garbage");
+  EXPECT_EQ(unknown.status, 1);
+  EXPECT_NE(unknown.text.find("the CPU KILN_HOST_CPU names"), std::string::npos) << unknown.text;
+
+  Output detected = kiln(asm_of_relu, "-u KILN_HOST_CPU");
+  ASSERT_EQ(detected.status, 0) << detected.text;
+  Output wide = kiln(asm_of_relu, "KILN_HOST_CPU=x86-64-v4");
+  if (detected.text.find("zmm") != std::string::npos) {
+    EXPECT_EQ(wide.status, 0) << wide.text;
+    EXPECT_NE(wide.text.find("zmm"), std::string::npos) << wide.text;
+  } else {
+    EXPECT_EQ(wide.status, 1) << wide.text;
+    EXPECT_NE(wide.text.find("which this host"), std::string::npos) << wide.text;
+  }
+#else
+  GTEST_SKIP() << "KILN_HOST_CPU names x86-64 CPUs";
+#endif
 }
 
 TEST(KilnCommand, NumericFlagsMustBeFiniteAndInRange) {
