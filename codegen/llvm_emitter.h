@@ -82,6 +82,8 @@ class CodeGen : public ExprFunctor<llvm::Value *>, public StmtFunctor<void> {
   // Brings two operands to the same shape (scalar or vector).
   void unify(llvm::Value *&a, llvm::Value *&c);
 
+  /// A constant zero of `elem` that a load no enabled lane uses may read instead.
+  llvm::Value *masked_off_element(llvm::Type *elem);
   llvm::AllocaInst *entry_alloca(llvm::Type *t, uint64_t count, uint64_t align);
 
   // ---- expressions ----------------------------------------------------------------------
