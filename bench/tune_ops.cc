@@ -221,7 +221,8 @@ int main(int argc, char **argv) {
   bool layout_rewrite = true;
   int no_layout_rewrite = 0;
   CLI::App app{"The tune_ops suite: each operator tuned by Kiln, then timed side by side with oneDNN"};
-  app.add_option("--trials", trials, "measured candidates per operator")
+  app.add_option("--trials", trials,
+                 "candidates measured per operator in this run (a resumed database adds them to its own)")
       ->capture_default_str()
       ->check(CLI::Range(1, 1000000));
   app.add_option("--only", only, "comma-separated operator names (default: the whole suite)");
