@@ -120,24 +120,24 @@ std::unique_ptr<llvm::TargetMachine> make_target_machine(const Target &target) {
   const llvm::Target *t = llvm::TargetRegistry::lookupTarget(triple, error);
   if (!t) throw CodegenError("LLVM cannot generate code for triple '" + triple + "': " + error);
   bool host_triple_target = normalize_triple(target.mtriple) == normalize_triple(host_triple());
-  const std::string named = target.mcpu.empty()                                                     ? "generic"
-                            : target.mcpu == "native" && host_triple_target && host_cpu_stands_in() ? host_cpu()
-                                                                                                    : target.mcpu;
+  // KILN_HOST_CPU names the host's CPU: it is built as that CPU, with its features.
+  bool stand_in_host = host_triple_target && host_cpu_stands_in();
+  const std::string named = target.mcpu.empty()                        ? "generic"
+                            : target.mcpu == "native" && stand_in_host ? host_cpu()
+                                                                       : target.mcpu;
   // LLVM only warns about a CPU it does not know, then builds for a generic one (or
   // aborts the process: "64-bit code requested on a subtarget that doesn't support it").
   std::unique_ptr<llvm::MCSubtargetInfo> subtarget(t->createMCSubtargetInfo(triple, "", ""));
   std::string cpu = named == "native" ? named : llvm_model_of(named, subtarget.get());
   if (cpu.empty())
-    throw CodegenError(
-        "LLVM " + std::to_string(LLVM_VERSION_MAJOR) + " does not know the CPU '" + named + "' for " + triple +
-        (host_triple_target && host_cpu_stands_in() && named == host_cpu() ? " (the CPU KILN_HOST_CPU names)" : "") +
-        "; `llc-" + std::to_string(LLVM_VERSION_MAJOR) + " -mtriple=" + triple +
-        " -mcpu=help` lists the names it accepts");
+    throw CodegenError("LLVM " + std::to_string(LLVM_VERSION_MAJOR) + " does not know the CPU '" + named + "' for " +
+                       triple + (stand_in_host && named == host_cpu() ? " (the CPU KILN_HOST_CPU names)" : "") +
+                       "; `llc-" + std::to_string(LLVM_VERSION_MAJOR) + " -mtriple=" + triple +
+                       " -mcpu=help` lists the names it accepts");
   std::string features;
   // The host's own CPU (as `native` resolves to) is built with LLVM's view of the host,
-  // features included: a virtual machine may lack some of its model's features. A CPU
-  // KILN_HOST_CPU names in its place is built as that CPU, with its features.
-  bool host_cpu_target = host_triple_target && !host_cpu_stands_in() && (named == "native" || named == host_cpu());
+  // features included: a virtual machine may lack some of its model's features.
+  bool host_cpu_target = host_triple_target && !stand_in_host && (named == "native" || named == host_cpu());
   if (host_cpu_target) {
     // LLVM calls a CPU newer than itself "generic" (LLVM 16 on AMD's Zen 5), whose
     // scheduling model is an old core's; the model of Kiln's name for the host

@@ -76,15 +76,13 @@ llvm::Value *CodeGen::masked_load(llvm::FixedVectorType *vt, llvm::Value *ptr, l
 
 llvm::Value *CodeGen::masked_off_element(llvm::Type *elem) {
   std::string name = "kiln.masked_off_element.";
-  llvm::raw_string_ostream type_name(name);
-  elem->print(type_name);
-  auto *g = llvm::cast<llvm::GlobalVariable>(mod_.getOrInsertGlobal(type_name.str(), elem, [&] {
+  llvm::raw_string_ostream(name) << *elem;
+  return mod_.getOrInsertGlobal(name, elem, [&] {
     auto *zero = new llvm::GlobalVariable(mod_, elem, /*isConstant=*/true, llvm::GlobalValue::PrivateLinkage,
                                           llvm::Constant::getNullValue(elem), name);
     zero->setAlignment(llvm::Align(64));
     return zero;
-  }));
-  return g;
+  });
 }
 
 llvm::Value *CodeGen::strided_vector_load(const Buffer &buf, llvm::Value *first, int64_t stride, llvm::Align align) {
