@@ -18,14 +18,15 @@
 #include <string>
 #include <vector>
 
-#include "codegen/abi.h"
 #include "codegen/codegen.h"
+#include "codegen/runtime/abi.h"
 #include "ir/host_tensor.h"
 #include "ir/schedule/schedule.h"
 #include "ir/te.h"
 #include "ir/workload.h"
 #include "measure/local_builder_pool.h"
 #include "measure/local_runner.h"
+#include "support/clock.h"
 
 using namespace kiln;  // NOLINT: benchmark program
 
@@ -67,8 +68,6 @@ ir::PrimFunc schedule_gemm(const ir::PrimFunc &f, const Tiles &t, ir::Trace *tra
   return sch.func();
 }
 
-double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
-
 struct Stats {
   double min = 1e30, median = 0;
 };
@@ -107,9 +106,9 @@ int main(int argc, char **argv) {
 
   codegen::Compiler compiler;
   std::string so = (work / "gemm.so").string();
-  double t0 = now();
+  double t0 = support::now_seconds();
   codegen::BuildStats bs = compiler.build_artifact(tuned, target, so);
-  double build_s = now() - t0;
+  double build_s = support::now_seconds() - t0;
   void *h = dlopen(so.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!h) {
     std::fprintf(stderr, "dlopen: %s\n", dlerror());
@@ -151,12 +150,12 @@ int main(int argc, char **argv) {
       run_dnnl();
     }
     for (int r = 0; r < repeats; ++r) {  // alternate so drift hits both alike
-      double s = now();
+      double s = support::now_seconds();
       for (int i = 0; i < 3; ++i) run_kiln();
-      tk.push_back((now() - s) / 3);
-      s = now();
+      tk.push_back((support::now_seconds() - s) / 3);
+      s = support::now_seconds();
       for (int i = 0; i < 3; ++i) run_dnnl();
-      td.push_back((now() - s) / 3);
+      td.push_back((support::now_seconds() - s) / 3);
     }
     Stats k = summarize(tk), d = summarize(td);
     std::printf("%-8d %14.1f %14.1f %14.1f %14.1f %8.2f\n", threads, flops / k.median / 1e9, flops / k.min / 1e9,
@@ -172,9 +171,9 @@ int main(int argc, char **argv) {
   std::vector<measure::BuildInput> inputs;
   for (const Tiles &t : variants) inputs.push_back(measure::BuildInput{schedule_gemm(naive, t, nullptr), target, "v"});
   inputs.push_back(measure::BuildInput{naive, target, "reference"});
-  double b0 = now();
+  double b0 = support::now_seconds();
   std::vector<measure::BuildResult> built = pool.build(inputs);
-  double batch_build = now() - b0;
+  double batch_build = support::now_seconds() - b0;
   std::string reference = built.back().artifact_path;
   double sum_build = 0;
   std::vector<measure::RunInput> runs;
@@ -185,9 +184,9 @@ int main(int argc, char **argv) {
     in.reference_artifact_path = reference;
     runs.push_back(in);
   }
-  double r0 = now();
+  double r0 = support::now_seconds();
   std::vector<measure::RunResult> results = runner.run(runs);
-  double batch_run = now() - r0;
+  double batch_run = support::now_seconds() - r0;
   int ok = 0;
   for (const measure::RunResult &r : results) ok += r.ok();
   std::printf(

@@ -28,7 +28,7 @@
 #include <omp.h>
 #endif
 
-#include "codegen/abi.h"
+#include "codegen/runtime/abi.h"
 
 namespace {
 

@@ -29,12 +29,11 @@
 #include "measure/local_builder_pool.h"
 #include "measure/local_runner.h"
 #include "search/space.h"
+#include "support/clock.h"
 
 using namespace kiln;
 
 namespace {
-
-double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
 ir::TensorType f32(std::vector<int64_t> s) { return ir::TensorType{std::move(s), ir::DType::kFloat32}; }
 
@@ -141,9 +140,9 @@ int main(int argc, char **argv) {
     std::vector<bool> ok(inputs.size(), true);
     for (int r = 0; r < runs; ++r) {
       for (int p = 0; p < 2; ++p) {
-        double t0 = now();
+        double t0 = support::now_seconds();
         std::vector<measure::RunResult> results = (p == 0 ? alone : interleaved).run(inputs);
-        seconds[p] += now() - t0;
+        seconds[p] += support::now_seconds() - t0;
         std::vector<double> run(inputs.size(), 0);
         for (size_t i = 0; i < results.size(); ++i) {
           if (!results[i].ok())

@@ -28,8 +28,8 @@
 #include <sstream>
 #include <thread>
 
-#include "codegen/abi.h"
 #include "codegen/codegen.h"
+#include "codegen/runtime/abi.h"
 #include "costmodel/xgb_model.h"
 #include "ir/host_tensor.h"
 #include "ir/schedule/schedule.h"
@@ -38,6 +38,7 @@
 #include "measure/local_builder_pool.h"
 #include "measure/local_runner.h"
 #include "scheduler/task_tuner.h"
+#include "support/clock.h"
 
 using namespace kiln;  // NOLINT: benchmark program
 using dnnl::memory;
@@ -45,8 +46,6 @@ using Tag = memory::format_tag;
 using Dt = memory::data_type;
 
 namespace {
-
-double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
 struct Conv {
   int64_t n, c, h, w, k, r, s, stride, pad, groups;
@@ -331,9 +330,9 @@ int main(int argc, char **argv) {
     // two thread pools contend for the 2 cores); repeating the phases spreads the
     // host's slow drift over both sides instead of biasing whichever ran second.
     auto block_of = [](const std::function<void()> &call, int64_t calls) {
-      double t0 = now();
+      double t0 = support::now_seconds();
       for (int64_t i = 0; i < calls; ++i) call();
-      return (now() - t0) / static_cast<double>(calls);
+      return (support::now_seconds() - t0) / static_cast<double>(calls);
     };
     auto settle = [] { std::this_thread::sleep_for(std::chrono::milliseconds(100)); };
     std::function<void()> kiln_call = [&] { entry(ptrs.data()); };

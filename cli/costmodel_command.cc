@@ -1,6 +1,6 @@
 #include "cli/costmodel_command.h"
 
-#include "cli/flag_checks.h"
+#include "support/flag_checks.h"
 
 #include <CLI/CLI.hpp>
 #include <algorithm>

@@ -9,7 +9,7 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
-#include "cli/flag_checks.h"
+#include "support/flag_checks.h"
 
 #include "cli/workload_args.h"
 #include "ir/flops.h"

@@ -1,8 +1,10 @@
 #include "cli/tracker_commands.h"
 
 #include <CLI/CLI.hpp>
+#include <cerrno>
+#include <cstring>
 
-#include "cli/flag_checks.h"
+#include "support/flag_checks.h"
 
 #include <atomic>
 #include <chrono>
@@ -15,6 +17,7 @@
 #include <google/protobuf/util/json_util.h>
 
 #include "cli/workload_args.h"
+#include "rpc/client_args.h"
 #include "rpc/connection.h"
 #include "rpc/proto/kiln_tracker.grpc.pb.h"
 #include "rpc/runner_command.h"
@@ -44,9 +47,7 @@ struct TrackerArgs {
 
 struct StatusArgs {
   std::string tracker = "127.0.0.1:9190";
-  std::string token_file;
-  std::string tls_ca;
-  bool insecure = false;
+  rpc::ClientArgs client;
   bool json = false;
 };
 
@@ -80,8 +81,14 @@ void serve(const TrackerArgs &a) {
   if (!a.port_file.empty()) {
     // Written whole under another name first: a reader never sees a partial number.
     std::string temporary = a.port_file + ".tmp";
-    std::ofstream(temporary) << server->port() << "\n";
-    std::rename(temporary.c_str(), a.port_file.c_str());
+    std::ofstream port(temporary);
+    port << server->port() << "\n";
+    port.close();
+    if (!port || std::rename(temporary.c_str(), a.port_file.c_str()) != 0) {
+      std::string why = std::strerror(errno);
+      server->shut_down();
+      fail("cannot write --port-file " + a.port_file + ": " + why);
+    }
   }
   std::signal(SIGINT, on_stop_signal);
   std::signal(SIGTERM, on_stop_signal);
@@ -97,13 +104,10 @@ void serve(const TrackerArgs &a) {
 
 void print_status(const StatusArgs &a) {
   rpc::ClientOptions client;
-  client.address = a.tracker;
-  client.insecure = a.insecure;
   kiln::rpc::v1::StatusResponse status;
   grpc::Status s;
   try {
-    if (!a.token_file.empty()) client.token = rpc::read_token_file(a.token_file);
-    if (!a.tls_ca.empty()) client.tls_ca_pem = rpc::read_pem_file(a.tls_ca, "CA certificate");
+    client = a.client.options(a.tracker);
     auto stub = kiln::rpc::v1::Tracker::NewStub(rpc::make_channel(client));
     auto context = rpc::make_context(client, 10);
     s = stub->Status(context.get(), kiln::rpc::v1::StatusRequest{}, &status);
@@ -178,11 +182,7 @@ void add_tracker_commands(CLI::App &app) {
   auto *status = cmd->add_subcommand("status", "Show the tracker's runners, keys, queues and counters");
   auto s = std::make_shared<StatusArgs>();
   status->add_option("--tracker", s->tracker, "the tracker's HOST:PORT")->capture_default_str();
-  status->add_option("--token-file", s->token_file, "file whose first line is the tracker's token")
-      ->check(CLI::ExistingFile);
-  status->add_option("--tls-ca", s->tls_ca, "PEM CA certificate of the tracker (enables TLS)")
-      ->check(CLI::ExistingFile);
-  status->add_flag("--insecure", s->insecure, "allow plaintext to a non-loopback tracker");
+  s->client.add_flags(*status);
   status->add_flag("--json", s->json, "print the status as JSON");
   status->callback([s] { print_status(*s); });
 

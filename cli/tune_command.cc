@@ -8,7 +8,7 @@
 #include <filesystem>
 #include <iostream>
 #include <memory>
-#include "cli/flag_checks.h"
+#include "support/flag_checks.h"
 
 #include "cli/workload_args.h"
 #include "costmodel/xgb_model.h"
@@ -34,11 +34,7 @@ void add_tuning_flags(CLI::App *cmd, TuningArgs &args) {
                   "where candidates run: local (this machine) or tracker://HOST:PORT/KEY (the runners of KEY "
                   "behind a kiln tracker)")
       ->capture_default_str();
-  cmd->add_option("--tracker-token-file", a->tracker_token_file, "file whose first line is the tracker's token")
-      ->check(CLI::ExistingFile);
-  cmd->add_option("--tracker-tls-ca", a->tracker_tls_ca, "PEM CA certificate of the tracker (enables TLS)")
-      ->check(CLI::ExistingFile);
-  cmd->add_flag("--tracker-insecure", a->tracker_insecure, "allow plaintext to a non-loopback tracker");
+  a->tracker_client.add_flags(*cmd, "tracker-");
   cmd->add_option("--queue-deadline", a->queue_deadline,
                   "with a tracker: seconds a candidate may wait for a runner before tuning stops with an error")
       ->capture_default_str()
@@ -127,10 +123,7 @@ std::unique_ptr<measure::Runner> make_runner(TuningArgs &a) {
     }
     rpc::TrackerUri uri = rpc::parse_tracker_uri(a.runner);
     rpc::RemoteRunnerOptions options;
-    options.tracker.address = uri.address;
-    options.tracker.insecure = a.tracker_insecure;
-    if (!a.tracker_token_file.empty()) options.tracker.token = rpc::read_token_file(a.tracker_token_file);
-    if (!a.tracker_tls_ca.empty()) options.tracker.tls_ca_pem = rpc::read_pem_file(a.tracker_tls_ca, "CA certificate");
+    options.tracker = a.tracker_client.options(uri.address);
     options.key = uri.key;
     options.queue_deadline_seconds = a.queue_deadline;
     options.run_timeout_seconds = a.run_timeout;

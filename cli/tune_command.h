@@ -8,6 +8,7 @@
 
 #include "costmodel/cost_model.h"
 #include "measure/runner.h"
+#include "rpc/client_args.h"
 #include "scheduler/task_tuner.h"
 
 namespace CLI {
@@ -26,9 +27,7 @@ struct TuningArgs {
   std::string target;
   /// local, or tracker://HOST:PORT/KEY.
   std::string runner = "local";
-  std::string tracker_token_file;
-  std::string tracker_tls_ca;
-  bool tracker_insecure = false;
+  rpc::ClientArgs tracker_client;  ///< --tracker-token-file, --tracker-tls-ca, --tracker-insecure
   double queue_deadline = 600;
   double run_timeout = 10;
   /// interleaved (a batch's repeats round-robin in one process) or alone.

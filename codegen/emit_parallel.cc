@@ -1,8 +1,8 @@
 // Parallel loops: the loop body is outlined into a task function that the runtime's
 // thread pool runs in static chunks; a closure carries every variable and buffer
 // pointer in scope.
-#include "codegen/abi.h"
 #include "codegen/llvm_emitter.h"
+#include "codegen/runtime/abi.h"
 
 namespace kiln::codegen::detail {
 

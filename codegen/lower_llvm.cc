@@ -9,9 +9,9 @@
 #include <nlohmann/json.hpp>
 #include <unordered_set>
 
-#include "codegen/abi.h"
 #include "codegen/codegen.h"
 #include "codegen/llvm_emitter.h"
+#include "codegen/runtime/abi.h"
 #include "codegen/vector_math.h"
 #include "ir/annotations.h"
 #include "ir/lower_passes.h"

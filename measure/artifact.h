@@ -1,4 +1,4 @@
-// A loaded artifact (codegen/abi.h): the entry point and the parameter list read from
+// A loaded artifact (codegen/runtime/abi.h): the entry point and the parameter list read from
 // its kiln_artifact_info JSON. Only ever loaded in a throw-away child process.
 #pragma once
 
@@ -8,7 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "codegen/abi.h"
+#include "codegen/runtime/abi.h"
 #include "ir/dtype.h"
 
 namespace kiln::measure::detail {

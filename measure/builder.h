@@ -1,4 +1,4 @@
-// The builder interface: turns scheduled programs into artifacts (codegen/abi.h).
+// The builder interface: turns scheduled programs into artifacts (codegen/runtime/abi.h).
 #pragma once
 
 #include <string>

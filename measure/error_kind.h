@@ -1,54 +1,12 @@
-// How a measurement failed: one vocabulary for the builder, the runners, the tracker's
-// messages and the database, which stores these names ("build_error", ...). Header
-// only, so that the database (which does not link the measurement library) and the
-// slim runner share it.
+// The measurement's error vocabulary (support/error_kind.h), by its measure:: names.
 #pragma once
 
-#include <array>
-#include <optional>
-#include <string_view>
+#include "support/error_kind.h"
 
 namespace kiln::measure {
 
-enum class ErrorKind {
-  kNone,          // built (and, for a run, checked and timed) successfully
-  kBuildError,    // codegen rejected the program, or the compiler failed or crashed
-  kBuildTimeout,  // the build exceeded the builder's timeout and was killed
-  kLoadError,     // the artifact could not be loaded: bad file, missing symbol, bad info JSON
-  kRuntimeError,  // the candidate crashed (signal), returned non-zero or ran out of memory
-  kRunTimeout,    // the candidate exceeded the run timeout and was killed
-  kWrongResult,   // the output differs from the reference
-};
-
-/// "none", "build_error", ... (the stored spelling).
-inline const char *to_string(ErrorKind kind) {
-  switch (kind) {
-    case ErrorKind::kNone:
-      return "none";
-    case ErrorKind::kBuildError:
-      return "build_error";
-    case ErrorKind::kBuildTimeout:
-      return "build_timeout";
-    case ErrorKind::kLoadError:
-      return "load_error";
-    case ErrorKind::kRuntimeError:
-      return "runtime_error";
-    case ErrorKind::kRunTimeout:
-      return "run_timeout";
-    case ErrorKind::kWrongResult:
-      return "wrong_result";
-  }
-  return "unknown";
-}
-
-/// Inverse of to_string; nullopt for any other text.
-inline std::optional<ErrorKind> error_kind_from_string(std::string_view name) {
-  constexpr std::array<ErrorKind, 7> kAll = {ErrorKind::kNone,       ErrorKind::kBuildError,   ErrorKind::kBuildTimeout,
-                                             ErrorKind::kLoadError,  ErrorKind::kRuntimeError, ErrorKind::kRunTimeout,
-                                             ErrorKind::kWrongResult};
-  for (ErrorKind kind : kAll)
-    if (name == to_string(kind)) return kind;
-  return std::nullopt;
-}
+using kiln::error_kind_from_string;
+using kiln::ErrorKind;
+using kiln::to_string;
 
 }  // namespace kiln::measure

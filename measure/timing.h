@@ -7,7 +7,7 @@
 #include <optional>
 #include <vector>
 
-#include "codegen/abi.h"
+#include "codegen/runtime/abi.h"
 #include "measure/timing_options.h"
 
 namespace kiln::measure::detail {

@@ -11,9 +11,10 @@
 #include <sstream>
 #include <vector>
 
-#include "cli/flag_checks.h"
 #include "ir/target.h"
+#include "rpc/client_args.h"
 #include "rpc/runner_daemon.h"
+#include "support/flag_checks.h"
 
 namespace kiln::rpc {
 
@@ -25,9 +26,7 @@ void on_stop_signal(int) { stop_requested = true; }
 struct RunnerArgs {
   std::string tracker;
   std::string key;
-  std::string token_file;
-  std::string tls_ca;
-  bool insecure = false;
+  ClientArgs client;
   std::string runner_id;
   std::string target;
   std::string cache_dir;
@@ -112,12 +111,9 @@ int run_runner(const RunnerArgs &a) {
   options.max_jobs = a.max_jobs;
   options.poll_wait_seconds = a.poll_wait;
   options.max_backoff_seconds = a.max_backoff;
-  options.tracker.address = a.tracker;
-  options.tracker.insecure = a.insecure;
   try {
     options.target = Target::parse(a.target.empty() ? "llvm" : a.target).str();
-    if (!a.token_file.empty()) options.tracker.token = read_token_file(a.token_file);
-    if (!a.tls_ca.empty()) options.tracker.tls_ca_pem = read_pem_file(a.tls_ca, "CA certificate");
+    options.tracker = a.client.options(a.tracker);
     std::signal(SIGINT, on_stop_signal);
     std::signal(SIGTERM, on_stop_signal);
     RunnerDaemon daemon(options, measurer, std::cerr);
@@ -140,12 +136,7 @@ void add_runner_command(CLI::App &app, bool as_main) {
   cmd->add_option("--tracker", a->tracker, "the tracker's HOST:PORT")->required();
   cmd->add_option("--key", a->key, "the device key this runner serves (tuners use tracker://HOST:PORT/KEY)")
       ->required();
-  cmd->add_option("--token-file", a->token_file, "file whose first line is the tracker's token")
-      ->check(CLI::ExistingFile);
-  cmd->add_option("--tls-ca", a->tls_ca, "PEM CA certificate that signed the tracker's certificate (enables TLS)")
-      ->check(CLI::ExistingFile);
-  cmd->add_flag("--insecure", a->insecure,
-                "allow plaintext to a non-loopback tracker (the token travels in the clear)");
+  a->client.add_flags(*cmd);
   cmd->add_option("--runner-id", a->runner_id, "stable name of this runner (default: kept in the cache directory)");
   cmd->add_option("--target", a->target,
                   "target reported to the tracker (default: this host, e.g. llvm -mcpu=znver4); tuners without "

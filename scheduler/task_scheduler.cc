@@ -1,4 +1,5 @@
 #include "scheduler/task_scheduler.h"
+#include "support/clock.h"
 
 #include <algorithm>
 #include <chrono>
@@ -7,8 +8,6 @@
 
 namespace kiln::scheduler {
 namespace {
-
-double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
 // The operators of a task ("conv2d+relu"): tasks with the same ones are similar.
 std::string ops_of(const std::string &summary) { return summary.substr(0, summary.find(' ')); }
@@ -105,7 +104,7 @@ void TaskScheduler::record_round(TaskState &task, double best_seconds, bool spac
 
 SchedulerResult TaskScheduler::run(const std::function<void(const SchedulerProgress &)> &on_round,
                                    const std::function<bool()> &should_stop) {
-  double start = now();
+  double start = support::now_seconds();
   SchedulerResult result;
   SchedulerProgress &p = result.progress;
   for (size_t i = 0; i < tuners_.size(); ++i) {
@@ -127,7 +126,7 @@ SchedulerResult TaskScheduler::run(const std::function<void(const SchedulerProgr
     return total;
   };
   while (p.trials < options_.trials) {
-    if (options_.time_limit_seconds > 0 && now() - start >= options_.time_limit_seconds) break;
+    if (options_.time_limit_seconds > 0 && support::now_seconds() - start >= options_.time_limit_seconds) break;
     if (should_stop && should_stop()) break;
     int pick = -1;
     if (options_.allocation == Allocation::kGradient) {
@@ -158,7 +157,7 @@ SchedulerResult TaskScheduler::run(const std::function<void(const SchedulerProgr
     ++p.round;
     record_round(state, state.progress.best_seconds, more, options_);
     p.estimated_latency = estimate();
-    p.elapsed_seconds = now() - start;
+    p.elapsed_seconds = support::now_seconds() - start;
     p.rounds.push_back({p.trials, p.elapsed_seconds, pick, state.progress.best_seconds, p.estimated_latency});
     p.tasks = states_;
     if (on_round) on_round(p);
@@ -169,7 +168,7 @@ SchedulerResult TaskScheduler::run(const std::function<void(const SchedulerProgr
     if (states_[i].progress.best_seconds > 0) states_[i].best_curve.push_back(states_[i].progress.best_seconds);
   }
   p.estimated_latency = estimate();
-  p.elapsed_seconds = now() - start;
+  p.elapsed_seconds = support::now_seconds() - start;
   p.tasks = states_;
   return result;
 }

@@ -1,4 +1,4 @@
-// The C functions of codegen/abi.h that generated kernels call, exported from
+// The C functions of codegen/runtime/abi.h that generated kernels call, exported from
 // libkiln_runtime. Everything else in the library is hidden.
 //
 // Environment, read once when the pool is first used:
@@ -18,7 +18,7 @@
 // hidden visibility, and a version script (exports.map) lists exactly these symbols.
 // This include must come first, before anything else includes abi.h unmarked.
 #pragma GCC visibility push(default)
-#include "codegen/abi.h"
+#include "codegen/runtime/abi.h"
 #pragma GCC visibility pop
 
 #include <algorithm>

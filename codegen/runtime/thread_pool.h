@@ -1,4 +1,4 @@
-// The persistent thread pool behind kiln_rt_parallel_for (see codegen/abi.h).
+// The persistent thread pool behind kiln_rt_parallel_for (see codegen/runtime/abi.h).
 //
 // One call = one *job*: tasks [0, n) of fn. The calling thread runs task 0 and then
 // claims further tasks from a shared atomic index together with min(workers, n-1)
@@ -32,7 +32,7 @@
 #include <thread>
 #include <vector>
 
-#include "codegen/abi.h"
+#include "codegen/runtime/abi.h"
 
 namespace kiln::runtime {
 

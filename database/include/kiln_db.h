@@ -72,7 +72,7 @@ typedef struct kiln_db_record {
                                  JSON: [{"input": i, "shape": [...]}, ...]; "[]" when
                                  none. Build the trace with Kiln's code generation and
                                  call the artifact's kiln_prepack once per weight
-                                 (codegen/abi.h); the shapes let you check it. */
+                                 (codegen/runtime/abi.h); the shapes let you check it. */
 } kiln_db_record;
 
 /* Opens (or creates, with KILN_DB_OPEN_CREATE) the database at `path`.

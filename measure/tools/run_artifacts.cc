@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "codegen/abi.h"
+#include "codegen/runtime/abi.h"
 
 namespace {
 

@@ -21,8 +21,8 @@
 #include <random>
 #include <sstream>
 
-#include "codegen/abi.h"
 #include "codegen/codegen.h"
+#include "codegen/runtime/abi.h"
 #include "ir/annotations.h"
 #include "ir/functor.h"
 #include "ir/interpreter.h"

@@ -11,8 +11,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "codegen/abi.h"
 #include "codegen/codegen.h"
+#include "codegen/runtime/abi.h"
 #include "ir/host_tensor.h"
 #include "ir/interpreter.h"
 #include "ir/te.h"

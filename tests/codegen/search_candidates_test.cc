@@ -13,8 +13,8 @@
 #include <filesystem>
 #include <random>
 
-#include "codegen/abi.h"
 #include "codegen/codegen.h"
+#include "codegen/runtime/abi.h"
 #include "ir/interpreter.h"
 #include "ir/ops/examples.h"
 #include "ir/te.h"

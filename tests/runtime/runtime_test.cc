@@ -1,4 +1,4 @@
-// Tests of libkiln_runtime through its C ABI only (codegen/abi.h), the way generated
+// Tests of libkiln_runtime through its C ABI only (codegen/runtime/abi.h), the way generated
 // kernels use it. No assertion depends on timing: where a test needs several threads
 // to be inside tasks at once it waits for them with a generous bound, and a missing
 // thread shows up as a failed task, never as a hang.
@@ -19,7 +19,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "codegen/abi.h"
+#include "codegen/runtime/abi.h"
 
 namespace {
 

@@ -1,6 +1,7 @@
 // Flag validators that say the allowed range in words. CLI11's own number checks let
 // "nan" through (every comparison with NaN is false) and print DBL_MAX in full.
-// Header-only: the slim runner's command (rpc/runner_command.cc) uses them too.
+// Header-only, in support/ (below every library): the CLI and the slim runner's command
+// (rpc/runner_command.cc) both use them.
 #pragma once
 
 #include <CLI/CLI.hpp>
