@@ -6,10 +6,17 @@
 #include "database/database.h"
 #include "database/prepared_record.h"
 
+#include "ir/schedule/schedule.h"
+#include "ir/schedule/trace.h"
+#include "ir/te.h"
+#include "ir/workload.h"
+
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <functional>
 #include <iostream>
@@ -186,30 +193,59 @@ static void add_export(CLI::App &db, Streams io) {
       std::ofstream file(*output, std::ios::binary | std::ios::trunc);
       if (!file) throw kiln::db::DbError("cannot write " + *output);
       size_t n = database.export_jsonl(file);
+      // A full disk shows only when the last buffer is flushed.
+      file.close();
+      if (!file) throw kiln::db::DbError("cannot write " + *output + ": " + std::strerror(errno));
       io.err << "exported " << n << " records to " << *output << '\n';
     });
   });
+}
+
+// A record of a Kiln workload must replay its trace on that workload: a trace that
+// names a loop the program does not have would otherwise be found by a compile, as a
+// best schedule that cannot be built. Keys that are not Kiln workloads (another tool's)
+// are stored as given.
+static void check_replays(const kiln::db::Record &record) {
+  kiln::ir::Workload workload;
+  try {
+    workload = kiln::ir::Workload::from_json(nlohmann::json::parse(record.workload.canonical_json));
+  } catch (const std::exception &) {
+    return;
+  }
+  try {
+    kiln::ir::PrimFunc func = kiln::te::lower(workload.build_dag(), "check");
+    kiln::ir::Schedule::replay(func, kiln::ir::Trace::from_json(nlohmann::json::parse(record.trace_json)));
+  } catch (const std::exception &e) {
+    throw kiln::db::DbError("the trace does not replay on its workload (" + workload.summary() + "): " + e.what() +
+                            " (--no-replay-check stores it anyway)");
+  }
 }
 
 static void add_import(CLI::App &db, Streams io) {
   auto path = std::make_shared<std::string>();
   auto input = std::make_shared<std::string>();
   auto create = std::make_shared<bool>(false);
+  auto replay_check = std::make_shared<bool>(true);
   CLI::App *cmd = db.add_subcommand("import", "add records from JSON Lines (all or nothing)");
   cmd->add_option("--db", *path, "database file")->required();
   cmd->add_flag("--create", *create, "create the database if it does not exist");
+  cmd->add_flag("!--no-replay-check", *replay_check,
+                "store records without replaying each trace on its workload first (by default a record of a Kiln "
+                "workload whose trace does not replay refuses the import)");
   cmd->add_option("input", *input, "JSON Lines file; - for stdin")->required();
-  cmd->callback([path, input, create, io] {
+  cmd->callback([path, input, create, replay_check, io] {
+    std::function<void(const kiln::db::Record &)> check;
+    if (*replay_check) check = check_replays;
     run_reporting_errors("import", io, [&] {
       auto database =
           kiln::db::Database::open(*path, *create ? kiln::db::OpenMode::kCreate : kiln::db::OpenMode::kReadWrite);
       kiln::db::CommitResult result;
       if (*input == "-") {
-        result = database.import_jsonl(std::cin);
+        result = database.import_jsonl(std::cin, check);
       } else {
         std::ifstream file(*input, std::ios::binary);
         if (!file) throw kiln::db::DbError("cannot read " + *input);
-        result = database.import_jsonl(file);
+        result = database.import_jsonl(file, check);
       }
       io.out << "imported " << result.inserted << " records (" << result.duplicates << " already present, skipped)\n";
     });

@@ -3,6 +3,7 @@
 #include "database/database.h"
 
 #include "database/database_impl.h"
+#include "database/prepared_record.h"
 #include "database/schema.h"
 #include "ir/target.h"
 
@@ -178,8 +179,9 @@ CommitResult Database::Impl::insert_all(const std::vector<PreparedRecord> &recor
   sqlite::Statement &add_record = statement(
       insert_record,
       "INSERT INTO records (workload_id, target, device_kind, device_model, trace_json, trace_hash, latencies_json, "
-      "mean_latency, error_kind, error_message, metadata_json, kiln_version, created_at_ms, confirmed_latency) "
-      "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14) "
+      "mean_latency, error_kind, error_message, metadata_json, kiln_version, created_at_ms, confirmed_latency, "
+      "sketch_instructions, packed_inputs_json) "
+      "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16) "
       "ON CONFLICT (workload_id, target, trace_hash) DO NOTHING");
   sqlite::Statement &confirm =
       statement(confirm_record,
@@ -220,6 +222,14 @@ CommitResult Database::Impl::insert_all(const std::vector<PreparedRecord> &recor
       add_record.bind(14, *p.confirmed_latency);
     else
       add_record.bind_null(14);
+    if (p.sketch_instructions)
+      add_record.bind(15, *p.sketch_instructions);
+    else
+      add_record.bind_null(15);
+    if (p.packed_inputs_json)
+      add_record.bind(16, *p.packed_inputs_json);
+    else
+      add_record.bind_null(16);
     add_record.step();
     if (conn.changes() == 1) {
       ++result.inserted;
@@ -293,7 +303,15 @@ Record read_record(const sqlite::Statement &row) {
       throw DbError("record " + std::to_string(r.id) + " has unknown error kind '" + kind + "'");
     r.outcome = MeasureError{*parsed, row.column_text(9)};
   }
-  r.metadata_json = row.column_text(10);
+  try {
+    r.metadata = RecordMetadata::from_json(nlohmann::json::parse(row.column_text(10)));
+    if (!row.is_null(14)) r.metadata.sketch_instructions = row.column_int(14);
+    if (!row.is_null(15)) r.metadata.packed_inputs = nlohmann::json::parse(row.column_text(15));
+  } catch (const nlohmann::json::exception &e) {
+    throw DbError("record " + std::to_string(r.id) + " has damaged metadata: " + e.what());
+  } catch (const DbError &e) {
+    throw DbError("record " + std::to_string(r.id) + ": " + e.what());
+  }
   r.kiln_version = row.column_text(11);
   r.created_at_ms = row.column_int(12);
   if (!row.is_null(13)) r.confirmed_latency = row.column_double(13);
@@ -367,6 +385,21 @@ std::vector<Record> Database::records_of(std::string_view workload_hash) {
     s.bind(1, workload_hash);
     std::vector<Record> out;
     read_rows(s, SIZE_MAX, out);
+    return out;
+  });
+}
+
+std::vector<std::string> Database::distinct_pipelines(std::string_view target) {
+  std::string canonical = canonical_target(target);
+  impl_->reopen_if_changed();
+  return with_lock_retry(impl_->path, [&] {
+    sqlite::Statement s(impl_->conn.get(),
+                        "SELECT DISTINCT json_extract(metadata_json, '$.pipeline') FROM records "
+                        "WHERE target = ?1 AND json_valid(metadata_json) "
+                        "AND json_type(metadata_json, '$.pipeline') = 'object' ORDER BY 1");
+    s.bind(1, canonical);
+    std::vector<std::string> out;
+    while (s.step()) out.push_back(s.column_text(0));
     return out;
   });
 }

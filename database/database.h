@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <iosfwd>
 #include <memory>
 #include <optional>
@@ -102,6 +103,11 @@ class Database {
   std::vector<Record> top_k(std::string_view workload_hash, std::string_view target, size_t k,
                             TargetMatch match = TargetMatch::kAllowSameDeviceKind,
                             Ranking ranking = Ranking::kConfirmedFirst);
+  /// The pipeline options (RecordMetadata::pipeline, as JSON text) of the model jobs
+  /// that stored records for `target`, each once: a compile prepared another way can
+  /// say which options the database was tuned with.
+  std::vector<std::string> distinct_pipelines(std::string_view target);
+
   /// Every record of a workload, errors included, oldest first.
   std::vector<Record> records_of(std::string_view workload_hash);
 
@@ -111,8 +117,10 @@ class Database {
   size_t export_jsonl(std::ostream &out);
   /// Reads JSON lines (blank lines are skipped) and commits them in one
   /// transaction. Any malformed line aborts the import before anything is
-  /// written, with an error naming its line number.
-  CommitResult import_jsonl(std::istream &in);
+  /// written, with an error naming its line number. `check`, when given, is called
+  /// with every record before anything is written; an exception it throws refuses the
+  /// import the same way (kiln db import replays each trace on its workload there).
+  CommitResult import_jsonl(std::istream &in, const std::function<void(const Record &)> &check = {});
 
   /// Keeps the `keep_per_target` fastest successful records of every
   /// (workload, target) and deletes the rest, error records included, and

@@ -110,7 +110,8 @@ struct Database::Impl {
 /// The columns read_record expects, in order; tables aliased r and w.
 inline constexpr std::string_view kRecordColumns =
     "r.id, w.key_hash, w.canonical_json, w.op_summary, w.shapes, r.target, r.trace_json, r.latencies_json, "
-    "r.error_kind, r.error_message, r.metadata_json, r.kiln_version, r.created_at_ms, r.confirmed_latency";
+    "r.error_kind, r.error_message, r.metadata_json, r.kiln_version, r.created_at_ms, r.confirmed_latency, "
+    "r.sketch_instructions, r.packed_inputs_json";
 
 /// How lookups rank successful records (Ranking::kConfirmedFirst): confirmed ones
 /// first, by confirmed latency, then the rest by mean latency. Spelled exactly as

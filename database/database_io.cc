@@ -28,7 +28,7 @@ size_t Database::export_jsonl(std::ostream &out) {
   });
 }
 
-CommitResult Database::import_jsonl(std::istream &in) {
+CommitResult Database::import_jsonl(std::istream &in, const std::function<void(const Record &)> &check) {
   // Parse and validate every line first: a bad line must leave the file
   // untouched, and its error must name the line, not a record index.
   std::vector<PreparedRecord> prepared;
@@ -36,8 +36,10 @@ CommitResult Database::import_jsonl(std::istream &in) {
   for (size_t number = 1; std::getline(in, line); ++number) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     try {
-      prepared.push_back(prepare_record(record_from_jsonl(line), NativeCpu::kKeepAsStored));
-    } catch (const DbError &e) {
+      Record record = record_from_jsonl(line);
+      if (check) check(record);
+      prepared.push_back(prepare_record(record, NativeCpu::kKeepAsStored));
+    } catch (const std::exception &e) {
       throw DbError("import line " + std::to_string(number) + ": " + e.what() + "; nothing was imported");
     }
   }

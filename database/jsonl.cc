@@ -31,7 +31,7 @@ std::string record_to_jsonl(const Record &record) {
   } else {
     line["error"] = {{"kind", to_string(record.error().kind)}, {"message", record.error().message}};
   }
-  line["metadata"] = json::parse(record.metadata_json.empty() ? "{}" : record.metadata_json);
+  line["metadata"] = record.metadata.to_json();
   line["kiln_version"] = record.kiln_version;
   line["created_at_ms"] = record.created_at_ms;
   return line.dump();
@@ -115,7 +115,8 @@ Record record_from_jsonl(std::string_view line) {
                     "wrong_result");
     r.outcome = MeasureError{*parsed, string_field(e, "message")};
   }
-  r.metadata_json = j.contains("metadata") ? field(j, "metadata", json::value_t::object, "an object").dump() : "{}";
+  if (j.contains("metadata"))
+    r.metadata = RecordMetadata::from_json(field(j, "metadata", json::value_t::object, "an object"));
   r.kiln_version = j.contains("kiln_version") ? string_field(j, "kiln_version") : "";
   r.created_at_ms = j.contains("created_at_ms")
                         ? field(j, "created_at_ms", json::value_t::number_integer, "an integer").get<int64_t>()

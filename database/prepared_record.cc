@@ -96,9 +96,13 @@ PreparedRecord prepare_record(const Record &record, NativeCpu native_cpu) {
     p.error_message = record.error().message;
   }
 
-  nlohmann::json metadata = parse_json(record.metadata_json.empty() ? "{}" : record.metadata_json, "metadata");
-  if (!metadata.is_object()) throw DbError("metadata must be a JSON object, got " + std::string(metadata.type_name()));
-  p.metadata_json = metadata.dump();
+  // The two column fields leave the JSON; the rest is stored as one object.
+  RecordMetadata columns_cleared = record.metadata;
+  p.sketch_instructions = columns_cleared.sketch_instructions;
+  if (!columns_cleared.packed_inputs.is_null()) p.packed_inputs_json = columns_cleared.packed_inputs.dump();
+  columns_cleared.sketch_instructions.reset();
+  columns_cleared.packed_inputs = nullptr;
+  p.metadata_json = columns_cleared.to_json().dump();
   p.kiln_version = record.kiln_version.empty() ? std::string(kiln_version()) : record.kiln_version;
   p.created_at_ms = record.created_at_ms == 0 ? now_ms() : record.created_at_ms;
   return p;

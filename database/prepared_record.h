@@ -26,7 +26,9 @@ struct PreparedRecord {
   std::optional<double> confirmed_latency;  ///< ok only
   std::string error_kind;                   ///< !ok only
   std::string error_message;                ///< !ok only
-  std::string metadata_json;
+  std::string metadata_json;                ///< RecordMetadata without the two columns below
+  std::optional<int64_t> sketch_instructions;
+  std::optional<std::string> packed_inputs_json;
   std::string kiln_version;
   int64_t created_at_ms = 0;
 };

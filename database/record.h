@@ -9,15 +9,16 @@
 #include <variant>
 #include <vector>
 
-#include "measure/error_kind.h"
+#include "database/record_metadata.h"
+#include "support/error_kind.h"
 
 namespace kiln::db {
 
 /// Why a candidate produced no timing: the measurement's own vocabulary, stored as its
 /// lowercase name. A stored error is never kNone.
-using measure::error_kind_from_string;
-using measure::ErrorKind;
-using measure::to_string;
+using kiln::error_kind_from_string;
+using kiln::ErrorKind;
+using kiln::to_string;
 
 /// A failed measurement.
 struct MeasureError {
@@ -46,10 +47,10 @@ struct Record {
   std::string target;      ///< target string; stored in canonical form (Target::str)
   std::string trace_json;  ///< the trace; stored re-serialized with sorted keys
   std::variant<std::vector<double>, MeasureError> outcome;
-  std::string metadata_json = "{}";  ///< build/run facts: compiler flags, runner host, number/repeat...
-  std::string kiln_version;          ///< empty: filled with this library's version at commit
-  int64_t created_at_ms = 0;         ///< Unix time in ms; 0: filled with "now" at commit
-  int64_t id = 0;                    ///< row id once stored; 0 before
+  RecordMetadata metadata;    ///< how it was made: sketch, packed weights, timing protocol, pipeline
+  std::string kiln_version;   ///< empty: filled with this library's version at commit
+  int64_t created_at_ms = 0;  ///< Unix time in ms; 0: filled with "now" at commit
+  int64_t id = 0;             ///< row id once stored; 0 before
   /// Successful records only: the median of re-timings of this program side by side
   /// with the other top programs at the end of a tuning run, in seconds. Lookups rank
   /// confirmed records before unconfirmed ones: a single tuning measurement of the

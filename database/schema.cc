@@ -103,10 +103,31 @@ static void migrate_v2_to_v3(sqlite::Connection &conn) {
   )sql");
 }
 
+// Version 4 moves the two metadata fields that code reads back into columns
+// (RecordMetadata): the sketch length the tuner resumes from, and the packed weights
+// the C API reports. Values of other types than the field's stay in metadata_json,
+// where reading the record reports them.
+static void migrate_v3_to_v4(sqlite::Connection &conn) {
+  conn.exec(R"sql(
+    ALTER TABLE records ADD COLUMN sketch_instructions INTEGER;
+    ALTER TABLE records ADD COLUMN packed_inputs_json TEXT;
+    UPDATE records SET
+      sketch_instructions = json_extract(metadata_json, '$.sketch_instructions'),
+      metadata_json = json_remove(metadata_json, '$.sketch_instructions')
+      WHERE json_valid(metadata_json) AND json_type(metadata_json, '$.sketch_instructions') = 'integer';
+    UPDATE records SET
+      packed_inputs_json = json_extract(metadata_json, '$.packed_inputs'),
+      metadata_json = json_remove(metadata_json, '$.packed_inputs')
+      WHERE json_valid(metadata_json) AND json_type(metadata_json, '$.packed_inputs') = 'array';
+    UPDATE schema_version SET version = 4;
+  )sql");
+}
+
 void migrate(sqlite::Connection &conn, int from) {
   if (from < 1) conn.exec(kSchemaV1);
   if (from < 2) migrate_v1_to_v2(conn);
   if (from < 3) migrate_v2_to_v3(conn);
+  if (from < 4) migrate_v3_to_v4(conn);
 }
 
 static std::string not_kiln(const std::string &path, const std::string &why) {

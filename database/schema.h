@@ -13,7 +13,7 @@ class Connection;
 }
 
 /// The schema version this build writes and understands.
-inline constexpr int kSchemaVersion = 3;
+inline constexpr int kSchemaVersion = 4;
 
 /// The frozen SQL of schema version 1 (identical to database/schema/v1.sql).
 std::string_view schema_v1_sql();

@@ -27,21 +27,10 @@ double label_latency(const std::vector<double> &repeat_seconds, double anchor_ra
 double label_latency(const db::Record &record, LatencyLabel kind) {
   if (!record.ok()) return 0;
   if (kind == LatencyLabel::kMeasuredMean) return record.mean_latency();
-  double ratio = 0;
-  try {
-    ratio = nlohmann::json::parse(record.metadata_json).value("anchor_ratio", 0.0);
-  } catch (const std::exception &) {
-  }
-  return label_latency(record.latencies(), ratio, kind);
+  return label_latency(record.latencies(), record.metadata.anchor_ratio, kind);
 }
 
-bool timed_with_flushed_args(const db::Record &record) {
-  try {
-    return nlohmann::json::parse(record.metadata_json).value("flush_args", false);
-  } catch (const std::exception &) {
-    return false;
-  }
-}
+bool timed_with_flushed_args(const db::Record &record) { return record.metadata.flush_args; }
 
 MeasuredPrograms load_measured_programs(db::Database &database, const std::string &target, const LoadOptions &options) {
   // The database has no per-target listing, so the records come through the JSONL export.

@@ -7,11 +7,11 @@
 #include "ir/lower_passes.h"
 #include "ir/te.h"
 #include "scheduler/measured_programs.h"
+#include "support/clock.h"
 
 namespace kiln::scheduler {
 
 namespace {
-double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
 double mean(const std::vector<double> &v) {
   double s = 0;
@@ -88,10 +88,8 @@ void TaskTuner::resume_from_database() {
       continue;  // a record this Kiln cannot replay: not ours to resume
     }
     size_t n = full.instructions.size();
-    try {
-      n = nlohmann::json::parse(r.metadata_json).value("sketch_instructions", n);
-    } catch (const std::exception &) {
-    }
+    if (r.metadata.sketch_instructions && *r.metadata.sketch_instructions >= 0)
+      n = std::min(n, static_cast<size_t>(*r.metadata.sketch_instructions));
     double latency = label_latency(r, LatencyLabel::kAnchoredMean);
     double label = label_latency(r);
     search_->add_measured(sketch_of(full, n), program, full.to_json().dump(), label > 0 ? 1.0 / label : 0);
@@ -111,7 +109,7 @@ void TaskTuner::resume_from_database() {
 
 void TaskTuner::warm_start_from_other_tasks() {
   if (!db_) return;
-  double t0 = now();
+  double t0 = support::now_seconds();
   LoadOptions load;
   load.skip_workload = workload_.key_hash();
   load.max_per_task = options_.warm_start_per_task;
@@ -120,10 +118,10 @@ void TaskTuner::warm_start_from_other_tasks() {
   if (other.programs.empty()) return;
   std::vector<costmodel::ProgramFeatures> features =
       costmodel::extract_features_batch(other.programs, options_.feature_threads);
-  progress_.time.features += now() - t0;
-  t0 = now();
+  progress_.time.features += support::now_seconds() - t0;
+  t0 = support::now_seconds();
   model_.warm_start({std::move(features), costmodel::throughputs_of(other.latencies), other.tasks});
-  progress_.time.training += now() - t0;
+  progress_.time.training += support::now_seconds() - t0;
   progress_.warm_start_programs = static_cast<int64_t>(other.programs.size());
 }
 
@@ -133,15 +131,15 @@ std::string TaskTuner::artifact_name(const std::string &what) const {
 }
 
 void TaskTuner::prepare() {
-  start_ = now();
+  start_ = support::now_seconds();
   if (options_.warm_start) warm_start_from_other_tasks();
   resume_from_database();
   if (progress_.best_seconds > 0) progress_.best_gflops = flops_ / progress_.best_seconds / 1e9;
   // The unscheduled program, built once, is every candidate's correctness reference.
-  double t0 = now();
+  double t0 = support::now_seconds();
   std::vector<measure::BuildResult> ref =
       builder_.build({measure::BuildInput{func_, target_, artifact_name("reference")}});
-  progress_.time.build += now() - t0;
+  progress_.time.build += support::now_seconds() - t0;
   if (!ref[0].ok()) throw std::runtime_error("cannot build the reference program: " + ref[0].message);
   reference_artifact_ = ref[0].artifact_path;
 }
@@ -153,23 +151,23 @@ bool TaskTuner::run_round(int n) {
   std::vector<double> labels = record(batch, measured);
   train(batch, labels);
   ++progress_.round;
-  progress_.elapsed_seconds = now() - start_;
+  progress_.elapsed_seconds = support::now_seconds() - start_;
   return true;
 }
 
 std::vector<search::Candidate> TaskTuner::propose(int n) {
-  double t0 = now();
+  double t0 = support::now_seconds();
   double featurizing = 0;  // counted under features, not twice
   search::Scorer scorer = [&](const std::vector<ir::PrimFunc> &funcs) {
-    double f0 = now();
+    double f0 = support::now_seconds();
     std::vector<costmodel::ProgramFeatures> feats = costmodel::extract_features_batch(funcs, options_.feature_threads);
-    featurizing += now() - f0;
+    featurizing += support::now_seconds() - f0;
     std::vector<float> p = model_.predict(feats);
     return std::vector<double>(p.begin(), p.end());
   };
   std::vector<search::Candidate> batch = search_->next_batch(n, scorer, model_.ready());
   progress_.time.features += featurizing;
-  progress_.time.search += now() - t0 - featurizing;
+  progress_.time.search += support::now_seconds() - t0 - featurizing;
   return batch;
 }
 
@@ -193,9 +191,9 @@ TaskTuner::Measured TaskTuner::build_and_run(const std::vector<search::Candidate
         measure::BuildInput{(*a)->program, target_, artifact_name("anchor" + std::to_string(progress_.trials))});
   }
   Measured m;
-  double t0 = now();
+  double t0 = support::now_seconds();
   m.built = builder_.build(builds);
-  progress_.time.build += now() - t0;
+  progress_.time.build += support::now_seconds() - t0;
   for (size_t k = unbuilt.size(); k-- > 0; m.built.pop_back()) {
     if (m.built.back().ok())
       (*unbuilt[k])->artifact = m.built.back().artifact_path;
@@ -214,9 +212,9 @@ TaskTuner::Measured TaskTuner::build_and_run(const std::vector<search::Candidate
     run_index.push_back(i);
   }
   for (std::optional<Anchor> *a : anchors) runs.push_back(run_input((*a)->artifact));  // never given up on
-  t0 = now();
+  t0 = support::now_seconds();
   std::vector<measure::RunResult> ran = runner_.run(runs);
-  progress_.time.run += now() - t0;
+  progress_.time.run += support::now_seconds() - t0;
   // Medians of the anchors' repeats: one disturbed repeat would scale the whole round.
   std::vector<double> anchor_seconds(anchors.size());
   for (size_t k = anchors.size(); k-- > 0; ran.pop_back())
@@ -257,21 +255,23 @@ std::vector<double> TaskTuner::record(const std::vector<search::Candidate> &batc
     rec.workload = workload_record_;
     rec.target = target_.str();
     rec.trace_json = batch[i].trace.to_json().dump();
-    nlohmann::json meta{{"sketch_instructions", batch[i].sketch.instructions.size()},
-                        {"build_seconds", m.built[i].build_seconds}};
-    if (!batch[i].func.constant_params.empty()) meta["packed_inputs"] = packed_inputs_json(batch[i].func);
-    if (batch[i].adopted) meta["adopted"] = true;
-    if (batch[i].fitted) meta["fitted"] = true;
-    if (options_.timing.flush_args) meta["flush_args"] = true;
+    db::RecordMetadata &meta = rec.metadata;
+    meta.sketch_instructions = static_cast<int64_t>(batch[i].sketch.instructions.size());
+    meta.build_seconds = m.built[i].build_seconds;
+    if (!batch[i].func.constant_params.empty()) meta.packed_inputs = packed_inputs_json(batch[i].func);
+    meta.adopted = batch[i].adopted;
+    meta.fitted = batch[i].fitted;
+    meta.flush_args = options_.timing.flush_args;
+    meta.pipeline = options_.pipeline;
     double latency = 0;  // competes for the best and is stored
     double label = 0;    // guides the search
     if (!m.built[i].ok()) {
       rec.outcome = db::MeasureError{m.built[i].error, m.built[i].message};
     } else {
       const measure::RunResult &r = *m.ran[i];
-      meta["number"] = r.number;
-      meta["run_seconds"] = r.run_seconds;
-      if (m.anchor_ratio > 0) meta["anchor_ratio"] = m.anchor_ratio;
+      meta.number = r.number;
+      meta.run_seconds = r.run_seconds;
+      if (m.anchor_ratio > 0) meta.anchor_ratio = m.anchor_ratio;
       if (r.ok()) {
         rec.outcome = r.repeat_seconds;
         // As a resumed job reads the record back: the same numbers whether tuned now or then.
@@ -281,7 +281,6 @@ std::vector<double> TaskTuner::record(const std::vector<search::Candidate> &batc
         rec.outcome = db::MeasureError{r.error, r.message};
       }
     }
-    rec.metadata_json = meta.dump();
     records.push_back(rec);
     search_->add_measured(batch[i].sketch, batch[i].func, rec.trace_json, label > 0 ? 1.0 / label : 0);
     ++progress_.trials;
@@ -300,29 +299,29 @@ std::vector<double> TaskTuner::record(const std::vector<search::Candidate> &batc
     labels.push_back(label);
   }
   if (new_best) next_anchor_ = Anchor{batch[*new_best].func, m.built[*new_best].artifact_path, 0};
-  double t0 = now();
+  double t0 = support::now_seconds();
   if (db_) db_->commit(records);
-  progress_.time.database += now() - t0;
+  progress_.time.database += support::now_seconds() - t0;
   return labels;
 }
 
 // The model relabels everything against the best at every update.
 void TaskTuner::train(const std::vector<search::Candidate> &batch, const std::vector<double> &labels) {
-  double t0 = now();
+  double t0 = support::now_seconds();
   std::vector<ir::PrimFunc> funcs;
   for (const search::Candidate &c : batch) funcs.push_back(c.func);
   std::vector<costmodel::ProgramFeatures> feats = costmodel::extract_features_batch(funcs, options_.feature_threads);
-  progress_.time.features += now() - t0;
-  t0 = now();
+  progress_.time.features += support::now_seconds() - t0;
+  t0 = support::now_seconds();
   std::vector<std::string> tasks(feats.size(), workload_.key_hash());
   model_.update({std::move(feats), costmodel::throughputs_of(labels), std::move(tasks)});
-  progress_.time.training += now() - t0;
+  progress_.time.training += support::now_seconds() - t0;
 }
 
 TuneResult TaskTuner::finish() {
   TuneResult result;
   result.confirmed = confirm_best(start_);
-  progress_.elapsed_seconds = now() - start_;
+  progress_.elapsed_seconds = support::now_seconds() - start_;
   result.progress = progress_;
   result.best_trace_json = best_trace_;
   result.best_gflops_curve = best_gflops_curve_;
@@ -332,7 +331,7 @@ TuneResult TaskTuner::finish() {
 TuneResult TaskTuner::run(const std::function<void(const Progress &)> &on_round) {
   prepare();
   while (progress_.trials < options_.trials) {
-    if (options_.time_limit_seconds > 0 && now() - start_ >= options_.time_limit_seconds) break;
+    if (options_.time_limit_seconds > 0 && support::now_seconds() - start_ >= options_.time_limit_seconds) break;
     if (!run_round(static_cast<int>(std::min<int64_t>(options_.batch, options_.trials - progress_.trials)))) break;
     if (on_round) on_round(progress_);
   }
@@ -350,7 +349,7 @@ measure::RunInput TaskTuner::run_input(const std::string &artifact) const {
 
 int TaskTuner::confirm_best(double started) {
   if (options_.confirm_top <= 0 || options_.confirm_runs <= 0 || reference_artifact_.empty()) return 0;
-  if (options_.time_limit_seconds > 0 && now() - started >= options_.time_limit_seconds) return 0;
+  if (options_.time_limit_seconds > 0 && support::now_seconds() - started >= options_.time_limit_seconds) return 0;
   auto k = static_cast<size_t>(options_.confirm_top);
   std::vector<std::pair<double, std::string>> top;
   if (db_) {
@@ -370,7 +369,7 @@ int TaskTuner::confirm_best(double started) {
     top.assign(measured_.begin(), measured_.begin() + static_cast<std::ptrdiff_t>(std::min(k, measured_.size())));
   }
   if (top.size() < 2) return 0;
-  double t0 = now();
+  double t0 = support::now_seconds();
   std::vector<measure::BuildInput> builds;
   std::vector<size_t> program_of_build;
   for (size_t i = 0; i < top.size(); ++i) {
@@ -384,7 +383,7 @@ int TaskTuner::confirm_best(double started) {
     program_of_build.push_back(i);
   }
   std::vector<measure::BuildResult> built = builder_.build(builds);
-  progress_.time.build += now() - t0;
+  progress_.time.build += support::now_seconds() - t0;
   // Run means per program. All programs are timed in each run before any is timed
   // again, so slow host drift falls on all of them alike. The first measurement is left
   // out: it is what put the program among the fastest, so it leans low.
@@ -396,13 +395,13 @@ int TaskTuner::confirm_best(double started) {
     inputs.push_back(run_input(built[b].artifact_path));
     program_of_input.push_back(program_of_build[b]);
   }
-  t0 = now();
+  t0 = support::now_seconds();
   for (int r = 0; r < options_.confirm_runs; ++r) {
     std::vector<measure::RunResult> ran = runner_.run(inputs);
     for (size_t j = 0; j < ran.size(); ++j)
       if (ran[j].ok()) runs[program_of_input[j]].push_back(mean(ran[j].repeat_seconds));
   }
-  progress_.time.run += now() - t0;
+  progress_.time.run += support::now_seconds() - t0;
   double best = 0;
   std::vector<db::Record> confirmations;
   for (size_t i = 0; i < top.size(); ++i) {
@@ -424,9 +423,9 @@ int TaskTuner::confirm_best(double started) {
   }
   if (best == 0) return 0;
   if (db_ && !confirmations.empty()) {
-    t0 = now();
+    t0 = support::now_seconds();
     db_->commit_confirmation(confirmations);
-    progress_.time.database += now() - t0;
+    progress_.time.database += support::now_seconds() - t0;
   }
   progress_.best_seconds = best;
   progress_.best_gflops = flops_ / best / 1e9;

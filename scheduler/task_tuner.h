@@ -47,6 +47,10 @@ struct TuneOptions {
   /// per round. Off by default: on this project's shared 2-core hosts it did not make
   /// the labels easier to rank (bench/RESULTS.md, "Anchored rounds").
   bool anchor_rounds = false;
+  /// The frontend pipeline options the task's workload was prepared with
+  /// (frontend::PipelineOptions::to_json), stored in each record's metadata so that a
+  /// compile prepared another way can tell; null for single operators.
+  nlohmann::json pipeline;
   /// Threads for feature extraction.
   int feature_threads = 2;
   /// Before the first round, warm-start the cost model (CostModel::warm_start) with the

@@ -96,9 +96,8 @@ extern "C" kiln_db_status kiln_db_best(kiln_db db, const char *workload, const c
     db->record.exact_target = db->best.target == kiln::db::canonical_target(target) ? 1 : 0;
     db->record.workload_hash = db->best.workload.key_hash.c_str();
     db->record.confirmed_latency_s = db->best.confirmed_latency.value_or(0.0);
-    nlohmann::json metadata = nlohmann::json::parse(db->best.metadata_json, nullptr, /*allow_exceptions=*/false);
-    db->packed_inputs =
-        metadata.is_object() && metadata.contains("packed_inputs") ? metadata["packed_inputs"].dump() : "[]";
+    const nlohmann::json &packed = db->best.metadata.packed_inputs;
+    db->packed_inputs = packed.is_array() ? packed.dump() : "[]";
     db->record.packed_inputs_json = db->packed_inputs.c_str();
     *out_record = &db->record;
     return KILN_DB_OK;

@@ -108,6 +108,32 @@ TEST_F(Cli, ExportImportPrune) {
   EXPECT_EQ(pruned.out, "deleted 2 records\n");
 }
 
+// A record of a real Kiln workload whose trace does not replay on it (it names a block
+// the program does not have) is refused at import, naming the line; --no-replay-check
+// stores it anyway (a compile then passes it over with a warning).
+TEST_F(Cli, ImportReplaysTracesOnKilnWorkloads) {
+  const std::string relu = R"({"inputs":[{"dtype":"float32","shape":[16]}],"kiln_workload":1,)"
+                           R"("ops":[{"args":["in0"],"attrs":{},"op":"relu"}],"outputs":["op0"]})";
+  Record good =
+      ok_record(1, kSkylake,
+                R"({"decisions":[],"instructions":[["get_block",[],{"name":"relu"},["b0"]]],"kiln_trace":1})", {1e-6});
+  good.workload = Workload{sha256_hex(relu), relu, "relu", "16"};
+  Record bad = good;
+  bad.trace_json =
+      R"({"decisions":[],"instructions":[["get_block",[],{"name":"no_such_block"},["b0"]]],"kiln_trace":1})";
+  std::string jsonl = (dir / "replay.jsonl").string();
+  std::ofstream(jsonl) << record_to_jsonl(good) << '\n' << record_to_jsonl(bad) << '\n';
+  CliResult refused = run_kiln({"db", "import", "--db", path, jsonl});
+  EXPECT_EQ(refused.exit_code, 1);
+  EXPECT_NE(refused.err.find("import line 2: the trace does not replay on its workload (relu"), std::string::npos)
+      << refused.err;
+  EXPECT_NE(refused.err.find("nothing was imported"), std::string::npos) << refused.err;
+  EXPECT_EQ(Database::open(path, OpenMode::kReadOnly).stats().records, 3);
+  CliResult forced = run_kiln({"db", "import", "--db", path, "--no-replay-check", jsonl});
+  EXPECT_EQ(forced.exit_code, 0) << forced.err;
+  EXPECT_EQ(Database::open(path, OpenMode::kReadOnly).stats().records, 5);
+}
+
 // The README promises every line is validated: a trace that compilers could not
 // replay must not become the workload's best schedule.
 TEST_F(Cli, ImportRefusesALineWhoseTraceIsNotATrace) {

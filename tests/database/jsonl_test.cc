@@ -31,7 +31,7 @@ void expect_same_records(const std::vector<Record> &x, const std::vector<Record>
     EXPECT_EQ(x[i].target, y[i].target);
     EXPECT_EQ(x[i].trace_json, y[i].trace_json);
     EXPECT_EQ(x[i].outcome, y[i].outcome);
-    EXPECT_EQ(x[i].metadata_json, y[i].metadata_json);
+    EXPECT_EQ(x[i].metadata, y[i].metadata);
     EXPECT_EQ(x[i].kiln_version, y[i].kiln_version);
     EXPECT_EQ(x[i].created_at_ms, y[i].created_at_ms);
   }

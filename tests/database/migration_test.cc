@@ -92,6 +92,50 @@ TEST(Migration, ReadWriteOpenMigratesV1ToTheCurrentVersionAndKeepsRecords) {
   EXPECT_EQ(Database::open(dir / "old.kdb", OpenMode::kReadOnly).schema_version(), kSchemaVersion);
 }
 
+// Version 4: the metadata fields code reads back move from metadata_json into their
+// columns; a value of another type, and keys Kiln does not know, stay in the JSON.
+TEST(Migration, MetadataFieldsMoveIntoTheirColumns) {
+  TempDir dir;
+  write_v1_database(dir / "old.kdb");
+  sqlite_exec(
+      dir / "old.kdb",
+      R"(UPDATE records SET metadata_json = '{"sketch_instructions":7,"packed_inputs":[{"input":1,"shape":[4,8]}],)"
+      R"("flush_args":true,"runner":"board-3"}' WHERE id = 2;)"
+      R"(UPDATE records SET metadata_json = '{"sketch_instructions":"seven"}' WHERE id = 4;)");
+  {
+    auto db = Database::open(dir / "old.kdb", OpenMode::kReadWrite);
+    auto best = db.best(workload(1).key_hash, kSkylake, TargetMatch::kExactOnly);
+    ASSERT_TRUE(best);
+    EXPECT_EQ(best->id, 2);
+    EXPECT_EQ(best->metadata.sketch_instructions, 7);
+    EXPECT_EQ(best->metadata.packed_inputs.dump(), R"([{"input":1,"shape":[4,8]}])");
+    EXPECT_TRUE(best->metadata.flush_args);
+    EXPECT_EQ(best->metadata.other.dump(), R"({"runner":"board-3"})");
+    // The record whose field had the wrong type is reported when read, naming it.
+    EXPECT_NE(db_error_of([&] {
+                db.best(workload(1).key_hash, kCascadelake, TargetMatch::kExactOnly);
+              }).find("record 4: metadata 'sketch_instructions' must be a non-negative integer"),
+              std::string::npos);
+  }
+  EXPECT_EQ(sqlite_query_text(dir / "old.kdb", "SELECT sketch_instructions FROM records WHERE id = 2"), "7");
+  EXPECT_EQ(sqlite_query_text(dir / "old.kdb", "SELECT metadata_json FROM records WHERE id = 2"),
+            R"({"flush_args":true,"runner":"board-3"})");
+  EXPECT_EQ(sqlite_query_text(dir / "old.kdb", "SELECT count(sketch_instructions) FROM records"), "1");
+  // Round trip of a new record: the column fields come back as they went in.
+  auto db = Database::open(dir / "old.kdb", OpenMode::kReadWrite);
+  Record r = ok_record(2, kSkylake, R"({"v":8})", {1e-4});
+  r.metadata.sketch_instructions = 3;
+  r.metadata.packed_inputs = nlohmann::json::parse(R"([{"input":1,"shape":[2]}])");
+  r.metadata.pipeline = {{"layout", "NCHW"}, {"layout_rewrite", true}, {"winograd", false}};
+  db.commit({r});
+  auto back = db.best(workload(2).key_hash, kSkylake, TargetMatch::kExactOnly);
+  ASSERT_TRUE(back);
+  EXPECT_EQ(back->metadata, r.metadata);
+  EXPECT_EQ(db.distinct_pipelines(kSkylake),
+            std::vector<std::string>{R"({"layout":"NCHW","layout_rewrite":true,"winograd":false})"});
+  EXPECT_TRUE(db.distinct_pipelines(kCascadelake).empty());
+}
+
 TEST(Migration, NewFileIsAtCurrentVersionInWalMode) {
   TempDir dir;
   { Database::open(dir / "new.kdb", OpenMode::kCreate); }

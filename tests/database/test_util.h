@@ -65,7 +65,7 @@ inline Record ok_record(int workload_n, const std::string &target, const std::st
   r.target = target;
   r.trace_json = trace;
   r.outcome = std::move(latencies);
-  r.metadata_json = R"({"number":10,"repeat":3})";
+  r.metadata = RecordMetadata::from_json(nlohmann::json::parse(R"({"number":10,"repeat":3})"));
   return r;
 }
 

@@ -238,8 +238,7 @@ TEST(TaskSchedulerJob, SiblingTasksShareTheirBestPrograms) {
     ASSERT_EQ(r.tasks.size(), 2u);
     EXPECT_EQ(r.tasks[0].progress.adopted, 0) << "the first task had its round before any other had a best";
     int stored_as_adopted = 0;
-    for (const db::Record &rec : db.records_of(tasks[1].workload.key_hash()))
-      stored_as_adopted += nlohmann::json::parse(rec.metadata_json).value("adopted", false);
+    for (const db::Record &rec : db.records_of(tasks[1].workload.key_hash())) stored_as_adopted += rec.metadata.adopted;
     if (share > 0) {
       EXPECT_EQ(r.tasks[1].progress.adopted, 1);
       EXPECT_EQ(stored_as_adopted, 1);

@@ -99,7 +99,7 @@ TEST_F(TaskTunerTest, EvictedBufferTimingsAreMarkedAndNeverRankedWithHotOnes) {
   EXPECT_GT(r.progress.best_seconds, 0);
   std::vector<db::Record> records = database.records_of(small_dense().key_hash());
   ASSERT_EQ(records.size(), 16u);
-  for (const db::Record &rec : records) EXPECT_TRUE(timed_with_flushed_args(rec)) << rec.metadata_json;
+  for (const db::Record &rec : records) EXPECT_TRUE(timed_with_flushed_args(rec)) << rec.metadata.to_json().dump();
 
   costmodel::XGBoostCostModel hot_model;
   TuneOptions hot = quick_options(5);
@@ -132,7 +132,7 @@ TEST_F(TaskTunerTest, ConstantWeightsAreMeasuredPackedAheadOfTime) {
   EXPECT_GT(tuner.run().progress.best_seconds, 0);
   int packed = 0;
   for (const db::Record &rec : database.records_of(w.key_hash())) {
-    nlohmann::json layouts = nlohmann::json::parse(rec.metadata_json).at("packed_inputs");
+    nlohmann::json layouts = rec.metadata.packed_inputs;
     if (layouts.empty()) continue;
     ++packed;
     EXPECT_TRUE(rec.ok()) << rec.trace_json;
@@ -206,7 +206,7 @@ TEST_F(TaskTunerTest, RoundsAreScaledByTheAnchorReTimedBesideThem) {
   int with_ratio = 0;
   for (size_t i = 0; i < records.size(); ++i) {
     const db::Record &rec = records[i];
-    double ratio = nlohmann::json::parse(rec.metadata_json).value("anchor_ratio", 0.0);
+    double ratio = rec.metadata.anchor_ratio;
     EXPECT_EQ(ratio > 0, i >= 16) << "record " << i;
     if (ratio > 0) ++with_ratio;
     if (!rec.ok()) continue;
@@ -222,8 +222,7 @@ TEST_F(TaskTunerTest, RoundsAreScaledByTheAnchorReTimedBesideThem) {
   }
   EXPECT_EQ(with_ratio, 16);
   EXPECT_NEAR(r.progress.best_seconds, best_mean_label, 1e-12 * best_mean_label);
-  EXPECT_NEAR(r.progress.last_anchor_ratio,
-              nlohmann::json::parse(records.back().metadata_json)["anchor_ratio"].get<double>(), 1e-12);
+  EXPECT_NEAR(r.progress.last_anchor_ratio, records.back().metadata.anchor_ratio, 1e-12);
 
   // The loader gives the labels, or the raw means when asked.
   LoadOptions raw;
@@ -242,8 +241,7 @@ TEST_F(TaskTunerTest, RoundsAreScaledByTheAnchorReTimedBesideThem) {
   o.anchor_rounds = false;
   TuneResult plain = TaskTuner(other, target, o, &database, pool, runner(), model2).run();
   EXPECT_EQ(plain.progress.anchored_rounds, 0);
-  for (const db::Record &rec : database.records_of(other.key_hash()))
-    EXPECT_FALSE(nlohmann::json::parse(rec.metadata_json).contains("anchor_ratio"));
+  for (const db::Record &rec : database.records_of(other.key_hash())) EXPECT_EQ(rec.metadata.anchor_ratio, 0);
 }
 
 // A task warm-starts its cost model from the other workloads' records (not its own),

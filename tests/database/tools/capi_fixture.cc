@@ -32,7 +32,7 @@ int main(int argc, char **argv) {
     confirmed.trace_json = R"({"tile":[4,4]})";
     confirmed.outcome = std::vector<double>{2.0e-4};
     confirmed.confirmed_latency = 1.5e-4;
-    confirmed.metadata_json = R"({"packed_inputs":[{"input":1,"shape":[4,64,16]}]})";
+    confirmed.metadata.packed_inputs = nlohmann::json::parse(R"([{"input":1,"shape":[4,64,16]}])");
     kiln::db::Record failed = record(skylake, R"({"tile":[1,1]})", {});
     failed.outcome = kiln::db::MeasureError{kiln::db::ErrorKind::kRunTimeout, "timed out"};
     db.commit({
