@@ -7,26 +7,10 @@
 
 namespace kiln::frontend {
 
-OpPattern op_pattern(const std::string &op) {
-  static const std::set<std::string> layout = {"reshape", "transpose", "flatten", "concat", "slice"};
-  static const std::set<std::string> reuse = {"conv2d",
-                                              "dense",
-                                              "matmul",
-                                              "batch_matmul",
-                                              "max_pool2d",
-                                              "avg_pool2d",
-                                              "global_avg_pool2d",
-                                              "reduce_sum",
-                                              "reduce_mean",
-                                              "reduce_max",
-                                              "reduce_min",
-                                              "softmax",
-                                              "layer_norm",
-                                              "winograd_input_transform",
-                                              "winograd_output_transform"};
-  if (layout.count(op)) return OpPattern::kLayout;
-  if (reuse.count(op)) return OpPattern::kReuse;
-  return OpPattern::kElementwise;
+ops::OpPattern op_pattern(const std::string &op) {
+  const ops::OpDef *def = ops::find_op(op);
+  if (!def || def->pattern == ops::OpPattern::kUnspecified) return ops::OpPattern::kOpaque;
+  return def->pattern;
 }
 
 namespace {
@@ -64,7 +48,7 @@ std::vector<Subgraph> fuse(const Graph &graph, bool mark_constants) {
   for (size_t i = 0; i < graph.nodes.size(); ++i) {
     const Node &n = graph.nodes[i];
     std::optional<size_t> join;
-    if (op_pattern(n.op) == OpPattern::kElementwise) {
+    if (op_pattern(n.op) == ops::OpPattern::kElementwise) {
       // Join the group of the one computed operand whose value only this node reads,
       // when the result has that group's shape (a broadcast that grows it does not fuse).
       for (ValueId in : n.inputs) {
@@ -72,7 +56,9 @@ std::vector<Subgraph> fuse(const Graph &graph, bool mark_constants) {
         if (it == group_of_output.end() || readers[static_cast<size_t>(in)] != 1) continue;
         const Subgraph &g = groups[it->second];
         const Node &last = graph.nodes[g.nodes.back()];
-        if (op_pattern(last.op) == OpPattern::kLayout) continue;
+        // Consumers join computations, never moves of elements or opaque operators.
+        ops::OpPattern producer = op_pattern(last.op);
+        if (producer == ops::OpPattern::kLayout || producer == ops::OpPattern::kOpaque) continue;
         if (graph.values[static_cast<size_t>(in)].type.shape != graph.values[static_cast<size_t>(n.output)].type.shape)
           continue;
         join = it->second;

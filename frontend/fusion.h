@@ -1,22 +1,23 @@
 // Fusion: the graph's nodes grouped into subgraphs, each compiled and tuned as one
-// workload. As TVM's fusion levels: an operator with data reuse (convolution, matrix
-// products, pooling, reductions, softmax, layer norm) or an element-wise operator
-// starts a group; element-wise and broadcast consumers join their producer's group
-// while the producer has no other reader; layout operators (reshape, transpose,
-// flatten, concat) are groups of their own.
+// workload. As TVM's fusion levels, from each operator's pattern in the registry
+// (ops::OpDef::pattern): an operator with data reuse (convolution, matrix products,
+// pooling, reductions, softmax, layer norm) or an element-wise operator starts a
+// group; element-wise and broadcast consumers join their producer's group while the
+// producer has no other reader; layout operators (reshape, transpose, flatten,
+// concat) and opaque ones are groups of their own.
 #pragma once
 
 #include <string>
 #include <vector>
 
 #include "frontend/graph.h"
+#include "ir/ops/registry.h"
 #include "ir/workload.h"
 
 namespace kiln::frontend {
 
-enum class OpPattern { kElementwise, kReuse, kLayout };
-/// How fusion treats an operator of the library.
-OpPattern op_pattern(const std::string &op);
+/// The registry's fusion pattern of operator `op` (kOpaque for an unknown name).
+ops::OpPattern op_pattern(const std::string &op);
 
 struct Subgraph {
   std::vector<size_t> nodes;    ///< indices into Graph::nodes, producers first

@@ -1,6 +1,10 @@
 // Graph passes over the imported graph, each a function that rewrites the graph in
-// place and says how much it changed. `run_default_passes` applies them in order.
+// place and says how much it changed, each in its own file under frontend/passes/.
+// `default_passes()` lists the ones every model gets, in order; the layout and
+// Winograd rewrites are chosen by the pipeline (frontend/pipeline.h).
 #pragma once
+
+#include <vector>
 
 #include "frontend/graph.h"
 
@@ -60,7 +64,17 @@ int convert_images_to_nhwc(Graph &graph);
 /// F(2x2)'s (large images). Returns how many.
 int rewrite_winograd_convolutions(Graph &graph);
 
-/// CSE, batch-norm folding, the pattern rewrites, reshape sinking and merging, then dead-node elimination.
+/// A graph pass: its name (for logs and tests) and the function that runs it.
+struct GraphPass {
+  const char *name;
+  int (*run)(Graph &graph);
+};
+
+/// CSE, batch-norm folding, the pattern rewrites, reshape sinking and merging, then
+/// dead-node elimination: what every imported model gets, in this order.
+const std::vector<GraphPass> &default_passes();
+
+/// Runs default_passes() in order.
 void run_default_passes(Graph &graph);
 
 }  // namespace kiln::frontend

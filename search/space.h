@@ -75,6 +75,11 @@ MutatorList default_mutators(const Target &target);
 /// outside and vectorized inside; no tiling.
 RuleList untuned_rules(const Target &target);
 
+/// The program a subgraph runs before it is tuned: the first sketch of untuned_rules
+/// realized with decisions from a fixed seed (the same model compiles to the same
+/// code), or `func` itself when none realizes.
+ir::PrimFunc untuned_schedule(const ir::PrimFunc &func, const Target &target);
+
 /// The default space of a target: the three default lists.
 SearchSpace default_search_space(const Target &target);
 

@@ -1,5 +1,5 @@
 // The tracker's logic: runners by key, job queues, leases, re-dispatch and results
-// recorded at most once. No gRPC types: the service (tracker_service.h) translates
+// recorded at most once. No gRPC types: the service (tracker_server.h) translates
 // calls into these methods, and tests drive it directly with a fake clock.
 #pragma once
 

@@ -9,16 +9,46 @@ namespace kiln::ops {
 const std::vector<OpDef> &all_ops() {
   // One explicit list, in documentation order: compute-heavy operators first, then
   // element-wise, reductions, normalisations and layout transforms.
+  // Each family's computations have one fusion pattern.
   static const std::vector<OpDef> ops = [] {
+    struct Family {
+      std::vector<OpDef> (*ops)();
+      OpPattern pattern;
+    };
+    const Family families[] = {
+        {&detail::nn_ops, OpPattern::kOutputFusable},        {&detail::winograd_ops, OpPattern::kOutputFusable},
+        {&detail::pooling_ops, OpPattern::kReduction},       {&detail::unary_ops, OpPattern::kElementwise},
+        {&detail::binary_ops, OpPattern::kElementwise},      {&detail::reduction_ops, OpPattern::kReduction},
+        {&detail::normalization_ops, OpPattern::kReduction}, {&detail::transform_ops, OpPattern::kLayout},
+    };
     std::vector<OpDef> all;
-    for (auto *family :
-         {&detail::nn_ops, &detail::winograd_ops, &detail::pooling_ops, &detail::unary_ops, &detail::binary_ops,
-          &detail::reduction_ops, &detail::normalization_ops, &detail::transform_ops}) {
-      for (OpDef &op : (*family)()) all.push_back(std::move(op));
+    for (const Family &family : families) {
+      for (OpDef &op : family.ops()) {
+        op.pattern = family.pattern;
+        all.push_back(std::move(op));
+      }
     }
     return all;
   }();
   return ops;
+}
+
+const char *to_string(OpPattern pattern) {
+  switch (pattern) {
+    case OpPattern::kElementwise:
+      return "elementwise";
+    case OpPattern::kReduction:
+      return "reduction";
+    case OpPattern::kOutputFusable:
+      return "output_fusable";
+    case OpPattern::kLayout:
+      return "layout";
+    case OpPattern::kOpaque:
+      return "opaque";
+    case OpPattern::kUnspecified:
+      break;
+  }
+  return "unspecified";
 }
 
 const OpDef *find_op(std::string_view name) {

@@ -23,6 +23,21 @@ struct OpError : std::invalid_argument {
   using std::invalid_argument::invalid_argument;
 };
 
+/// How an operator's computation lets its neighbours fuse with it (TVM's pattern
+/// kinds): the frontend's fusion decides groups from this alone.
+enum class OpPattern {
+  kUnspecified,    ///< never in a registered operator (a test checks); fusion treats it as opaque
+  kElementwise,    ///< each output element from the same position of its inputs (with broadcast)
+  kReduction,      ///< reduces or windows over its input (pools, reductions, softmax, layer norm)
+  kOutputFusable,  ///< a contraction with data reuse (convolutions, matrix products) whose
+                   ///< element-wise consumers fuse into its output
+  kLayout,         ///< moves elements without computing (reshape, transpose, concat, slice)
+  kOpaque,         ///< fuses with nothing
+};
+
+/// "elementwise", "reduction", "output_fusable", "layout", "opaque", "unspecified".
+const char *to_string(OpPattern pattern);
+
 struct OpDef {
   std::string name;     // "conv2d", "dense", "relu", ...
   std::string summary;  // one paragraph: inputs, attributes, output, ONNX correspondence
@@ -31,6 +46,8 @@ struct OpDef {
   json default_attrs;  // every attribute with its default value (an object)
   /// Builds the output from inputs and complete attributes (defaults already merged).
   std::function<te::Tensor(const std::vector<te::Tensor> &inputs, const json &attrs)> build;
+  /// Set by all_ops() from the operator's family (registry.cc).
+  OpPattern pattern = OpPattern::kUnspecified;
 };
 
 /// Every operator, in a stable documented order.

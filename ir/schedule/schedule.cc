@@ -679,6 +679,9 @@ bool Schedule::try_vectorize(const LoopRV &loop, std::string *why) {
 std::optional<LoopRV> Schedule::try_fuse(const std::vector<LoopRV> &loops, std::string *why) {
   return probe([&] { return fuse(loops); }, why);
 }
+std::optional<BlockRV> Schedule::try_rfactor(const LoopRV &loop, int factor_axis, std::string *why) {
+  return probe([&] { return rfactor(loop, factor_axis); }, why);
+}
 std::optional<std::vector<LoopRV>> Schedule::try_split(const LoopRV &loop, const std::vector<Factor> &factors,
                                                        std::string *why) {
   return probe([&] { return split(loop, factors); }, why);

@@ -114,6 +114,7 @@ class Schedule {
   bool try_parallel(const LoopRV &loop, std::string *why = nullptr);
   bool try_vectorize(const LoopRV &loop, std::string *why = nullptr);
   std::optional<LoopRV> try_fuse(const std::vector<LoopRV> &loops, std::string *why = nullptr);
+  std::optional<BlockRV> try_rfactor(const LoopRV &loop, int factor_axis, std::string *why = nullptr);
   std::optional<std::vector<LoopRV>> try_split(const LoopRV &loop, const std::vector<Factor> &factors,
                                                std::string *why = nullptr);
   std::optional<BlockRV> try_cache_read(const BlockRV &block, int read_index, const std::string &scope,

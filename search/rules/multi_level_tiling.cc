@@ -175,13 +175,10 @@ class MultiLevelTiling : public ScheduleRule {
     }
     if (!streamed_along_k) return std::nullopt;
     std::vector<LoopRV> k_parts = s.split(loops.back(), {ir::Factor(int64_t{-1}), ir::Factor(lanes_)});
-    std::string rf_name;
-    try {
-      // The partials get the lane as their last dimension.
-      rf_name = s.block_name(s.rfactor(k_parts[1], static_cast<int>(output_rank(b.get()))));
-    } catch (const ir::ScheduleError &) {
-      return std::nullopt;  // not a plain accumulation
-    }
+    // The partials get the lane as their last dimension; no rfactor: not a plain accumulation.
+    std::optional<ir::BlockRV> rf = s.try_rfactor(k_parts[1], static_cast<int>(output_rank(b.get())));
+    if (!rf) return std::nullopt;
+    std::string rf_name = s.block_name(*rf);
     return tile(s, rf_name, loop_kinds(s, rf_name), kAccumulatorVariant);
   }
 

@@ -612,6 +612,30 @@ TEST(OpsRegistry, ExamplesStayWithinTheWorkBudget) {
     EXPECT_LE(work_of(e.workload.build_dag()), 20000) << e.name;
 }
 
+// Fusion decides from each operator's pattern alone, so every operator has one, and it
+// agrees with what the operator computes: reductions and contractions reduce, element-
+// wise and layout operators do not (an operator added without its pattern, or with the
+// wrong one, would fuse wrongly and silently).
+TEST(OpsRegistry, EveryOperatorHasAFusionPatternMatchingItsCompute) {
+  std::map<std::string, bool> reduces;
+  for (const ops::NamedWorkload &e : ops::small_example_workloads()) {
+    if (e.workload.ops.size() != 1) continue;
+    bool any = false;
+    for (const te::Tensor &stage : e.workload.build_dag().stages) any = any || stage->body.as<ir::ReduceNode>();
+    reduces[e.workload.ops[0].op] = reduces[e.workload.ops[0].op] || any;
+  }
+  for (const ops::OpDef &op : ops::all_ops()) {
+    EXPECT_NE(op.pattern, ops::OpPattern::kUnspecified) << op.name << " has no fusion pattern";
+    EXPECT_NE(std::string(ops::to_string(op.pattern)), "unspecified") << op.name;
+    auto found = reduces.find(op.name);
+    if (found == reduces.end()) continue;  // only in larger examples
+    bool should_reduce = op.pattern == ops::OpPattern::kReduction || op.pattern == ops::OpPattern::kOutputFusable;
+    // Winograd transforms are contractions written out (unrolled tables), not reductions.
+    if (op.name.rfind("winograd_", 0) == 0) continue;
+    EXPECT_EQ(found->second, should_reduce) << op.name << " is " << ops::to_string(op.pattern);
+  }
+}
+
 std::vector<std::string> stage_names(const std::string &example) {
   for (const ops::NamedWorkload &e : ops::small_example_workloads()) {
     if (e.name != example) continue;
