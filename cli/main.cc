@@ -16,7 +16,11 @@ int main(int argc, char **argv) {
   CLI::App app{"Kiln: an auto-tuner for tensor programs"};
   app.require_subcommand(1);
   kiln::cli::add_ir_commands(app);
-  kiln::cli::add_model_commands(app);
+  kiln::cli::add_import_command(app);
+  kiln::cli::add_tune_model_command(app);
+  kiln::cli::add_compile_command(app);
+  kiln::cli::add_run_command(app);
+  kiln::cli::add_bench_command(app);
   kiln::cli::add_measure_command(app);
   kiln::cli::add_tune_command(app);
   kiln::cli::add_db_commands(app);

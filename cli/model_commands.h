@@ -1,11 +1,16 @@
-// Model commands: `kiln import` (graph and tasks of an ONNX model), `kiln compile`
-// (a runnable folder), `kiln run` and `kiln bench` (a compiled model).
+// The model commands, one file each: `kiln import` (graph and tasks of an ONNX model),
+// `kiln tune` (tune a model's tasks), `kiln compile` (a runnable folder), `kiln run`
+// and `kiln bench` (a compiled model).
 #pragma once
 
 #include <CLI/CLI.hpp>
 
 namespace kiln::cli {
 
-void add_model_commands(CLI::App &app);
+void add_import_command(CLI::App &app);
+void add_tune_model_command(CLI::App &app);
+void add_compile_command(CLI::App &app);
+void add_run_command(CLI::App &app);
+void add_bench_command(CLI::App &app);
 
 }  // namespace kiln::cli

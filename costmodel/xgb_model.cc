@@ -303,6 +303,7 @@ void XGBoostCostModel::save(const std::filesystem::path &path) const {
   check(XGBoosterSaveModelToBuffer(booster_->handle, R"({"format": "json"})", &len, &data), "cannot save the model");
   std::ofstream out(path, std::ios::binary);
   out.write(data, static_cast<std::streamsize>(len));
+  out.close();
   if (!out) throw std::runtime_error("cannot write cost model file '" + path.string() + "'");
 }
 

@@ -1,10 +1,16 @@
 #include "executor/compile.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <optional>
+#include <set>
+#include <sstream>
 
 #include <nlohmann/json.hpp>
 
@@ -14,20 +20,75 @@
 #include "executor/model.h"
 #include "ir/schedule/schedule.h"
 #include "ir/schedule/trace.h"
+#include "ir/sha256.h"
 #include "ir/te.h"
-#include "search/space.h"
 
 namespace kiln::executor {
 namespace {
 
-// The untuned default: auto-inline plus parallel/vectorize annotations, decisions from
-// a fixed seed so that the same model compiles to the same code.
-ir::PrimFunc default_schedule(const ir::PrimFunc &func, const Target &target) {
-  std::vector<ir::Trace> sketches = search::generate_sketches(func, search::untuned_rules(target), 0);
-  auto post = search::default_postprocessors(target);
-  for (const ir::Trace &sketch : sketches)
-    if (std::optional<search::Candidate> c = search::realize(func, sketch, post, 0)) return c->func;
-  return func;
+// What a loaded model may hold (Model::load refuses more): 1 TiB.
+constexpr int64_t kMaxModelBytes = int64_t{1} << 40;
+
+// A value's size in bytes, refused with the value's name when it exceeds what a model
+// may hold (the product of a few large extents overflows 64 bits).
+int64_t value_bytes(const frontend::Value &v) {
+  int64_t bytes = ir::dtype_bytes(v.type.dtype);
+  for (int64_t d : v.type.shape) {
+    if (d < 0 || (d > 0 && bytes > kMaxModelBytes / d))
+      throw ModelError("value '" + v.name + "' of shape " + frontend::shape_string(v.type.shape) + " needs more than " +
+                       std::to_string(kMaxModelBytes >> 30) + " GiB: give the model's inputs smaller shapes (--shape)");
+    bytes *= d;
+  }
+  return bytes;
+}
+
+// Writes `text` to `path`, checking every step: a full disk shows only at the close.
+void write_text(const std::filesystem::path &path, const std::string &text) {
+  std::ofstream out(path, std::ios::binary);
+  out << text;
+  out.close();
+  if (!out) throw ModelError("cannot write '" + path.string() + "': " + std::strerror(errno));
+}
+
+std::string file_sha256(const std::filesystem::path &path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream bytes;
+  bytes << in.rdbuf();
+  if (!in) throw ModelError("cannot read '" + path.string() + "' back");
+  return sha256_hex(bytes.str());
+}
+
+// The files a compiled model's manifest says it wrote, when `dir` is a compiled model
+// (its model.json says "kiln_model"); nullopt otherwise.
+std::optional<std::set<std::string>> compiled_model_files(const std::filesystem::path &dir) {
+  std::ifstream in(dir / "model.json");
+  if (!in) return std::nullopt;
+  nlohmann::json m = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (m.is_discarded() || !m.is_object() || !m.contains("kiln_model")) return std::nullopt;
+  std::set<std::string> files = {"model.json", "weights.bin"};
+  if (m.contains("steps") && m["steps"].is_array())
+    for (const nlohmann::json &s : m["steps"])
+      if (s.is_object() && s.contains("artifact") && s["artifact"].is_string()) files.insert(s["artifact"]);
+  return files;
+}
+
+// Refuses an output folder that is not ours to replace: anything but an empty folder or
+// a compiled model holding only the files its manifest names.
+void check_replaceable(const std::filesystem::path &root, const std::string &out_dir) {
+  std::error_code ec;
+  if (!std::filesystem::exists(root, ec)) return;
+  if (!std::filesystem::is_directory(root, ec))
+    throw ModelError("'" + out_dir + "' exists and is not a folder; choose another output folder");
+  if (std::filesystem::is_empty(root, ec)) return;
+  std::optional<std::set<std::string>> ours = compiled_model_files(root);
+  if (!ours) throw ModelError("'" + out_dir + "' exists and is not a compiled model; choose another output folder");
+  for (const auto &entry : std::filesystem::directory_iterator(root, ec)) {
+    std::string name = entry.path().filename().string();
+    if (!ours->count(name) || !entry.is_regular_file())
+      throw ModelError("'" + out_dir + "' is a compiled model but also holds '" + name +
+                       "', which kiln compile did not write: move it away or choose another output folder");
+  }
+  if (ec) throw ModelError("cannot list '" + out_dir + "': " + ec.message());
 }
 
 // Offsets in the activation arena for every non-constant value a step or the caller
@@ -54,11 +115,14 @@ std::vector<std::optional<int64_t>> plan_activations(const frontend::Graph &grap
   std::vector<size_t> value_of;
   for (size_t v = 0; v < lifetime.size(); ++v) {
     if (!lifetime[v]) continue;
-    for (int64_t d : graph.values[v].type.shape) lifetime[v]->bytes *= d;
+    lifetime[v]->bytes = value_bytes(graph.values[v]);
     planned.push_back(*lifetime[v]);
     value_of.push_back(v);
   }
   MemoryPlan plan = plan_memory(planned);
+  if (plan.arena_bytes > kMaxModelBytes || plan.unplanned_bytes > kMaxModelBytes)
+    throw ModelError("the model's activations need more than " + std::to_string(kMaxModelBytes >> 30) +
+                     " GiB at once: give its inputs smaller shapes (--shape)");
   std::vector<std::optional<int64_t>> offsets(graph.values.size());
   for (size_t i = 0; i < planned.size(); ++i) offsets[value_of[i]] = plan.offsets[i];
   manifest["arena_bytes"] = plan.arena_bytes;
@@ -128,7 +192,7 @@ WindowTiming time_in_model(Model &model, size_t step, size_t last, const std::st
 // Times each tuned step's alternatives inside the model written to `root` and keeps the
 // faster programs: their artifacts replace the step's, and the manifest says so.
 void choose_in_model(const std::filesystem::path &root, nlohmann::json &manifest,
-                     const std::vector<StepPrograms> &programs, codegen::Compiler &compiler, const Target &target,
+                     const std::vector<StepPrograms> &programs, const BuildArtifact &build, const Target &target,
                      const std::function<void(const InModelChoice &)> &chosen, CompileReport &report) {
   Model model = Model::load(root.string());
   model.run(model.random_inputs());  // the input buffers keep them
@@ -149,7 +213,7 @@ void choose_in_model(const std::filesystem::path &root, nlohmann::json &manifest
       try {
         ir::PrimFunc scheduled =
             ir::Schedule::replay(p.func, ir::Trace::from_json(nlohmann::json::parse(r.trace_json))).func();
-        compiler.build_artifact(scheduled, target, candidate);
+        build(scheduled, target, candidate);
       } catch (const std::exception &) {
         continue;  // a record that no longer replays or builds is no candidate
       }
@@ -163,6 +227,7 @@ void choose_in_model(const std::filesystem::path &root, nlohmann::json &manifest
         choice.chosen_window_ms *= t.ratio;
         step["tuned_ms"] = record_seconds(r) * 1e3;
         step["chosen_in_model"] = {{"rank", k + 1}, {"record_id", r.id}};
+        step["record_id"] = r.id;
       } else {
         std::filesystem::remove(candidate);
       }
@@ -170,6 +235,7 @@ void choose_in_model(const std::filesystem::path &root, nlohmann::json &manifest
     if (current != artifact) {
       model.replace_step(i, current);
       std::filesystem::rename(current, artifact);  // the loaded copy stays mapped
+      step["sha256"] = file_sha256(artifact);
     }
     report.in_model.push_back(choice);
     if (chosen) chosen(choice);
@@ -178,10 +244,15 @@ void choose_in_model(const std::filesystem::path &root, nlohmann::json &manifest
 
 }  // namespace
 
-CompileReport compile_model(const frontend::Graph &graph, const std::vector<frontend::Subgraph> &subgraphs,
-                            const CompileOptions &options, const std::string &out_dir,
-                            const std::function<void(size_t, size_t)> &progress,
+// The records a subgraph may compile with, best first (exact target, then the
+// same-device fallback): the best and a few after it, for when one does not replay.
+constexpr size_t kRecordsTried = 8;
+
+CompileReport compile_model(const frontend::PreparedModel &model, const CompileOptions &options,
+                            const std::string &out_dir, const std::function<void(size_t, size_t)> &progress,
                             const std::function<void(const InModelChoice &)> &chosen) {
+  const frontend::Graph &graph = model.graph;
+  const std::vector<frontend::Subgraph> &subgraphs = model.subgraphs;
   auto start = std::chrono::steady_clock::now();
   Target target;
   try {
@@ -192,19 +263,29 @@ CompileReport compile_model(const frontend::Graph &graph, const std::vector<fron
   std::optional<db::Database> db;
   if (!options.db_path.empty()) db.emplace(db::Database::open(options.db_path, db::OpenMode::kReadOnly));
 
+  // Written beside the output under another name, renamed into place when complete:
+  // a failed or interrupted compile leaves the previous model (or nothing) there.
   std::filesystem::path root(out_dir);
+  while (!root.empty() && !root.has_filename()) root = root.parent_path();  // "m.kiln/" names m.kiln
+  if (root.empty()) throw ModelError("the output folder '" + out_dir + "' names no folder");
+  check_replaceable(root, out_dir);
+  const std::string suffix = "." + std::to_string(getpid());
+  std::filesystem::path staging = root;
+  staging += ".partial" + suffix;
   std::error_code ec;
-  // Only a compiled model (or an empty folder) is replaced: never a folder of the user's.
-  if (std::filesystem::exists(root, ec)) {
-    bool empty = std::filesystem::is_directory(root, ec) && std::filesystem::is_empty(root, ec);
-    if (!empty && !std::filesystem::exists(root / "model.json", ec))
-      throw ModelError("'" + out_dir + "' exists and is not a compiled model; choose another output folder");
-    std::filesystem::remove_all(root, ec);
-  }
-  std::filesystem::create_directories(root, ec);
-  if (ec) throw ModelError("cannot create '" + out_dir + "': " + ec.message());
+  std::filesystem::remove_all(staging, ec);
+  std::filesystem::create_directories(staging, ec);
+  if (ec) throw ModelError("cannot create '" + staging.string() + "': " + ec.message());
+  struct RemoveStaging {
+    std::filesystem::path dir;
+    ~RemoveStaging() {
+      std::error_code ignored;
+      if (!dir.empty()) std::filesystem::remove_all(dir, ignored);
+    }
+  } cleanup{staging};
 
-  nlohmann::json manifest{{"kiln_model", kModelFormatVersion}, {"target", target.str()}};
+  nlohmann::json manifest{
+      {"kiln_model", kModelFormatVersion}, {"target", target.str()}, {"pipeline", model.options.to_json()}};
   std::vector<std::optional<int64_t>> arena_offsets = plan_activations(graph, subgraphs, manifest);
   // Constants no step reads (a weight a graph pass replaced, e.g. by batch-norm folding)
   // stay out of the folder.
@@ -212,14 +293,14 @@ CompileReport compile_model(const frontend::Graph &graph, const std::vector<fron
   for (const frontend::Subgraph &s : subgraphs)
     for (frontend::ValueId v : s.inputs) read[static_cast<size_t>(v)] = true;
   for (frontend::ValueId v : graph.outputs) read[static_cast<size_t>(v)] = true;
-  std::ofstream weights(root / "weights.bin", std::ios::binary);
+  std::ofstream weights(staging / "weights.bin", std::ios::binary);
   int64_t offset = 0;
   manifest["values"] = nlohmann::json::array();
   for (size_t i = 0; i < graph.values.size(); ++i) {
     const frontend::Value &v = graph.values[i];
     nlohmann::json j{{"name", v.name}, {"shape", v.type.shape}, {"dtype", ir::dtype_name(v.type.dtype)}};
     if (v.is_constant() && read[i]) {
-      auto bytes = static_cast<int64_t>(v.constant->size() * ir::dtype_bytes(v.type.dtype));
+      int64_t bytes = value_bytes(v);
       weights.write(static_cast<const char *>(v.constant->data()), bytes);
       j["offset"] = offset;
       offset += bytes;
@@ -229,7 +310,7 @@ CompileReport compile_model(const frontend::Graph &graph, const std::vector<fron
     manifest["values"].push_back(j);
   }
   weights.close();
-  if (!weights) throw ModelError("cannot write '" + (root / "weights.bin").string() + "'");
+  if (!weights) throw ModelError("cannot write '" + (staging / "weights.bin").string() + "': " + std::strerror(errno));
   manifest["inputs"] = graph.inputs;
   manifest["outputs"] = graph.outputs;
   manifest["steps"] = nlohmann::json::array();
@@ -238,57 +319,105 @@ CompileReport compile_model(const frontend::Graph &graph, const std::vector<fron
   report.subgraphs = subgraphs.size();
   report.arena_bytes = manifest["arena_bytes"].get<int64_t>();
   report.unplanned_bytes = manifest["unplanned_bytes"].get<int64_t>();
-  codegen::Compiler compiler;
+  std::optional<codegen::Compiler> compiler;
+  BuildArtifact build = options.build_artifact;
+  if (!build) {
+    compiler.emplace();
+    build = [&compiler](const ir::PrimFunc &func, const Target &t, const std::string &path) {
+      compiler->build_artifact(func, t, path);
+    };
+  }
   std::vector<StepPrograms> programs(subgraphs.size());
   for (size_t i = 0; i < subgraphs.size(); ++i) {
     const frontend::Subgraph &s = subgraphs[i];
     ir::PrimFunc func = te::lower(s.workload.build_dag(), "subgraph" + std::to_string(i));
-    ir::PrimFunc scheduled;
-    bool tuned = false;
-    std::optional<double> tuned_seconds;
+    std::string artifact = "sg" + std::to_string(i) + ".so";
+    const std::filesystem::path artifact_path = staging / artifact;
+    std::optional<db::Record> used;
     if (db) {
-      if (std::optional<db::Record> best = db->best(s.workload.key_hash(), target.str())) {
+      // A record that does not replay on this subgraph (a damaged or foreign trace) or
+      // does not build is passed over for the next one, with a warning.
+      for (db::Record &r : db->top_k(s.workload.key_hash(), target.str(), kRecordsTried)) {
         try {
-          scheduled = ir::Schedule::replay(func, ir::Trace::from_json(nlohmann::json::parse(best->trace_json))).func();
-          tuned = true;
-          tuned_seconds = record_seconds(*best);
-          if (options.choose_in_model > 0) {
-            programs[i].func = func;
-            programs[i].alternatives = alternatives_of(*db, s, target, *best, options.choose_in_model);
-          }
-        } catch (const std::exception &) {
-          // A record that no longer replays (an older trace format) is no schedule.
+          ir::PrimFunc scheduled =
+              ir::Schedule::replay(func, ir::Trace::from_json(nlohmann::json::parse(r.trace_json))).func();
+          build(scheduled, target, artifact_path.string());
+          used = std::move(r);
+          break;
+        } catch (const std::exception &e) {
+          ++report.unusable_records;
+          report.warnings.push_back("subgraph " + std::to_string(i) + " (" + s.workload.summary() + "): record " +
+                                    std::to_string(r.id) +
+                                    " of the database is unusable and was passed over: " + e.what());
         }
       }
     }
-    if (!tuned) scheduled = default_schedule(func, target);
-    std::string artifact = "sg" + std::to_string(i) + ".so";
-    try {
-      compiler.build_artifact(scheduled, target, (root / artifact).string());
-    } catch (const codegen::CodegenError &e) {
-      throw ModelError("subgraph " + std::to_string(i) + " (" + s.workload.summary() + "): " + e.what());
+    if (used && options.choose_in_model > 0) {
+      programs[i].func = func;
+      programs[i].alternatives = alternatives_of(*db, s, target, *used, options.choose_in_model);
+    }
+    if (!used) {
+      try {
+        ir::PrimFunc scheduled = options.untuned_schedule ? options.untuned_schedule(func, target) : func;
+        build(scheduled, target, artifact_path.string());
+      } catch (const std::exception &e) {
+        throw ModelError("subgraph " + std::to_string(i) + " (" + s.workload.summary() + "): " + e.what());
+      }
     }
     nlohmann::json args = s.inputs;
     args.push_back(s.output);
     nlohmann::json step = {{"artifact", artifact},
+                           {"sha256", file_sha256(artifact_path)},
                            {"args", args},
                            {"workload", s.workload.summary()},
                            {"key_hash", s.workload.key_hash()},
-                           {"tuned", tuned}};
-    if (tuned_seconds) step["tuned_ms"] = *tuned_seconds * 1e3;
+                           {"tuned", used.has_value()}};
+    if (used) {
+      step["tuned_ms"] = record_seconds(*used) * 1e3;
+      step["record_id"] = used->id;
+    }
     manifest["steps"].push_back(std::move(step));
-    (tuned ? report.tuned : report.untuned)++;
+    (used ? report.tuned : report.untuned)++;
     if (progress) progress(i + 1, subgraphs.size());
   }
-  std::ofstream(root / "model.json") << manifest.dump(1) << '\n';
+  if (db && report.untuned > 0) {
+    const nlohmann::json ours = model.options.to_json();
+    for (const std::string &text : db->distinct_pipelines(target.str())) {
+      nlohmann::json theirs = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+      try {
+        frontend::PipelineOptions other = frontend::PipelineOptions::from_json(theirs);
+        if (!(other == model.options)) report.tuned_with_other_options.push_back(other.flags());
+      } catch (const std::invalid_argument &) {
+        // Options a later Kiln recorded: nothing this one can suggest.
+      }
+    }
+  }
+  write_text(staging / "model.json", manifest.dump(1) + "\n");
   if (options.choose_in_model > 0) {
     try {
-      choose_in_model(root, manifest, programs, compiler, target, chosen, report);
+      choose_in_model(staging, manifest, programs, build, target, chosen, report);
     } catch (const codegen::CodegenError &e) {
       throw ModelError(std::string("choosing programs inside the model: ") + e.what());
     }
-    std::ofstream(root / "model.json") << manifest.dump(1) << '\n';
+    write_text(staging / "model.json", manifest.dump(1) + "\n");
   }
+  // Into place: the previous model (checked above to hold only its own files) aside,
+  // the new one in, the previous one removed.
+  std::filesystem::path previous = root;
+  previous += ".previous" + suffix;
+  bool had_previous = std::filesystem::exists(root, ec);
+  if (had_previous) {
+    std::filesystem::rename(root, previous, ec);
+    if (ec) throw ModelError("cannot move the previous '" + out_dir + "' aside: " + ec.message());
+  }
+  std::filesystem::rename(staging, root, ec);
+  if (ec) {
+    std::error_code ignored;
+    if (had_previous) std::filesystem::rename(previous, root, ignored);
+    throw ModelError("cannot move the compiled model to '" + out_dir + "': " + ec.message());
+  }
+  cleanup.dir.clear();
+  if (had_previous) std::filesystem::remove_all(previous, ec);
   report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return report;
 }

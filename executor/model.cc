@@ -8,13 +8,15 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <memory>
 #include <random>
 
 #include <nlohmann/json.hpp>
 
-#include "codegen/abi.h"
+#include "codegen/runtime/abi.h"
 #include "executor/memory_plan.h"
+#include "ir/sha256.h"
 
 namespace kiln::executor {
 namespace {
@@ -73,7 +75,7 @@ struct Model::Impl {
 
 namespace {
 
-// Weights a step reads in a layout packed ahead of time (codegen/abi.h, version 2) are
+// Weights a step reads in a layout packed ahead of time (codegen/runtime/abi.h, version 2) are
 // packed here, once, with the artifact's kiln_prepack; the step then reads the copies.
 void pack_constants(const std::vector<Buffer> &buffers, Step &step) {
   const char *text = static_cast<const char *>(dlsym(step.handle, KILN_INFO_SYMBOL));
@@ -110,6 +112,27 @@ void pack_constants(const std::vector<Buffer> &buffers, Step &step) {
   if (int32_t rc = prepack(prepack_args.data()); rc != 0)
     throw ModelError("packing the weights of " + step.artifact + " failed with code " + std::to_string(rc));
   for (size_t k = 0; k < slots.size(); ++k) step.args[slots[k]] = prepack_args[2 * k + 1];
+}
+
+// A step's artifact as the manifest names it: a plain file name inside the model's
+// folder, never a path that leads out of it.
+std::string artifact_name(const nlohmann::json &step) {
+  std::string name = step.at("artifact").get<std::string>();
+  if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos ||
+      name.find('\0') != std::string::npos)
+    throw std::invalid_argument("artifact '" + name + "' is not a file name inside the model's folder");
+  return name;
+}
+
+// The manifest's digest of an artifact, checked before the library is opened: dlopen
+// runs a library's constructors, so nothing the manifest did not vouch for is loaded.
+void check_digest(const std::string &path, const std::string &want) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw ModelError("cannot read " + path + ": compile the model again");
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (sha256_hex(bytes) != want)
+    throw ModelError(path + " is not the artifact the model was compiled with (its SHA-256 differs from " +
+                     "model.json's): compile the model again");
 }
 
 // Opens `step.artifact` and packs its weights; `step.args` holds the plain buffers.
@@ -171,8 +194,10 @@ Model Model::load(const std::string &dir) {
       b.type = {v.at("shape").get<std::vector<int64_t>>(), ir::parse_dtype(v.at("dtype").get<std::string>())};
       b.bytes = checked_bytes(b.type);
       if (v.contains("offset")) {
+        auto offset = v.at("offset").get<int64_t>();
+        if (offset < 0) throw damaged("a weight's offset is negative");
         ir::HostTensor &t = impl->constants.emplace_back(b.type.dtype, b.type.shape);
-        weights.seekg(v.at("offset").get<int64_t>());
+        weights.seekg(offset);
         if (!weights.read(static_cast<char *>(t.data()), b.bytes))
           throw ModelError("'" + dir + "/weights.bin' is shorter than its manifest says (value " +
                            v.at("name").get<std::string>() + ")");
@@ -180,7 +205,9 @@ Model Model::load(const std::string &dir) {
         b.constant = true;
       } else if (v.contains("arena_offset")) {
         auto offset = v.at("arena_offset").get<int64_t>();
-        if (offset < 0 || offset + b.bytes > impl->arena_bytes) throw damaged("a value lies outside the arena");
+        // Compared without adding: offset + bytes may overflow.
+        if (offset < 0 || offset > impl->arena_bytes || b.bytes > impl->arena_bytes - offset)
+          throw damaged("a value lies outside the arena");
         b.data = arena + offset;
       }
       impl->buffers.push_back(b);
@@ -201,9 +228,12 @@ Model Model::load(const std::string &dir) {
       impl->output_names.push_back(values[impl->outputs.back()].at("name"));
       impl->output_types.push_back(impl->buffers[impl->outputs.back()].type);
     }
+    if (m.at("steps").empty()) throw damaged("it has no steps");
+    if (impl->outputs.empty()) throw damaged("it has no outputs");
     for (const nlohmann::json &s : m.at("steps")) {
       Step &step = impl->steps.emplace_back();  // owned from here: closed if a later step fails
-      step.artifact = (root / s.at("artifact").get<std::string>()).string();
+      step.artifact = (root / artifact_name(s)).string();
+      check_digest(step.artifact, s.at("sha256").get<std::string>());
       for (const nlohmann::json &a : s.at("args")) {
         step.arg_ids.push_back(index(a));
         step.args.push_back(impl->buffers[step.arg_ids.back()].data);

@@ -21,7 +21,9 @@ struct ModelError : std::runtime_error {
 };
 
 /// 2: activations live at planned offsets of one arena (format 1 had a buffer each).
-inline constexpr int kModelFormatVersion = 2;
+/// 3: each step names its artifact's SHA-256, checked before the artifact is loaded, and
+/// the manifest records the pipeline options the model was prepared with.
+inline constexpr int kModelFormatVersion = 3;
 
 /// One step of a compiled model (a fused subgraph), as `kiln compile` described it.
 struct StepInfo {

@@ -1,5 +1,6 @@
 #include "executor/tensor_file.h"
 
+#include <cerrno>
 #include <cmath>
 #include <cstring>
 #include <fstream>
@@ -204,7 +205,9 @@ void write_tensor_file(const std::string &path, const ir::HostTensor &t) {
   } else {
     out.write(static_cast<const char *>(t.data()), t.size() * ir::dtype_bytes(t.dtype()));
   }
-  if (!out) throw TensorFileError("cannot write '" + path + "'");
+  // A full disk shows only when the buffer is flushed: check the close too.
+  out.close();
+  if (!out) throw TensorFileError("cannot write '" + path + "': " + std::strerror(errno));
 }
 
 }  // namespace kiln::executor

@@ -25,6 +25,10 @@ struct LocalBuilderOptions {
   /// build is only classified build_timeout after it finished (for debugging a build
   /// under gdb, or where fork is unavailable).
   bool isolate_builds = true;
+  /// With isolate_builds: address space a build's child may add to what its worker
+  /// already maps, in MiB (0: no limit). A program whose code grows without bound (a
+  /// fully unrolled nest) then fails as a build error instead of exhausting the host.
+  int64_t build_memory_limit_mb = 8192;
   /// Held shared while a build runs, so builds never overlap a timing run.
   std::filesystem::path lock_path = default_measurement_lock_path();
   /// Waiting longer than this for the lock is an error naming its holders.

@@ -10,7 +10,7 @@
 #include <random>
 #include <thread>
 
-#include "codegen/abi.h"
+#include "codegen/runtime/abi.h"
 #include "rpc/blob_transfer.h"
 #include "rpc/digest.h"
 
@@ -272,6 +272,7 @@ fs::path RunnerDaemon::cached_blob(const v1::Digest &digest, std::string &error,
   {
     std::ofstream out(temporary, std::ios::binary);
     out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    out.close();  // a full disk shows only at the flush
     if (!out) {
       error = "cannot write " + temporary.string();
       retryable = true;

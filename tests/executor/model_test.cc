@@ -13,7 +13,7 @@
 #include "executor/compile.h"
 #include "executor/model.h"
 #include "frontend/onnx_import.h"
-#include "frontend/passes.h"
+#include "frontend/pipeline.h"
 #include "ir/lower_passes.h"
 #include "ir/te.h"
 #include "search/space.h"
@@ -50,16 +50,17 @@ ir::HostTensor read_floats(const std::string &path, const ir::TensorType &type) 
   return t;
 }
 
-struct Fused {
-  frontend::Graph graph;
-  std::vector<frontend::Subgraph> subgraphs;
-};
+using Fused = frontend::PreparedModel;
 
-Fused import(const std::string &name) {
-  Fused f{frontend::import_onnx_file(models_dir() + "/" + name + ".onnx"), {}};
-  frontend::run_default_passes(f.graph);
-  f.subgraphs = frontend::fuse(f.graph);
-  return f;
+// The exported model through the pipeline; by default as written (NCHW, direct
+// convolutions), with weights constant.
+Fused import(const std::string &name, frontend::PipelineOptions options = {frontend::ImageLayout::kNCHW, false, true}) {
+  return frontend::prepare(frontend::import_onnx_file(models_dir() + "/" + name + ".onnx"), options);
+}
+
+// What kiln compile passes: the search's untuned default for subgraphs without records.
+CompileOptions options_for(const std::string &target, const std::string &db = "") {
+  return {target, db, search::untuned_schedule};
 }
 
 void expect_reference_output(Model &model, const std::string &name) {
@@ -76,7 +77,7 @@ class CompiledModel : public ::testing::TestWithParam<std::string> {};
 TEST_P(CompiledModel, UntunedMatchesTheExporter) {
   Fused f = import(GetParam());
   std::string dir = (temp_dir() / (GetParam() + ".kiln")).string();
-  CompileReport report = compile_model(f.graph, f.subgraphs, {"llvm -num-cores=2", ""}, dir);
+  CompileReport report = compile_model(f, options_for("llvm -num-cores=2"), dir);
   EXPECT_EQ(report.subgraphs, f.subgraphs.size());
   EXPECT_EQ(report.untuned, f.subgraphs.size());
   Model model = Model::load(dir);
@@ -107,11 +108,9 @@ INSTANTIATE_TEST_SUITE_P(Models, CompiledModel,
 class CompiledNhwcModel : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(CompiledNhwcModel, UntunedMatchesTheExporter) {
-  Fused f = import(GetParam());
-  ASSERT_GT(frontend::convert_images_to_nhwc(f.graph), 0);
-  f.subgraphs = frontend::fuse(f.graph);
+  Fused f = import(GetParam(), {frontend::ImageLayout::kNHWC, false, true});
   std::string dir = (temp_dir() / (GetParam() + ".nhwc.kiln")).string();
-  compile_model(f.graph, f.subgraphs, {"llvm -num-cores=2", ""}, dir);
+  compile_model(f, options_for("llvm -num-cores=2"), dir);
   Model model = Model::load(dir);
   expect_reference_output(model, GetParam());
 }
@@ -122,12 +121,12 @@ INSTANTIATE_TEST_SUITE_P(Models, CompiledNhwcModel, ::testing::Values("tiny_cnn"
 // 16 matrix products, compiled untuned: the transforms' generated code and the
 // pre-packed transformed weights give the exporter's output.
 TEST(CompiledWinogradModel, UntunedMatchesTheExporter) {
-  Fused f = import("tiny_cnn");
-  ASSERT_GT(frontend::convert_images_to_nhwc(f.graph), 0);
-  ASSERT_EQ(frontend::rewrite_winograd_convolutions(f.graph), 1);
-  f.subgraphs = frontend::fuse(f.graph);
+  Fused f = import("tiny_cnn", {frontend::ImageLayout::kNHWC, true, true});
+  size_t transforms = 0;
+  for (const frontend::Node &n : f.graph.nodes) transforms += n.op == "winograd_input_transform";
+  ASSERT_EQ(transforms, 1u);
   std::string dir = (temp_dir() / "tiny_cnn.winograd.kiln").string();
-  compile_model(f.graph, f.subgraphs, {"llvm -num-cores=2", ""}, dir);
+  compile_model(f, options_for("llvm -num-cores=2"), dir);
   Model model = Model::load(dir);
   expect_reference_output(model, "tiny_cnn");
 }
@@ -135,7 +134,7 @@ TEST(CompiledWinogradModel, UntunedMatchesTheExporter) {
 TEST(CompiledModelZeroCopy, InputAndOutputPointersRunWithoutCopies) {
   Fused f = import("tiny_cnn");
   std::string dir = (temp_dir() / "zero_copy.kiln").string();
-  compile_model(f.graph, f.subgraphs, {"llvm -num-cores=2", ""}, dir);
+  compile_model(f, options_for("llvm -num-cores=2"), dir);
   Model model = Model::load(dir);
   ir::HostTensor input = read_floats(models_dir() + "/tiny_cnn.input.bin", model.input_types().at(0));
   std::memcpy(model.input_data(0), input.data(), static_cast<size_t>(input.size()) * 4);
@@ -174,7 +173,7 @@ TEST(CompiledModelWithDatabase, TunedRecordsAreUsed) {
     commit_trace(db, conv.workload, target, c->trace);
   }
   std::string dir = (temp_dir() / "tuned.kiln").string();
-  CompileReport report = compile_model(f.graph, f.subgraphs, {target, db_path.string()}, dir);
+  CompileReport report = compile_model(f, options_for(target, db_path.string()), dir);
   EXPECT_EQ(report.tuned, 1u);
   EXPECT_EQ(report.untuned, f.subgraphs.size() - 1);
   Model model = Model::load(dir);
@@ -223,7 +222,7 @@ TEST(CompiledModelWithDatabase, WeightsPackedAheadOfTimeArePackedAtLoad) {
   }
   ASSERT_LT(packed_step, f.subgraphs.size()) << "no sketch of mlp's subgraphs packs its weights";
   std::string dir = (temp_dir() / "packed.kiln").string();
-  CompileReport report = compile_model(f.graph, f.subgraphs, {target, db_path.string()}, dir);
+  CompileReport report = compile_model(f, options_for(target, db_path.string()), dir);
   EXPECT_EQ(report.tuned, 1u);
   std::ifstream manifest(std::filesystem::path(dir) / "model.json");
   std::string artifact = nlohmann::json::parse(manifest)["steps"][packed_step]["artifact"];
@@ -266,11 +265,11 @@ TEST(CompiledModelWithDatabase, OtherProgramsAreTimedInsideTheModel) {
       ASSERT_GE(traces.size(), 2u) << s.workload.summary();
     }
   }
-  CompileOptions options{target, db_path.string()};
+  CompileOptions options = options_for(target, db_path.string());
   options.choose_in_model = 2;
   size_t told = 0;
   std::string dir = (temp_dir() / "choose.kiln").string();
-  CompileReport report = compile_model(f.graph, f.subgraphs, options, dir, {}, [&](const InModelChoice &) { ++told; });
+  CompileReport report = compile_model(f, options, dir, {}, [&](const InModelChoice &) { ++told; });
   EXPECT_EQ(report.tuned, f.subgraphs.size());
   ASSERT_EQ(report.in_model.size(), f.subgraphs.size());
   EXPECT_EQ(told, f.subgraphs.size());
@@ -309,15 +308,17 @@ TEST(CompiledModelWithDatabase, OtherProgramsAreTimedInsideTheModel) {
   EXPECT_LE(ir::relative_l2_error(model.run({input}).at(0), want), 1e-6);
 }
 
+// The message of the ModelError `f` throws.
+std::string error_of(const std::function<void()> &f) {
+  try {
+    f();
+  } catch (const ModelError &e) {
+    return std::string(e.what());
+  }
+  return std::string("<no error>");
+}
+
 TEST(CompiledModelErrors, BadFoldersAndInputsAreClearErrors) {
-  auto error_of = [](const std::function<void()> &f) {
-    try {
-      f();
-    } catch (const ModelError &e) {
-      return std::string(e.what());
-    }
-    return std::string("<no error>");
-  };
   EXPECT_NE(error_of([] { Model::load((temp_dir() / "nothing").string()); }).find("is not a compiled model"),
             std::string::npos);
   std::filesystem::path damaged = temp_dir() / "damaged.kiln";
@@ -333,12 +334,12 @@ TEST(CompiledModelErrors, BadFoldersAndInputsAreClearErrors) {
   std::filesystem::create_directories(mine);
   std::ofstream(mine / "notes.txt") << "keep me";
   EXPECT_NE(error_of([&] {
-              compile_model(f.graph, f.subgraphs, {"llvm -num-cores=2", ""}, mine.string());
+              compile_model(f, options_for("llvm -num-cores=2"), mine.string());
             }).find("exists and is not a compiled model"),
             std::string::npos);
   EXPECT_TRUE(std::filesystem::exists(mine / "notes.txt"));
   std::string dir = (temp_dir() / "mlp_errors.kiln").string();
-  compile_model(f.graph, f.subgraphs, {"llvm -num-cores=2", ""}, dir);
+  compile_model(f, options_for("llvm -num-cores=2"), dir);
   Model model = Model::load(dir);
   ir::HostTensor wrong(ir::DType::kFloat32, {1, 783});
   EXPECT_NE(error_of([&] { model.run({wrong}); }).find("input 'input' must be float32 of 784 elements"),
@@ -358,6 +359,142 @@ TEST(CompiledModelErrors, BadFoldersAndInputsAreClearErrors) {
   std::ofstream(std::filesystem::path(dir) / "weights.bin") << "short";
   EXPECT_NE(error_of([&] { Model::load(dir); }).find("weights.bin' is shorter than its manifest says"),
             std::string::npos);
+}
+
+// What a careless or hostile model.json does: each is refused with a message before
+// anything is loaded or read out of bounds.
+TEST(CompiledModelErrors, HostileManifestsAreRefusedBeforeLoading) {
+  Fused f = import("tiny_cnn");
+  std::filesystem::path dir = temp_dir() / "hostile.kiln";
+  compile_model(f, options_for("llvm -num-cores=2"), dir.string());
+  std::filesystem::path manifest_path = dir / "model.json";
+  const nlohmann::json original = nlohmann::json::parse(std::ifstream(manifest_path));
+  auto load_with = [&](const std::function<void(nlohmann::json &)> &change) {
+    nlohmann::json m = original;
+    change(m);
+    std::ofstream(manifest_path) << m.dump();
+    std::string error = error_of([&] { Model::load(dir.string()); });
+    std::ofstream(manifest_path) << original.dump();
+    return error;
+  };
+  // An arena offset near 2^63: offset + bytes overflows, the check must not.
+  EXPECT_NE(load_with([](nlohmann::json &m) {
+              for (nlohmann::json &v : m["values"])
+                if (v.contains("arena_offset")) v["arena_offset"] = INT64_MAX - 7;
+            }).find("a value lies outside the arena"),
+            std::string::npos);
+  // Artifacts outside the folder are never opened.
+  std::ofstream(temp_dir() / "evil.so") << "not a library";
+  for (const std::string &evil : {std::string("../evil.so"), (temp_dir() / "evil.so").string(), std::string("..")})
+    EXPECT_NE(load_with([&](nlohmann::json &m) {
+                m["steps"][0]["artifact"] = evil;
+              }).find("is not a file name inside the model's folder"),
+              std::string::npos)
+        << evil;
+  // An artifact that is not the one compiled is not opened (its constructors would run).
+  std::filesystem::copy_file(dir / "sg1.so", dir / "other.so");
+  EXPECT_NE(load_with([](nlohmann::json &m) {
+              m["steps"][0]["artifact"] = "other.so";
+            }).find("is not the artifact the model was compiled with"),
+            std::string::npos);
+  std::filesystem::remove(dir / "other.so");
+  EXPECT_NE(load_with([](nlohmann::json &m) { m["steps"][0].erase("sha256"); }).find("is damaged"), std::string::npos);
+  // A model without steps is no model.
+  EXPECT_NE(load_with([](nlohmann::json &m) { m["steps"] = nlohmann::json::array(); }).find("it has no steps"),
+            std::string::npos);
+  // The original still loads and runs.
+  Model model = Model::load(dir.string());
+  expect_reference_output(model, "tiny_cnn");
+}
+
+// kiln compile -o DIR replaces DIR only when it is a compiled model holding nothing but
+// its own files; a folder with a model.json and the user's notes is left as it was.
+TEST(CompiledModelOutput, OnlyACompiledModelIsReplaced) {
+  Fused f = import("mlp");
+  std::filesystem::path dir = temp_dir() / "users_folder";
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "model.json") << "{}";
+  std::ofstream(dir / "notes.txt") << "keep me";
+  EXPECT_THROW(compile_model(f, options_for("llvm -num-cores=2"), dir.string()), ModelError);
+  EXPECT_TRUE(std::filesystem::exists(dir / "notes.txt"));
+
+  std::filesystem::path model_dir = temp_dir() / "replaced.kiln";
+  compile_model(f, options_for("llvm -num-cores=2"), model_dir.string());
+  // A compiled model that also holds another file is not replaced either.
+  std::ofstream(model_dir / "notes.txt") << "keep me";
+  try {
+    compile_model(f, options_for("llvm -num-cores=2"), model_dir.string());
+    ADD_FAILURE() << "a compiled model holding notes.txt was replaced";
+  } catch (const ModelError &e) {
+    EXPECT_NE(std::string(e.what()).find("also holds 'notes.txt'"), std::string::npos) << e.what();
+  }
+  std::filesystem::remove(model_dir / "notes.txt");
+  // A compiled model alone is replaced, and nothing is left beside it.
+  compile_model(f, options_for("llvm -num-cores=2"), (model_dir.string() + "/"));
+  Model model = Model::load(model_dir.string());
+  expect_reference_output(model, "mlp");
+  for (const auto &entry : std::filesystem::directory_iterator(temp_dir()))
+    EXPECT_EQ(entry.path().filename().string().find(".partial."), std::string::npos) << entry.path();
+  // The manifest records the pipeline the model was prepared with.
+  nlohmann::json manifest = nlohmann::json::parse(std::ifstream(model_dir / "model.json"));
+  EXPECT_EQ(frontend::PipelineOptions::from_json(manifest.at("pipeline")), f.options);
+}
+
+// Shapes whose sizes overflow 64 bits, or exceed what a model may hold, are refused
+// at compile time with the value's name, not planned as a few bytes.
+TEST(CompiledModelErrors, OversizedValuesAreRefusedAtCompile) {
+  frontend::Graph g;
+  ir::TensorType huge{{int64_t{1} << 20, int64_t{1} << 20, int64_t{1} << 20, int64_t{1} << 20}, ir::DType::kFloat32};
+  frontend::ValueId x = g.add_value({"x", huge, nullptr});
+  frontend::ValueId y = g.add_value({"y", huge, nullptr});
+  g.nodes.push_back({"relu", nlohmann::json::object(), {x}, y, "relu"});
+  g.inputs = {x};
+  g.outputs = {y};
+  Fused f = frontend::prepare(g, {frontend::ImageLayout::kNCHW, false, true});
+  try {
+    compile_model(f, options_for("llvm -num-cores=2"), (temp_dir() / "huge.kiln").string());
+    ADD_FAILURE() << "a model of 2^80 elements compiled";
+  } catch (const ModelError &e) {
+    EXPECT_NE(std::string(e.what()).find("value 'x'"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("GiB"), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(std::filesystem::exists(temp_dir() / "huge.kiln"));
+}
+
+// A record whose trace does not replay on its subgraph is passed over for the next
+// record, counted and warned about; the model still compiles tuned and runs.
+TEST(CompiledModelWithDatabase, UnusableRecordsArePassedOver) {
+  Fused f = import("tiny_cnn");
+  const std::string target = "llvm -num-cores=2";
+  std::filesystem::path db_path = temp_dir() / "poisoned.db";
+  {
+    auto db = db::Database::open(db_path, db::OpenMode::kCreate);
+    const frontend::Subgraph &conv = f.subgraphs.at(0);
+    ir::PrimFunc func = te::lower(conv.workload.build_dag(), "conv");
+    Target t = Target::parse(target);
+    std::optional<search::Candidate> c;
+    for (uint64_t seed = 0; !c && seed < 16; ++seed)
+      c = search::realize(func, search::generate_sketches(func, search::default_rules(t), 1).front(),
+                          search::default_postprocessors(t), seed);
+    ASSERT_TRUE(c);
+    commit_trace(db, conv.workload, target, c->trace);
+    // Faster on paper, and naming a loop the subgraph does not have.
+    db::Record bad;
+    bad.workload.canonical_json = conv.workload.canonical_string();
+    bad.target = target;
+    bad.trace_json =
+        R"({"decisions":[],"instructions":[["get_block",[],{"name":"no_such_block"},["b0"]]],"kiln_trace":1})";
+    bad.outcome = std::vector<double>{1e-9};
+    db.commit({bad});
+  }
+  CompileReport report =
+      compile_model(f, options_for(target, db_path.string()), (temp_dir() / "poisoned.kiln").string());
+  EXPECT_EQ(report.tuned, 1u);
+  EXPECT_EQ(report.unusable_records, 1u);
+  ASSERT_EQ(report.warnings.size(), 1u);
+  EXPECT_NE(report.warnings[0].find("unusable and was passed over"), std::string::npos) << report.warnings[0];
+  Model model = Model::load((temp_dir() / "poisoned.kiln").string());
+  expect_reference_output(model, "tiny_cnn");
 }
 
 }  // namespace

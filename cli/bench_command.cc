@@ -1,0 +1,95 @@
+#include "cli/model_commands.h"
+#include "cli/workload_args.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <memory>
+
+#include "cli/compiled_model_files.h"
+#include "support/flag_checks.h"
+
+namespace kiln::cli {
+
+namespace {
+
+// Each step's median inside the inferences beside what its kernel was tuned to alone:
+// a step much slower in the model than when tuned loses time to what the tuner's
+// timing does not see (cold weights, the previous step's cache footprint).
+void print_step_profile(const std::vector<executor::StepInfo> &steps, const std::vector<double> &step_ms, int runs) {
+  double total = 0, tuned_total = 0, tuned_in_model = 0;
+  for (double t : step_ms) total += t;
+  std::printf("per step, median of %d runs, each step timed inside the inference:\n", runs);
+  std::printf("%5s %12s %10s %12s %7s  %s\n", "step", "in model ms", "tuned ms", "model/tuned", "share", "workload");
+  for (size_t i = 0; i < steps.size(); ++i) {
+    const executor::StepInfo &s = steps[i];
+    char tuned[32] = "-", ratio[32] = "-";
+    if (s.tuned_ms) {
+      std::snprintf(tuned, sizeof tuned, "%.3f", *s.tuned_ms);
+      std::snprintf(ratio, sizeof ratio, "%.2f", step_ms[i] / *s.tuned_ms);
+      tuned_total += *s.tuned_ms;
+      tuned_in_model += step_ms[i];
+    } else if (!s.tuned) {
+      std::snprintf(tuned, sizeof tuned, "untuned");
+    }
+    std::printf("%5zu %12.3f %10s %12s %6.1f%%  %s\n", i, step_ms[i], tuned, ratio,
+                total > 0 ? 100 * step_ms[i] / total : 0.0, s.workload.c_str());
+  }
+  std::printf("sum of steps %.3f ms", total);
+  if (tuned_total > 0)
+    std::printf("; the tuned steps take %.3f ms here and %.3f ms as tuned (%.2fx)", tuned_in_model, tuned_total,
+                tuned_in_model / tuned_total);
+  std::printf("\n");
+}
+
+}  // namespace
+
+void add_bench_command(CLI::App &app) {
+  struct BenchArgs {
+    std::string model;
+    int threads = 0;
+    int repeat = 50;
+    bool profile = false;
+  };
+  auto args = std::make_shared<BenchArgs>();
+  auto *cmd = app.add_subcommand("bench", "Time a compiled model on random inputs: median and min over repeats");
+  cmd->add_option("--model", args->model, "compiled model folder (kiln compile)")->required();
+  cmd->add_option("--threads", args->threads, "threads of the runtime pool (default: all cores)")
+      ->check(at_least(1, 1024));
+  cmd->add_option("--repeat", args->repeat, "timed inferences after 3 warm-up runs")
+      ->capture_default_str()
+      ->check(at_least(1, 1000000));
+  cmd->add_flag("--profile", args->profile,
+                "then time every step inside the inferences (R more runs) and compare it with the latency its "
+                "kernel was tuned to");
+  cmd->callback([args] {
+    executor::Model model = load_compiled_model(args->model);
+    if (args->threads > 0) executor::Model::set_threads(args->threads);
+    std::vector<ir::HostTensor> inputs = model.random_inputs();
+    std::vector<double> ms;
+    try {
+      for (int i = 0; i < 3; ++i) model.run(inputs);
+      for (int i = 0; i < args->repeat; ++i) {
+        auto start = std::chrono::steady_clock::now();
+        model.run(inputs);
+        ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+      }
+    } catch (const executor::ModelError &e) {
+      fail(e.what());
+    }
+    std::sort(ms.begin(), ms.end());
+    std::printf("%s: %zu subgraphs, median %.3f ms, min %.3f ms over %d runs\n", args->model.c_str(), model.num_steps(),
+                ms[ms.size() / 2], ms.front(), args->repeat);
+    if (args->profile) {
+      std::vector<double> step_ms;
+      try {
+        step_ms = model.profile_steps(args->repeat);
+      } catch (const executor::ModelError &e) {
+        fail(e.what());
+      }
+      print_step_profile(model.steps(), step_ms, args->repeat);
+    }
+  });
+}
+
+}  // namespace kiln::cli

@@ -1,0 +1,143 @@
+#include "cli/model_commands.h"
+#include "cli/workload_args.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+
+#include "cli/pipeline_args.h"
+#include "executor/compile.h"
+#include "executor/model.h"
+#include "measure/local_builder_pool.h"
+#include "search/space.h"
+#include "support/flag_checks.h"
+
+namespace kiln::cli {
+
+namespace {
+
+// Builds each artifact in a child process with the tuner's builder limits (a timeout,
+// an address-space cap): a database record whose program makes LLVM run away is then a
+// build error, which the compile passes over, not the end of the compile. The pool's
+// folder is beside the output, so finished artifacts move into it by a rename.
+executor::BuildArtifact isolated_builder(measure::LocalBuilderPool &pool) {
+  return [&pool](const ir::PrimFunc &func, const Target &target, const std::string &path) {
+    std::vector<measure::BuildResult> built = pool.build({{func, target, "step"}});
+    if (!built.at(0).ok()) throw std::runtime_error(built[0].message);
+    std::error_code ec;
+    std::filesystem::rename(built[0].artifact_path, path, ec);
+    if (ec) {
+      std::filesystem::copy_file(built[0].artifact_path, path, std::filesystem::copy_options::overwrite_existing);
+      std::filesystem::remove(built[0].artifact_path, ec);
+    }
+  };
+}
+
+}  // namespace
+
+void add_compile_command(CLI::App &app) {
+  auto args = std::make_shared<PipelineArgs>();
+  auto options = std::make_shared<executor::CompileOptions>();
+  auto out = std::make_shared<std::string>();
+  auto *cmd = app.add_subcommand("compile",
+                                 "Compile an ONNX model into a folder that kiln run loads: each subgraph with "
+                                 "its best schedule in the database, or the untuned default");
+  add_pipeline_flags(*cmd, *args);
+  cmd->add_option("--db", options->db_path, "tuning database to take schedules from (default: none, all untuned)");
+  cmd->add_option("--target", options->target, "target to build for")->capture_default_str();
+  cmd->add_option("-o,--output", *out,
+                  "output folder, e.g. m.kiln (an existing compiled model there is replaced; any other folder is "
+                  "left alone and refused)")
+      ->required();
+  cmd->add_option("--choose-in-model", options->choose_in_model,
+                  "also build each tuned step's next N programs in the database (within 30% of its best) and time "
+                  "them inside the compiled model, over the step and the two after it; one at least 2% faster "
+                  "there replaces the best (0: off)")
+      ->capture_default_str()
+      ->check(at_least(0, 64));
+  auto threads = std::make_shared<int>(0);
+  cmd->add_option("--threads", *threads,
+                  "threads to time programs with for --choose-in-model: those the model will run with (default: "
+                  "all cores)")
+      ->check(at_least(1, 1024));
+  cmd->callback([args, options, out, threads] {
+    frontend::PreparedModel model = prepare_model(*args);
+    options->untuned_schedule = search::untuned_schedule;
+    std::filesystem::path out_path(*out);
+    while (!out_path.empty() && !out_path.has_filename()) out_path = out_path.parent_path();
+    std::filesystem::path build_dir = out_path;
+    build_dir += ".build." + std::to_string(getpid());
+    measure::LocalBuilderOptions builder;
+    builder.num_workers = 1;
+    builder.work_dir = build_dir;
+    builder.build_timeout_seconds = 300;
+    std::optional<measure::LocalBuilderPool> pool;
+    try {
+      pool.emplace(builder);
+    } catch (const std::exception &e) {
+      fail(e.what());
+    }
+    options->build_artifact = isolated_builder(*pool);
+    struct RemoveBuildDir {
+      std::filesystem::path dir;
+      ~RemoveBuildDir() {
+        std::error_code ignored;
+        std::filesystem::remove_all(dir, ignored);
+      }
+    } remove_build_dir{build_dir};
+    if (*threads > 0) executor::Model::set_threads(*threads);
+    if (options->choose_in_model > 0 && options->db_path.empty())
+      fail("--choose-in-model chooses among a database's programs: give it one with --db");
+    auto chosen = [](const executor::InModelChoice &c) {
+      if (c.chosen_rank == 0)
+        std::fprintf(stderr, "step %zu (%s): kept the best of %zu programs tried inside the model (%.3f ms)\n", c.step,
+                     c.workload.c_str(), c.tried + 1, c.window_ms);
+      else
+        std::fprintf(stderr,
+                     "step %zu (%s): program %zu of the database's ranking runs its window in %.3f ms "
+                     "instead of %.3f ms\n",
+                     c.step, c.workload.c_str(), c.chosen_rank + 1, c.chosen_window_ms, c.window_ms);
+    };
+    executor::CompileReport report;
+    try {
+      // A counter redrawn in place on a terminal; elsewhere (a log) nothing per subgraph.
+      bool tty = isatty(STDERR_FILENO);
+      report = executor::compile_model(
+          model, *options, *out,
+          [tty](size_t done, size_t total) {
+            if (!tty) return;
+            std::fprintf(stderr, "\rcompiling subgraph %zu/%zu", done, total);
+            if (done == total) std::fprintf(stderr, "\n");
+          },
+          chosen);
+    } catch (const std::exception &e) {
+      fail(e.what());
+    }
+    for (const std::string &warning : report.warnings) std::fprintf(stderr, "warning: %s\n", warning.c_str());
+    std::printf("compiled %zu subgraphs into %s in %.1f s: %zu with tuned schedules, %zu untuned", report.subgraphs,
+                out->c_str(), report.seconds, report.tuned, report.untuned);
+    if (report.unusable_records > 0)
+      std::printf(" (%zu unusable database record%s passed over)", report.unusable_records,
+                  report.unusable_records == 1 ? "" : "s");
+    std::printf("\n");
+    for (const std::string &flags : report.tuned_with_other_options)
+      std::fprintf(stderr,
+                   "note: %s also holds records tuned for this target with other pipeline options (%s): if this "
+                   "model was tuned that way, compile it with the same options to use them\n",
+                   options->db_path.c_str(), flags.empty() ? "the defaults" : flags.c_str());
+    std::printf("activation memory: %.2f MB planned (%.2f MB with a buffer per tensor)\n", report.arena_bytes / 1e6,
+                report.unplanned_bytes / 1e6);
+    if (options->choose_in_model > 0) {
+      size_t changed = 0;
+      for (const executor::InModelChoice &c : report.in_model) changed += c.chosen_rank != 0;
+      std::printf("inside the model: %zu of %zu steps with other programs took one of them\n", changed,
+                  report.in_model.size());
+    }
+  });
+}
+
+}  // namespace kiln::cli

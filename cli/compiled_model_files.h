@@ -1,0 +1,16 @@
+// What `kiln run` and `kiln bench` share: loading a compiled model and reading a tensor
+// file, failing with the library's message.
+#pragma once
+
+#include <string>
+
+#include "executor/model.h"
+#include "executor/tensor_file.h"
+#include "ir/host_tensor.h"
+
+namespace kiln::cli {
+
+executor::Model load_compiled_model(const std::string &dir);
+ir::HostTensor read_tensor(const std::string &path, const ir::TensorType &type);
+
+}  // namespace kiln::cli

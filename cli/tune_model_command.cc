@@ -1,0 +1,232 @@
+#include "cli/model_commands.h"
+#include "cli/workload_args.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <memory>
+#include <optional>
+
+#include "cli/pipeline_args.h"
+#include "cli/tune_command.h"
+#include "executor/compile.h"
+#include "executor/model.h"
+#include "frontend/tasks.h"
+#include "measure/local_builder_pool.h"
+#include "scheduler/report.h"
+#include "scheduler/task_scheduler.h"
+#include "search/space.h"
+#include "support/flag_checks.h"
+
+namespace kiln::cli {
+
+namespace {
+
+// "0.4494 ms", or why there is no estimate yet: a task without a measured program.
+std::string estimate_text(const scheduler::SchedulerProgress &p) {
+  if (p.estimated_latency > 0) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%10.4f ms", p.estimated_latency * 1e3);
+    return text;
+  }
+  size_t without = 0;
+  for (const scheduler::TaskState &t : p.tasks) without += t.progress.best_seconds > 0 ? 0 : 1;
+  return "not yet (" + std::to_string(without) + " of " + std::to_string(p.tasks.size()) +
+         " tasks without a measured program)";
+}
+
+std::string trimmed(std::string text) { return text.erase(0, text.find_first_not_of(' ')); }
+
+std::atomic<bool> interrupted{false};
+extern "C" void on_interrupt(int) { interrupted = true; }
+
+// Median of `runs` timed inferences, after warm-up.
+double median_ms(executor::Model &model, const std::vector<ir::HostTensor> &inputs, int runs) {
+  for (int i = 0; i < 2; ++i) model.run(inputs);
+  std::vector<double> ms;
+  for (int i = 0; i < runs; ++i) {
+    auto start = std::chrono::steady_clock::now();
+    model.run(inputs);
+    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+  }
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
+}
+
+}  // namespace
+
+void add_tune_model_command(CLI::App &app) {
+  struct ModelTuneArgs : TuningArgs {
+    PipelineArgs model;
+    std::string allocation = "gradient";
+    int early_stop = scheduler::SchedulerOptions{}.early_stop_rounds;
+    int warmup_batch = scheduler::SchedulerOptions{}.warmup_batch;
+    int warmup_trials = scheduler::SchedulerOptions{}.warmup_trials;
+    bool measure = true;
+    std::string report;
+  };
+  auto a = std::make_shared<ModelTuneArgs>();
+  // A model has many tasks: re-time fewer programs per task than one operator does.
+  a->options.confirm_top = 4;
+  auto *cmd = app.add_subcommand("tune",
+                                 "Tune every task of an ONNX model with the task scheduler, store the results in "
+                                 "the database, and measure the model before and after");
+  add_pipeline_flags(*cmd, a->model);
+  add_tuning_flags(cmd, *a);
+  cmd->add_option("--task-scheduler", a->allocation,
+                  "how rounds are given to tasks: gradient (expected gain in model latency) or round-robin (ablation)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"gradient", "round-robin"}));
+  cmd->add_option("--early-stop", a->early_stop, "rounds of a task without improvement before it stops (0: never)")
+      ->capture_default_str()
+      ->check(at_least(0));
+  cmd->add_option("--warmup-batch", a->warmup_batch,
+                  "gradient scheduler: candidates in a task's rounds until it has a measured program (at most "
+                  "--batch)")
+      ->capture_default_str()
+      ->check(at_least(1, 4096));
+  cmd->add_option("--warmup-trials", a->warmup_trials,
+                  "gradient scheduler: then every task without programs in the database gets this many candidates "
+                  "of its own, the largest share of the estimated latency first, before the rule allocates (-1: "
+                  "one --batch; 0: none)")
+      ->capture_default_str()
+      ->check(at_least(-1, 1000000));
+  cmd->add_option("--share", a->options.evolution.max_adopted,
+                  "a task's new best is offered to the tasks whose schedules sample the same way (the same "
+                  "operator with another epilogue or shape); each keeps this many offers to measure in its next "
+                  "round (0: tasks share nothing)")
+      ->capture_default_str()
+      ->check(at_least(0));
+  cmd->add_flag("!--no-measure", a->measure, "skip compiling and timing the model untuned and tuned at the end");
+  cmd->add_option("--report", a->report,
+                  "write an HTML report of the job to this folder (index.html: latency curves, task table, time)");
+  cmd->callback([a] {
+    // A local runner forks its server before any thread exists.
+    std::unique_ptr<measure::Runner> runner = make_runner(*a);
+    frontend::PreparedModel prepared = prepare_model(a->model);
+    const std::vector<frontend::Subgraph> &subgraphs = prepared.subgraphs;
+    std::vector<frontend::Task> tasks = frontend::extract_tasks(subgraphs);
+    Target target;
+    std::optional<db::Database> database;
+    try {
+      target = Target::parse(a->target);
+      database.emplace(db::Database::open(a->db, db::OpenMode::kCreate));
+    } catch (const std::exception &e) {
+      fail(e.what());
+    }
+    std::vector<scheduler::TaskScheduler::Task> jobs;
+    for (const frontend::Task &t : tasks) jobs.push_back({t.workload, t.weight});
+    scheduler::SchedulerOptions options;
+    options.trials = a->options.trials;
+    options.time_limit_seconds = a->options.time_limit_seconds;
+    options.allocation =
+        a->allocation == "gradient" ? scheduler::Allocation::kGradient : scheduler::Allocation::kRoundRobin;
+    options.early_stop_rounds = a->early_stop;
+    options.warmup_batch = a->warmup_batch;
+    options.warmup_trials = a->warmup_trials;
+    options.task = a->options;
+    options.task.pipeline = prepared.options.to_json();
+    std::filesystem::path work = std::filesystem::temp_directory_path() / ("kiln_tune_" + std::to_string(getpid()));
+    measure::LocalBuilderPool pool(a->builders, work, 60.0);
+    std::unique_ptr<costmodel::CostModel> model = make_cost_model(*a);
+    std::signal(SIGINT, on_interrupt);
+    std::signal(SIGTERM, on_interrupt);
+    std::cerr << "tuning " << tasks.size() << " tasks of " << a->model.model << " on " << target.str() << " (database "
+              << a->db << ", " << a->options.trials << " trials)\n";
+    bool tty = isatty(STDERR_FILENO);
+    scheduler::ReportBudget budget{options.trials, options.time_limit_seconds};
+    size_t table_lines = 0;  // of the live table last drawn
+    scheduler::SchedulerResult result;
+    try {
+      scheduler::TaskScheduler ts(jobs, target, options, &*database, pool, *runner, *model);
+      result = ts.run(
+          [&](const scheduler::SchedulerProgress &p) {
+            if (a->quiet) return;
+            if (tty) {
+              // One table, redrawn in place: up over the last one, clear, draw.
+              std::string table = scheduler::progress_table(p, budget);
+              if (table_lines > 0) std::fprintf(stderr, "\x1b[%zuA\x1b[J", table_lines);
+              std::fputs(table.c_str(), stderr);
+              table_lines = static_cast<size_t>(std::count(table.begin(), table.end(), '\n'));
+            } else {
+              double rate = p.elapsed_seconds > 0 ? static_cast<double>(p.trials) / p.elapsed_seconds : 0;
+              std::fprintf(stderr,
+                           "[round %4lld] trials %6lld/%lld  estimated model latency %s  %5.1f trials/s  %6.0f s\n",
+                           (long long)p.round, (long long)p.trials, (long long)a->options.trials,
+                           estimate_text(p).c_str(), rate, p.elapsed_seconds);
+            }
+            std::fflush(stderr);
+          },
+          [] { return interrupted.load(); });
+    } catch (const std::exception &e) {
+      std::filesystem::remove_all(work);
+      fail(e.what());
+    }
+    std::filesystem::remove_all(work);
+    if (interrupted)
+      std::cerr << "interrupted: stopped after the running round; every measurement is stored, a rerun resumes\n";
+    const scheduler::SchedulerProgress &p = result.progress;
+    std::fputs(scheduler::progress_table(p, budget).c_str(), stdout);
+    scheduler::TimeBreakdown time = scheduler::total_time(result);
+    std::printf("measured %lld candidates in %.0f s (%.1f trials/s); estimated model latency %s\n", (long long)p.trials,
+                p.elapsed_seconds, p.elapsed_seconds > 0 ? p.trials / p.elapsed_seconds : 0.0,
+                trimmed(estimate_text(p)).c_str());
+    std::printf("time: search %.1f s, features %.1f s, training %.1f s, build %.1f s, run %.1f s, database %.1f s\n",
+                time.search, time.features, time.training, time.build, time.run, time.database);
+    int64_t shared = 0, shared_best = 0;
+    for (const scheduler::TuneResult &t : result.tasks) {
+      shared += t.progress.adopted;
+      shared_best += t.progress.adopted_best;
+    }
+    if (shared > 0)
+      std::printf("shared between tasks: %lld program%s measured on a sibling task, %lld of them became its best\n",
+                  (long long)shared, shared == 1 ? "" : "s", (long long)shared_best);
+    scheduler::ReportContext report{a->model.model, target.str(), a->allocation, budget, std::nullopt};
+    auto write_report = [&] {
+      if (a->report.empty()) return;
+      try {
+        std::cout << "report: " << scheduler::write_html_report(a->report, result, report).string() << "\n";
+      } catch (const std::exception &e) {
+        fail(e.what());
+      }
+    };
+    if (!a->measure || interrupted) {
+      write_report();
+      return;
+    }
+    // The model measured, not estimated: untuned defaults and tuned, alternating.
+    std::filesystem::path dir =
+        std::filesystem::temp_directory_path() / ("kiln_tune_models_" + std::to_string(getpid()));
+    try {
+      database.reset();
+      executor::compile_model(prepared, {target.str(), "", search::untuned_schedule}, (dir / "untuned").string());
+      executor::compile_model(prepared, {target.str(), a->db, search::untuned_schedule}, (dir / "tuned").string());
+      executor::Model untuned = executor::Model::load((dir / "untuned").string());
+      executor::Model tuned = executor::Model::load((dir / "tuned").string());
+      std::vector<ir::HostTensor> inputs = tuned.random_inputs();
+      std::vector<double> before, after;
+      for (int block = 0; block < 3; ++block) {
+        before.push_back(median_ms(untuned, inputs, 5));
+        after.push_back(median_ms(tuned, inputs, 5));
+      }
+      std::sort(before.begin(), before.end());
+      std::sort(after.begin(), after.end());
+      std::printf("measured model latency: untuned %.3f ms, tuned %.3f ms (%.2fx), medians of 3 alternating blocks\n",
+                  before[1], after[1], before[1] / after[1]);
+      report.measured = scheduler::MeasuredModel{before[1], after[1]};
+    } catch (const std::exception &e) {
+      std::filesystem::remove_all(dir);
+      fail(std::string("measuring the model: ") + e.what());
+    }
+    std::filesystem::remove_all(dir);
+    write_report();
+  });
+}
+
+}  // namespace kiln::cli
