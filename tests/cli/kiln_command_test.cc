@@ -230,4 +230,34 @@ TEST(KilnCommand, TuneOpStoresResultsAndResumes) {
   fs::remove_all(dir);
 }
 
+// tune records the pipeline options it prepared the model with; a compile prepared
+// another way finds no records for its keys and says which options the database was
+// tuned with, and compiling with them uses the records.
+TEST(KilnCommand, CompileSaysWhichPipelineTheDatabaseWasTunedWith) {
+  fs::path dir = temp_dir() / "pipeline";
+  fs::create_directories(dir);
+  const std::string model = std::string(KILN_SOURCE_DIR) + "/tests/frontend/models/mlp.onnx";
+  const std::string db = (dir / "mlp.db").string();
+  Output tune = kiln("tune --model " + model + " --no-layout-rewrite --trials 16 --batch 8 --population 16 " +
+                     "--generations 1 --repeat 2 --min-repeat-ms 1 --confirm-top 0 --no-measure -q --db " + db);
+  ASSERT_EQ(tune.status, 0) << tune.text;
+  Output records = kiln("db export --db " + db);
+  ASSERT_EQ(records.status, 0) << records.text;
+  EXPECT_NE(records.text.find(R"("pipeline":{"layout":"NHWC","layout_rewrite":false,"winograd":true})"),
+            std::string::npos)
+      << records.text.substr(0, 2000);
+
+  Output other = kiln("compile --model " + model + " --db " + db + " -o " + (dir / "a.kiln").string());
+  ASSERT_EQ(other.status, 0) << other.text;
+  EXPECT_NE(other.text.find("0 with tuned schedules"), std::string::npos) << other.text;
+  EXPECT_NE(other.text.find("other pipeline options (--no-layout-rewrite)"), std::string::npos) << other.text;
+
+  Output same =
+      kiln("compile --model " + model + " --no-layout-rewrite --db " + db + " -o " + (dir / "b.kiln").string());
+  ASSERT_EQ(same.status, 0) << same.text;
+  EXPECT_EQ(same.text.find("0 with tuned schedules"), std::string::npos) << same.text;
+  EXPECT_EQ(same.text.find("other pipeline options"), std::string::npos) << same.text;
+  fs::remove_all(dir);
+}
+
 }  // namespace
