@@ -73,6 +73,7 @@ std::vector<Subgraph> fuse(const Graph &graph, bool mark_constants) {
         const Subgraph &g = groups[it->second];
         const Node &last = graph.nodes[g.nodes.back()];
         if (op_pattern(last.op) == OpPattern::kLayout) continue;
+        if (g.nodes.size() >= static_cast<size_t>(kMaxFusedNodes)) continue;
         if (graph.values[static_cast<size_t>(in)].type.shape != graph.values[static_cast<size_t>(n.output)].type.shape)
           continue;
         join = it->second;
