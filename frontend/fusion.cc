@@ -59,6 +59,7 @@ std::vector<Subgraph> fuse(const Graph &graph, bool mark_constants) {
         // Consumers join computations, never moves of elements or opaque operators.
         ops::OpPattern producer = op_pattern(last.op);
         if (producer == ops::OpPattern::kLayout || producer == ops::OpPattern::kOpaque) continue;
+        if (g.nodes.size() >= static_cast<size_t>(kMaxFusedNodes)) continue;
         if (graph.values[static_cast<size_t>(in)].type.shape != graph.values[static_cast<size_t>(n.output)].type.shape)
           continue;
         join = it->second;

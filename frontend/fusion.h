@@ -16,6 +16,13 @@
 
 namespace kiln::frontend {
 
+/// A group takes at most this many nodes (TVM's fusion has the same bound, max_depth):
+/// scheduling inlines a group's element-wise nodes one by one into one expression, at a
+/// cost that grows with the square of the group's length, so a chain of thousands of
+/// element-wise nodes is cut into groups of this many, and compiles in time linear in
+/// its length.
+inline constexpr int kMaxFusedNodes = 256;
+
 /// The registry's fusion pattern of operator `op` (kOpaque for an unknown name).
 ops::OpPattern op_pattern(const std::string &op);
 

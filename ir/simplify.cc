@@ -283,15 +283,20 @@ class SimplifyPass : public IRMutator {
       return make_int(it->second.min, op->dtype);
     return self;
   }
-  Expr visit(const AddNode *op, const Expr &) override { return arith(ExprKind::kAdd, op->a, op->b); }
-  Expr visit(const SubNode *op, const Expr &) override { return arith(ExprKind::kSub, op->a, op->b); }
-  Expr visit(const MulNode *op, const Expr &) override { return arith(ExprKind::kMul, op->a, op->b); }
+  Expr visit(const AddNode *op, const Expr &self) override { return arith(self, ExprKind::kAdd, op->a, op->b); }
+  Expr visit(const SubNode *op, const Expr &self) override { return arith(self, ExprKind::kSub, op->a, op->b); }
+  Expr visit(const MulNode *op, const Expr &self) override { return arith(self, ExprKind::kMul, op->a, op->b); }
 
-  // Float arithmetic is never reassociated: only its index subexpressions change.
-  Expr arith(ExprKind kind, const Expr &a, const Expr &b) {
-    Expr e = make_binary(kind, mutate(a), mutate(b));
-    if (is_float(e.dtype()) || e.dtype() == DType::kBool) return e;
-    return canonical(e);
+  // Float arithmetic is never reassociated: only its index subexpressions change. An
+  // unchanged float subtree is kept as it is (simplifying a deep element-wise chain
+  // then allocates nothing).
+  Expr arith(const Expr &self, ExprKind kind, const Expr &a0, const Expr &b0) {
+    Expr a = mutate(a0), b = mutate(b0);
+    if (is_float(self.dtype()) || self.dtype() == DType::kBool) {
+      if (a.same_as(a0) && b.same_as(b0)) return self;
+      return make_binary(kind, std::move(a), std::move(b));
+    }
+    return canonical(make_binary(kind, std::move(a), std::move(b)));
   }
 
   Expr visit(const FloorDivNode *op, const Expr &) override {
@@ -306,21 +311,25 @@ class SimplifyPass : public IRMutator {
     if (as_const_int(b, &c) && c > 0) return simplify_div_mod(a, c, true, op->dtype);
     return make_floormod(a, b);
   }
-  Expr visit(const MinNode *op, const Expr &) override {
+  Expr visit(const MinNode *op, const Expr &self) override {
     Expr a = mutate(op->a), b = mutate(op->b);
     if (!is_float(op->dtype)) {
       Interval d = bounds_of(canonical(make_sub(a, b)));
       if (d.max <= 0) return a;
       if (d.min >= 0) return b;
+    } else if (a.same_as(op->a) && b.same_as(op->b)) {
+      return self;
     }
     return make_min(a, b);
   }
-  Expr visit(const MaxNode *op, const Expr &) override {
+  Expr visit(const MaxNode *op, const Expr &self) override {
     Expr a = mutate(op->a), b = mutate(op->b);
     if (!is_float(op->dtype)) {
       Interval d = bounds_of(canonical(make_sub(a, b)));
       if (d.min >= 0) return a;
       if (d.max <= 0) return b;
+    } else if (a.same_as(op->a) && b.same_as(op->b)) {
+      return self;
     }
     return make_max(a, b);
   }

@@ -1,5 +1,7 @@
 #include "search/space.h"
 
+#include <iterator>
+
 #include "ir/parallel.h"
 
 namespace kiln::search {
@@ -11,9 +13,9 @@ std::vector<ir::Trace> generate_sketches(const ir::PrimFunc &func, const RuleLis
   for (auto it = blocks.rbegin(); it != blocks.rend(); ++it) {
     for (const auto &rule : rules) {
       std::vector<ir::Schedule> next;
-      for (const ir::Schedule &s : states) {
-        std::vector<ir::Schedule> out = rule->apply(s, *it);
-        next.insert(next.end(), out.begin(), out.end());
+      for (ir::Schedule &s : states) {
+        std::vector<ir::Schedule> out = rule->apply(std::move(s), *it);
+        next.insert(next.end(), std::make_move_iterator(out.begin()), std::make_move_iterator(out.end()));
       }
       states = std::move(next);
     }

@@ -20,13 +20,24 @@ namespace kiln::search {
 using Rng = std::mt19937_64;
 
 /// Applied to one block of a schedule; returns the schedules it fans out to (the input
-/// unchanged, as its only element, when the rule does not apply).
+/// unchanged, as its only element, when the rule does not apply). The rule owns the
+/// schedule it is given (generate_sketches moves each state in): one that applies
+/// changes it in place and one that does not hands it back (only(std::move(sch))), so
+/// that no state is copied per block. A schedule's trace grows with the program, and a
+/// copy per block made sketches of a long fused chain quadratic in its length.
 class ScheduleRule {
  public:
   virtual ~ScheduleRule() = default;
   virtual std::string name() const = 0;
-  virtual std::vector<ir::Schedule> apply(const ir::Schedule &sch, const std::string &block) const = 0;
+  virtual std::vector<ir::Schedule> apply(ir::Schedule sch, const std::string &block) const = 0;
 };
+
+/// A rule's result of one schedule, moved in (a braced list would copy it).
+inline std::vector<ir::Schedule> only(ir::Schedule sch) {
+  std::vector<ir::Schedule> out;
+  out.push_back(std::move(sch));
+  return out;
+}
 
 /// Finishes a sampled sketch (e.g. turns annotations into loop kinds); false rejects it.
 class Postprocessor {

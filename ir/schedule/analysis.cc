@@ -115,6 +115,8 @@ class Replacer : public IRMutator {
     }
     return IRMutator::visit(op, self);
   }
+  // A store holds no statement to replace: its expressions are not walked.
+  Stmt visit(const StoreNode *, const Stmt &self) override { return self; }
 
  private:
   const StmtNode *target_;
@@ -196,10 +198,47 @@ AccessCollector collect(const BlockNode *block) {
   c.visit_stmt(block->body);
   return c;
 }
+
+// The stores of a block alone: they are statements, so no expression is walked (a
+// block with a chain of element-wise producers inlined holds one deep expression).
+class WriteCollector : public AccessCollector {
+ protected:
+#define KILN_SKIP(N) \
+  void visit(const N##Node *, const Expr &) override {}
+  KILN_EXPR_NODES(KILN_SKIP)
+#undef KILN_SKIP
+};
+
+// Whether a block loads a buffer, without collecting its accesses.
+class LoadFinder : public IRVisitor {
+ public:
+  explicit LoadFinder(const BufferNode *buffer) : buffer_(buffer) {}
+  bool found = false;
+
+ protected:
+  void visit(const LoadNode *op, const Expr &self) override {
+    if (op->buffer.get() == buffer_) found = true;
+    if (!found) IRVisitor::visit(op, self);
+  }
+  void visit(const BlockNode *, const Stmt &) override {}
+
+ private:
+  const BufferNode *buffer_;
+};
+
+template <typename Visitor>
+Visitor &visit_block(const BlockNode *block, Visitor &&v) {
+  if (block->init.defined()) v.visit_stmt(block->init);
+  v.visit_stmt(block->body);
+  return v;
+}
 }  // namespace
 
 std::vector<Access> block_reads(const BlockNode *block) { return collect(block).reads; }
-std::vector<Access> block_writes(const BlockNode *block) { return collect(block).writes; }
+std::vector<Access> block_writes(const BlockNode *block) {
+  WriteCollector c;
+  return visit_block(block, c).writes;
+}
 
 std::vector<Buffer> distinct_buffers(const std::vector<Access> &accesses) {
   std::vector<Buffer> out;
@@ -212,9 +251,8 @@ std::vector<Buffer> distinct_buffers(const std::vector<Access> &accesses) {
 }
 
 bool reads_buffer(const BlockNode *block, const BufferNode *b) {
-  for (const Access &a : block_reads(block))
-    if (a.buffer.get() == b) return true;
-  return false;
+  LoadFinder finder(b);
+  return visit_block(block, finder).found;
 }
 
 bool writes_buffer(const BlockNode *block, const BufferNode *b) {
@@ -357,10 +395,16 @@ class FuncSimplifier : public IRMutator {
     return make_block(op->name, op->iter_vars, std::move(values), std::move(pred), std::move(init), std::move(body),
                       op->alloc_buffers, op->annotations);
   }
-  Stmt visit(const StoreNode *op, const Stmt &) override {
+  Stmt visit(const StoreNode *op, const Stmt &self) override {
     std::vector<Expr> idx;
-    for (const Expr &i : op->indices) idx.push_back(analyzer_.simplify(i));
-    return make_store(op->buffer, std::move(idx), analyzer_.simplify(op->value));
+    bool changed = false;
+    for (const Expr &i : op->indices) {
+      idx.push_back(analyzer_.simplify(i));
+      changed = changed || !idx.back().same_as(i);
+    }
+    Expr value = analyzer_.simplify(op->value);
+    if (!changed && value.same_as(op->value)) return self;
+    return make_store(op->buffer, std::move(idx), std::move(value));
   }
   Stmt visit(const IfThenElseNode *op, const Stmt &) override {
     return make_if(analyzer_.simplify(op->cond), mutate(op->then_case), mutate(op->else_case));
@@ -374,6 +418,33 @@ class FuncSimplifier : public IRMutator {
 PrimFunc simplify_func(const PrimFunc &f) {
   FuncSimplifier s;
   return with_body(f, s.mutate(f.body));
+}
+
+PrimFunc rewrite_root_level(const PrimFunc &f, const std::function<Stmt(const Stmt &)> &rewrite) {
+  const BlockNode *r = f.root();
+  auto one = [&](const Stmt &s) {
+    Stmt m = rewrite(s);
+    if (m.same_as(s) || !m.defined()) return m;
+    FuncSimplifier simplifier;
+    return simplifier.mutate(m);
+  };
+  Stmt body;
+  if (const auto *seq = r->body.as<SeqNode>()) {
+    std::vector<Stmt> stmts;
+    bool changed = false;
+    for (const Stmt &s : seq->stmts) {
+      Stmt m = one(s);
+      changed = changed || !m.same_as(s);
+      if (m.defined()) stmts.push_back(std::move(m));
+    }
+    if (!changed) return f;
+    body = make_seq(std::move(stmts));
+  } else {
+    body = one(r->body);
+    if (body.same_as(r->body)) return f;
+  }
+  return with_body(f, make_block(r->name, r->iter_vars, r->iter_values, r->predicate, r->init, std::move(body),
+                                 r->alloc_buffers, r->annotations));
 }
 
 std::string fresh_block_name(const PrimFunc &f, const std::string &base) {

@@ -1,6 +1,7 @@
 // Queries and rewrites on loop programs shared by the schedule primitives.
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -83,6 +84,11 @@ std::optional<Region> bounded_region_under_loop(const PrimFunc &f, const Buffer 
 /// Simplifies every index, binding and predicate using the loop and iterator ranges
 /// in scope.
 PrimFunc simplify_func(const PrimFunc &f);
+/// Applies `rewrite` to each statement directly under the root block and simplifies
+/// (as simplify_func) those it changed; an undefined result removes the statement.
+/// For primitives that change a few nests of a program whose others stay as the last
+/// primitive left them (simplified): a long program is then not walked again per call.
+PrimFunc rewrite_root_level(const PrimFunc &f, const std::function<Stmt(const Stmt &)> &rewrite);
 
 /// Unique names for new loop variables, blocks and buffers.
 std::string fresh_block_name(const PrimFunc &f, const std::string &base);

@@ -308,17 +308,15 @@ const StoreNode *single_spatial_store(const std::string &primitive, const BlockN
   if (!store) throw ScheduleError(primitive, "block '" + b->name + "' is not a single store");
   return store;
 }
-}  // namespace
 
-PrimFunc compute_inline(const PrimFunc &f, const std::string &block) {
+// compute_inline's checks; returns the block's store and its iterators in index order.
+const StoreNode *check_inline(const PrimFunc &f, const BlockNode *b, std::vector<const VarNode *> &iters) {
   const std::string primitive = "compute_inline";
-  Stmt block_stmt = find_block(f, block, primitive);
-  const BlockNode *b = as_block(block_stmt);
+  const std::string &block = b->name;
   const StoreNode *store = single_spatial_store(primitive, b);
   if (is_param(f, store->buffer.get()))
     throw ScheduleError(primitive, "block '" + block + "' writes the function output '" + store->buffer->name +
                                        "'; outputs cannot be inlined");
-  std::vector<const VarNode *> iters;
   for (const Expr &idx : store->indices) {
     const auto *v = idx.as<VarNode>();
     bool is_iter = false;
@@ -336,10 +334,26 @@ PrimFunc compute_inline(const PrimFunc &f, const std::string &block) {
     if (other != b && writes_buffer(other, store->buffer.get()))
       throw ScheduleError(primitive,
                           "buffer '" + store->buffer->name + "' has another writer, block '" + other->name + "'");
+  return store;
+}
+}  // namespace
+
+void check_compute_inline(const PrimFunc &f, const std::string &block) {
+  std::vector<const VarNode *> iters;
+  check_inline(f, as_block(find_block(f, block, "compute_inline")), iters);
+}
+
+PrimFunc compute_inline(const PrimFunc &f, const std::string &block) {
+  Stmt block_stmt = find_block(f, block, "compute_inline");
+  const BlockNode *b = as_block(block_stmt);
+  std::vector<const VarNode *> iters;
+  const StoreNode *store = check_inline(f, b, iters);
   InlineLoads inliner(store->buffer, iters, store->value);
   Stmt root = replace_stmt(f.body, exclusive_subtree(f, b).get(), Stmt());
-  root = inliner.mutate(root);
-  return simplify_func(remove_root_alloc(with_body(f, root), store->buffer));
+  // Only the nests that read the buffer change; the rest is not simplified again (an
+  // element-wise chain inlined block by block would otherwise cost its length squared).
+  return remove_root_alloc(rewrite_root_level(with_body(f, root), [&](const Stmt &s) { return inliner.mutate(s); }),
+                           store->buffer);
 }
 
 PrimFunc reverse_compute_inline(const PrimFunc &f, const std::string &block) {

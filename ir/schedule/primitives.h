@@ -29,6 +29,9 @@ PrimFunc compute_at(const PrimFunc &f, const std::string &block, const Var &loop
 void check_compute_at(const PrimFunc &f, const std::string &block, const Var &loop);
 PrimFunc reverse_compute_at(const PrimFunc &f, const std::string &block, const Var &loop);
 PrimFunc compute_inline(const PrimFunc &f, const std::string &block);
+/// Throws what compute_inline would throw, without inlining (for rules that ask first
+/// and then change a schedule they own in place).
+void check_compute_inline(const PrimFunc &f, const std::string &block);
 PrimFunc reverse_compute_inline(const PrimFunc &f, const std::string &block);
 
 // ---- caching and reduction factoring (cache.cc, rfactor.cc) -----------------------------

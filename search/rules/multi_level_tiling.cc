@@ -120,16 +120,17 @@ class MultiLevelTiling : public ScheduleRule {
       : max_innermost_(target.vector_width_bits >= 512 ? 64 : 32), lanes_(vector_lanes(target)) {}
   std::string name() const override { return "multi_level_tiling"; }
 
-  std::vector<Schedule> apply(const Schedule &sch, const std::string &block) const override {
+  std::vector<Schedule> apply(Schedule sch, const std::string &block) const override {
     ir::NodeRef<ir::BlockNode> b = find_block(sch, block);
-    if (!b || !has_reduction(b.get()) || spatial_size(b.get()) < 4) return {sch};
+    if (!b || !has_reduction(b.get()) || spatial_size(b.get()) < 4) return only(std::move(sch));
     std::vector<LoopKind> kinds = loop_kinds(sch, block);
-    if (std::count(kinds.begin(), kinds.end(), LoopKind::kMixed)) return {sch};
+    if (std::count(kinds.begin(), kinds.end(), LoopKind::kMixed)) return only(std::move(sch));
     std::vector<Schedule> out;
     for (const TilingVariant &variant : kVariants)
       if (std::optional<Schedule> s = tile(sch, block, kinds, variant)) out.push_back(std::move(*s));
     if (std::optional<Schedule> s = tile_reduction_vectors(sch, block, kinds)) out.push_back(std::move(*s));
-    return out.empty() ? std::vector<Schedule>{sch} : out;
+    if (out.empty()) return only(std::move(sch));
+    return out;
   }
 
  private:

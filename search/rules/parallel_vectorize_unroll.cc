@@ -14,9 +14,8 @@ class ParallelVectorizeUnroll : public ScheduleRule {
   explicit ParallelVectorizeUnroll(const Target &target)
       : cores_(std::max(1, target.num_cores)), vector_lanes_(vector_lanes(target)) {}
   std::string name() const override { return "parallel_vectorize_unroll"; }
-  std::vector<ir::Schedule> apply(const ir::Schedule &sch, const std::string &block) const override {
-    if (!find_block(sch, block)) return {sch};
-    ir::Schedule s = sch;
+  std::vector<ir::Schedule> apply(ir::Schedule s, const std::string &block) const override {
+    if (!find_block(s, block)) return only(std::move(s));
     ir::BlockRV b = s.get_block(block);
     ir::ExprRV parallel =
         s.sample_categorical({cores_, cores_ * 4, cores_ * 16, cores_ * 64}, {0.25, 0.25, 0.25, 0.25});
@@ -24,7 +23,7 @@ class ParallelVectorizeUnroll : public ScheduleRule {
     s.annotate(b, ir::annotation::kVectorizeExtent, vector_lanes_ * 4);
     ir::ExprRV unroll = s.sample_categorical({0, 16, 64, 512}, {0.25, 0.25, 0.25, 0.25});
     s.annotate(b, ir::annotation::kUnrollStep, unroll);
-    return {s};
+    return only(std::move(s));
   }
 
  private:

@@ -26,12 +26,12 @@ class UnrollTableAxes : public ScheduleRule {
  public:
   explicit UnrollTableAxes(const Target &target) : lanes_(vector_lanes(target)) {}
   std::string name() const override { return "unroll_table_axes"; }
-  std::vector<ir::Schedule> apply(const ir::Schedule &sch, const std::string &block) const override {
+  std::vector<ir::Schedule> apply(ir::Schedule sch, const std::string &block) const override {
     NodeRef<BlockNode> b = find_block(sch, block);
-    if (!b || has_reduction(b.get()) || b->iter_vars.size() < 2) return {sch};
-    if (sched::loops_above(sch.func(), b.get()).size() != b->iter_vars.size()) return {sch};
+    if (!b || has_reduction(b.get()) || b->iter_vars.size() < 2) return only(std::move(sch));
+    if (sched::loops_above(sch.func(), b.get()).size() != b->iter_vars.size()) return only(std::move(sch));
     const std::map<size_t, int64_t> period = table_positions(b.get());
-    if (period.empty()) return {sch};
+    if (period.empty()) return only(std::move(sch));
     // The vector axis: the innermost iterator that is not a position.
     size_t channel = b->iter_vars.size();
     for (size_t k = b->iter_vars.size(); k-- > 0;)
@@ -39,7 +39,7 @@ class UnrollTableAxes : public ScheduleRule {
         channel = k;
         break;
       }
-    if (channel == b->iter_vars.size()) return {sch};
+    if (channel == b->iter_vars.size()) return only(std::move(sch));
 
     Schedule s = sch;
     // Fused one at a time: once a residual add is inlined, the ReLU after it reads this block.
@@ -54,15 +54,15 @@ class UnrollTableAxes : public ScheduleRule {
       }
     }
     std::vector<LoopRV> loops = s.get_loops(s.get_block(block));
-    if (loops.size() != b->iter_vars.size()) return {sch};
+    if (loops.size() != b->iter_vars.size()) return only(std::move(sch));
     std::vector<LoopRV> outer, positions, vector;
     for (size_t k = 0; k < loops.size(); ++k) {
       auto p = period.find(k);
       if (k == channel) {
         std::optional<std::vector<ExprRV>> tile = s.try_sample_perfect_tile(loops[k], 2, lanes_ * 4, lanes_);
-        if (!tile) return {sch};
+        if (!tile) return only(std::move(sch));
         std::optional<std::vector<LoopRV>> parts = s.try_split(loops[k], {(*tile)[0], (*tile)[1]});
-        if (!parts) return {sch};
+        if (!parts) return only(std::move(sch));
         outer.push_back(parts->front());
         vector.push_back(parts->back());
       } else if (p == period.end()) {
@@ -71,7 +71,7 @@ class UnrollTableAxes : public ScheduleRule {
         positions.push_back(loops[k]);
       } else {
         std::optional<std::vector<LoopRV>> parts = s.try_split(loops[k], {int64_t{-1}, p->second});
-        if (!parts) return {sch};
+        if (!parts) return only(std::move(sch));
         outer.push_back(parts->front());
         positions.push_back(parts->back());
       }
@@ -83,9 +83,9 @@ class UnrollTableAxes : public ScheduleRule {
       s.reorder(order);
       for (const LoopRV &l : positions) s.unroll(l);
     } catch (const std::exception &e) {
-      return {sch};
+      return only(std::move(sch));
     }
-    return {s};
+    return only(std::move(s));
   }
 
  private:

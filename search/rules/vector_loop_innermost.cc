@@ -14,9 +14,9 @@ namespace {
 class VectorLoopInnermost : public ScheduleRule {
  public:
   std::string name() const override { return "vector_loop_innermost"; }
-  std::vector<ir::Schedule> apply(const ir::Schedule &sch, const std::string &block) const override {
+  std::vector<ir::Schedule> apply(ir::Schedule sch, const std::string &block) const override {
     ir::NodeRef<ir::BlockNode> b = find_block(sch, block);
-    if (!b || !has_reduction(b.get())) return {sch};
+    if (!b || !has_reduction(b.get())) return only(std::move(sch));
     std::vector<LoopKind> kinds = loop_kinds(sch, block);
     size_t last_spatial = kinds.size();
     for (size_t i = kinds.size(); i-- > 0;)
@@ -24,9 +24,9 @@ class VectorLoopInnermost : public ScheduleRule {
         last_spatial = i;
         break;
       }
-    if (last_spatial + 1 >= kinds.size()) return {sch};  // none, or already innermost
+    if (last_spatial + 1 >= kinds.size()) return only(std::move(sch));  // none, or already innermost
     for (size_t i = last_spatial + 1; i < kinds.size(); ++i)
-      if (kinds[i] != LoopKind::kReduce) return {sch};
+      if (kinds[i] != LoopKind::kReduce) return only(std::move(sch));
     ir::Schedule s = sch;
     std::vector<ir::LoopRV> loops = s.get_loops(s.get_block(block));
     std::vector<ir::LoopRV> order(loops.begin() + static_cast<long>(last_spatial) + 1, loops.end());
@@ -34,9 +34,9 @@ class VectorLoopInnermost : public ScheduleRule {
     try {
       s.reorder(order);
     } catch (const std::exception &) {
-      return {sch};  // a nest the primitive refuses keeps its order
+      return only(std::move(sch));  // a nest the primitive refuses keeps its order
     }
-    return {s};
+    return only(std::move(s));
   }
 };
 

@@ -549,5 +549,28 @@ TEST(OnnxImport, DanglingInputsCyclesAndShapeMismatchesNameTheNode) {
   EXPECT_NE(error.find("broadcast"), std::string::npos) << error;
 }
 
+// A chain of element-wise nodes longer than a group may be (an adversarial model: its
+// scheduling cost grows with the square of a group's length) is cut into groups of at
+// most kMaxFusedNodes, which still compute the chain.
+TEST(Fusion, ALongElementwiseChainIsCutIntoBoundedGroups) {
+  ModelBuilder m;
+  m.input("x0", {2, 3});
+  const int length = 2 * kMaxFusedNodes + 37;
+  const char *ops[] = {"Relu", "Neg", "Abs"};
+  for (int i = 0; i < length; ++i) m.node(ops[i % 3], {"x" + std::to_string(i)}, {"x" + std::to_string(i + 1)});
+  m.output("x" + std::to_string(length));
+  Graph g = m.import();
+  std::vector<Subgraph> subgraphs = fuse(g);
+  std::vector<size_t> sizes;
+  for (const Subgraph &s : subgraphs) sizes.push_back(s.nodes.size());
+  const size_t full = kMaxFusedNodes;
+  EXPECT_EQ(sizes, (std::vector<size_t>{full, full, static_cast<size_t>(length) - 2 * full}));
+  std::vector<double> values = {-1.5, 0, 2, -3, 4.25, -0.5};
+  ir::HostTensor x = tensor({2, 3}, values);
+  for (int i = 0; i < length; ++i)
+    for (double &v : values) v = i % 3 == 0 ? std::max(v, 0.0) : i % 3 == 1 ? -v : std::fabs(v);
+  expect_values(evaluate_subgraphs(g, subgraphs, {x}).at(0), {2, 3}, values);
+}
+
 }  // namespace
 }  // namespace kiln::frontend

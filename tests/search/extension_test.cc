@@ -18,16 +18,16 @@ constexpr const char *kMarker = "test.unroll_marker";
 class MarkReductions : public ScheduleRule {
  public:
   std::string name() const override { return "mark_reductions"; }
-  std::vector<ir::Schedule> apply(const ir::Schedule &sch, const std::string &block) const override {
+  std::vector<ir::Schedule> apply(ir::Schedule sch, const std::string &block) const override {
     bool reduces = false;
     for (const ir::BlockNode *b : ir::sched::all_blocks(sch.func()))
       if (b->name == block)
         for (const ir::IterVar &iv : b->iter_vars) reduces = reduces || iv.kind == ir::IterKind::kReduce;
-    if (!reduces) return {sch};
+    if (!reduces) return only(std::move(sch));
     ir::Schedule s = sch;
     ir::ExprRV value = s.sample_categorical({1, 2}, {0.5, 0.5});
     s.annotate(s.get_block(block), kMarker, value);
-    return {s};
+    return only(std::move(s));
   }
 };
 
