@@ -22,9 +22,8 @@
 #include <nlohmann/json.hpp>
 
 #include "executor/compile.h"
-#include "frontend/fusion.h"
 #include "frontend/onnx_import.h"
-#include "frontend/passes.h"
+#include "frontend/pipeline.h"
 #include "ir/te.h"
 #include "ir/workload.h"
 #include "search/space.h"
@@ -85,12 +84,11 @@ int main(int argc, char **argv) {
               "one workload");
   for (int length : lengths) {
     auto start = Clock::now();
-    kiln::frontend::Graph graph = kiln::frontend::import_onnx_bytes(relu_chain_onnx(length));
-    kiln::frontend::run_default_passes(graph);
-    std::vector<kiln::frontend::Subgraph> subgraphs = kiln::frontend::fuse(graph);
+    kiln::frontend::PreparedModel model =
+        kiln::frontend::prepare(kiln::frontend::import_onnx_bytes(relu_chain_onnx(length)), {});
     double fuse_s = seconds_since(start);
     start = Clock::now();
-    kiln::executor::compile_model(graph, subgraphs, {target, ""}, dir.string());
+    kiln::executor::compile_model(model, {target, "", kiln::search::untuned_schedule, {}}, dir.string());
     double compile_s = seconds_since(start);
     // The single workload only up to 4000 blocks: beyond, its quadratic term dominates.
     std::string single = "-";
@@ -102,7 +100,7 @@ int main(int argc, char **argv) {
       kiln::search::realize(func, sketches.at(0), kiln::search::default_postprocessors(t), 0);
       single = std::to_string(seconds_since(start)).substr(0, 6) + " s";
     }
-    std::printf("%8d %8zu %10.3f s %10.3f s %9.1f us %16s\n", length, subgraphs.size(), fuse_s, compile_s,
+    std::printf("%8d %8zu %10.3f s %10.3f s %9.1f us %16s\n", length, model.subgraphs.size(), fuse_s, compile_s,
                 1e6 * (fuse_s + compile_s) / length, single.c_str());
     std::fflush(stdout);
   }

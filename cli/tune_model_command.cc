@@ -205,8 +205,8 @@ void add_tune_model_command(CLI::App &app) {
         std::filesystem::temp_directory_path() / ("kiln_tune_models_" + std::to_string(getpid()));
     try {
       database.reset();
-      executor::compile_model(prepared, {target.str(), "", search::untuned_schedule}, (dir / "untuned").string());
-      executor::compile_model(prepared, {target.str(), a->db, search::untuned_schedule}, (dir / "tuned").string());
+      executor::compile_model(prepared, {target.str(), "", search::untuned_schedule, {}}, (dir / "untuned").string());
+      executor::compile_model(prepared, {target.str(), a->db, search::untuned_schedule, {}}, (dir / "tuned").string());
       executor::Model untuned = executor::Model::load((dir / "untuned").string());
       executor::Model tuned = executor::Model::load((dir / "tuned").string());
       std::vector<ir::HostTensor> inputs = tuned.random_inputs();

@@ -60,7 +60,7 @@ Fused import(const std::string &name, frontend::PipelineOptions options = {front
 
 // What kiln compile passes: the search's untuned default for subgraphs without records.
 CompileOptions options_for(const std::string &target, const std::string &db = "") {
-  return {target, db, search::untuned_schedule};
+  return {target, db, search::untuned_schedule, {}};
 }
 
 void expect_reference_output(Model &model, const std::string &name) {
