@@ -24,9 +24,9 @@
 #include "executor/compile.h"
 #include "frontend/onnx_import.h"
 #include "frontend/pipeline.h"
-#include "ir/te.h"
-#include "ir/workload.h"
+#include "ops/workload.h"
 #include "search/space.h"
+#include "te/te.h"
 
 namespace {
 
@@ -60,16 +60,16 @@ std::string relu_chain_onnx(int length) {
   return model.SerializeAsString();
 }
 
-kiln::ir::Workload relu_chain_workload(int length) {
+kiln::ops::Workload relu_chain_workload(int length) {
   nlohmann::json ops = nlohmann::json::array();
   for (int i = 0; i < length; ++i)
     ops.push_back({{"op", "relu"},
                    {"args", {i == 0 ? std::string("in0") : "op" + std::to_string(i - 1)}},
                    {"attrs", nlohmann::json::object()}});
-  return kiln::ir::Workload::from_json({{"kiln_workload", 1},
-                                        {"inputs", {{{"dtype", "float32"}, {"shape", {1, 16}}}}},
-                                        {"ops", ops},
-                                        {"outputs", {"op" + std::to_string(length - 1)}}});
+  return kiln::ops::Workload::from_json({{"kiln_workload", 1},
+                                         {"inputs", {{{"dtype", "float32"}, {"shape", {1, 16}}}}},
+                                         {"ops", ops},
+                                         {"outputs", {"op" + std::to_string(length - 1)}}});
 }
 
 }  // namespace

@@ -22,11 +22,11 @@
 #include "codegen/runtime/abi.h"
 #include "ir/host_tensor.h"
 #include "ir/schedule/schedule.h"
-#include "ir/te.h"
-#include "ir/workload.h"
 #include "measure/local_builder_pool.h"
 #include "measure/local_runner.h"
+#include "ops/workload.h"
 #include "support/clock.h"
+#include "te/te.h"
 
 using namespace kiln;  // NOLINT: benchmark program
 
@@ -90,7 +90,7 @@ int main(int argc, char **argv) {
   std::filesystem::create_directories(work);
   measure::LocalRunner runner;
 
-  ir::Workload w = ir::Workload::single("matmul", {{{n, n}, ir::DType::kFloat32}, {{n, n}, ir::DType::kFloat32}});
+  ops::Workload w = ops::Workload::single("matmul", {{{n, n}, ir::DType::kFloat32}, {{n, n}, ir::DType::kFloat32}});
   ir::PrimFunc naive = te::lower(w.build_dag(), "matmul");
   Target target = Target::parse("llvm -mcpu=native -num-cores=2");
   // Register tile by vector width: 8x32 (16 of 32 zmm) on AVX-512, 4x16 (8 of 16 ymm)

@@ -18,11 +18,11 @@
 #include <vector>
 
 #include "codegen/codegen.h"
-#include "ir/te.h"
-#include "ir/workload.h"
 #include "measure/local_runner.h"
+#include "ops/workload.h"
 #include "rpc/digest.h"
 #include "rpc/remote_runner.h"
+#include "te/te.h"
 #include "tests/tracker/processes.h"
 
 namespace {
@@ -61,9 +61,9 @@ int main(int argc, char **argv) {
 
   // A dense 64x64x64 kernel; candidates are its bytes plus a distinct tail each, so
   // every one has its own digest and is uploaded and fetched like a tuning candidate.
-  ir::Workload w;
+  ops::Workload w;
   w.inputs = {ir::TensorType{{64, 64}, ir::DType::kFloat32}, ir::TensorType{{64, 64}, ir::DType::kFloat32}};
-  w.ops.push_back(ir::OpCall{"dense", nlohmann::json::object(), {"in0", "in1"}});
+  w.ops.push_back(ops::OpCall{"dense", nlohmann::json::object(), {"in0", "in1"}});
   w.outputs = {"op0"};
   ir::PrimFunc func = te::lower(w.build_dag(), "main");
   Target target = Target::parse("llvm");

@@ -24,12 +24,12 @@
 #include <unistd.h>
 
 #include "ir/structural.h"
-#include "ir/te.h"
-#include "ir/workload.h"
 #include "measure/local_builder_pool.h"
 #include "measure/local_runner.h"
+#include "ops/workload.h"
 #include "search/space.h"
 #include "support/clock.h"
+#include "te/te.h"
 
 using namespace kiln;
 
@@ -39,22 +39,22 @@ ir::TensorType f32(std::vector<int64_t> s) { return ir::TensorType{std::move(s),
 
 struct Case {
   std::string name;
-  ir::Workload workload;
+  ops::Workload workload;
 };
 
 Case dense(int64_t m, int64_t n, int64_t k) {
-  ir::Workload w;
+  ops::Workload w;
   w.inputs = {f32({m, k}), f32({n, k}), f32({n})};
-  w.ops.push_back(ir::OpCall{"dense", nlohmann::json::object(), {"in0", "in1", "in2"}});
+  w.ops.push_back(ops::OpCall{"dense", nlohmann::json::object(), {"in0", "in1", "in2"}});
   w.outputs = {"op0"};
   return {"dense " + std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k), w};
 }
 
 Case depthwise(int64_t c, int64_t hw) {
-  ir::Workload w;
+  ops::Workload w;
   w.inputs = {f32({1, c, hw, hw}), f32({c, 1, 3, 3}), f32({c})};
-  w.ops.push_back(ir::OpCall{"conv2d", {{"pads", {1, 1, 1, 1}}, {"groups", c}}, {"in0", "in1", "in2"}});
-  w.ops.push_back(ir::OpCall{"relu", nlohmann::json::object(), {"op0"}});
+  w.ops.push_back(ops::OpCall{"conv2d", {{"pads", {1, 1, 1, 1}}, {"groups", c}}, {"in0", "in1", "in2"}});
+  w.ops.push_back(ops::OpCall{"relu", nlohmann::json::object(), {"op0"}});
   w.outputs = {"op1"};
   return {"depthwise " + std::to_string(c) + "@" + std::to_string(hw), w};
 }

@@ -33,12 +33,12 @@
 #include "costmodel/xgb_model.h"
 #include "ir/host_tensor.h"
 #include "ir/schedule/schedule.h"
-#include "ir/te.h"
 #include "measure/artifact.h"
 #include "measure/local_builder_pool.h"
 #include "measure/local_runner.h"
 #include "scheduler/task_tuner.h"
 #include "support/clock.h"
+#include "te/te.h"
 
 using namespace kiln;  // NOLINT: benchmark program
 using dnnl::memory;
@@ -53,7 +53,7 @@ struct Conv {
 
 struct Case {
   std::string name;
-  ir::Workload workload;
+  ops::Workload workload;
   std::optional<Conv> conv;  // else a dense layer (x * W^T + bias, optional GELU)
   int64_t m = 0, n = 0, k = 0;
   bool gelu = false, bias = false;
@@ -62,27 +62,27 @@ struct Case {
 ir::TensorType f32(std::vector<int64_t> s) { return ir::TensorType{std::move(s), ir::DType::kFloat32}; }
 
 Case conv_case(const std::string &name, Conv c) {
-  ir::Workload w;
+  ops::Workload w;
   w.inputs = {f32({c.n, c.c, c.h, c.w}), f32({c.k, c.c / c.groups, c.r, c.s}), f32({c.k})};
   w.ops.push_back(
-      ir::OpCall{"conv2d",
-                 {{"strides", {c.stride, c.stride}}, {"pads", {c.pad, c.pad, c.pad, c.pad}}, {"groups", c.groups}},
-                 {"in0", "in1", "in2"}});
-  w.ops.push_back(ir::OpCall{"relu", nlohmann::json::object(), {"op0"}});
+      ops::OpCall{"conv2d",
+                  {{"strides", {c.stride, c.stride}}, {"pads", {c.pad, c.pad, c.pad, c.pad}}, {"groups", c.groups}},
+                  {"in0", "in1", "in2"}});
+  w.ops.push_back(ops::OpCall{"relu", nlohmann::json::object(), {"op0"}});
   w.outputs = {"op1"};
   return Case{name, w, c};
 }
 
 Case dense_case(const std::string &name, int64_t m, int64_t n, int64_t k, bool bias, bool gelu) {
-  ir::Workload w;
+  ops::Workload w;
   w.inputs = {f32({m, k}), f32({n, k})};
   std::vector<std::string> args = {"in0", "in1"};
   if (bias) {
     w.inputs.push_back(f32({n}));
     args.push_back("in2");
   }
-  w.ops.push_back(ir::OpCall{"dense", nlohmann::json::object(), args});
-  if (gelu) w.ops.push_back(ir::OpCall{"gelu", nlohmann::json::object(), {"op0"}});
+  w.ops.push_back(ops::OpCall{"dense", nlohmann::json::object(), args});
+  if (gelu) w.ops.push_back(ops::OpCall{"gelu", nlohmann::json::object(), {"op0"}});
   w.outputs = {gelu ? "op1" : "op0"};
   Case c{name, w, std::nullopt, m, n, k, gelu, bias};
   return c;

@@ -15,9 +15,9 @@
 #include "costmodel/cost_model.h"
 #include "costmodel/evaluation.h"
 #include "database/database.h"
-#include "ir/target.h"
-#include "ir/workload.h"
+#include "ops/workload.h"
 #include "scheduler/measured_programs.h"
+#include "target/target.h"
 
 namespace kiln::cli {
 

@@ -8,8 +8,8 @@
 
 #include "ir/schedule/schedule.h"
 #include "ir/schedule/trace.h"
-#include "ir/te.h"
-#include "ir/workload.h"
+#include "ops/workload.h"
+#include "te/te.h"
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
@@ -206,9 +206,9 @@ static void add_export(CLI::App &db, Streams io) {
 // best schedule that cannot be built. Keys that are not Kiln workloads (another tool's)
 // are stored as given.
 static void check_replays(const kiln::db::Record &record) {
-  kiln::ir::Workload workload;
+  kiln::ops::Workload workload;
   try {
-    workload = kiln::ir::Workload::from_json(nlohmann::json::parse(record.workload.canonical_json));
+    workload = kiln::ops::Workload::from_json(nlohmann::json::parse(record.workload.canonical_json));
   } catch (const std::exception &) {
     return;
   }

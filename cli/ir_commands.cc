@@ -10,9 +10,9 @@
 #include "codegen/codegen.h"
 #include "ir/interpreter.h"
 #include "ir/lower_passes.h"
-#include "ir/ops/registry.h"
 #include "ir/schedule/schedule.h"
-#include "ir/te.h"
+#include "ops/registry.h"
+#include "te/te.h"
 
 namespace kiln::cli {
 
@@ -42,9 +42,9 @@ static void add_ops(CLI::App &app) {
   });
 }
 
-static ir::PrimFunc lower_or_fail(const WorkloadArgs &args, ir::Workload *out = nullptr) {
+static ir::PrimFunc lower_or_fail(const WorkloadArgs &args, ops::Workload *out = nullptr) {
   try {
-    ir::Workload w = args.build();
+    ops::Workload w = args.build();
     if (out) *out = w;
     return te::lower(w.build_dag(), w.ops.size() == 1 ? w.ops[0].op : "fused");
   } catch (const std::exception &e) {
@@ -68,7 +68,7 @@ static void add_show(CLI::App &app) {
       ->check(CLI::IsMember({"lowered", "llvm", "asm"}));
   cmd->add_option("--target", *target, "target for --emit llvm|asm")->capture_default_str();
   cmd->callback([args, trace_file, key, emit, target] {
-    ir::Workload w;
+    ops::Workload w;
     ir::PrimFunc f = lower_or_fail(*args, &w);
     if (*key) std::cout << "workload: " << w.canonical_string() << "\nkey: " << w.key_hash() << "\n\n";
     if (!trace_file->empty()) {

@@ -12,10 +12,10 @@
 #include "support/flag_checks.h"
 
 #include "cli/workload_args.h"
-#include "ir/flops.h"
 #include "ir/schedule/schedule.h"
 #include "measure/local_builder_pool.h"
 #include "measure/local_runner.h"
+#include "te/flops.h"
 
 namespace kiln::cli {
 
@@ -66,7 +66,7 @@ void add_measure_command(CLI::App &app) {
     ropts.num_threads = args->threads;
     measure::LocalRunner runner(ropts);
 
-    ir::Workload w;
+    ops::Workload w;
     te::ComputeDAG dag;
     Target target;
     try {
@@ -115,7 +115,7 @@ void add_measure_command(CLI::App &app) {
     }
     std::vector<double> t = r.repeat_seconds;
     std::sort(t.begin(), t.end());
-    double flops = ir::estimate_flops(dag);
+    double flops = te::estimate_flops(dag);
     std::cout << "check:   ok (matches the unscheduled program)\n"
               << "latency: median " << t[t.size() / 2] * 1e3 << " ms, min " << t.front() * 1e3 << " ms over "
               << t.size() << " repeats of " << r.number << " calls\n"

@@ -16,7 +16,7 @@ frontend::ImportOptions options_from(const PipelineArgs &args) {
     if (eq == std::string::npos || eq == 0)
       fail("--shape '" + spec + "' must look like NAME=DIMS, e.g. input=1x3x224x224");
     try {
-      options.input_shapes[spec.substr(0, eq)] = ir::parse_shape(spec.substr(eq + 1));
+      options.input_shapes[spec.substr(0, eq)] = ops::parse_shape(spec.substr(eq + 1));
     } catch (const std::invalid_argument &e) {
       fail("--shape '" + spec + "': " + e.what());
     }

@@ -156,7 +156,7 @@ void add_tune_command(CLI::App &app) {
       a->workload.op = "dense";
       a->workload.shapes = {"128x768", "768x768", "768"};
     }
-    ir::Workload w;
+    ops::Workload w;
     Target target;
     try {
       w = a->workload.build();

@@ -19,7 +19,7 @@ void WorkloadArgs::add_to(CLI::App &cmd) {
                  "programs may read it packed once, ahead of time; repeat for several");
 }
 
-ir::Workload WorkloadArgs::build() const {
+ops::Workload WorkloadArgs::build() const {
   if (!workload_file.empty()) {
     if (!op.empty()) throw std::invalid_argument("give either --op or --workload, not both");
     if (!constant_inputs.empty())
@@ -32,20 +32,20 @@ ir::Workload WorkloadArgs::build() const {
     } catch (const nlohmann::json::exception &e) {
       throw std::invalid_argument("workload file '" + workload_file + "' is not valid JSON: " + e.what());
     }
-    return ir::Workload::from_json(j);
+    return ops::Workload::from_json(j);
   }
   if (op.empty()) throw std::invalid_argument("missing --op NAME (or --workload FILE); `kiln ops` lists operators");
   if (shapes.empty()) throw std::invalid_argument("missing --shape: give one --shape per input of '" + op + "'");
   std::vector<ir::TensorType> inputs;
   ir::DType t = ir::parse_dtype(dtype);
-  for (const std::string &s : shapes) inputs.push_back(ir::TensorType{ir::parse_shape(s), t});
+  for (const std::string &s : shapes) inputs.push_back(ir::TensorType{ops::parse_shape(s), t});
   nlohmann::json a;
   try {
     a = nlohmann::json::parse(attrs);
   } catch (const nlohmann::json::exception &e) {
     throw std::invalid_argument("--attrs is not valid JSON: " + std::string(e.what()));
   }
-  ir::Workload w = ir::Workload::single(op, std::move(inputs), a);
+  ops::Workload w = ops::Workload::single(op, std::move(inputs), a);
   for (size_t i : constant_inputs) {
     if (i >= w.inputs.size())
       throw std::invalid_argument("--constant " + std::to_string(i) + ": '" + op + "' was given " +

@@ -5,13 +5,19 @@
 #include <string>
 #include <vector>
 
-#include "ir/workload.h"
+#include "ops/workload.h"
+#include "support/flag_checks.h"
 
 namespace CLI {
 class App;
 }
 
 namespace kiln::cli {
+
+// The flag validators every command uses (support/flag_checks.h).
+using support::at_least;
+using support::finite_range;
+using support::seconds;
 
 struct WorkloadArgs {
   std::string op;
@@ -25,7 +31,7 @@ struct WorkloadArgs {
   void add_to(CLI::App &cmd);
   /// Builds and validates the workload; throws std::invalid_argument with a message
   /// that says what to fix.
-  ir::Workload build() const;
+  ops::Workload build() const;
 };
 
 /// Prints `message` as "kiln: error: ..." and exits the command with code 1.

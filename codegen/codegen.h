@@ -12,7 +12,7 @@
 #include <string>
 
 #include "ir/stmt.h"
-#include "ir/target.h"
+#include "target/target.h"
 
 namespace kiln::codegen {
 

@@ -141,7 +141,7 @@ std::unique_ptr<llvm::TargetMachine> make_target_machine(const Target &target) {
   if (host_cpu_target) {
     // LLVM calls a CPU newer than itself "generic" (LLVM 16 on AMD's Zen 5), whose
     // scheduling model is an old core's; the model of Kiln's name for the host
-    // (ir/host_cpu.cc, its stand-in above if LLVM is older) fits far better. The
+    // (target/host_cpu.cc, its stand-in above if LLVM is older) fits far better. The
     // instructions follow the host's features either way.
     std::string llvm_host = llvm::sys::getHostCPUName().str();
     std::string kiln_host = llvm_model_of(host_cpu(), subtarget.get());

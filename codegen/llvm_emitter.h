@@ -14,7 +14,7 @@
 
 #include "ir/functor.h"
 #include "ir/simplify.h"
-#include "ir/target.h"
+#include "target/target.h"
 
 namespace kiln::codegen::detail {
 

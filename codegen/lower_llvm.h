@@ -5,7 +5,7 @@
 #include <string>
 
 #include "ir/stmt.h"
-#include "ir/target.h"
+#include "target/target.h"
 
 namespace llvm {
 class LLVMContext;

@@ -5,7 +5,7 @@
 #include "database/database_impl.h"
 #include "database/prepared_record.h"
 #include "database/schema.h"
-#include "ir/target.h"
+#include "target/target.h"
 
 #include <sqlite3.h>
 #include <sys/stat.h>

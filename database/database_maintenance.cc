@@ -4,7 +4,7 @@
 
 #include "database/database_impl.h"
 #include "database/prepared_record.h"
-#include "ir/target.h"
+#include "target/target.h"
 
 namespace kiln::db {
 

@@ -4,8 +4,8 @@
 
 #include "database/error.h"
 #include "ir/json_checks.h"
-#include "ir/sha256.h"
-#include "ir/target.h"
+#include "support/sha256.h"
+#include "target/target.h"
 
 #include <nlohmann/json.hpp>
 
@@ -58,7 +58,7 @@ PreparedRecord prepare_record(const Record &record, NativeCpu native_cpu) {
   parse_json(p.workload.canonical_json, "workload canonical JSON");
   // The hash is of the exact canonical bytes: never re-serialize them, or
   // other compilers computing the key from the documented form would miss.
-  std::string hash = sha256_hex(p.workload.canonical_json);
+  std::string hash = support::sha256_hex(p.workload.canonical_json);
   if (p.workload.key_hash.empty())
     p.workload.key_hash = hash;
   else if (p.workload.key_hash != hash)
@@ -77,7 +77,7 @@ PreparedRecord prepare_record(const Record &record, NativeCpu native_cpu) {
 
   // Re-serializing makes two spellings of one trace one record.
   p.trace_json = parse_json(record.trace_json, "trace").dump();
-  p.trace_hash = sha256_hex(p.trace_json);
+  p.trace_hash = support::sha256_hex(p.trace_json);
 
   p.ok = record.ok();
   if (p.ok) {

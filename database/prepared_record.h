@@ -5,7 +5,7 @@
 #pragma once
 
 #include "database/record.h"
-#include "ir/target.h"
+#include "target/target.h"
 
 #include <optional>
 #include <string>

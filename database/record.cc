@@ -8,7 +8,7 @@
 
 #include "database/error.h"
 
-#include "ir/sha256.h"
+#include "support/sha256.h"
 
 #include <array>
 #include <numeric>
@@ -24,7 +24,7 @@ double Record::mean_latency() const {
 
 std::string_view kiln_version() { return KILN_VERSION_STRING; }
 
-std::string workload_hash_of(std::string_view canonical_json) { return sha256_hex(canonical_json); }
+std::string workload_hash_of(std::string_view canonical_json) { return support::sha256_hex(canonical_json); }
 
 std::string workload_hash_from_argument(std::string_view workload) {
   size_t first = workload.find_first_not_of(" \t\r\n");

@@ -16,9 +16,9 @@ namespace kiln::db {
 
 /// Why a candidate produced no timing: the measurement's own vocabulary, stored as its
 /// lowercase name. A stored error is never kNone.
-using kiln::error_kind_from_string;
-using kiln::ErrorKind;
-using kiln::to_string;
+using support::error_kind_from_string;
+using support::ErrorKind;
+using support::to_string;
 
 /// A failed measurement.
 struct MeasureError {

@@ -5,7 +5,7 @@
 #include "database/schema.h"
 
 #include "database/sqlite.h"
-#include "ir/target.h"
+#include "target/target.h"
 
 #include <stdexcept>
 #include <vector>

@@ -20,8 +20,8 @@
 #include "executor/model.h"
 #include "ir/schedule/schedule.h"
 #include "ir/schedule/trace.h"
-#include "ir/sha256.h"
-#include "ir/te.h"
+#include "support/sha256.h"
+#include "te/te.h"
 
 namespace kiln::executor {
 namespace {
@@ -55,7 +55,7 @@ std::string file_sha256(const std::filesystem::path &path) {
   std::ostringstream bytes;
   bytes << in.rdbuf();
   if (!in) throw ModelError("cannot read '" + path.string() + "' back");
-  return sha256_hex(bytes.str());
+  return support::sha256_hex(bytes.str());
 }
 
 // The files a compiled model's manifest says it wrote, when `dir` is a compiled model

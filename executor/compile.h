@@ -11,7 +11,7 @@
 
 #include "frontend/pipeline.h"
 #include "ir/stmt.h"
-#include "ir/target.h"
+#include "target/target.h"
 
 namespace kiln::executor {
 

@@ -16,7 +16,7 @@
 
 #include "codegen/runtime/abi.h"
 #include "executor/memory_plan.h"
-#include "ir/sha256.h"
+#include "support/sha256.h"
 
 namespace kiln::executor {
 namespace {
@@ -130,7 +130,7 @@ void check_digest(const std::string &path, const std::string &want) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw ModelError("cannot read " + path + ": compile the model again");
   std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (sha256_hex(bytes) != want)
+  if (support::sha256_hex(bytes) != want)
     throw ModelError(path + " is not the artifact the model was compiled with (its SHA-256 differs from " +
                      "model.json's): compile the model again");
 }

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "ir/host_tensor.h"
-#include "ir/workload.h"
+#include "ir/tensor_type.h"
 
 namespace kiln::executor {
 

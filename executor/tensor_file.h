@@ -6,7 +6,7 @@
 #include <string>
 
 #include "ir/host_tensor.h"
-#include "ir/workload.h"
+#include "ir/tensor_type.h"
 
 namespace kiln::executor {
 

@@ -15,8 +15,8 @@ ops::OpPattern op_pattern(const std::string &op) {
 
 namespace {
 
-ir::Workload workload_of(const Graph &g, const Subgraph &s, bool mark_constants) {
-  ir::Workload w;
+ops::Workload workload_of(const Graph &g, const Subgraph &s, bool mark_constants) {
+  ops::Workload w;
   std::map<ValueId, std::string> names;
   for (size_t i = 0; i < s.inputs.size(); ++i) {
     names[s.inputs[i]] = "in" + std::to_string(i);
@@ -26,7 +26,7 @@ ir::Workload workload_of(const Graph &g, const Subgraph &s, bool mark_constants)
   }
   for (size_t k = 0; k < s.nodes.size(); ++k) {
     const Node &n = g.nodes[s.nodes[k]];
-    ir::OpCall call{n.op, n.attrs, {}};
+    ops::OpCall call{n.op, n.attrs, {}};
     for (ValueId in : n.inputs) call.args.push_back(names.at(in));
     w.ops.push_back(std::move(call));
     names[n.output] = "op" + std::to_string(k);

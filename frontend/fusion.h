@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "frontend/graph.h"
-#include "ir/ops/registry.h"
-#include "ir/workload.h"
+#include "ops/registry.h"
+#include "ops/workload.h"
 
 namespace kiln::frontend {
 
@@ -30,7 +30,7 @@ struct Subgraph {
   std::vector<size_t> nodes;    ///< indices into Graph::nodes, producers first
   std::vector<ValueId> inputs;  ///< values read from outside: activations and constants
   ValueId output = -1;          ///< the one value leaving the group
-  ir::Workload workload;        ///< inputs in `inputs` order, ops in `nodes` order
+  ops::Workload workload;       ///< inputs in `inputs` order, ops in `nodes` order
 };
 
 /// Groups every node of `graph` (in topological order) into subgraphs. With

@@ -1,4 +1,4 @@
-// The model graph Kiln works on after import: nodes are Kiln operators (ir/ops) with
+// The model graph Kiln works on after import: nodes are Kiln operators (ops/) with
 // complete attributes, edges are typed tensors with static shapes, constants carry their
 // data. Every pass of frontend/ reads and writes this form; nothing after import knows
 // ONNX.
@@ -12,7 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "ir/host_tensor.h"
-#include "ir/workload.h"
+#include "ops/workload.h"
 
 namespace kiln::frontend {
 
@@ -30,7 +30,7 @@ struct Value {
 
 /// One Kiln operator application with a single result.
 struct Node {
-  std::string op;                                   ///< an operator of ir/ops
+  std::string op;                                   ///< an operator of ops/
   nlohmann::json attrs = nlohmann::json::object();  ///< complete (defaults merged)
   std::vector<ValueId> inputs;
   ValueId output = -1;

@@ -3,7 +3,7 @@
 #include "frontend/onnx_import.h"
 #include "frontend/onnx_tensor.h"
 #include "ir/interpreter.h"
-#include "ir/ops/registry.h"
+#include "ops/registry.h"
 
 namespace kiln::frontend {
 
@@ -123,7 +123,7 @@ ValueId ImportContext::constant(ir::HostTensor data) {
 ValueId ImportContext::emit(const std::string &op, const std::vector<ValueId> &inputs, nlohmann::json attrs) {
   const ops::OpDef *def = ops::find_op(op);
   if (!def) throw std::logic_error("importer emits unknown operator " + op);
-  ir::Workload w;
+  ops::Workload w;
   w.ops.push_back({op, attrs, {}});
   for (size_t i = 0; i < inputs.size(); ++i) {
     w.inputs.push_back(type(inputs[i]));

@@ -1,5 +1,5 @@
 // One importer per ONNX operator type: each translates the node into Kiln operators
-// (ir/ops), or computes it when its inputs are constants (shape subgraphs).
+// (ops/), or computes it when its inputs are constants (shape subgraphs).
 #include <algorithm>
 #include <cmath>
 #include <cstring>

@@ -56,7 +56,7 @@ int fold_channel_affine(Graph &graph);
 int convert_images_to_nhwc(Graph &graph);
 
 /// Rewrites a 3x3, stride-1, undilated, ungrouped NHWC conv2d with a constant float32
-/// weight as Winograd F(m x m, 3 x 3) (ir/ops/winograd.cc): winograd_input_transform,
+/// weight as Winograd F(m x m, 3 x 3) (ops/winograd.cc): winograd_input_transform,
 /// batch_matmul with the weight transformed here (G g Gt, [(m+2)^2, C, O], computed in
 /// double), winograd_output_transform with the bias. Only where F(2x2) takes at most half
 /// the direct convolution's multiply-adds (the tiles of a small or odd image waste too

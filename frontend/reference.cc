@@ -28,7 +28,7 @@ std::vector<const ir::HostTensor *> bind_inputs(const Graph &graph, const std::v
   return env;
 }
 
-ir::HostTensor run(const ir::Workload &w, const std::vector<ValueId> &inputs,
+ir::HostTensor run(const ops::Workload &w, const std::vector<ValueId> &inputs,
                    const std::vector<const ir::HostTensor *> &env, const std::string &name) {
   std::vector<ir::HostTensor> args;
   for (ValueId in : inputs) args.push_back(*env[static_cast<size_t>(in)]);

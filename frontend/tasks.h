@@ -7,12 +7,12 @@
 
 #include "frontend/fusion.h"
 #include "frontend/graph.h"
-#include "ir/workload.h"
+#include "ops/workload.h"
 
 namespace kiln::frontend {
 
 struct Task {
-  ir::Workload workload;
+  ops::Workload workload;
   std::string key_hash;
   int weight = 0;                 ///< occurrences in the graph
   double flops = 0;               ///< of one occurrence
@@ -20,7 +20,7 @@ struct Task {
 };
 
 /// The workload of one node: its operator on its inputs' types.
-ir::Workload node_workload(const Graph &graph, const Node &node);
+ops::Workload node_workload(const Graph &graph, const Node &node);
 
 /// One task per distinct workload key among `subgraphs` (see fuse()), in model order.
 std::vector<Task> extract_tasks(const std::vector<Subgraph> &subgraphs);

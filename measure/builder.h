@@ -5,8 +5,8 @@
 #include <vector>
 
 #include "ir/stmt.h"
-#include "ir/target.h"
 #include "measure/error_kind.h"
+#include "target/target.h"
 
 namespace kiln::measure {
 

@@ -5,8 +5,8 @@
 
 namespace kiln::measure {
 
-using kiln::error_kind_from_string;
-using kiln::ErrorKind;
-using kiln::to_string;
+using support::error_kind_from_string;
+using support::ErrorKind;
+using support::to_string;
 
 }  // namespace kiln::measure

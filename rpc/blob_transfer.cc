@@ -49,7 +49,7 @@ grpc::Status fetch_blob(v1::Tracker::Stub &stub, const ClientOptions &options, c
   grpc::Status status = reader->Finish();
   if (too_long) return grpc::Status(grpc::DATA_LOSS, "the tracker sent more bytes than the blob's digest declares");
   if (!status.ok()) return status;
-  if (static_cast<int64_t>(bytes.size()) != digest.size_bytes() || sha256_hex(bytes) != digest.sha256()) {
+  if (static_cast<int64_t>(bytes.size()) != digest.size_bytes() || support::sha256_hex(bytes) != digest.sha256()) {
     return grpc::Status(grpc::DATA_LOSS, "the fetched bytes do not match the digest " + digest.sha256());
   }
   return grpc::Status::OK;

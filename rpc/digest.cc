@@ -58,15 +58,9 @@ std::string random_id() {
   return to_hex(bytes, sizeof bytes);
 }
 
-std::string sha256_hex(std::string_view bytes) {
-  Sha256 hash;
-  hash.update(bytes);
-  return hash.hex();
-}
-
 v1::Digest digest_of(std::string_view bytes) {
   v1::Digest digest;
-  digest.set_sha256(sha256_hex(bytes));
+  digest.set_sha256(support::sha256_hex(bytes));
   digest.set_size_bytes(static_cast<int64_t>(bytes.size()));
   return digest;
 }
@@ -80,7 +74,7 @@ std::string read_file_bytes(const std::filesystem::path &path) {
 }
 
 bool secrets_equal(std::string_view a, std::string_view b) {
-  std::string da = sha256_hex(a), db = sha256_hex(b);
+  std::string da = support::sha256_hex(a), db = support::sha256_hex(b);
   return CRYPTO_memcmp(da.data(), db.data(), da.size()) == 0;
 }
 

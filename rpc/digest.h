@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "rpc/proto/kiln_tracker.pb.h"
+#include "support/sha256.h"
 
 namespace kiln::rpc {
 
@@ -26,8 +27,6 @@ class Sha256 {
   struct State;
   std::unique_ptr<State> state_;
 };
-
-std::string sha256_hex(std::string_view bytes);
 
 /// The digest of a blob held in memory.
 v1::Digest digest_of(std::string_view bytes);

@@ -11,10 +11,10 @@
 #include <sstream>
 #include <vector>
 
-#include "ir/target.h"
 #include "rpc/client_args.h"
 #include "rpc/runner_daemon.h"
 #include "support/flag_checks.h"
+#include "target/target.h"
 
 namespace kiln::rpc {
 
@@ -144,28 +144,28 @@ void add_runner_command(CLI::App &app, bool as_main) {
   cmd->add_option("--cache-dir", a->cache_dir, "where fetched artifacts are kept (default: ~/.cache/kiln/runner)");
   cmd->add_option("--run-timeout", a->run_timeout, "seconds one run (load, check, timing) may take before it is killed")
       ->capture_default_str()
-      ->check(cli::seconds());
+      ->check(support::seconds());
   cmd->add_option("--memory-limit-mb", a->memory_limit_mb, "address space a kernel's process may add")
       ->capture_default_str()
-      ->check(cli::at_least(1, 1 << 24));
+      ->check(support::at_least(1, 1 << 24));
   cmd->add_option("--threads", a->threads, "threads kernels use (0: all cores)")
       ->capture_default_str()
-      ->check(cli::at_least(0, 1024));
+      ->check(support::at_least(0, 1024));
   cmd->add_option("--max-blob-mb", a->max_blob_mb, "refuse larger artifacts without fetching them")
       ->capture_default_str()
-      ->check(cli::at_least(1, 1 << 20));
+      ->check(support::at_least(1, 1 << 20));
   cmd->add_option("--max-cache-mb", a->max_cache_mb, "size of the artifact cache")
       ->capture_default_str()
-      ->check(cli::at_least(1, 1 << 24));
+      ->check(support::at_least(1, 1 << 24));
   cmd->add_option("--max-jobs", a->max_jobs, "exit after this many jobs (0: serve until SIGINT/SIGTERM)")
       ->capture_default_str()
-      ->check(cli::at_least(0));
+      ->check(support::at_least(0));
   cmd->add_option("--poll-wait", a->poll_wait, "seconds one idle poll waits for a job")
       ->capture_default_str()
-      ->check(cli::seconds());
+      ->check(support::seconds());
   cmd->add_option("--max-backoff", a->max_backoff, "longest wait between reconnect attempts, in seconds")
       ->capture_default_str()
-      ->check(cli::seconds());
+      ->check(support::seconds());
   cmd->add_option("--measurement-lock", a->measurement_lock,
                   "lock file held while a kernel is timed, shared with every Kiln process on this host that "
                   "builds or times (empty: none)")

@@ -103,7 +103,7 @@ struct SchedulerResult {
 class TaskScheduler {
  public:
   struct Task {
-    ir::Workload workload;
+    ops::Workload workload;
     int weight = 1;
   };
   /// One cost model is shared by all tasks (features are task-independent).

@@ -3,11 +3,11 @@
 #include <algorithm>
 #include <chrono>
 
-#include "ir/flops.h"
 #include "ir/lower_passes.h"
-#include "ir/te.h"
 #include "scheduler/measured_programs.h"
 #include "support/clock.h"
+#include "te/flops.h"
+#include "te/te.h"
 
 namespace kiln::scheduler {
 
@@ -36,7 +36,7 @@ ir::Trace sketch_of(const ir::Trace &full, size_t n) {
   return t;
 }
 
-TaskTuner::TaskTuner(ir::Workload workload, Target target, TuneOptions options, db::Database *database,
+TaskTuner::TaskTuner(ops::Workload workload, Target target, TuneOptions options, db::Database *database,
                      measure::Builder &builder, measure::Runner &runner, costmodel::CostModel &model)
     : workload_(std::move(workload)),
       target_(std::move(target)),
@@ -47,7 +47,7 @@ TaskTuner::TaskTuner(ir::Workload workload, Target target, TuneOptions options, 
       model_(model) {
   te::ComputeDAG dag = workload_.build_dag();
   func_ = te::lower(dag, workload_.ops.size() == 1 ? workload_.ops[0].op : "fused");
-  flops_ = ir::estimate_flops(dag);
+  flops_ = te::estimate_flops(dag);
   std::string shapes;
   for (const ir::TensorType &t : workload_.inputs) {
     if (!shapes.empty()) shapes += ",";

@@ -12,9 +12,9 @@
 
 #include "costmodel/cost_model.h"
 #include "database/database.h"
-#include "ir/workload.h"
 #include "measure/builder.h"
 #include "measure/runner.h"
+#include "ops/workload.h"
 #include "search/evolutionary.h"
 
 namespace kiln::scheduler {
@@ -112,7 +112,7 @@ struct TuneResult {
 class TaskTuner {
  public:
   /// `database` may be null (nothing stored, nothing resumed).
-  TaskTuner(ir::Workload workload, Target target, TuneOptions options, db::Database *database,
+  TaskTuner(ops::Workload workload, Target target, TuneOptions options, db::Database *database,
             measure::Builder &builder, measure::Runner &runner, costmodel::CostModel &model);
 
   /// Runs the loop (prepare, rounds until a budget is spent, finish); `on_round` is
@@ -134,7 +134,7 @@ class TaskTuner {
   bool adopt(const ir::Trace &foreign_sketch) { return search_ && search_->adopt(foreign_sketch); }
   const Progress &progress() const { return progress_; }
   double flops() const { return flops_; }
-  const ir::Workload &workload() const { return workload_; }
+  const ops::Workload &workload() const { return workload_; }
 
  private:
   // The steps of a round.
@@ -165,7 +165,7 @@ class TaskTuner {
   /// Checked against the reference, timed with the task's options.
   measure::RunInput run_input(const std::string &artifact) const;
 
-  ir::Workload workload_;
+  ops::Workload workload_;
   Target target_;
   TuneOptions options_;
   db::Database *db_;

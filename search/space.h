@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "ir/schedule/schedule.h"
-#include "ir/target.h"
+#include "target/target.h"
 
 namespace kiln::search {
 

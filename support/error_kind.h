@@ -8,7 +8,7 @@
 #include <optional>
 #include <string_view>
 
-namespace kiln {
+namespace kiln::support {
 
 enum class ErrorKind {
   kNone,          // built (and, for a run, checked and timed) successfully
@@ -51,4 +51,4 @@ inline std::optional<ErrorKind> error_kind_from_string(std::string_view name) {
   return std::nullopt;
 }
 
-}  // namespace kiln
+}  // namespace kiln::support

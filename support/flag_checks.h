@@ -11,7 +11,7 @@
 #include <cstdio>
 #include <string>
 
-namespace kiln::cli {
+namespace kiln::support {
 
 /// A finite number in [low, high].
 inline CLI::Validator finite_range(double low, double high) {
@@ -48,4 +48,4 @@ inline CLI::Validator at_least(int64_t low, int64_t high = INT64_MAX) {
 /// overflow clock arithmetic and are mistakes anyway).
 inline CLI::Validator seconds() { return finite_range(1e-3, 86400); }
 
-}  // namespace kiln::cli
+}  // namespace kiln::support

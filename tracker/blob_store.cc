@@ -42,7 +42,7 @@ std::optional<std::string> BlobStore::put(const v1::Digest &digest, std::string 
     return "the upload carried " + std::to_string(bytes.size()) + " bytes, not the " +
            std::to_string(digest.size_bytes()) + " its digest declares";
   }
-  if (rpc::sha256_hex(bytes) != digest.sha256()) return "the uploaded bytes do not hash to " + digest.sha256();
+  if (support::sha256_hex(bytes) != digest.sha256()) return "the uploaded bytes do not hash to " + digest.sha256();
   std::set<std::string> in_use = in_use_();  // before taking our lock: the dispatcher has its own
   std::lock_guard<std::mutex> lock(mutex_);
   if (blobs_.count(digest.sha256())) {

@@ -1,6 +1,6 @@
 #include "frontend/passes.h"
 #include "frontend/passes/pass_util.h"
-#include "ir/ops/winograd.h"
+#include "ops/winograd.h"
 
 #include <algorithm>
 #include <array>

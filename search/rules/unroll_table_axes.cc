@@ -3,7 +3,7 @@
 // quotient or its remainder — compute every branch per element unless that position is
 // a loop the code generator unrolls: the comparisons then fold and only one row's few
 // additions remain, and the unrolled rows share their loads. The Winograd transforms are
-// written this way (ir/ops/winograd.cc): the input transform's position is its leading
+// written this way (ops/winograd.cc): the input transform's position is its leading
 // iterator, the output transform's is the output row and column modulo the tile.
 //
 // The rule splits each position off its iterator (y -> y / m, y % m), keeps the

@@ -13,9 +13,9 @@
 
 #include "codegen/codegen.h"
 #include "ir/interpreter.h"
-#include "ir/ops/examples.h"
 #include "ir/schedule/schedule.h"
-#include "ir/te.h"
+#include "ops/examples.h"
+#include "te/te.h"
 #include "tests/common/random_schedule.h"
 
 namespace kiln::codegen {

@@ -27,10 +27,10 @@
 #include "ir/functor.h"
 #include "ir/interpreter.h"
 #include "ir/lower_passes.h"
-#include "ir/ops/examples.h"
 #include "ir/schedule/schedule.h"
 #include "ir/schedule/trace.h"
-#include "ir/te.h"
+#include "ops/examples.h"
+#include "te/te.h"
 #include "tests/common/random_schedule.h"
 
 namespace kiln::codegen {
@@ -229,9 +229,9 @@ struct ScheduledConv {
 };
 
 ScheduledConv strided_conv_vectorized_along_width(int64_t size, int64_t stride) {
-  ir::Workload w =
-      ir::Workload::single("conv2d", {{{1, 4, size, size}, ir::DType::kFloat32}, {{4, 4, 3, 3}, ir::DType::kFloat32}},
-                           {{"strides", {stride, stride}}, {"pads", {1, 1, 1, 1}}});
+  ops::Workload w =
+      ops::Workload::single("conv2d", {{{1, 4, size, size}, ir::DType::kFloat32}, {{4, 4, 3, 3}, ir::DType::kFloat32}},
+                            {{"strides", {stride, stride}}, {"pads", {1, 1, 1, 1}}});
   te::ComputeDAG dag = w.build_dag();
   ir::PrimFunc func = te::lower(dag, "conv_s2");
   ir::Schedule sch(func);
@@ -279,9 +279,9 @@ TEST(CodegenX86Strided, PowerOfTwoLanesLoadWholeVectors) {
 // masked span load (lane bits spread to every second element) replaces the gather, and
 // the masked-off lanes left of column 0 are never read.
 TEST(CodegenX86Strided, PaddedStrideTwoLoadsAreMaskedSpans) {
-  ir::Workload w =
-      ir::Workload::single("conv2d", {{{1, 3, 16, 16}, ir::DType::kFloat32}, {{4, 3, 3, 3}, ir::DType::kFloat32}},
-                           {{"strides", {2, 2}}, {"pads", {1, 1, 1, 1}}});
+  ops::Workload w =
+      ops::Workload::single("conv2d", {{{1, 3, 16, 16}, ir::DType::kFloat32}, {{4, 3, 3, 3}, ir::DType::kFloat32}},
+                            {{"strides", {2, 2}}, {"pads", {1, 1, 1, 1}}});
   te::ComputeDAG dag = w.build_dag();
   ir::PrimFunc func = te::lower(dag, "conv_s2_padded");
   ir::Schedule sch(func);
@@ -304,7 +304,8 @@ TEST(CodegenX86Strided, PaddedStrideTwoLoadsAreMaskedSpans) {
 // loop: lowering stores the panel [k, n], so the hot loop loads vectors, not gathers.
 // (The packing loop itself reads W across rows; LLVM may gather there, once per tile.)
 TEST(CodegenX86Strided, PackedTransposedPanelIsStoredForVectorLoads) {
-  ir::Workload w = ir::Workload::single("dense", {{{16, 256}, ir::DType::kFloat32}, {{24, 256}, ir::DType::kFloat32}});
+  ops::Workload w =
+      ops::Workload::single("dense", {{{16, 256}, ir::DType::kFloat32}, {{24, 256}, ir::DType::kFloat32}});
   te::ComputeDAG dag = w.build_dag();
   ir::PrimFunc func = te::lower(dag, "dense");
   ir::Schedule sch(func);
@@ -341,7 +342,7 @@ TEST(CodegenX86Strided, PackedTransposedPanelIsStoredForVectorLoads) {
 // run predicate-free code (version_partial_tiles), whose stores are whole vectors; the
 // partial fifth tile masks its three valid lanes' loads and stores.
 TEST(CodegenX86Padded, FullTilesAreVersionedApartAndThePartialTileIsMasked) {
-  ir::Workload w = ir::Workload::single("dense", {{{37, 48}, ir::DType::kFloat32}, {{67, 48}, ir::DType::kFloat32}});
+  ops::Workload w = ops::Workload::single("dense", {{{37, 48}, ir::DType::kFloat32}, {{67, 48}, ir::DType::kFloat32}});
   te::ComputeDAG dag = w.build_dag();
   ir::PrimFunc func = te::lower(dag, "dense_padded");
   ir::Schedule sch(func);
@@ -370,7 +371,7 @@ TEST(CodegenX86Padded, FullTilesAreVersionedApartAndThePartialTileIsMasked) {
 // one address, which LLVM expands into a branch per lane where gathers are slow (on
 // AVX2 the partial tile of a 1001-channel convolution ran ~10x slower than a full one).
 TEST(CodegenX86Padded, ALoadEveryLaneSharesIsNotAGather) {
-  ir::Workload w = ir::Workload::single("matmul", {{{37, 48}, ir::DType::kFloat32}, {{48, 67}, ir::DType::kFloat32}});
+  ops::Workload w = ops::Workload::single("matmul", {{{37, 48}, ir::DType::kFloat32}, {{48, 67}, ir::DType::kFloat32}});
   te::ComputeDAG dag = w.build_dag();
   ir::PrimFunc func = te::lower(dag, "matmul_padded");
   ir::Schedule sch(func);
@@ -391,9 +392,9 @@ TEST(CodegenX86Padded, ALoadEveryLaneSharesIsNotAGather) {
 // (the padding lanes are off). On AVX2, LLVM 16 miscompiled such a non-power-of-two
 // masked load inside this nest; code generation now widens it itself.
 TEST(CodegenX86Strided, NineLaneMaskedPaddingRowsAreRight) {
-  ir::Workload w =
-      ir::Workload::single("conv2d", {{{1, 5, 7, 7}, ir::DType::kFloat32}, {{5, 1, 3, 3}, ir::DType::kFloat32}},
-                           {{"groups", 5}, {"pads", {1, 1, 1, 1}}});
+  ops::Workload w =
+      ops::Workload::single("conv2d", {{{1, 5, 7, 7}, ir::DType::kFloat32}, {{5, 1, 3, 3}, ir::DType::kFloat32}},
+                            {{"groups", 5}, {"pads", {1, 1, 1, 1}}});
   te::ComputeDAG dag = w.build_dag();
   ir::PrimFunc func = te::lower(dag, "dw");
   ir::Schedule sch(func);
@@ -416,7 +417,7 @@ TEST(CodegenX86Strided, NineLaneMaskedPaddingRowsAreRight) {
 // input's alias scopes, or LLVM cannot keep the accumulator row in registers across the
 // reduction (it stored and reloaded it every step: 3x slower).
 TEST(CodegenX86Strided, WidenedMaskedLoadsKeepTheirAliasScopes) {
-  ir::Workload w = ir::Workload::single(
+  ops::Workload w = ops::Workload::single(
       "conv2d", {{{1, 8, 7, 7}, ir::DType::kFloat32}, {{4, 8, 3, 3}, ir::DType::kFloat32}}, {{"pads", {1, 1, 1, 1}}});
   te::ComputeDAG dag = w.build_dag();
   ir::PrimFunc func = te::lower(dag, "conv_rows");
@@ -445,7 +446,7 @@ TEST(CodegenX86Strided, WidenedMaskedLoadsKeepTheirAliasScopes) {
 // A 3x3 convolution (8 -> 64 channels, 8x8 image) with the register-tiled schedule of
 // the fixture, whose accumulator loop LLVM 16's interleaved access groups reordered.
 ScheduledConv register_tiled_accumulator_conv() {
-  ir::Workload w = ir::Workload::single(
+  ops::Workload w = ops::Workload::single(
       "conv2d",
       {{{1, 8, 8, 8}, ir::DType::kFloat32}, {{64, 8, 3, 3}, ir::DType::kFloat32}, {{64}, ir::DType::kFloat32}},
       {{"pads", {1, 1, 1, 1}}});
@@ -487,8 +488,8 @@ TEST(CodegenX86Vectorizer, RepeatedAccumulatorUpdatesAreNotInterleaved) {
 // vectorizer and loop load elimination analyse cheaply, so the vectorizer is kept off
 // it. An unscheduled element-wise loop keeps LLVM's vectorizer.
 TEST(CodegenX86Vectorizer, LoopsWithLargeUnrolledBodiesAreKeptFromTheVectorizer) {
-  ir::Workload dense =
-      ir::Workload::single("dense", {{{4, 128}, ir::DType::kFloat32}, {{16, 128}, ir::DType::kFloat32}});
+  ops::Workload dense =
+      ops::Workload::single("dense", {{{4, 128}, ir::DType::kFloat32}, {{16, 128}, ir::DType::kFloat32}});
   te::ComputeDAG dag = dense.build_dag();
   ir::PrimFunc func = te::lower(dag, "dense_unrolled");
   ir::Schedule sch(func);
@@ -498,7 +499,7 @@ TEST(CodegenX86Vectorizer, LoopsWithLargeUnrolledBodiesAreKeptFromTheVectorizer)
   sch.annotate(loops[0], ir::annotation::kAutoUnrollMaxStep, 256);
   const std::string kept_off = "!{!\"llvm.loop.vectorize.enable\", i1 false}";
 
-  ir::Workload add = ir::Workload::single("add", {{{4096}, ir::DType::kFloat32}, {{4096}, ir::DType::kFloat32}});
+  ops::Workload add = ops::Workload::single("add", {{{4096}, ir::DType::kFloat32}, {{4096}, ir::DType::kFloat32}});
   ir::PrimFunc elementwise = te::lower(add.build_dag(), "add_scalar");
   for (const IsaTarget &t : x86_isa_targets()) {
     std::string ir_text = compiler().emit_llvm_ir(sch.func(), t.target);
@@ -527,7 +528,7 @@ TEST(CodegenX86Targets, CodeAfterALinkIsTheCodeBeforeIt) {
 // `native` resolves (without LLVM) to a CPU name that LLVM builds for; a CPU LLVM does
 // not know is a clear error, not a warning followed by generic code or an abort.
 TEST(CodegenX86Targets, HostCpuIsKnownToLlvmAndUnknownCpusAreRefused) {
-  ir::Workload w = ir::Workload::single("relu", {{{16}, ir::DType::kFloat32}});
+  ops::Workload w = ops::Workload::single("relu", {{{16}, ir::DType::kFloat32}});
   ir::PrimFunc func = te::lower(w.build_dag(), "relu");
   EXPECT_NO_THROW(compiler().emit_assembly(func, Target::parse("llvm -num-cores=2"))) << host_cpu();
   for (const char *isa_level : {"x86-64-v3", "x86-64-v4"})
@@ -556,7 +557,7 @@ TEST(CodegenX86Targets, HostCodeIsScheduledForANamedCpu) {
   EXPECT_EQ(zen5.vector_width_bits, 512);
   EXPECT_NE(zen5.str(), Target::parse("llvm -mcpu=znver4 -mtriple=x86_64-linux-gnu -num-cores=2").str());
   EXPECT_EQ(compiler().llvm_cpu(zen5), "znver4");
-  ir::Workload w = ir::Workload::single("relu", {{{64}, ir::DType::kFloat32}});
+  ops::Workload w = ops::Workload::single("relu", {{{64}, ir::DType::kFloat32}});
   std::string assembly = compiler().emit_assembly(te::lower(w.build_dag(), "relu"), zen5);
   EXPECT_NE(assembly.find("zmm"), std::string::npos) << assembly;
 }
@@ -579,7 +580,7 @@ TEST(CodegenX86Math, TranscendentalsMatchLibmElementwise) {
       {"gelu", -12, 12, [](double x) { return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))); }},
   };
   for (const Case &c : cases) {
-    ir::Workload w = ir::Workload::single(c.op, {{{64, 64}, ir::DType::kFloat32}});
+    ops::Workload w = ops::Workload::single(c.op, {{{64, 64}, ir::DType::kFloat32}});
     ir::PrimFunc func = te::lower(w.build_dag(), c.op);
     HostTensor x(ir::DType::kFloat32, {64, 64});
     std::vector<double> special = {0.0,   -0.0, 1e-30, -1e-30, 1e-7, -3e-4, 0.5, 0.55,

@@ -15,7 +15,7 @@
 #include "codegen/runtime/abi.h"
 #include "ir/host_tensor.h"
 #include "ir/interpreter.h"
-#include "ir/te.h"
+#include "te/te.h"
 #include "tests/common/packed_dense.h"
 
 namespace kiln::codegen {

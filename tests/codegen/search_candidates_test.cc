@@ -16,9 +16,9 @@
 #include "codegen/codegen.h"
 #include "codegen/runtime/abi.h"
 #include "ir/interpreter.h"
-#include "ir/ops/examples.h"
-#include "ir/te.h"
+#include "ops/examples.h"
 #include "search/space.h"
+#include "te/te.h"
 
 namespace kiln::codegen {
 namespace {
@@ -106,22 +106,23 @@ std::vector<X86Family> x86_families() {
 std::vector<ops::NamedWorkload> register_tile_workloads() {
   auto f32 = [](std::vector<int64_t> shape) { return ir::TensorType{std::move(shape), ir::DType::kFloat32}; };
   std::vector<ops::NamedWorkload> out;
-  out.push_back({"conv3x3_bias", ir::Workload::single("conv2d", {f32({1, 16, 14, 14}), f32({32, 16, 3, 3}), f32({32})},
-                                                      {{"pads", {1, 1, 1, 1}}})});
-  out.push_back({"conv3x3_64ch_bias", ir::Workload::single("conv2d", {f32({1, 8, 8, 8}), f32({64, 8, 3, 3}), f32({64})},
-                                                           {{"pads", {1, 1, 1, 1}}})});
-  out.push_back({"conv3x3_s2", ir::Workload::single("conv2d", {f32({1, 8, 15, 15}), f32({16, 8, 3, 3})},
-                                                    {{"strides", {2, 2}}, {"pads", {1, 1, 1, 1}}})});
-  out.push_back({"depthwise", ir::Workload::single("conv2d", {f32({1, 32, 14, 14}), f32({32, 1, 3, 3})},
-                                                   {{"groups", 32}, {"pads", {1, 1, 1, 1}}})});
-  out.push_back({"dense_bias", ir::Workload::single("dense", {f32({32, 64}), f32({48, 64}), f32({48})})});
-  out.push_back({"matmul_primes", ir::Workload::single("matmul", {f32({17, 31}), f32({31, 23})})});
+  out.push_back({"conv3x3_bias", ops::Workload::single("conv2d", {f32({1, 16, 14, 14}), f32({32, 16, 3, 3}), f32({32})},
+                                                       {{"pads", {1, 1, 1, 1}}})});
+  out.push_back(
+      {"conv3x3_64ch_bias",
+       ops::Workload::single("conv2d", {f32({1, 8, 8, 8}), f32({64, 8, 3, 3}), f32({64})}, {{"pads", {1, 1, 1, 1}}})});
+  out.push_back({"conv3x3_s2", ops::Workload::single("conv2d", {f32({1, 8, 15, 15}), f32({16, 8, 3, 3})},
+                                                     {{"strides", {2, 2}}, {"pads", {1, 1, 1, 1}}})});
+  out.push_back({"depthwise", ops::Workload::single("conv2d", {f32({1, 32, 14, 14}), f32({32, 1, 3, 3})},
+                                                    {{"groups", 32}, {"pads", {1, 1, 1, 1}}})});
+  out.push_back({"dense_bias", ops::Workload::single("dense", {f32({32, 64}), f32({48, 64}), f32({48})})});
+  out.push_back({"matmul_primes", ops::Workload::single("matmul", {f32({17, 31}), f32({31, 23})})});
   // Rows and output features without good factors: padded tiles (sample_tile), whose
   // full tiles are versioned apart and whose partial vector tiles are masked.
   out.push_back(
-      {"dense_prime_rows_and_features", ir::Workload::single("dense", {f32({37, 48}), f32({67, 48}), f32({67})})});
+      {"dense_prime_rows_and_features", ops::Workload::single("dense", {f32({37, 48}), f32({67, 48}), f32({67})})});
   // One row: a sketch vectorizes along the reduction (rfactor by the lanes).
-  out.push_back({"gemv_bias", ir::Workload::single("dense", {f32({1, 256}), f32({67, 256}), f32({67})})});
+  out.push_back({"gemv_bias", ops::Workload::single("dense", {f32({1, 256}), f32({67, 256}), f32({67})})});
   return out;
 }
 

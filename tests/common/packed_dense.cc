@@ -4,8 +4,8 @@
 
 namespace kiln::test_support {
 
-ir::Workload dense_workload(int64_t rows, int64_t n, int64_t k, bool constant_weights) {
-  ir::Workload w = ir::Workload::single("dense", {{{rows, k}, ir::DType::kFloat32}, {{n, k}, ir::DType::kFloat32}});
+ops::Workload dense_workload(int64_t rows, int64_t n, int64_t k, bool constant_weights) {
+  ops::Workload w = ops::Workload::single("dense", {{{rows, k}, ir::DType::kFloat32}, {{n, k}, ir::DType::kFloat32}});
   w.inputs[1].constant = constant_weights;
   return w;
 }

@@ -6,12 +6,12 @@
 #include <cstdint>
 
 #include "ir/schedule/schedule.h"
-#include "ir/workload.h"
+#include "ops/workload.h"
 
 namespace kiln::test_support {
 
 /// dense(x[rows, k], W[n, k]) with W marked constant (or not).
-ir::Workload dense_workload(int64_t rows, int64_t n, int64_t k, bool constant_weights);
+ops::Workload dense_workload(int64_t rows, int64_t n, int64_t k, bool constant_weights);
 
 /// Columns split into panels of `panel` (sample_tile: the last one partial when `panel`
 /// does not divide n), loops ordered panel / rows / k / columns with the columns

@@ -10,9 +10,9 @@
 #include <random>
 
 #include "ir/lower_passes.h"
-#include "ir/ops/examples.h"
 #include "ir/schedule/schedule.h"
-#include "ir/te.h"
+#include "ops/examples.h"
+#include "te/te.h"
 #include "tests/common/random_schedule.h"
 #include "tests/costmodel/gemm_schedules.h"
 

@@ -1,13 +1,13 @@
 #include "tests/costmodel/gemm_schedules.h"
 
 #include "ir/schedule/schedule.h"
-#include "ir/te.h"
-#include "ir/workload.h"
+#include "ops/workload.h"
+#include "te/te.h"
 
 namespace kiln::costmodel::testing {
 
 ir::PrimFunc tiled_gemm(int64_t m, int64_t n, int64_t k, int64_t tile, bool vectorize, bool parallel, int64_t tile_i) {
-  ir::Workload w = ir::Workload::single("matmul", {{{m, k}}, {{k, n}}});
+  ops::Workload w = ops::Workload::single("matmul", {{{m, k}}, {{k, n}}});
   ir::Schedule sch(te::lower(w.build_dag(), "matmul"));
   ir::BlockRV block = sch.get_block("matmul");
   std::vector<ir::LoopRV> loops = sch.get_loops(block);

@@ -117,7 +117,7 @@ TEST_F(Cli, ImportReplaysTracesOnKilnWorkloads) {
   Record good =
       ok_record(1, kSkylake,
                 R"({"decisions":[],"instructions":[["get_block",[],{"name":"relu"},["b0"]]],"kiln_trace":1})", {1e-6});
-  good.workload = Workload{sha256_hex(relu), relu, "relu", "16"};
+  good.workload = Workload{support::sha256_hex(relu), relu, "relu", "16"};
   Record bad = good;
   bad.trace_json =
       R"({"decisions":[],"instructions":[["get_block",[],{"name":"no_such_block"},["b0"]]],"kiln_trace":1})";

@@ -3,7 +3,7 @@
 #include "test_util.h"
 
 #include "database/jsonl.h"
-#include "ir/target.h"
+#include "target/target.h"
 
 #include <gtest/gtest.h>
 

@@ -25,8 +25,8 @@ void write_v1_database(const std::filesystem::path &path) {
                                      : "'[" + latency + "]', " + latency + ", NULL, NULL";
     return "INSERT INTO records (workload_id, target, trace_json, trace_hash, latencies_json, mean_latency, "
            "error_kind, error_message, kiln_version, created_at_ms) VALUES (" +
-           std::to_string(workload_id) + ", '" + target + "', '" + trace + "', '" + sha256_hex(trace) + "', " + ok +
-           ", '0.1.0', 1690000000000);";
+           std::to_string(workload_id) + ", '" + target + "', '" + trace + "', '" + support::sha256_hex(trace) + "', " +
+           ok + ", '0.1.0', 1690000000000);";
   };
   const std::string skylake = "llvm -mtriple=x86_64-linux-gnu -mcpu=skylake -num-cores=4";
   sqlite_exec(path, row(1, skylake, R"({"v":1})", "0.002") + row(1, kSkylake, R"({"v":2})", "0.001") +

@@ -11,8 +11,8 @@ namespace {
 using namespace kiln::db::testing;
 
 TEST(Sha256, MatchesKnownVectors) {
-  EXPECT_EQ(sha256_hex(""), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
-  EXPECT_EQ(sha256_hex("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  EXPECT_EQ(support::sha256_hex(""), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  EXPECT_EQ(support::sha256_hex("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
 }
 
 TEST(Records, RoundTripEveryField) {
@@ -106,8 +106,8 @@ TEST(Records, EmptyHashIsComputedFromCanonicalJson) {
   Record r = ok_record(3, kSkylake, "{}", {1e-3});
   r.workload.key_hash.clear();
   db.commit({r});
-  EXPECT_EQ(db.records_of(sha256_hex(workload_json(3))).size(), 1u);
-  EXPECT_EQ(workload_hash_of(workload_json(3)), sha256_hex(workload_json(3)));
+  EXPECT_EQ(db.records_of(support::sha256_hex(workload_json(3))).size(), 1u);
+  EXPECT_EQ(workload_hash_of(workload_json(3)), support::sha256_hex(workload_json(3)));
 }
 
 }  // namespace

@@ -4,7 +4,7 @@
 #pragma once
 
 #include "database/database.h"
-#include "ir/sha256.h"
+#include "support/sha256.h"
 
 #include <sqlite3.h>
 #include <unistd.h>
@@ -49,7 +49,7 @@ inline std::string workload_json(int n) {
 
 inline Workload workload(int n) {
   std::string json = workload_json(n);
-  return Workload{sha256_hex(json), json, "matmul", std::to_string(n) + "x64x64"};
+  return Workload{support::sha256_hex(json), json, "matmul", std::to_string(n) + "x64x64"};
 }
 
 /// A trace as Trace::to_json writes it (keys sorted), one per `name`. Commit

@@ -15,8 +15,8 @@
 #include "frontend/onnx_import.h"
 #include "frontend/pipeline.h"
 #include "ir/lower_passes.h"
-#include "ir/te.h"
 #include "search/space.h"
+#include "te/te.h"
 
 namespace kiln::executor {
 namespace {
@@ -146,7 +146,7 @@ TEST(CompiledModelZeroCopy, InputAndOutputPointersRunWithoutCopies) {
 }
 
 // A record of `trace` for `workload`, as tuning stores it.
-void commit_trace(db::Database &db, const ir::Workload &workload, const std::string &target, const ir::Trace &trace) {
+void commit_trace(db::Database &db, const ops::Workload &workload, const std::string &target, const ir::Trace &trace) {
   db::Record r;
   r.workload.canonical_json = workload.canonical_string();
   r.target = target;

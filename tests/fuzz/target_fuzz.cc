@@ -2,7 +2,7 @@
 // with a clear error or parses to a target whose canonical form reads back the same.
 #include <stdexcept>
 
-#include "ir/target.h"
+#include "target/target.h"
 #include "tests/fuzz/fuzz_target.h"
 
 KILN_FUZZ_TARGET(target_string) {

@@ -10,8 +10,8 @@
 #include "ir/interpreter.h"
 #include "ir/schedule/analysis.h"
 #include "ir/schedule/schedule.h"
-#include "ir/te.h"
-#include "ir/workload.h"
+#include "ops/workload.h"
+#include "te/te.h"
 #include "tests/fuzz/fuzz_target.h"
 
 namespace {
@@ -24,9 +24,9 @@ ir::TensorType f32(std::vector<int64_t> shape) { return ir::TensorType{std::move
 const std::vector<ir::PrimFunc> &programs() {
   static const std::vector<ir::PrimFunc> funcs = [] {
     std::vector<ir::PrimFunc> f;
-    f.push_back(te::lower(ir::Workload::single("dense", {f32({8, 12}), f32({16, 12}), f32({16})}).build_dag()));
+    f.push_back(te::lower(ops::Workload::single("dense", {f32({8, 12}), f32({16, 12}), f32({16})}).build_dag()));
     f.push_back(te::lower(
-        ir::Workload::single("conv2d", {f32({1, 4, 6, 6}), f32({8, 4, 3, 3}), f32({8})}, {{"pads", {1, 1, 1, 1}}})
+        ops::Workload::single("conv2d", {f32({1, 4, 6, 6}), f32({8, 4, 3, 3}), f32({8})}, {{"pads", {1, 1, 1, 1}}})
             .build_dag()));
     return f;
   }();

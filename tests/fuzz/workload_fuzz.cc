@@ -5,14 +5,14 @@
 
 #include <stdexcept>
 
-#include "ir/te.h"
-#include "ir/workload.h"
+#include "ops/workload.h"
+#include "te/te.h"
 #include "tests/fuzz/fuzz_target.h"
 
 KILN_FUZZ_TARGET(workload_json) {
-  kiln::ir::Workload workload;
+  kiln::ops::Workload workload;
   try {
-    workload = kiln::ir::Workload::from_json(nlohmann::json::parse(input));
+    workload = kiln::ops::Workload::from_json(nlohmann::json::parse(input));
     kiln::te::lower(workload.build_dag());
   } catch (const nlohmann::json::exception &) {
     return;
@@ -20,7 +20,7 @@ KILN_FUZZ_TARGET(workload_json) {
     return;
   }
   std::string key = workload.key_hash();
-  if (kiln::ir::Workload::from_json(workload.to_json()).key_hash() != key) {
+  if (kiln::ops::Workload::from_json(workload.to_json()).key_hash() != key) {
     throw std::logic_error("a workload's key changed when written and read back");
   }
 }

@@ -10,10 +10,12 @@
 #include "ir/host_tensor.h"
 #include "ir/interpreter.h"
 #include "ir/lower_passes.h"
-#include "ir/te.h"
+#include "te/te.h"
 #include "tests/common/packed_dense.h"
 
 namespace kiln::ir {
+
+using ops::Workload;
 namespace {
 
 using test_support::dense_workload;

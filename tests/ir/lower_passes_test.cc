@@ -9,10 +9,12 @@
 #include "ir/interpreter.h"
 #include "ir/lower_passes.h"
 #include "ir/schedule/schedule.h"
-#include "ir/te.h"
-#include "ir/workload.h"
+#include "ops/workload.h"
+#include "te/te.h"
 
 namespace kiln::ir {
+
+using ops::Workload;
 namespace {
 
 std::vector<int64_t> alloc_shape(const PrimFunc &f, const std::string &name) {

@@ -16,9 +16,9 @@
 #include <vector>
 
 #include "ir/interpreter.h"
-#include "ir/ops/examples.h"
-#include "ir/ops/registry.h"
-#include "ir/ops/winograd.h"
+#include "ops/examples.h"
+#include "ops/registry.h"
+#include "ops/winograd.h"
 
 namespace kiln {
 namespace {
@@ -480,13 +480,13 @@ const std::map<std::string, RefOp> &reference_ops() {
 }
 
 // Evaluates a workload op by op with the reference operators.
-std::vector<Ref> reference_run(const ir::Workload &w, const std::vector<Ref> &inputs) {
+std::vector<Ref> reference_run(const ops::Workload &w, const std::vector<Ref> &inputs) {
   std::vector<Ref> results;
   auto resolve = [&](const std::string &name) -> const Ref & {
     if (name.rfind("in", 0) == 0) return inputs.at(std::stoul(name.substr(2)));
     return results.at(std::stoul(name.substr(2)));
   };
-  for (const ir::OpCall &call : w.ops) {
+  for (const ops::OpCall &call : w.ops) {
     std::vector<Ref> args;
     for (const std::string &a : call.args) args.push_back(resolve(a));
     json attrs = ops::complete_attrs(*ops::find_op(call.op), call.attrs);
@@ -499,8 +499,8 @@ std::vector<Ref> reference_run(const ir::Workload &w, const std::vector<Ref> &in
 
 // Domains: logarithms, square roots, powers and divisions get positive inputs away from
 // zero so that results are finite and well conditioned.
-bool needs_positive_inputs(const ir::Workload &w) {
-  for (const ir::OpCall &c : w.ops)
+bool needs_positive_inputs(const ops::Workload &w) {
+  for (const ops::OpCall &c : w.ops)
     if (c.op == "sqrt" || c.op == "log" || c.op == "pow" || c.op == "div") return true;
   return false;
 }
@@ -511,7 +511,7 @@ class OpsExampleTest : public ::testing::TestWithParam<ops::NamedWorkload> {};
 
 TEST_P(OpsExampleTest, InterpreterMatchesReference) {
   const ops::NamedWorkload &example = GetParam();
-  const ir::Workload &w = example.workload;
+  const ops::Workload &w = example.workload;
   ir::PrimFunc func = te::lower(w.build_dag());
 
   std::mt19937_64 rng(std::hash<std::string>{}(example.name));
@@ -552,7 +552,7 @@ INSTANTIATE_TEST_SUITE_P(Ops, OpsExampleTest, ::testing::ValuesIn(ops::small_exa
                          [](const ::testing::TestParamInfo<ops::NamedWorkload> &info) { return info.param.name; });
 
 TEST(OpsRegistry, WindowAttributesBeyondAnyImageAreRefused) {
-  ir::Workload w = ir::Workload::single(
+  ops::Workload w = ops::Workload::single(
       "conv2d", {ir::TensorType{{1, 3, 8, 8}, DType::kFloat32}, ir::TensorType{{4, 3, 3, 3}, DType::kFloat32}},
       {{"pads", {INT64_MAX, 0, 0, 0}}});
   try {
@@ -567,7 +567,7 @@ TEST(OpsRegistry, WindowAttributesBeyondAnyImageAreRefused) {
 TEST(OpsRegistry, EveryOperatorHasAnExampleAndAReference) {
   std::set<std::string> used;
   for (const ops::NamedWorkload &e : ops::small_example_workloads())
-    for (const ir::OpCall &c : e.workload.ops) used.insert(c.op);
+    for (const ops::OpCall &c : e.workload.ops) used.insert(c.op);
   for (const ops::OpDef &op : ops::all_ops()) {
     EXPECT_TRUE(used.count(op.name)) << op.name << " has no example workload";
     EXPECT_TRUE(reference_ops().count(op.name)) << op.name << " has no reference implementation in this test";
@@ -589,7 +589,7 @@ TEST(OpsRegistry, ExamplesAreSmallAndUniquelyNamed) {
   std::set<std::string> names;
   for (const ops::NamedWorkload &e : ops::small_example_workloads()) {
     EXPECT_TRUE(names.insert(e.name).second) << "duplicate example " << e.name;
-    EXPECT_NO_THROW(ir::Workload::from_json(e.workload.to_json())) << e.name;
+    EXPECT_NO_THROW(ops::Workload::from_json(e.workload.to_json())) << e.name;
   }
   EXPECT_GE(names.size(), 40u);
 }
@@ -724,7 +724,7 @@ TEST(OpsAttrs, TypeMismatchesAreRejected) {
 using ir::TensorType;
 
 std::string build_error(const std::string &op, std::vector<TensorType> inputs, json attrs = json::object()) {
-  return op_error([&] { ir::Workload::single(op, std::move(inputs), std::move(attrs)).build_dag(); });
+  return op_error([&] { ops::Workload::single(op, std::move(inputs), std::move(attrs)).build_dag(); });
 }
 
 TensorType f32(Shape s) { return TensorType{std::move(s), DType::kFloat32}; }
@@ -805,9 +805,9 @@ TEST(OpsErrors, AxisChecks) {
   expect_contains(build_error("reshape", {f32({2, 3})}), {"'shape' is required"});
   expect_contains(build_error("flatten", {f32({2, 3})}, {{"axis", 3}}), {"flatten:", "out of range"});
   expect_contains(op_error([] {
-                    ir::Workload w;
+                    ops::Workload w;
                     w.inputs = {f32({2, 3}), f32({2, 4})};
-                    w.ops = {ir::OpCall{"concat", json::object(), {"in0", "in1"}}};
+                    w.ops = {ops::OpCall{"concat", json::object(), {"in0", "in1"}}};
                     w.outputs = {"op0"};
                     w.build_dag();
                   }),

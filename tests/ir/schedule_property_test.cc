@@ -13,11 +13,11 @@
 
 #include "ir/interpreter.h"
 #include "ir/lower_passes.h"
-#include "ir/ops/examples.h"
 #include "ir/schedule/primitives.h"
 #include "ir/schedule/schedule.h"
 #include "ir/structural.h"
-#include "ir/te.h"
+#include "ops/examples.h"
+#include "te/te.h"
 #include "tests/common/random_schedule.h"
 
 namespace kiln::ir {

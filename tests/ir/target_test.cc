@@ -1,6 +1,6 @@
 // Target parsing: accepted forms, derived facts, canonical strings, errors.
 
-#include "ir/target.h"
+#include "target/target.h"
 
 #include <gtest/gtest.h>
 

@@ -11,10 +11,13 @@
 #include "ir/interpreter.h"
 #include "ir/schedule/schedule.h"
 #include "ir/structural.h"
-#include "ir/te.h"
-#include "ir/workload.h"
+#include "ops/workload.h"
+#include "te/te.h"
 
 namespace kiln::ir {
+
+using ops::OpCall;
+using ops::Workload;
 namespace {
 
 using nlohmann::json;

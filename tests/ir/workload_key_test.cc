@@ -15,11 +15,15 @@
 #include <string>
 #include <vector>
 
-#include "ir/ops/registry.h"
-#include "ir/sha256.h"
-#include "ir/workload.h"
+#include "ops/registry.h"
+#include "ops/workload.h"
+#include "support/sha256.h"
 
 namespace kiln::ir {
+
+using ops::OpCall;
+using ops::parse_shape;
+using ops::Workload;
 namespace {
 
 using nlohmann::json;
@@ -62,17 +66,18 @@ std::string golden_text() {
 
 TEST(WorkloadKey, Sha256MatchesPublishedTestVectors) {
   // FIPS 180-2 examples: one block, two blocks, and the empty string.
-  EXPECT_EQ(sha256_hex("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
-  EXPECT_EQ(sha256_hex("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq"),
+  EXPECT_EQ(support::sha256_hex("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  EXPECT_EQ(support::sha256_hex("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq"),
             "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
-  EXPECT_EQ(sha256_hex(""), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
-  EXPECT_EQ(sha256_hex(std::string(1000000, 'a')), "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+  EXPECT_EQ(support::sha256_hex(""), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  EXPECT_EQ(support::sha256_hex(std::string(1000000, 'a')),
+            "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
 }
 
 TEST(WorkloadKey, HashIsSha256OfTheCanonicalString) {
   for (const Workload &w : {conv2d_bias_relu(), dense()}) {
     std::string hash = w.key_hash();
-    EXPECT_EQ(hash, sha256_hex(w.canonical_string()));
+    EXPECT_EQ(hash, support::sha256_hex(w.canonical_string()));
     ASSERT_EQ(hash.size(), 64u);
     EXPECT_EQ(hash.find_first_not_of("0123456789abcdef"), std::string::npos) << hash;
   }
@@ -111,7 +116,7 @@ TEST(WorkloadKey, GoldenFile) {
   EXPECT_EQ(golden.at("dense").at("hash").get<std::string>(), dense().key_hash());
   // The hash in the file is the SHA-256 of the canonical string in the file.
   for (const char *name : {"conv2d_bias_relu", "dense"})
-    EXPECT_EQ(sha256_hex(golden.at(name).at("canonical").get<std::string>()),
+    EXPECT_EQ(support::sha256_hex(golden.at(name).at("canonical").get<std::string>()),
               golden.at(name).at("hash").get<std::string>())
         << name;
 }

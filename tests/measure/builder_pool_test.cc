@@ -4,8 +4,8 @@
 #include <gtest/gtest.h>
 
 #include "ir/schedule/schedule.h"
-#include "ir/workload.h"
 #include "measure/local_runner.h"
+#include "ops/workload.h"
 #include "test_util.h"
 
 namespace kiln::measure {
@@ -15,7 +15,7 @@ using testing::TempDir;
 using testing::test_runner_options;
 
 ir::PrimFunc dense_program() {
-  ir::Workload w = ir::Workload::single("dense", {{{16, 32}, ir::DType::kFloat32}, {{24, 32}, ir::DType::kFloat32}});
+  ops::Workload w = ops::Workload::single("dense", {{{16, 32}, ir::DType::kFloat32}, {{24, 32}, ir::DType::kFloat32}});
   return te::lower(w.build_dag());
 }
 

@@ -111,8 +111,8 @@ TEST(TaskSchedulerAllocation, SimilarTasksPullLaggardsUp) {
   EXPECT_EQ(TaskScheduler::pick_gradient(similar, options, 0.5), 0);
 }
 
-ir::Workload dense(int64_t m, int64_t n, int64_t k) {
-  return ir::Workload::single("dense", {{{m, k}, ir::DType::kFloat32}, {{n, k}, ir::DType::kFloat32}});
+ops::Workload dense(int64_t m, int64_t n, int64_t k) {
+  return ops::Workload::single("dense", {{{m, k}, ir::DType::kFloat32}, {{n, k}, ir::DType::kFloat32}});
 }
 
 // Rounds of 8 small, quickly timed candidates; the single measurements decide.
@@ -210,14 +210,14 @@ TEST(TaskSchedulerJob, WarmUpRoundsAreSmallUnderTheGradientRule) {
 
 // The same dense layer with a ReLU after it: a separate task whose search samples the
 // same decisions as the plain one's.
-ir::Workload dense_relu(int64_t m, int64_t n, int64_t k) {
+ops::Workload dense_relu(int64_t m, int64_t n, int64_t k) {
   auto f32 = [](std::vector<int64_t> shape) { return nlohmann::json{{"dtype", "float32"}, {"shape", shape}}; };
-  return ir::Workload::from_json({{"kiln_workload", 1},
-                                  {"inputs", {f32({m, k}), f32({n, k})}},
-                                  {"ops",
-                                   {{{"op", "dense"}, {"args", {"in0", "in1"}}, {"attrs", nlohmann::json::object()}},
-                                    {{"op", "relu"}, {"args", {"op0"}}, {"attrs", nlohmann::json::object()}}}},
-                                  {"outputs", {"op1"}}});
+  return ops::Workload::from_json({{"kiln_workload", 1},
+                                   {"inputs", {f32({m, k}), f32({n, k})}},
+                                   {"ops",
+                                    {{{"op", "dense"}, {"args", {"in0", "in1"}}, {"attrs", nlohmann::json::object()}},
+                                     {{"op", "relu"}, {"args", {"op0"}}, {"attrs", nlohmann::json::object()}}}},
+                                   {"outputs", {"op1"}}});
 }
 
 // The first round's best of the plain dense is offered to the dense + ReLU task, which

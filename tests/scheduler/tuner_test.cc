@@ -25,8 +25,8 @@ namespace fs = std::filesystem;
 const auto *const kEarlyRunner = &test_runner();
 measure::LocalRunner &runner() { return test_runner(); }
 
-ir::Workload small_dense() {
-  return ir::Workload::single("dense", {{{16, 32}, ir::DType::kFloat32}, {{24, 32}, ir::DType::kFloat32}});
+ops::Workload small_dense() {
+  return ops::Workload::single("dense", {{{16, 32}, ir::DType::kFloat32}, {{24, 32}, ir::DType::kFloat32}});
 }
 
 TuneOptions quick_options(uint64_t seed) {
@@ -123,7 +123,7 @@ TEST_F(TaskTunerTest, EvictedBufferTimingsAreMarkedAndNeverRankedWithHotOnes) {
 // are measured with the panels packed ahead of time (kiln_prepack, untimed): they pass
 // the check against the reference, and their records say which layout they read.
 TEST_F(TaskTunerTest, ConstantWeightsAreMeasuredPackedAheadOfTime) {
-  ir::Workload w = small_dense();
+  ops::Workload w = small_dense();
   w.inputs[1].constant = true;
   costmodel::XGBoostCostModel model;
   TuneOptions options = quick_options(3);
@@ -236,7 +236,8 @@ TEST_F(TaskTunerTest, RoundsAreScaledByTheAnchorReTimedBesideThem) {
     if (rec.ok() && (best_mean == 0 || rec.mean_latency() < best_mean)) best_mean = rec.mean_latency();
   EXPECT_NEAR(*std::min_element(measured.latencies.begin(), measured.latencies.end()), best_mean, 1e-12 * best_mean);
 
-  ir::Workload other = ir::Workload::single("dense", {{{8, 32}, ir::DType::kFloat32}, {{24, 32}, ir::DType::kFloat32}});
+  ops::Workload other =
+      ops::Workload::single("dense", {{{8, 32}, ir::DType::kFloat32}, {{24, 32}, ir::DType::kFloat32}});
   costmodel::XGBoostCostModel model2;
   o.anchor_rounds = false;
   TuneResult plain = TaskTuner(other, target, o, &database, pool, runner(), model2).run();
@@ -252,8 +253,8 @@ TEST_F(TaskTunerTest, WarmStartTrainsOnOtherWorkloadsOnly) {
   size_t dense_ok = dense.best_gflops_curve.size() - static_cast<size_t>(dense.progress.errors);
   ASSERT_GT(dense_ok, 2u);
 
-  ir::Workload matmul =
-      ir::Workload::single("matmul", {{{16, 16}, ir::DType::kFloat32}, {{16, 16}, ir::DType::kFloat32}});
+  ops::Workload matmul =
+      ops::Workload::single("matmul", {{{16, 16}, ir::DType::kFloat32}, {{16, 16}, ir::DType::kFloat32}});
   TuneOptions warm = quick_options(3);
   warm.trials = 8;
   warm.warm_start = true;
@@ -277,7 +278,7 @@ TEST_F(TaskTunerTest, WarmStartTrainsOnOtherWorkloadsOnly) {
 }
 
 TEST(EvolutionarySearch, SameSeedSameBatches) {
-  ir::Workload w = ir::Workload::single("matmul", {{{32, 32}, ir::DType::kFloat32}, {{32, 32}, ir::DType::kFloat32}});
+  ops::Workload w = ops::Workload::single("matmul", {{{32, 32}, ir::DType::kFloat32}, {{32, 32}, ir::DType::kFloat32}});
   ir::PrimFunc func = te::lower(w.build_dag(), "matmul");
   Target target = Target::parse("llvm -mtriple=x86_64-linux-gnu -mcpu=skylake-avx512 -num-cores=2");
   // A deterministic stand-in score: fewer loops first (any fixed function will do).
@@ -310,7 +311,7 @@ TEST(EvolutionarySearch, SameSeedSameBatches) {
 // converge on them (the seeds and re-derivations of them); the batch must still hold
 // new programs while the space has any, or tuning ends as if it were exhausted.
 TEST(EvolutionarySearch, ConvergedPopulationsStillYieldNewPrograms) {
-  ir::Workload w = ir::Workload::single("matmul", {{{32, 32}, ir::DType::kFloat32}, {{32, 32}, ir::DType::kFloat32}});
+  ops::Workload w = ops::Workload::single("matmul", {{{32, 32}, ir::DType::kFloat32}, {{32, 32}, ir::DType::kFloat32}});
   ir::PrimFunc func = te::lower(w.build_dag(), "matmul");
   Target target = Target::parse("llvm -mtriple=x86_64-linux-gnu -mcpu=skylake-avx512 -num-cores=2");
   std::set<std::string> measured;
@@ -356,10 +357,10 @@ TEST(EvolutionarySearch, SiblingProgramsAreAdoptedWithTheirDecisions) {
   auto workload = [&](bool relu) {
     nlohmann::json ops = {{{"op", "matmul"}, {"args", {"in0", "in1"}}, {"attrs", nlohmann::json::object()}}};
     if (relu) ops.push_back({{"op", "relu"}, {"args", {"op0"}}, {"attrs", nlohmann::json::object()}});
-    return ir::Workload::from_json({{"kiln_workload", 1},
-                                    {"inputs", {f32({32, 48}), f32({48, 64})}},
-                                    {"ops", ops},
-                                    {"outputs", {relu ? "op1" : "op0"}}});
+    return ops::Workload::from_json({{"kiln_workload", 1},
+                                     {"inputs", {f32({32, 48}), f32({48, 64})}},
+                                     {"ops", ops},
+                                     {"outputs", {relu ? "op1" : "op0"}}});
   };
   Target target = Target::parse("llvm -mtriple=x86_64-linux-gnu -mcpu=skylake-avx512 -num-cores=2");
   search::EvolutionOptions o;
@@ -391,7 +392,8 @@ TEST(EvolutionarySearch, SiblingProgramsAreAdoptedWithTheirDecisions) {
   // Taken once: the next batch is the search's own.
   for (const search::Candidate &c : with_relu.next_batch(8, {}, false)) EXPECT_FALSE(c.adopted);
 
-  ir::Workload pool = ir::Workload::single("max_pool2d", {{{1, 8, 16, 16}, ir::DType::kFloat32}}, {{"kernel", {3, 3}}});
+  ops::Workload pool =
+      ops::Workload::single("max_pool2d", {{{1, 8, 16, 16}, ir::DType::kFloat32}}, {{"kernel", {3, 3}}});
   search::EvolutionarySearch pooling(te::lower(pool.build_dag(), "pool"), search::default_search_space(target), o, 3);
   EXPECT_FALSE(pooling.adopt(offered[0].sketch));
   o.max_adopted = 0;

@@ -10,24 +10,24 @@
 
 #include "ir/interpreter.h"
 #include "ir/schedule/analysis.h"
-#include "ir/te.h"
-#include "ir/workload.h"
+#include "ops/workload.h"
 #include "search/space.h"
+#include "te/te.h"
 
 namespace kiln::search {
 namespace {
 
-ir::Workload chain(int length) {
+ops::Workload chain(int length) {
   nlohmann::json ops = nlohmann::json::array();
   const char *kinds[] = {"relu", "neg", "abs", "sigmoid"};
   for (int i = 0; i < length; ++i)
     ops.push_back({{"op", kinds[i % 4]},
                    {"args", {i == 0 ? std::string("in0") : "op" + std::to_string(i - 1)}},
                    {"attrs", nlohmann::json::object()}});
-  return ir::Workload::from_json({{"kiln_workload", 1},
-                                  {"inputs", {{{"dtype", "float32"}, {"shape", {2, 5}}}}},
-                                  {"ops", ops},
-                                  {"outputs", {"op" + std::to_string(length - 1)}}});
+  return ops::Workload::from_json({{"kiln_workload", 1},
+                                   {"inputs", {{{"dtype", "float32"}, {"shape", {2, 5}}}}},
+                                   {"ops", ops},
+                                   {"outputs", {"op" + std::to_string(length - 1)}}});
 }
 
 TEST(ElementwiseChain, AThousandBlocksInlineIntoOneThatComputesTheSame) {

@@ -5,9 +5,9 @@
 #include <nlohmann/json.hpp>
 
 #include "ir/schedule/instruction_kind.h"
-#include "ir/te.h"
-#include "ir/workload.h"
+#include "ops/workload.h"
 #include "search/evolutionary.h"
+#include "te/te.h"
 
 namespace kiln::search {
 namespace {
@@ -65,7 +65,7 @@ bool marked(const ir::PrimFunc &f) {
 }
 
 TEST(SearchExtension, ARuleAPostprocessorAndAMutatorFromOutsideTakePart) {
-  ir::Workload w = ir::Workload::single("matmul", {{{64, 64}, ir::DType::kFloat32}, {{64, 64}, ir::DType::kFloat32}});
+  ops::Workload w = ops::Workload::single("matmul", {{{64, 64}, ir::DType::kFloat32}, {{64, 64}, ir::DType::kFloat32}});
   ir::PrimFunc func = te::lower(w.build_dag(), "matmul");
   Target target = Target::parse("llvm -mtriple=x86_64-linux-gnu -mcpu=znver3 -num-cores=2");
 

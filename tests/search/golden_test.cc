@@ -15,12 +15,12 @@
 #include <nlohmann/json.hpp>
 
 #include "ir/schedule/schedule.h"
-#include "ir/sha256.h"
 #include "ir/stmt.h"
 #include "ir/structural.h"
-#include "ir/te.h"
-#include "ir/workload.h"
+#include "ops/workload.h"
 #include "search/evolutionary.h"
+#include "support/sha256.h"
+#include "te/te.h"
 
 namespace kiln::search {
 namespace {
@@ -68,9 +68,9 @@ std::vector<std::pair<std::string, std::string>> golden_targets() {
           {"avx512", "llvm -mtriple=x86_64-linux-gnu -mcpu=sapphirerapids -num-cores=2"}};
 }
 
-ir::PrimFunc lower(const json &workload) { return te::lower(ir::Workload::from_json(workload).build_dag(), "main"); }
+ir::PrimFunc lower(const json &workload) { return te::lower(ops::Workload::from_json(workload).build_dag(), "main"); }
 
-std::string digest(const std::string &text) { return sha256_hex(text).substr(0, 16); }
+std::string digest(const std::string &text) { return support::sha256_hex(text).substr(0, 16); }
 
 // A stand-in for the cost model and for measurements: deterministic, spread over
 // (0, 1], and unrelated to the program's speed, which is all a test of the search's

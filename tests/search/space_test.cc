@@ -10,12 +10,12 @@
 #include "ir/functor.h"
 #include "ir/interpreter.h"
 #include "ir/lower_passes.h"
-#include "ir/ops/examples.h"
 #include "ir/schedule/analysis.h"
 #include "ir/structural.h"
-#include "ir/te.h"
+#include "ops/examples.h"
 #include "search/components.h"
 #include "search/space.h"
+#include "te/te.h"
 
 namespace kiln::search {
 namespace {
@@ -25,7 +25,7 @@ using ir::HostTensor;
 Target cpu_target() { return Target::parse("llvm -mtriple=x86_64-linux-gnu -mcpu=skylake-avx512 -num-cores=2"); }
 
 // A 2-D convolution (NCHW, bias) followed by a ReLU, as an ONNX export has it.
-ir::Workload conv_relu(std::vector<int64_t> input, std::vector<int64_t> weight, int64_t pad, int64_t stride = 1) {
+ops::Workload conv_relu(std::vector<int64_t> input, std::vector<int64_t> weight, int64_t pad, int64_t stride = 1) {
   auto f32 = [](std::vector<int64_t> shape) { return nlohmann::json{{"dtype", "float32"}, {"shape", shape}}; };
   nlohmann::json w = {{"kiln_workload", 1},
                       {"inputs", {f32(input), f32(weight), f32({weight[0]})}},
@@ -35,7 +35,7 @@ ir::Workload conv_relu(std::vector<int64_t> input, std::vector<int64_t> weight, 
                          {"attrs", {{"strides", {stride, stride}}, {"pads", {pad, pad, pad, pad}}, {"groups", 1}}}},
                         {{"op", "relu"}, {"args", {"op0"}}, {"attrs", nlohmann::json::object()}}}},
                       {"outputs", {"op1"}}};
-  return ir::Workload::from_json(w);
+  return ops::Workload::from_json(w);
 }
 
 // Random float inputs in [0.1, 2] for each input of the DAG.
@@ -115,7 +115,7 @@ INSTANTIATE_TEST_SUITE_P(Examples, SearchSpace, ::testing::ValuesIn(ops::small_e
                          [](const ::testing::TestParamInfo<ops::NamedWorkload> &info) { return info.param.name; });
 
 TEST(SearchSpace, GemmSketchTilesWithRegisterAccumulator) {
-  ir::Workload w = ir::Workload::single("matmul", {{{64, 64}, ir::DType::kFloat32}, {{64, 64}, ir::DType::kFloat32}});
+  ops::Workload w = ops::Workload::single("matmul", {{{64, 64}, ir::DType::kFloat32}, {{64, 64}, ir::DType::kFloat32}});
   ir::PrimFunc func = te::lower(w.build_dag(), "matmul");
   std::vector<ir::Trace> sketches = generate_sketches(func, default_rules(cpu_target()), 1);
   // Accumulator + packed B panel, accumulator only, plain tiling, and accumulator +
@@ -143,12 +143,12 @@ TEST(SearchSpace, GemmSketchTilesWithRegisterAccumulator) {
 // panel packed per block). Its candidates are legal and compute the same result, for a
 // matrix product and for a padded convolution whose ReLU stays a separate nest.
 TEST(SearchSpace, LongReductionsGetABlockedSketchWithCorrectCandidates) {
-  std::vector<ir::Workload> workloads = {
-      ir::Workload::single("matmul", {{{8, 1024}, ir::DType::kFloat32}, {{1024, 16}, ir::DType::kFloat32}}),
+  std::vector<ops::Workload> workloads = {
+      ops::Workload::single("matmul", {{{8, 1024}, ir::DType::kFloat32}, {{1024, 16}, ir::DType::kFloat32}}),
       conv_relu({1, 128, 4, 4}, {8, 128, 3, 3}, 1)};
   Target target = cpu_target();
   auto post = default_postprocessors(target);
-  for (const ir::Workload &w : workloads) {
+  for (const ops::Workload &w : workloads) {
     te::ComputeDAG dag = w.build_dag();
     ir::PrimFunc func = te::lower(dag, "long_reduction");
     std::vector<ir::Trace> sketches = generate_sketches(func, default_rules(target), 1);
@@ -184,13 +184,13 @@ TEST(SearchSpace, LongReductionsGetABlockedSketchWithCorrectCandidates) {
 TEST(SearchSpace, UntunedDefaultVectorizesTheInnermostOutputAxis) {
   for (const Target &target : {cpu_target(), Target::parse("llvm -mtriple=x86_64-linux-gnu -mcpu=znver3 -num-cores=2")})
     for (bool nhwc : {true, false}) {
-      ir::Workload w = conv_relu({1, 8, 6, 16}, {32, 8, 3, 3}, 1);
+      ops::Workload w = conv_relu({1, 8, 6, 16}, {32, 8, 3, 3}, 1);
       if (nhwc) {
         nlohmann::json j = w.to_json();
         j["inputs"][0]["shape"] = {1, 6, 16, 8};
         j["inputs"][1]["shape"] = {3, 3, 8, 32};
         j["ops"][0]["attrs"]["layout"] = "NHWC";
-        w = ir::Workload::from_json(j);
+        w = ops::Workload::from_json(j);
       }
       te::ComputeDAG dag = w.build_dag();
       ir::PrimFunc func = te::lower(dag, "conv");
@@ -219,7 +219,7 @@ TEST(SearchSpace, UntunedDefaultVectorizesTheInnermostOutputAxis) {
 // output is compacted to the tile instead of making a second pass over a full-size
 // buffer (a 1x1 convolution's 3.2 MB, written and read back).
 TEST(SearchSpace, PlainTilingComputesTheEpiloguePerTile) {
-  ir::Workload w = conv_relu({1, 16, 8, 8}, {32, 16, 1, 1}, 0);
+  ops::Workload w = conv_relu({1, 16, 8, 8}, {32, 16, 1, 1}, 0);
   ir::PrimFunc func = te::lower(w.build_dag(), "pointwise");
   Target target = cpu_target();
   std::vector<ir::Trace> sketches = generate_sketches(func, default_rules(target), 1);
@@ -291,7 +291,7 @@ TEST(SearchSpace, PoorRowsGetASketchVectorizedOverChannels) {
     return channel_vectorized_conv(f, &loops) != nullptr;
   };
   struct Case {
-    ir::Workload workload;
+    ops::Workload workload;
     bool expected;
   };
   std::vector<Case> cases = {{conv_relu({1, 8, 9, 9}, {32, 8, 3, 3}, 1), true},
@@ -329,7 +329,7 @@ TEST(SearchSpace, ConstantWeightsLetTheParallelLoopSplitRows) {
   for (const Target &target : {cpu_target(), Target::parse("llvm -mtriple=x86_64-linux-gnu -mcpu=znver3 -num-cores=2")})
     for (bool constant : {true, false}) {
       SCOPED_TRACE(target.str() + (constant ? ", constant weights" : ", weights given per call"));
-      ir::Workload w = conv_relu({1, 8, 28, 14}, {32, 8, 3, 3}, 1);
+      ops::Workload w = conv_relu({1, 8, 28, 14}, {32, 8, 3, 3}, 1);
       w.inputs[1].constant = constant;
       te::ComputeDAG dag = w.build_dag();
       ir::PrimFunc func = te::lower(dag, "conv");
@@ -370,8 +370,8 @@ TEST(SearchSpace, ProducersStayOutOfRegisterTiles) {
 // Accumulator tiles that fit the register file (3/4 of AVX2's 16 x 8 floats) with whole
 // vectors innermost; the rest are rejected at sampling time.
 TEST(SearchSpace, RegisterTilesFitTheRegisterFileAndFillVectors) {
-  ir::Workload w =
-      ir::Workload::single("matmul", {{{256, 256}, ir::DType::kFloat32}, {{256, 256}, ir::DType::kFloat32}});
+  ops::Workload w =
+      ops::Workload::single("matmul", {{{256, 256}, ir::DType::kFloat32}, {{256, 256}, ir::DType::kFloat32}});
   ir::PrimFunc func = te::lower(w.build_dag(), "matmul");
   Target avx2 = Target::parse("llvm -mtriple=x86_64-linux-gnu -mcpu=haswell -num-cores=2");
   std::vector<ir::Trace> sketches = generate_sketches(func, default_rules(avx2), 1);
@@ -396,7 +396,7 @@ TEST(SearchSpace, RegisterTilesFitTheRegisterFileAndFillVectors) {
 
 // Zero padding is tried both inlined into the convolution and materialized.
 TEST(SearchSpace, PaddingIsInlinedInOneSketchAndPlacedInAnother) {
-  ir::Workload w = ir::Workload::single(
+  ops::Workload w = ops::Workload::single(
       "conv2d", {{{1, 8, 16, 16}, ir::DType::kFloat32}, {{8, 8, 3, 3}, ir::DType::kFloat32}}, {{"pads", {1, 1, 1, 1}}});
   ir::PrimFunc func = te::lower(w.build_dag(), "conv2d");
   int with_pad = 0, without_pad = 0;
@@ -412,9 +412,9 @@ TEST(SearchSpace, PaddingIsInlinedInOneSketchAndPlacedInAnother) {
 
 // A producer placed at an extent-1 outer loop leaves nothing to run in parallel.
 TEST(SearchSpace, NestsSerializedByAProducerPlacementAreRejected) {
-  ir::Workload w =
-      ir::Workload::single("conv2d", {{{1, 16, 32, 32}, ir::DType::kFloat32}, {{16, 16, 3, 3}, ir::DType::kFloat32}},
-                           {{"pads", {1, 1, 1, 1}}});
+  ops::Workload w =
+      ops::Workload::single("conv2d", {{{1, 16, 32, 32}, ir::DType::kFloat32}, {{16, 16, 3, 3}, ir::DType::kFloat32}},
+                            {{"pads", {1, 1, 1, 1}}});
   ir::PrimFunc func = te::lower(w.build_dag(), "conv2d");
   Target target = cpu_target();
   auto post = default_postprocessors(target);
@@ -439,7 +439,7 @@ TEST(SearchSpace, NestsSerializedByAProducerPlacementAreRejected) {
 // in register-sized pieces and the features in whole vectors; their candidates and
 // tile-size mutations compute the right result.
 TEST(SearchSpace, ExtentsWithoutGoodFactorsGetPaddedTiles) {
-  ir::Workload w = ir::Workload::single("dense", {{{37, 48}, ir::DType::kFloat32}, {{67, 48}, ir::DType::kFloat32}});
+  ops::Workload w = ops::Workload::single("dense", {{{37, 48}, ir::DType::kFloat32}, {{67, 48}, ir::DType::kFloat32}});
   te::ComputeDAG dag = w.build_dag();
   ir::PrimFunc func = te::lower(dag, "dense");
   std::vector<HostTensor> inputs = positive_inputs(dag, 5);
@@ -498,7 +498,7 @@ TEST(SearchSpace, MatrixVectorProductsGetASketchVectorizedAlongTheReduction) {
         if (inst.kind == &ir::instructions::kRfactor) out.push_back(sketch);
     return out;
   };
-  ir::Workload w = ir::Workload::single(
+  ops::Workload w = ops::Workload::single(
       "dense", {{{1, 256}, ir::DType::kFloat32}, {{67, 256}, ir::DType::kFloat32}, {{67}, ir::DType::kFloat32}});
   te::ComputeDAG dag = w.build_dag();
   ir::PrimFunc func = te::lower(dag, "gemv");
@@ -526,13 +526,13 @@ TEST(SearchSpace, MatrixVectorProductsGetASketchVectorizedAlongTheReduction) {
     }
     EXPECT_GT(realized, 0) << cpu;
   }
-  ir::Workload rows =
-      ir::Workload::single("dense", {{{64, 256}, ir::DType::kFloat32}, {{67, 256}, ir::DType::kFloat32}});
+  ops::Workload rows =
+      ops::Workload::single("dense", {{{64, 256}, ir::DType::kFloat32}, {{67, 256}, ir::DType::kFloat32}});
   EXPECT_TRUE(rfactor_sketches(te::lower(rows.build_dag(), "gemm"), cpu_target()).empty());
 }
 
 TEST(SearchSpace, LongInnermostLoopsAreVectorizedInWholeVectors) {
-  ir::Workload w = ir::Workload::single("relu", {{{1, 8, 56, 56}, ir::DType::kFloat32}});
+  ops::Workload w = ops::Workload::single("relu", {{{1, 8, 56, 56}, ir::DType::kFloat32}});
   ir::PrimFunc func = te::lower(w.build_dag(), "relu");
   Target target = Target::parse("llvm -mtriple=x86_64-linux-gnu -mcpu=haswell -num-cores=2");
   auto vectorized_width = [&](int64_t max_vector) {
@@ -553,7 +553,7 @@ TEST(SearchSpace, LongInnermostLoopsAreVectorizedInWholeVectors) {
 // channel loop behind it is parallel even when it is longer than the sampled limit
 // (a regression: such nests stayed serial, a third of a 1x1 convolution's time).
 TEST(SearchSpace, NestsBehindUnitLoopsAreParallel) {
-  ir::Workload w = ir::Workload::single("relu", {{{1, 256, 14, 14}, ir::DType::kFloat32}});
+  ops::Workload w = ops::Workload::single("relu", {{{1, 256, 14, 14}, ir::DType::kFloat32}});
   ir::PrimFunc func = te::lower(w.build_dag(), "relu");
   Target target = Target::parse("llvm -mtriple=x86_64-linux-gnu -mcpu=haswell -num-cores=2");
   for (int64_t max_parallel : {2, 8, 512}) {
@@ -581,7 +581,7 @@ TEST(SearchSpace, ResidualEpilogueFusesIntoTheWriteBack) {
                         {{"op", "add"}, {"args", {"op0", "in3"}}, {"attrs", nlohmann::json::object()}},
                         {{"op", "relu"}, {"args", {"op1"}}, {"attrs", nlohmann::json::object()}}}},
                       {"outputs", {"op2"}}};
-  ir::PrimFunc func = te::lower(ir::Workload::from_json(j).build_dag(), "residual");
+  ir::PrimFunc func = te::lower(ops::Workload::from_json(j).build_dag(), "residual");
   Target target = Target::parse("llvm -mtriple=x86_64-linux-gnu -mcpu=znver3 -num-cores=2");
   int with_accumulator = 0;
   for (const ir::Trace &t : generate_sketches(func, default_rules(target), 1)) {
@@ -624,7 +624,7 @@ TEST(SearchSpace, WinogradTransformsUnrollTheirTablePositions) {
   Target target = Target::parse("llvm -mtriple=x86_64-linux-gnu -mcpu=znver3 -num-cores=2");
   auto post = default_postprocessors(target);
   for (const nlohmann::json &j : {input, output}) {
-    te::ComputeDAG dag = ir::Workload::from_json(j).build_dag();
+    te::ComputeDAG dag = ops::Workload::from_json(j).build_dag();
     ir::PrimFunc func = te::lower(dag, "transform");
     std::vector<HostTensor> inputs = positive_inputs(dag, 5);
     std::vector<HostTensor> want = ir::interpret(func, inputs);
@@ -653,7 +653,7 @@ TEST(SearchSpace, WinogradTransformsUnrollTheirTablePositions) {
 // Each sketch of a pointwise convolution with a fused epilogue realizes (a regression:
 // none did once, and tuning found nothing).
 TEST(SearchSpace, EverySketchOfAPointwiseConvolutionRealizes) {
-  ir::Workload w = conv_relu({1, 64, 56, 56}, {256, 64, 1, 1}, 0);
+  ops::Workload w = conv_relu({1, 64, 56, 56}, {256, 64, 1, 1}, 0);
   ir::PrimFunc func = te::lower(w.build_dag(), "pointwise");
   Target target = Target::parse("llvm -mtriple=x86_64-linux-gnu -mcpu=haswell -num-cores=2");
   auto post = default_postprocessors(target);

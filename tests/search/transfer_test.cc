@@ -6,10 +6,10 @@
 #include <random>
 
 #include "ir/interpreter.h"
-#include "ir/te.h"
-#include "ir/workload.h"
+#include "ops/workload.h"
 #include "search/space.h"
 #include "search/transfer.h"
+#include "te/te.h"
 
 namespace kiln::search {
 namespace {
@@ -28,17 +28,17 @@ TEST(FitPerfectTiling, KeepsInnerFactorsThatDivideAndShrinksTheRest) {
   }
 }
 
-ir::Workload matmul(int64_t m, int64_t k, int64_t n, bool relu) {
+ops::Workload matmul(int64_t m, int64_t k, int64_t n, bool relu) {
   auto f32 = [](std::vector<int64_t> shape) { return nlohmann::json{{"dtype", "float32"}, {"shape", shape}}; };
   nlohmann::json ops = {{{"op", "matmul"}, {"args", {"in0", "in1"}}, {"attrs", nlohmann::json::object()}}};
   if (relu) ops.push_back({{"op", "relu"}, {"args", {"op0"}}, {"attrs", nlohmann::json::object()}});
-  return ir::Workload::from_json({{"kiln_workload", 1},
-                                  {"inputs", {f32({m, k}), f32({k, n})}},
-                                  {"ops", ops},
-                                  {"outputs", {relu ? "op1" : "op0"}}});
+  return ops::Workload::from_json({{"kiln_workload", 1},
+                                   {"inputs", {f32({m, k}), f32({k, n})}},
+                                   {"ops", ops},
+                                   {"outputs", {relu ? "op1" : "op0"}}});
 }
 
-void expect_same_output(const ir::Workload &w, const ir::PrimFunc &reference, const Candidate &c) {
+void expect_same_output(const ops::Workload &w, const ir::PrimFunc &reference, const Candidate &c) {
   std::mt19937_64 rng(3);
   std::vector<HostTensor> inputs;
   for (const te::Tensor &t : w.build_dag().inputs) {
@@ -54,7 +54,7 @@ void expect_same_output(const ir::Workload &w, const ir::PrimFunc &reference, co
 struct Carried {
   int matched = 0, strict = 0, fitted = 0;
 };
-Carried carry_all(const ir::Workload &from, const ir::Workload &to) {
+Carried carry_all(const ops::Workload &from, const ops::Workload &to) {
   Target target = Target::parse("llvm -mtriple=x86_64-linux-gnu -mcpu=znver3 -num-cores=2");
   SearchSpace space = default_search_space(target);
   ir::PrimFunc source = te::lower(from.build_dag(), "from"), dest = te::lower(to.build_dag(), "to");
@@ -100,7 +100,8 @@ TEST(CarryDecisions, NotBetweenOperatorsThatTileDifferently) {
   Target target = Target::parse("llvm -mtriple=x86_64-linux-gnu -mcpu=znver3 -num-cores=2");
   SearchSpace space = default_search_space(target);
   ir::PrimFunc mm = te::lower(matmul(32, 48, 64, false).build_dag(), "mm");
-  ir::Workload pool = ir::Workload::single("max_pool2d", {{{1, 8, 16, 16}, ir::DType::kFloat32}}, {{"kernel", {3, 3}}});
+  ops::Workload pool =
+      ops::Workload::single("max_pool2d", {{{1, 8, 16, 16}, ir::DType::kFloat32}}, {{"kernel", {3, 3}}});
   ir::PrimFunc pooling = te::lower(pool.build_dag(), "pool");
   std::optional<Candidate> program;
   for (const ir::Trace &sketch : generate_sketches(mm, space.rules, 0))

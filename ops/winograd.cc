@@ -14,11 +14,11 @@
 // each row is a few additions, written out from the table as a select over the tile
 // position instead of read from memory: the search's unroll_table_axes rule
 // (search/rules/) unrolls the position, and every select folds away.
-#include "ir/ops/winograd.h"
+#include "ops/winograd.h"
 
 #include <string>
 
-#include "ir/ops/op_util.h"
+#include "ops/op_util.h"
 
 namespace kiln::ops {
 

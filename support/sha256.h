@@ -5,11 +5,11 @@
 #include <string>
 #include <string_view>
 
-namespace kiln {
+namespace kiln::support {
 
 /// Returns the SHA-256 digest of `data` as 64 lowercase hex characters.
 /// Other compilers recompute workload key hashes with any SHA-256, so the
 /// output format (lowercase, no prefix) is part of the database contract.
 std::string sha256_hex(std::string_view data);
 
-}  // namespace kiln
+}  // namespace kiln::support

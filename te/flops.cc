@@ -1,10 +1,13 @@
-#include "ir/flops.h"
+#include "te/flops.h"
 
 #include <algorithm>
 
 #include "ir/functor.h"
 
-namespace kiln::ir {
+namespace kiln::te {
+
+// The counter walks loop-program expressions of the IR.
+using namespace kiln::ir;
 
 namespace {
 
@@ -62,7 +65,7 @@ int64_t arithmetic_ops(const Expr &e) {
 
 }  // namespace
 
-double estimate_flops(const te::ComputeDAG &dag) {
+double estimate_flops(const ComputeDAG &dag) {
   double total = 0;
   for (const te::Tensor &t : dag.stages) {
     double points = 1;
@@ -79,4 +82,4 @@ double estimate_flops(const te::ComputeDAG &dag) {
   return total;
 }
 
-}  // namespace kiln::ir
+}  // namespace kiln::te

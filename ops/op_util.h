@@ -1,12 +1,12 @@
 // Helpers shared by the operator builders: user-error reporting, typed attribute access,
-// axis normalisation and a few index-expression shorthands. Internal to ir/ops.
+// axis normalisation and a few index-expression shorthands. Internal to ops/.
 #pragma once
 
 #include <string>
 #include <string_view>
 #include <vector>
 
-#include "ir/ops/registry.h"
+#include "ops/registry.h"
 
 namespace kiln::ops::detail {
 

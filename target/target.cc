@@ -1,6 +1,6 @@
 // Target string parsing and the hardware facts derived from it.
 
-#include "ir/target.h"
+#include "target/target.h"
 
 #include <algorithm>
 #include <array>

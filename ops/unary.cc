@@ -5,7 +5,7 @@
 #include <limits>
 #include <string>
 
-#include "ir/ops/op_util.h"
+#include "ops/op_util.h"
 
 namespace kiln::ops::detail {
 namespace {

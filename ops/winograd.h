@@ -1,5 +1,5 @@
 // Winograd F(m x m, 3 x 3) for m = 2 and m = 4: the matrices of Lavin & Gray's minimal
-// filtering algorithms, shared by the transform operators (ir/ops/winograd.cc) and the
+// filtering algorithms, shared by the transform operators (ops/winograd.cc) and the
 // frontend's weight transform (frontend/passes.h, rewrite_winograd_convolutions).
 #pragma once
 

@@ -7,18 +7,12 @@
 
 #include <nlohmann/json.hpp>
 
-#include "ir/te.h"
+#include "ir/tensor_type.h"
+#include "te/te.h"
 
-namespace kiln::ir {
+namespace kiln::ops {
 
-struct TensorType {
-  std::vector<int64_t> shape;
-  DType dtype = DType::kFloat32;
-  /// The data is fixed when the program is compiled (a weight): a tuned program may
-  /// read it in a layout packed once, ahead of time (see ir::rewrite_constant_layouts).
-  /// Part of the key only when set, so the keys of other workloads do not change.
-  bool constant = false;
-};
+using ir::TensorType;
 
 /// One operator application. Arguments name workload inputs ("in0", "in1", ...) or
 /// earlier op results ("op0", "op1", ...).
@@ -60,4 +54,4 @@ struct Workload {
 /// Parses "1x64x56x56" into {1, 64, 56, 56}; throws std::invalid_argument on bad text.
 std::vector<int64_t> parse_shape(const std::string &text);
 
-}  // namespace kiln::ir
+}  // namespace kiln::ops

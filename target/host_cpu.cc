@@ -2,7 +2,7 @@
 // without LLVM, so that the database and its C API resolve `-mcpu=native` exactly as
 // the tuner does.
 
-#include "ir/target.h"
+#include "target/target.h"
 
 #include <cstdlib>
 #include <cstring>

@@ -1,4 +1,4 @@
-#include "ir/te.h"
+#include "te/te.h"
 
 #include <unordered_map>
 #include <unordered_set>

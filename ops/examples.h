@@ -9,13 +9,13 @@
 #include <string>
 #include <vector>
 
-#include "ir/workload.h"
+#include "ops/workload.h"
 
 namespace kiln::ops {
 
 struct NamedWorkload {
   std::string name;  // unique, e.g. "conv2d_nchw_s2_p1"
-  ir::Workload workload;
+  ops::Workload workload;
 };
 
 /// Prints the example's name (GoogleTest finds it by argument-dependent lookup and uses

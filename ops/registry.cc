@@ -1,8 +1,8 @@
-#include "ir/ops/registry.h"
+#include "ops/registry.h"
 
 #include <string>
 
-#include "ir/ops/op_util.h"
+#include "ops/op_util.h"
 
 namespace kiln::ops {
 

@@ -1,4 +1,4 @@
-#include "ir/ops/op_util.h"
+#include "ops/op_util.h"
 
 #include <sstream>
 

@@ -1,4 +1,4 @@
-#include "ir/ops/examples.h"
+#include "ops/examples.h"
 
 #include <nlohmann/json.hpp>
 
@@ -6,9 +6,9 @@ namespace kiln::ops {
 namespace {
 
 using ir::DType;
-using ir::OpCall;
 using ir::TensorType;
-using ir::Workload;
+using ops::OpCall;
+using ops::Workload;
 using json = nlohmann::json;
 
 TensorType f32(std::vector<int64_t> shape) { return TensorType{std::move(shape), DType::kFloat32}; }

@@ -1,7 +1,7 @@
 // 2-d pooling over the spatial axes of an NCHW or NHWC image.
 #include <string>
 
-#include "ir/ops/op_util.h"
+#include "ops/op_util.h"
 
 namespace kiln::ops::detail {
 namespace {

@@ -1,13 +1,13 @@
 // SHA-256 through OpenSSL's EVP interface (the non-deprecated one in 3.x).
 
-#include "ir/sha256.h"
+#include "support/sha256.h"
 
 #include <openssl/evp.h>
 
 #include <array>
 #include <stdexcept>
 
-std::string kiln::sha256_hex(std::string_view data) {
+std::string kiln::support::sha256_hex(std::string_view data) {
   std::array<unsigned char, EVP_MAX_MD_SIZE> digest{};
   unsigned int length = 0;
   // EVP_Digest is the one-shot form: no context to leak on an error path.

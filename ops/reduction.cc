@@ -2,7 +2,7 @@
 // opset 18 semantics with the axes given as an attribute).
 #include <string>
 
-#include "ir/ops/op_util.h"
+#include "ops/op_util.h"
 
 namespace kiln::ops::detail {
 namespace {

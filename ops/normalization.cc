@@ -3,7 +3,7 @@
 // rank and index expressions stay one-to-one.
 #include <string>
 
-#include "ir/ops/op_util.h"
+#include "ops/op_util.h"
 
 namespace kiln::ops::detail {
 namespace {

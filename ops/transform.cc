@@ -2,7 +2,7 @@
 // arithmetic (permutations, floordiv/floormod of a flat offset, piecewise selects).
 #include <string>
 
-#include "ir/ops/op_util.h"
+#include "ops/op_util.h"
 
 namespace kiln::ops::detail {
 namespace {

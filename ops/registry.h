@@ -11,7 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "ir/te.h"
+#include "te/te.h"
 
 namespace kiln::ops {
 

@@ -1,14 +1,16 @@
-#include "ir/workload.h"
+#include "ops/workload.h"
 
 #include "ir/json_checks.h"
 
 #include <sstream>
 #include <stdexcept>
 
-#include "ir/ops/registry.h"
-#include "ir/sha256.h"
+#include "ops/registry.h"
+#include "support/sha256.h"
 
-namespace kiln::ir {
+namespace kiln::ops {
+
+using namespace kiln::ir;
 
 using nlohmann::json;
 
@@ -45,7 +47,7 @@ json Workload::to_json() const {
 
 std::string Workload::canonical_string() const { return to_json().dump(); }
 
-std::string Workload::key_hash() const { return sha256_hex(canonical_string()); }
+std::string Workload::key_hash() const { return support::sha256_hex(canonical_string()); }
 
 std::string Workload::summary() const {
   std::ostringstream os;
@@ -160,4 +162,4 @@ std::vector<int64_t> parse_shape(const std::string &text) {
   return shape;
 }
 
-}  // namespace kiln::ir
+}  // namespace kiln::ops
