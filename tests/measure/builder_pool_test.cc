@@ -79,6 +79,24 @@ TEST(LocalBuilderPool, AProgramTheCodegenRejectsIsABuildError) {
   EXPECT_TRUE(built[1].ok()) << built[1].message;
 }
 
+// A program unrolled past the code generator's bound (all three loops of a 256^3
+// matrix product) is a build error at once, not a build the timeout has to kill.
+TEST(LocalBuilderPool, AProgramUnrolledPastTheBoundIsABuildErrorNamingTheLoops) {
+  TempDir dir;
+  LocalBuilderOptions options = pool_options(dir);
+  options.num_workers = 1;
+  LocalBuilderPool pool(options);
+  ir::Workload w =
+      ir::Workload::single("matmul", {{{256, 256}, ir::DType::kFloat32}, {{256, 256}, ir::DType::kFloat32}});
+  ir::Schedule sch(te::lower(w.build_dag()));
+  for (const ir::LoopRV &l : sch.get_loops(sch.get_block("matmul"))) sch.unroll(l);
+  std::vector<BuildResult> built = pool.build({{sch.func(), host_target(), "unrolled"}});
+  ASSERT_EQ(built.size(), 1u);
+  EXPECT_EQ(built[0].error, ErrorKind::kBuildError) << to_string(built[0].error) << ": " << built[0].message;
+  EXPECT_NE(built[0].message.find("unrolling loops i (256), j (256), rk (256)"), std::string::npos) << built[0].message;
+  EXPECT_TRUE(built[0].artifact_path.empty());
+}
+
 TEST(LocalBuilderPool, ABuildPastTheTimeoutIsKilledAndLeavesNoArtifact) {
   TempDir dir;
   LocalBuilderOptions options = pool_options(dir);
