@@ -10,6 +10,7 @@
 #include <fstream>
 #include <memory>
 #include <random>
+#include <sstream>
 #include <thread>
 
 #include "rpc/remote_runner.h"
@@ -263,17 +264,29 @@ TEST_F(Network, AnArtifactOverTheCapIsRefusedWithAMessage) {
   }
 }
 
+// The batch says at once that the key has no runner, and again while it waits, before
+// it ends with an error at the queue deadline.
 TEST_F(Network, AKeyWithoutRunnersEndsTheBatchWithAClearError) {
   start_tracker();
   rpc::RemoteRunnerOptions options = remote_options();
   options.key = "jetson-orin";
-  options.queue_deadline_seconds = 1;
+  options.queue_deadline_seconds = 2;
+  options.status_interval_seconds = 0.5;
+  std::ostringstream log;
+  options.log = &log;
   try {
     rpc::RemoteRunner(options).run({job("good_add")});
     ADD_FAILURE() << "a batch without runners did not fail";
   } catch (const std::runtime_error &e) {
     EXPECT_NE(std::string(e.what()).find("--key jetson-orin"), std::string::npos) << e.what();
   }
+  const std::string said = log.str();
+  const std::string no_runner = "has no runner of key 'jetson-orin'; 1 of 1 jobs wait for one (0 s so far";
+  EXPECT_EQ(said.rfind("remote runner: the tracker at " + address() + " " + no_runner, 0), 0u) << said;
+  EXPECT_NE(said.find("Start one on the device: kiln runner --tracker " + address() + " --key jetson-orin"),
+            std::string::npos)
+      << said;
+  EXPECT_NE(said.find("has no runner of key 'jetson-orin' yet"), std::string::npos) << said;
   EXPECT_THROW(rpc::remote_target(options.tracker, "jetson-orin"), std::runtime_error);
 }
 
