@@ -11,6 +11,7 @@
 #include <memory>
 #include "cli/flag_checks.h"
 
+#include "cli/tune_command.h"
 #include "cli/workload_args.h"
 #include "ir/flops.h"
 #include "ir/schedule/schedule.h"
@@ -76,6 +77,7 @@ void add_measure_command(CLI::App &app) {
     } catch (const std::exception &e) {
       fail(e.what());
     }
+    refuse_targets_this_host_cannot_run(args->target);
     ir::PrimFunc naive = te::lower(dag, w.ops.size() == 1 ? w.ops[0].op : "fused");
     ir::PrimFunc scheduled = naive;
     if (!args->trace_file.empty()) {

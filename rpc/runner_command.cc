@@ -77,6 +77,19 @@ std::string default_cache_dir() {
 }
 
 int run_runner(const RunnerArgs &a) {
+  Target target;
+  try {
+    target = Target::parse(a.target.empty() ? "llvm" : a.target);
+  } catch (const std::exception &e) {
+    fail(e.what());
+  }
+  // A wrapper (qemu) runs the measurement server for another architecture.
+  if (std::string why = measure::why_this_host_cannot_run(target); a.exec_wrapper.empty() && !why.empty()) {
+    fail("this host cannot run code for --target '" + target.str() + "': " + why +
+         ". Start the runner on such a device, or measure here under an emulator with --exec-wrapper and "
+         "--measure-server (e.g. --exec-wrapper \"qemu-aarch64 -L /usr/aarch64-linux-gnu\" --measure-server "
+         "kiln-measure-server-aarch64)");
+  }
   // Forks its server before gRPC starts any thread.
   measure::LocalRunnerOptions local;
   local.run_timeout_seconds = a.run_timeout;
@@ -114,8 +127,8 @@ int run_runner(const RunnerArgs &a) {
   options.max_backoff_seconds = a.max_backoff;
   options.tracker.address = a.tracker;
   options.tracker.insecure = a.insecure;
+  options.target = target.str();
   try {
-    options.target = Target::parse(a.target.empty() ? "llvm" : a.target).str();
     if (!a.token_file.empty()) options.tracker.token = read_token_file(a.token_file);
     if (!a.tls_ca.empty()) options.tracker.tls_ca_pem = read_pem_file(a.tls_ca, "CA certificate");
     std::signal(SIGINT, on_stop_signal);

@@ -230,4 +230,34 @@ TEST(KilnCommand, TuneOpStoresResultsAndResumes) {
   fs::remove_all(dir);
 }
 
+// Code this host cannot run (another architecture) is refused before anything is built
+// or stored, pointing at a runner on such a device; the local runner would only store
+// load errors.
+TEST(KilnCommand, TargetsThisHostCannotRunAreRefusedBeforeBuilding) {
+  fs::path dir = temp_dir();
+  std::string db = (dir / "foreign.db").string();
+  const std::string foreign = "riscv64-linux-gnu";
+  for (const std::string &command :
+       {"tune-op --op relu --shape 64 --trials 4 -q --db " + db + " --target 'llvm -mtriple=" + foreign + "'",
+        "measure --op relu --shape 64 --target 'llvm -mtriple=" + foreign + "'"}) {
+    Output o = kiln(command);
+    EXPECT_EQ(o.status, 1) << command << "\n" << o.text;
+    EXPECT_NE(o.text.find("the local runner cannot measure for target 'llvm -mcpu=generic -mtriple=" + foreign),
+              std::string::npos)
+        << o.text;
+    EXPECT_NE(o.text.find("--runner tracker://HOST:PORT/KEY"), std::string::npos) << o.text;
+    EXPECT_EQ(o.text.find("Runtime error"), std::string::npos) << o.text;
+  }
+  EXPECT_FALSE(fs::exists(db)) << "the database was created";
+  // A runner for such a target measures under an emulator (--exec-wrapper) or not at all.
+  Output runner = kiln("runner --tracker 127.0.0.1:1 --key board --cache-dir " + (dir / "cache").string() +
+                       " --target 'llvm -mtriple=" + foreign + "'");
+  EXPECT_EQ(runner.status, 1) << runner.text;
+  EXPECT_NE(runner.text.find("this host cannot run code for --target 'llvm -mcpu=generic -mtriple=" + foreign),
+            std::string::npos)
+      << runner.text;
+  EXPECT_NE(runner.text.find("--exec-wrapper"), std::string::npos) << runner.text;
+  fs::remove_all(dir);
+}
+
 }  // namespace
