@@ -260,4 +260,14 @@ TEST(KilnCommand, TargetsThisHostCannotRunAreRefusedBeforeBuilding) {
   fs::remove_all(dir);
 }
 
+// A directory given as a model is named as one, not as a file of 2^63 - 1 bytes.
+TEST(KilnCommand, ADirectoryAsTheModelIsNamedAsOne) {
+  fs::path dir = temp_dir();
+  Output o = kiln("import --model " + dir.string());
+  EXPECT_EQ(o.status, 1) << o.text;
+  EXPECT_NE(o.text.find("'" + dir.string() + "' is a directory"), std::string::npos) << o.text;
+  EXPECT_EQ(o.text.find("9223372036854775807"), std::string::npos) << o.text;
+  fs::remove_all(dir);
+}
+
 }  // namespace
