@@ -57,7 +57,7 @@ static nlohmann::json record_json(const kiln::db::Record &r, const std::string &
                       {"exact_target", r.target == kiln::db::canonical_target(requested_target)},
                       {"mean_latency_s", r.mean_latency()},
                       {"latencies_s", r.latencies()},
-                      {"trace", nlohmann::json::parse(r.trace_json)},
+                      {"trace", kiln::db::parse_trace(r)},
                       {"kiln_version", r.kiln_version},
                       {"created_at_ms", r.created_at_ms}};
   if (r.confirmed_latency) j["confirmed_latency_s"] = *r.confirmed_latency;

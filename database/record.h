@@ -9,6 +9,8 @@
 #include <variant>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "measure/error_kind.h"
 
 namespace kiln::db {
@@ -62,6 +64,10 @@ struct Record {
   /// Mean of the repeats in seconds; only for successful records.
   double mean_latency() const;
 };
+
+/// The record's trace, parsed. Throws DbError naming the record (its id and workload)
+/// when the stored text is not JSON: a file changed or damaged outside Kiln.
+nlohmann::json parse_trace(const Record &record);
 
 /// The version string of this Kiln build, stored in every record.
 std::string_view kiln_version();
