@@ -2,6 +2,7 @@
 // kiln::db::Database.
 
 #include "cli/db_command.h"
+#include "cli/flag_checks.h"
 
 #include "database/database.h"
 #include "database/prepared_record.h"
@@ -45,7 +46,7 @@ static void run_reporting_errors(const char *name, Streams io, const std::functi
   try {
     body();
   } catch (const kiln::db::DbError &e) {
-    io.err << "kiln db " << name << ": error: " << e.what() << '\n';
+    io.err << "kiln db " << name << ": error: " << kiln::cli::printable(e.what()) << '\n';
     throw CLI::RuntimeError(1);
   }
 }

@@ -6,6 +6,7 @@
 
 #include "cli/costmodel_command.h"
 #include "cli/db_command.h"
+#include "cli/flag_checks.h"
 #include "cli/ir_commands.h"
 #include "cli/measure_command.h"
 #include "cli/model_commands.h"
@@ -15,6 +16,7 @@
 int main(int argc, char **argv) {
   CLI::App app{"Kiln: an auto-tuner for tensor programs"};
   app.require_subcommand(1);
+  app.failure_message(kiln::cli::printable_failure_message);
   kiln::cli::add_ir_commands(app);
   kiln::cli::add_model_commands(app);
   kiln::cli::add_measure_command(app);
@@ -36,7 +38,7 @@ int main(int argc, char **argv) {
   } catch (const std::exception &e) {
     // Every error a user can cause has its own message where it happens; this is the
     // net under the rest, so that nothing ends in an abort.
-    std::cerr << "kiln: error: " << e.what() << "\n";
+    std::cerr << "kiln: error: " << kiln::cli::printable(e.what()) << "\n";
     return 1;
   }
   return 0;

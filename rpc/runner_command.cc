@@ -72,7 +72,7 @@ std::string default_cache_dir() {
 }
 
 [[noreturn]] void fail(const std::string &message) {
-  std::cerr << "error: " << message << "\n";
+  std::cerr << "error: " << cli::printable(message) << "\n";
   std::exit(1);
 }
 

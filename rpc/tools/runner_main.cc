@@ -2,10 +2,12 @@
 // boards that measure. See rpc/README.md.
 #include <CLI/CLI.hpp>
 
+#include "cli/flag_checks.h"
 #include "rpc/runner_command.h"
 
 int main(int argc, char **argv) {
   CLI::App app{"kiln-runner: serve measurements for a Kiln tracker"};
+  app.failure_message(kiln::cli::printable_failure_message);
   kiln::rpc::add_runner_command(app, /*as_main=*/true);
   CLI11_PARSE(app, argc, argv);
   return 0;

@@ -270,4 +270,18 @@ TEST(KilnCommand, ADirectoryAsTheModelIsNamedAsOne) {
   fs::remove_all(dir);
 }
 
+// What a user typed is echoed with its control characters escaped: an ANSI sequence in
+// a flag neither colors nor clears the terminal.
+TEST(KilnCommand, ErrorsEscapeControlCharactersOfTheInput) {
+  for (const std::string &args : {std::string("show --op \"$(printf '\\033[31mred\\033[0m')\" --shape 4"),
+                                  std::string("show --op relu --shape \"$(printf '4\\033[2J\\r')\""),
+                                  std::string("tune-op --op relu --shape 4 --cost-model \"$(printf '\\033[2J')\"")}) {
+    Output o = kiln(args);
+    EXPECT_EQ(o.status, 1) << args << "\n" << o.text;
+    EXPECT_EQ(o.text.find('\x1b'), std::string::npos) << args << "\n" << o.text;
+    EXPECT_EQ(o.text.find('\r'), std::string::npos) << args << "\n" << o.text;
+    EXPECT_NE(o.text.find("\\x1b["), std::string::npos) << args << "\n" << o.text;
+  }
+}
+
 }  // namespace
