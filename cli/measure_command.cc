@@ -90,6 +90,7 @@ void add_measure_command(CLI::App &app) {
       }
     }
     std::filesystem::path work = std::filesystem::temp_directory_path() / ("kiln_measure_" + std::to_string(getpid()));
+    measure::remove_on_interrupt(work);
     measure::LocalBuilderPool pool(1, work, args->build_timeout);
     std::vector<measure::BuildResult> built = pool.build(
         {measure::BuildInput{scheduled, target, "candidate"}, measure::BuildInput{naive, target, "reference"}});

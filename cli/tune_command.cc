@@ -195,6 +195,9 @@ void add_tune_command(CLI::App &app) {
       fail(e.what());
     }
     std::filesystem::path work = std::filesystem::temp_directory_path() / ("kiln_tune_" + std::to_string(getpid()));
+    // Ctrl-C or SIGTERM still end the run at once (the rounds measured are stored), now
+    // without leaving the folder; a SIGKILL's is removed by the next run's pool.
+    measure::remove_on_interrupt(work);
     measure::LocalBuilderPool pool(a->builders, work, 60.0);
     std::unique_ptr<costmodel::CostModel> model = make_cost_model(*a);
     const scheduler::TuneOptions &opts = a->options;
