@@ -2,6 +2,7 @@
 // kiln::db::Database.
 
 #include "cli/db_command.h"
+#include "support/flag_checks.h"
 
 #include "database/database.h"
 #include "database/prepared_record.h"
@@ -52,7 +53,7 @@ static void run_reporting_errors(const char *name, Streams io, const std::functi
   try {
     body();
   } catch (const kiln::db::DbError &e) {
-    io.err << "kiln db " << name << ": error: " << e.what() << '\n';
+    io.err << "kiln db " << name << ": error: " << kiln::support::printable(e.what()) << '\n';
     throw CLI::RuntimeError(1);
   }
 }
@@ -64,7 +65,7 @@ static nlohmann::json record_json(const kiln::db::Record &r, const std::string &
                       {"exact_target", r.target == kiln::db::canonical_target(requested_target)},
                       {"mean_latency_s", r.mean_latency()},
                       {"latencies_s", r.latencies()},
-                      {"trace", nlohmann::json::parse(r.trace_json)},
+                      {"trace", kiln::db::parse_trace(r)},
                       {"kiln_version", r.kiln_version},
                       {"created_at_ms", r.created_at_ms}};
   if (r.confirmed_latency) j["confirmed_latency_s"] = *r.confirmed_latency;

@@ -11,10 +11,12 @@
 #include "cli/model_commands.h"
 #include "cli/tracker_commands.h"
 #include "cli/tune_command.h"
+#include "support/flag_checks.h"
 
 int main(int argc, char **argv) {
   CLI::App app{"Kiln: an auto-tuner for tensor programs"};
   app.require_subcommand(1);
+  app.failure_message(kiln::support::printable_failure_message);
   kiln::cli::add_ir_commands(app);
   kiln::cli::add_import_command(app);
   kiln::cli::add_tune_model_command(app);
@@ -40,7 +42,7 @@ int main(int argc, char **argv) {
   } catch (const std::exception &e) {
     // Every error a user can cause has its own message where it happens; this is the
     // net under the rest, so that nothing ends in an abort.
-    std::cerr << "kiln: error: " << e.what() << "\n";
+    std::cerr << "kiln: error: " << kiln::support::printable(e.what()) << "\n";
     return 1;
   }
   return 0;

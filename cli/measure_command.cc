@@ -11,6 +11,7 @@
 #include <memory>
 #include "support/flag_checks.h"
 
+#include "cli/tune_command.h"
 #include "cli/workload_args.h"
 #include "ir/schedule/schedule.h"
 #include "measure/local_builder_pool.h"
@@ -76,6 +77,7 @@ void add_measure_command(CLI::App &app) {
     } catch (const std::exception &e) {
       fail(e.what());
     }
+    refuse_targets_this_host_cannot_run(args->target);
     ir::PrimFunc naive = te::lower(dag, w.ops.size() == 1 ? w.ops[0].op : "fused");
     ir::PrimFunc scheduled = naive;
     if (!args->trace_file.empty()) {
@@ -88,6 +90,7 @@ void add_measure_command(CLI::App &app) {
       }
     }
     std::filesystem::path work = std::filesystem::temp_directory_path() / ("kiln_measure_" + std::to_string(getpid()));
+    measure::remove_on_interrupt(work);
     measure::LocalBuilderPool pool(1, work, args->build_timeout);
     std::vector<measure::BuildResult> built = pool.build(
         {measure::BuildInput{scheduled, target, "candidate"}, measure::BuildInput{naive, target, "reference"}});

@@ -112,10 +112,27 @@ void add_tuning_flags(CLI::App *cmd, TuningArgs &args) {
   cmd->add_flag("-q,--quiet", a->quiet, "no progress line");
 }
 
+void refuse_targets_this_host_cannot_run(const std::string &target_text) {
+  Target target;
+  try {
+    target = Target::parse(target_text);
+  } catch (const std::exception &) {
+    return;  // the command says what is wrong with the target where it parses it
+  }
+  std::string why = measure::why_this_host_cannot_run(target);
+  if (why.empty()) return;
+  fail("the local runner cannot measure for target '" + target.str() + "': " + why +
+       ". Measure on such a device: run `kiln runner --tracker HOST:PORT --key KEY` on it and pass --runner "
+       "tracker://HOST:PORT/KEY");
+}
+
 std::unique_ptr<measure::Runner> make_runner(TuningArgs &a) {
+  if (a.runner == "local") {
+    if (a.target.empty()) a.target = "llvm -mcpu=native";
+    refuse_targets_this_host_cannot_run(a.target);  // exits: outside the try below
+  }
   try {
     if (a.runner == "local") {
-      if (a.target.empty()) a.target = "llvm -mcpu=native";
       measure::LocalRunnerOptions options;
       options.run_timeout_seconds = a.run_timeout;
       options.interleave_batches = a.timing_mode == "interleaved";
@@ -171,6 +188,9 @@ void add_tune_command(CLI::App &app) {
       fail(e.what());
     }
     std::filesystem::path work = std::filesystem::temp_directory_path() / ("kiln_tune_" + std::to_string(getpid()));
+    // Ctrl-C or SIGTERM still end the run at once (the rounds measured are stored), now
+    // without leaving the folder; a SIGKILL's is removed by the next run's pool.
+    measure::remove_on_interrupt(work);
     measure::LocalBuilderPool pool(a->builders, work, 60.0);
     std::unique_ptr<costmodel::CostModel> model = make_cost_model(*a);
     const scheduler::TuneOptions &opts = a->options;

@@ -46,5 +46,9 @@ std::unique_ptr<costmodel::CostModel> make_cost_model(const TuningArgs &args);
 /// tracker for a remote key's). Call it first: a local runner forks its server, which
 /// must happen before the process starts threads. Exits with a message on bad flags.
 std::unique_ptr<measure::Runner> make_runner(TuningArgs &args);
+/// Exits with a message saying to measure on such a device through a tracker when this
+/// host cannot run code for `target` (another architecture, say): the local runner would
+/// only store load errors. A target that does not parse passes (its command says why).
+void refuse_targets_this_host_cannot_run(const std::string &target);
 
 }  // namespace kiln::cli

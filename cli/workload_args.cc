@@ -1,5 +1,7 @@
 #include "cli/workload_args.h"
 
+#include "support/flag_checks.h"
+
 #include <CLI/CLI.hpp>
 #include <fstream>
 #include <iostream>
@@ -58,7 +60,7 @@ ops::Workload WorkloadArgs::build() const {
 }
 
 void fail(const std::string &message) {
-  std::cerr << "kiln: error: " << message << "\n";
+  std::cerr << "kiln: error: " << support::printable(message) << "\n";
   throw CLI::RuntimeError(1);
 }
 

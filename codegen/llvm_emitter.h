@@ -31,6 +31,18 @@ constexpr int64_t kMaxExplicitUnroll = 64;
 constexpr int64_t kMaxAutoVectorizedBody = 64;
 // Intermediate buffers up to this size live on the stack; larger ones in the workspace.
 constexpr int64_t kMaxStackBytes = 64 * 1024;
+// A program whose unrolled loops (unrolled ones, and serial ones under an auto-unroll
+// pragma that emit_for copies out) would emit more statements than this is refused
+// before any LLVM IR is made: a 256^3 matrix product with its three loops unrolled is
+// 16.7 million statements, which LLVM would work on until the build timeout, or without
+// end where nothing times the build.
+constexpr int64_t kMaxUnrolledStatements = 65536;
+
+/// Throws CodegenError naming the unrolled loops when `func` would emit more than
+/// kMaxUnrolledStatements statements once its unrolled loops are copied out (emit_for's
+/// decisions: unrolled loops of any extent, serial ones that an auto-unroll pragma
+/// covers).
+void check_unrolled_size(const PrimFunc &func);
 
 /// Whether `e` reads memory anywhere.
 bool contains_load(const Expr &e);

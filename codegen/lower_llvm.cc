@@ -6,6 +6,7 @@
 #include <llvm/Support/raw_ostream.h>
 #include <llvm/Target/TargetMachine.h>
 
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <unordered_set>
 
@@ -658,6 +659,74 @@ void CodeGen::unroll_explicitly(const ForNode *op) {
   analyzer_.unbind(op->loop_var);
 }
 
+namespace {
+int64_t saturating_mul(int64_t a, int64_t b) {
+  if (a == 0 || b == 0) return 0;
+  return a > std::numeric_limits<int64_t>::max() / b ? std::numeric_limits<int64_t>::max() : a * b;
+}
+int64_t saturating_add(int64_t a, int64_t b) {
+  return a > std::numeric_limits<int64_t>::max() - b ? std::numeric_limits<int64_t>::max() : a + b;
+}
+
+// What emitting a statement costs once its unrolled loops are copied out, decided as
+// emit_for decides: innermost iterations of every loop (trip_count), statements emitted,
+// and the unrolled loops on the path that emits the most.
+struct UnrolledSize {
+  int64_t trips = 0;
+  int64_t statements = 0;
+  std::vector<const ForNode *> loops;
+};
+
+UnrolledSize unrolled_size(const Stmt &s, int64_t auto_unroll) {
+  UnrolledSize size;
+  if (!s.defined()) return size;
+  int64_t heaviest = 0;
+  auto add = [&](const UnrolledSize &part) {
+    size.trips = saturating_add(size.trips, part.trips);
+    size.statements = saturating_add(size.statements, part.statements);
+    if (part.statements > heaviest) {
+      heaviest = part.statements;
+      size.loops = part.loops;
+    }
+  };
+  if (const auto *l = s.as<ForNode>()) {
+    auto pragma = l->annotations.find(ir::annotation::kAutoUnrollMaxStep);
+    if (pragma != l->annotations.end()) auto_unroll = pragma->second;
+    UnrolledSize body = unrolled_size(l->body, auto_unroll);
+    size.trips = saturating_mul(l->extent, body.trips);
+    bool unrolled = l->for_kind == ForKind::kUnrolled || (l->for_kind == ForKind::kSerial && auto_unroll > 0 &&
+                                                          l->extent <= kMaxExplicitUnroll && size.trips <= auto_unroll);
+    size.statements = unrolled ? saturating_mul(l->extent, body.statements) : body.statements;
+    if (unrolled) size.loops.push_back(l);
+    size.loops.insert(size.loops.end(), body.loops.begin(), body.loops.end());
+  } else if (const auto *q = s.as<SeqNode>()) {
+    for (const Stmt &x : q->stmts) add(unrolled_size(x, auto_unroll));
+  } else if (const auto *b = s.as<BlockNode>()) {
+    add(unrolled_size(b->init, auto_unroll));
+    add(unrolled_size(b->body, auto_unroll));
+  } else if (const auto *i = s.as<IfThenElseNode>()) {
+    add(unrolled_size(i->then_case, auto_unroll));
+    add(unrolled_size(i->else_case, auto_unroll));
+  } else {
+    size.trips = size.statements = 1;
+  }
+  return size;
+}
+}  // namespace
+
+void check_unrolled_size(const PrimFunc &func) {
+  UnrolledSize size = unrolled_size(func.body, 0);
+  if (size.statements <= kMaxUnrolledStatements) return;
+  std::string loops;
+  for (const ForNode *l : size.loops)
+    loops += (loops.empty() ? "" : ", ") + l->loop_var.name() + " (" + std::to_string(l->extent) + ")";
+  std::string count =
+      size.statements == std::numeric_limits<int64_t>::max() ? "more than 2^63" : std::to_string(size.statements);
+  throw CodegenError("unrolling loop" + std::string(size.loops.size() == 1 ? " " : "s ") + loops + " of '" + func.name +
+                     "' would emit " + count + " statements; at most " + std::to_string(kMaxUnrolledStatements) +
+                     " may be unrolled (unroll fewer or shorter loops, or a smaller pragma_auto_unroll_max_step)");
+}
+
 }  // namespace detail
 
 // Metadata the loader reads to allocate arguments (abi.h).
@@ -694,6 +763,10 @@ std::unique_ptr<llvm::Module> lower_to_llvm(const ir::PrimFunc &func, const Targ
   mod->setTargetTriple(tm.getTargetTriple().str());
   mod->setDataLayout(tm.createDataLayout());
   ir::LayoutRewrite lowered = ir::lower_with_prepack(func);
+  // Before any LLVM IR: every path that builds a program (kiln measure, compile, the
+  // tuner's builders, a runner's reference) comes through here.
+  detail::check_unrolled_size(lowered.kernel);
+  if (lowered.prepack) detail::check_unrolled_size(*lowered.prepack);
   detail::CodeGen(ctx, *mod, target).emit_function(lowered.kernel, KILN_ENTRY_SYMBOL);
   if (lowered.prepack) detail::CodeGen(ctx, *mod, target).emit_function(*lowered.prepack, KILN_PREPACK_SYMBOL);
   emit_artifact_info(*mod, lowered, target);

@@ -115,6 +115,13 @@ void Database::Impl::reopen_if_changed() {
   immutable_since = now;
 }
 
+// What opening for writing needs, and what to do.
+static std::string needs_writing(const std::string &path) {
+  return "opening it to store records (tuning, import, prune) needs write access to the file and to its folder "
+         "(SQLite keeps " +
+         path + "-wal and " + path + "-shm beside it): make both writable, or give another database file";
+}
+
 Database Database::open(const std::filesystem::path &file, OpenMode mode) {
   std::string path = file.string();
   if (mode == OpenMode::kReadOnly && !file_exists(path))
@@ -140,10 +147,17 @@ Database Database::open(const std::filesystem::path &file, OpenMode mode) {
     // not understand (corrupt, foreign, newer) is left exactly as it was.
     version = with_lock_retry(path, [&] { return read_schema_version(impl->conn, path); });
   } catch (const sqlite::CantOpenError &e) {
-    if (mode != OpenMode::kReadOnly) throw;
-    throw_cannot_read(path, e);
+    if (mode == OpenMode::kReadOnly) throw_cannot_read(path, e);
+    throw DbError("cannot open database " + path + " to write to it: " + e.reason() + "; " + needs_writing(path));
+  } catch (const sqlite::ReadOnlyError &) {
+    if (mode == OpenMode::kReadOnly) throw;
+    throw DbError("database " + path + " is read-only here; " + needs_writing(path));
   }
   sqlite::Connection &conn = impl->conn;
+  // SQLite opens a file it may not write read-only without a word, and the first
+  // commit would fail: for tuning, after its first round of measurements.
+  if (mode != OpenMode::kReadOnly && sqlite3_db_readonly(conn.get(), "main") == 1)
+    throw DbError("database " + path + " is read-only here; " + needs_writing(path));
   if (mode == OpenMode::kReadOnly) {
     if (version == 0) throw DbError("database " + path + " is empty; nothing to read");
     if (version < kSchemaVersion)

@@ -24,7 +24,7 @@ std::string record_to_jsonl(const Record &record) {
                       {"op_summary", record.workload.op_summary},
                       {"shapes", record.workload.shapes}};
   line["target"] = record.target;
-  line["trace"] = json::parse(record.trace_json);
+  line["trace"] = parse_trace(record);
   if (record.ok()) {
     line["latencies_s"] = record.latencies();
     if (record.confirmed_latency) line["confirmed_latency_s"] = *record.confirmed_latency;

@@ -22,6 +22,22 @@ double Record::mean_latency() const {
   return std::accumulate(l.begin(), l.end(), 0.0) / static_cast<double>(l.size());
 }
 
+nlohmann::json parse_trace(const Record &record) {
+  try {
+    return nlohmann::json::parse(record.trace_json);
+  } catch (const nlohmann::json::exception &e) {
+    std::string what = e.what();
+    // nlohmann's prefix ("[json.exception.parse_error.101] ") says nothing to a reader.
+    if (size_t bracket = what.find("] "); what.rfind("[json.exception.", 0) == 0 && bracket != std::string::npos)
+      what = what.substr(bracket + 2);
+    throw DbError("record " + std::to_string(record.id) + " (workload " + record.workload.op_summary + ", key " +
+                  record.workload.key_hash.substr(0, 16) + ", target '" + record.target +
+                  "') has a trace that is not JSON (" + what +
+                  "): the database was changed outside Kiln or is damaged; delete the record, or export what "
+                  "still reads and import it into a new database");
+  }
+}
+
 std::string_view kiln_version() { return KILN_VERSION_STRING; }
 
 std::string workload_hash_of(std::string_view canonical_json) { return support::sha256_hex(canonical_json); }

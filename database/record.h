@@ -64,6 +64,10 @@ struct Record {
   double mean_latency() const;
 };
 
+/// The record's trace, parsed. Throws DbError naming the record (its id and workload)
+/// when the stored text is not JSON: a file changed or damaged outside Kiln.
+nlohmann::json parse_trace(const Record &record);
+
 /// The version string of this Kiln build, stored in every record.
 std::string_view kiln_version();
 

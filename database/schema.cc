@@ -147,6 +147,14 @@ int read_schema_version(sqlite::Connection &conn, const std::string &path) {
   if (version > kSchemaVersion)
     throw DbError("database " + path + " has schema version " + std::to_string(version) +
                   " but this Kiln understands up to " + std::to_string(kSchemaVersion) + "; upgrade Kiln");
+  // Every version has these; without one, every query would fail with SQLite's own
+  // "no such table".
+  for (const char *table : {"workloads", "records"}) {
+    if (conn.query_int(std::string("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = '") + table +
+                       "'") == 0)
+      throw DbError(not_kiln(path, std::string("its table '") + table + "' is missing") +
+                    "; restore the file from a backup, or move it aside and let Kiln create a new database there");
+  }
   return static_cast<int>(version);
 }
 

@@ -25,6 +25,8 @@ void throw_error(sqlite3 *db, int rc, std::string_view what) {
       throw BusyError(message);
     case SQLITE_CANTOPEN:
       throw CantOpenError(message, cant_open_reason(db, rc));
+    case SQLITE_READONLY:
+      throw ReadOnlyError(message);
     case SQLITE_NOTADB:
     case SQLITE_CORRUPT: {
       // Without `what`: the statement that first read the file says nothing about what is wrong with it.

@@ -28,6 +28,13 @@ class CorruptError : public DbError {
   using DbError::DbError;
 };
 
+/// A write to a database SQLite could open for reading only (the file, or the folder
+/// where its -wal and -shm files go, is not writable).
+class ReadOnlyError : public DbError {
+ public:
+  using DbError::DbError;
+};
+
 /// SQLite cannot open a file it needs: the database, or beside a WAL-mode
 /// database its -wal or -shm file.
 class CantOpenError : public DbError {

@@ -1,5 +1,6 @@
 #include "frontend/onnx_import.h"
 
+#include <filesystem>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -91,10 +92,12 @@ std::vector<int64_t> input_shape(const onnx::ValueInfoProto &in, const ImportOpt
   if (!tensor.has_shape())
     throw ImportError("graph input '" + in.name() + "' has no shape; give one with --shape " + in.name() + "=DIMS");
   std::vector<int64_t> shape;
-  for (const onnx::TensorShapeProto_Dimension &d : tensor.shape().dim()) {
+  for (int k = 0; k < tensor.shape().dim_size(); ++k) {
+    const onnx::TensorShapeProto_Dimension &d = tensor.shape().dim(k);
     if (!d.has_dim_value() || d.dim_value() <= 0) {
-      std::string dim = d.has_dim_param() ? "'" + d.dim_param() + "'" : "an unknown dimension";
-      throw ImportError("graph input '" + in.name() + "' has a dynamic dimension " + dim +
+      std::string dim = d.has_dim_param() ? "a dynamic dimension '" + d.dim_param() + "'"
+                                          : "a dimension of unknown size (dimension " + std::to_string(k) + ")";
+      throw ImportError("graph input '" + in.name() + "' has " + dim +
                         "; Kiln compiles static shapes: fix it with --shape " + in.name() + "=DIMS (e.g. 1x3x224x224)");
     }
     shape.push_back(d.dim_value());
@@ -161,6 +164,10 @@ Graph import_onnx_bytes(const std::string &bytes, const ImportOptions &options, 
 }
 
 Graph import_onnx_file(const std::string &path, const ImportOptions &options) {
+  // A directory opens as a stream whose size reads as 2^63 - 1 bytes.
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw ImportError("model file '" + path + "' is a directory; give the path of the .onnx file");
   std::ifstream in(path, std::ios::binary | std::ios::ate);
   if (!in) throw ImportError("cannot open model file '" + path + "'");
   std::streamoff size = in.tellg();

@@ -1,12 +1,21 @@
 #include "measure/local_builder_pool.h"
 
 #include <cstdio>
+#include <fstream>
 #include <map>
 #include <stdexcept>
 #include <system_error>
 
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include <nlohmann/json.hpp>
 
@@ -27,10 +36,102 @@ LocalBuilderPool::LocalBuilderPool(int num_workers, std::filesystem::path work_d
                                            .work_dir = std::move(work_dir),
                                            .build_timeout_seconds = build_timeout_seconds}) {}
 
+namespace {
+// Whether process `pid` runs: it exists and is no zombie (a killed process whose parent
+// has not collected it yet holds its pid for a while).
+bool process_alive(pid_t pid) {
+  if (kill(pid, 0) != 0 && errno == ESRCH) return false;
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(stat, line)) return true;  // not readable here: assume it runs
+  size_t paren = line.rfind(") ");
+  return paren == std::string::npos || paren + 2 >= line.size() || line[paren + 2] != 'Z';
+}
+}  // namespace
+
+size_t remove_stale_work_dirs(const std::filesystem::path &work_dir) {
+  // NAME_PID, PID this process's: a folder of one process.
+  const std::string name = work_dir.filename().string();
+  const std::string own = "_" + std::to_string(getpid());
+  if (name.size() <= own.size() || name.compare(name.size() - own.size(), own.size(), own) != 0) return 0;
+  const std::string prefix = name.substr(0, name.size() - own.size() + 1);  // "kiln_tune_"
+  std::error_code ec;
+  size_t removed = 0;
+  for (const auto &entry : std::filesystem::directory_iterator(work_dir.parent_path(), ec)) {
+    const std::string other = entry.path().filename().string();
+    if (other == name || other.size() <= prefix.size() || other.compare(0, prefix.size(), prefix) != 0) continue;
+    const std::string digits = other.substr(prefix.size());
+    if (digits.size() > 9 || digits.find_first_not_of("0123456789") != std::string::npos) continue;
+    const pid_t pid = static_cast<pid_t>(std::stol(digits));
+    struct stat info {};
+    // Another user's folder is not ours to judge; a live process keeps its own.
+    if (pid <= 0 || lstat(entry.path().c_str(), &info) != 0 || !S_ISDIR(info.st_mode) || info.st_uid != geteuid())
+      continue;
+    if (process_alive(pid)) continue;
+    if (std::filesystem::remove_all(entry.path(), ec) > 0 && !ec) ++removed;
+  }
+  return removed;
+}
+
+namespace {
+// The folder remove_on_interrupt's handler removes; empty: none.
+char interrupt_dir[4096];
+
+// Removes `name` below the open folder `parent` (AT_FDCWD for an absolute path) with
+// what a signal handler may call: openat, getdents64, unlinkat, close.
+void remove_tree_at(int parent, const char *name, int depth) {
+  int fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd >= 0) {
+    // Entries unlinked while a listing is read may hide others: list again until a
+    // pass finds nothing to remove.
+    for (int pass = 0; pass < 16 && depth < 16; ++pass) {
+      bool removed = false;
+      lseek(fd, 0, SEEK_SET);
+      alignas(8) char listing[8192];
+      for (long n; (n = syscall(SYS_getdents64, fd, listing, sizeof listing)) > 0;) {
+        for (long at = 0; at < n;) {
+          // getdents64's records are laid out as glibc's struct dirent64.
+          const auto *entry = reinterpret_cast<const struct dirent64 *>(listing + at);
+          at += entry->d_reclen;
+          if (std::strcmp(entry->d_name, ".") == 0 || std::strcmp(entry->d_name, "..") == 0) continue;
+          // A file system that does not say the type (DT_UNKNOWN): a folder refuses unlink.
+          if (entry->d_type == DT_DIR || (unlinkat(fd, entry->d_name, 0) != 0 && errno == EISDIR))
+            remove_tree_at(fd, entry->d_name, depth + 1);
+          removed = true;
+        }
+      }
+      if (!removed) break;
+    }
+    close(fd);
+  }
+  unlinkat(parent, name, AT_REMOVEDIR);
+}
+
+extern "C" void remove_interrupt_dir_and_end(int sig) {
+  int saved_errno = errno;
+  if (interrupt_dir[0] != '\0') remove_tree_at(AT_FDCWD, interrupt_dir, 0);
+  errno = saved_errno;
+  signal(sig, SIG_DFL);
+  raise(sig);
+}
+}  // namespace
+
+void remove_on_interrupt(const std::filesystem::path &dir) {
+  std::string path = std::filesystem::absolute(dir).string();
+  if (path.size() >= sizeof interrupt_dir) throw std::invalid_argument("work folder path too long: " + path);
+  // Handlers off while the path changes.
+  signal(SIGINT, SIG_DFL);
+  signal(SIGTERM, SIG_DFL);
+  std::memcpy(interrupt_dir, path.c_str(), path.size() + 1);
+  signal(SIGINT, remove_interrupt_dir_and_end);
+  signal(SIGTERM, remove_interrupt_dir_and_end);
+}
+
 LocalBuilderPool::LocalBuilderPool(LocalBuilderOptions options)
     : options_(std::move(options)), lock_(options_.lock_path, options_.lock_wait_seconds) {
   if (options_.num_workers < 1) throw std::invalid_argument("a builder pool needs at least one worker");
   if (options_.work_dir.empty()) throw std::invalid_argument("a builder pool needs a work directory");
+  remove_stale_work_dirs(options_.work_dir);
   std::filesystem::create_directories(options_.work_dir);
   // All compilers are made here, before any worker runs: a worker forks for each build,
   // and no other thread should be inside LLVM's initialization at that moment.

@@ -35,6 +35,18 @@ struct LocalBuilderOptions {
   double lock_wait_seconds = 900;
 };
 
+/// When `work_dir` is named NAME_PID with PID this process's (kiln tune's
+/// /tmp/kiln_tune_PID), removes the folders beside it named NAME_N whose process N is
+/// gone (killed before it could remove its own folder) and that belong to this user.
+/// Returns how many it removed; the pool's constructor calls it.
+size_t remove_stale_work_dirs(const std::filesystem::path &work_dir);
+
+/// Installs SIGINT and SIGTERM handlers that remove `dir` (and everything below it)
+/// and then end the process as the signal would have: a command interrupted while it
+/// builds into a folder of its own leaves no folder behind. One folder per process (a
+/// later call replaces it). The removal uses async-signal-safe calls only.
+void remove_on_interrupt(const std::filesystem::path &dir);
+
 class LocalBuilderPool : public Builder {
  public:
   LocalBuilderPool(int num_workers, std::filesystem::path work_dir, double build_timeout_seconds);

@@ -1,5 +1,6 @@
 #include "rpc/remote_runner.h"
 
+#include <algorithm>
 #include <chrono>
 #include <random>
 #include <set>
@@ -226,13 +227,47 @@ std::string RemoteRunner::submit_all(const std::vector<v1::JobSpec> &jobs, const
   return instance;
 }
 
+void RemoteRunner::report_waiting(size_t waiting, size_t total, double waited_seconds, bool first) {
+  if (!options_.log) return;
+  v1::GetTargetRequest request;
+  request.set_key(options_.key);
+  v1::GetTargetResponse response;
+  auto context = make_context(options_.tracker, 5);
+  // Unreachable or an older tracker: the polls say what went wrong, if anything did.
+  if (!stub_->GetTarget(context.get(), request, &response).ok()) return;
+  const std::string key = "key '" + options_.key + "'";
+  const std::string jobs = std::to_string(waiting) + " of " + std::to_string(total) + " jobs";
+  const std::string waited = std::to_string(static_cast<int64_t>(waited_seconds)) + " s";
+  if (response.runners() == 0) {
+    *options_.log << "remote runner: the tracker at " << options_.tracker.address << " has no runner of " << key
+                  << (first ? "" : " yet") << "; " << jobs << " wait for one (" << waited
+                  << " so far; the batch fails when none connects within the "
+                  << static_cast<int64_t>(options_.queue_deadline_seconds)
+                  << " s queue deadline). Start one on the device: kiln runner --tracker " << options_.tracker.address
+                  << " --key " << options_.key << std::endl;
+  } else if (!first) {
+    *options_.log << "remote runner: waiting for " << jobs << " on " << key << " (" << response.runners() << " runner"
+                  << (response.runners() == 1 ? "" : "s") << " of the key at the tracker; " << waited << " so far)"
+                  << std::endl;
+  }
+}
+
 void RemoteRunner::wait_for_results(const std::vector<v1::JobSpec> &jobs, const std::vector<const Blob *> &blobs,
                                     const std::map<std::string, size_t> &index_of_job, std::string &instance,
                                     std::map<std::string, v1::JobResult> &done) {
+  const auto started = std::chrono::steady_clock::now();
+  double next_report = 0;  // seconds after `started`
+  bool first_report = true;
   while (done.size() < jobs.size()) {
+    double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    if (waited >= next_report) {
+      report_waiting(jobs.size() - done.size(), jobs.size(), waited, first_report);
+      first_report = false;
+      next_report = waited + std::max(0.1, options_.status_interval_seconds);
+    }
     v1::PollResultsRequest request;
     request.set_session_id(session_id_);
-    request.set_wait_seconds(kResultWaitSeconds);
+    request.set_wait_seconds(std::min(kResultWaitSeconds, std::max(0.1, next_report - waited)));
     v1::PollResultsResponse response;
     call_with_retry("to report results", [&] {
       auto context = make_context(options_.tracker, kResultWaitSeconds + kCallTimeoutSeconds);

@@ -34,6 +34,9 @@ struct RemoteRunnerOptions {
   double give_up_after_seconds = 300;
   /// Progress and reconnect messages; nullptr: quiet.
   std::ostream *log = nullptr;
+  /// While a batch waits, how often it says on `log` what it waits for: at once when the
+  /// key has no runner at the tracker, then every this many seconds.
+  double status_interval_seconds = 30;
 };
 
 /// Artifacts are read from the paths in each RunInput (the builder pool's output),
@@ -70,6 +73,9 @@ class RemoteRunner : public measure::Runner {
                         std::map<std::string, v1::JobResult> &done);
   template <class Call>
   grpc::Status call_with_retry(const char *what, Call call);
+  /// Says on the log what a batch waits for: that the key has no runner (always), or
+  /// how many jobs are left and how many runners the key has (not on the first call).
+  void report_waiting(size_t waiting, size_t total, double waited_seconds, bool first);
 
   RemoteRunnerOptions options_;
   std::shared_ptr<grpc::Channel> channel_;

@@ -71,11 +71,24 @@ std::string default_cache_dir() {
 }
 
 [[noreturn]] void fail(const std::string &message) {
-  std::cerr << "error: " << message << "\n";
+  std::cerr << "error: " << support::printable(message) << "\n";
   std::exit(1);
 }
 
 int run_runner(const RunnerArgs &a) {
+  Target target;
+  try {
+    target = Target::parse(a.target.empty() ? "llvm" : a.target);
+  } catch (const std::exception &e) {
+    fail(e.what());
+  }
+  // A wrapper (qemu) runs the measurement server for another architecture.
+  if (std::string why = measure::why_this_host_cannot_run(target); a.exec_wrapper.empty() && !why.empty()) {
+    fail("this host cannot run code for --target '" + target.str() + "': " + why +
+         ". Start the runner on such a device, or measure here under an emulator with --exec-wrapper and "
+         "--measure-server (e.g. --exec-wrapper \"qemu-aarch64 -L /usr/aarch64-linux-gnu\" --measure-server "
+         "kiln-measure-server-aarch64)");
+  }
   // Forks its server before gRPC starts any thread.
   measure::LocalRunnerOptions local;
   local.run_timeout_seconds = a.run_timeout;
@@ -111,8 +124,8 @@ int run_runner(const RunnerArgs &a) {
   options.max_jobs = a.max_jobs;
   options.poll_wait_seconds = a.poll_wait;
   options.max_backoff_seconds = a.max_backoff;
+  options.target = target.str();
   try {
-    options.target = Target::parse(a.target.empty() ? "llvm" : a.target).str();
     options.tracker = a.client.options(a.tracker);
     std::signal(SIGINT, on_stop_signal);
     std::signal(SIGTERM, on_stop_signal);

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <cstdio>
 #include <fstream>
 #include <mutex>
 #include <random>
@@ -103,9 +104,13 @@ v1::RunnerPollRequest RunnerDaemon::poll_request(double wait_seconds, uint64_t h
   return request;
 }
 
-void RunnerDaemon::backoff(double &delay, const std::atomic<bool> &stop) {
+void RunnerDaemon::backoff(double &delay, const std::atomic<bool> &stop, const std::string &waiting_for) {
   static thread_local std::mt19937 random(std::random_device{}());
-  double jittered = delay * std::uniform_real_distribution<double>(0.8, 1.2)(random);
+  double jittered =
+      std::min(options_.max_backoff_seconds, delay * std::uniform_real_distribution<double>(0.8, 1.2)(random));
+  char interval[32];
+  std::snprintf(interval, sizeof interval, "%.1f", jittered);
+  log_ << "kiln runner: " << waiting_for << "; next try in " << interval << " s" << std::endl;
   interruptible_sleep(jittered, stop);
   delay = std::min(options_.max_backoff_seconds, delay * 1.6);
 }
@@ -127,9 +132,10 @@ int64_t RunnerDaemon::run(const std::atomic<bool> &stop) {
         throw std::runtime_error("the tracker at " + options_.tracker.address +
                                  " refused this runner: " + describe(status));
       }
-      if (connected) log_ << "kiln runner: lost the tracker (" << describe(status) << "); reconnecting" << std::endl;
+      backoff(delay, stop,
+              std::string(connected ? "lost the tracker at " : "waiting for the tracker at ") +
+                  options_.tracker.address + " (" + describe(status) + ")");
       connected = false;
-      backoff(delay, stop);
       continue;
     }
     if (!connected) log_ << "kiln runner: connected to tracker " << response.tracker_instance_id() << std::endl;
@@ -332,7 +338,9 @@ void RunnerDaemon::report(const v1::JobResult &result, const std::atomic<bool> &
       if (++tries_after_stop > 3) return;
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
     } else {
-      backoff(delay, stop);
+      backoff(delay, stop,
+              "cannot hand the result of job " + result.job_id() + " to the tracker at " + options_.tracker.address +
+                  " (" + describe(status) + ")");
     }
   }
 }

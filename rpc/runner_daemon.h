@@ -62,7 +62,9 @@ class RunnerDaemon {
                                     double &fetch_seconds);
   void trim_cache();
   void report(const v1::JobResult &result, const std::atomic<bool> &stop);
-  void backoff(double &delay, const std::atomic<bool> &stop);
+  /// Logs what the runner waits for and the interval, sleeps it (jittered) and grows
+  /// `delay` by 1.6x up to max_backoff_seconds.
+  void backoff(double &delay, const std::atomic<bool> &stop, const std::string &waiting_for);
   v1::RunnerPollRequest poll_request(double wait_seconds, uint64_t held_lease) const;
 
   RunnerDaemonOptions options_;

@@ -70,8 +70,7 @@ MeasuredPrograms load_measured_programs(db::Database &database, const std::strin
       // Evenly spread over the latency order: the best, the worst and those between.
       const auto &[latency, r] = records[i * (records.size() - 1) / std::max<size_t>(keep - 1, 1)];
       try {
-        out.programs.push_back(
-            ir::Schedule::replay(unscheduled, ir::Trace::from_json(nlohmann::json::parse(r.trace_json))).func());
+        out.programs.push_back(ir::Schedule::replay(unscheduled, ir::Trace::from_json(db::parse_trace(r))).func());
       } catch (const std::exception &e) {
         if (out.unreplayable++ == 0) out.first_replay_error = e.what();
         continue;

@@ -10,8 +10,36 @@
 #include <cstdint>
 #include <cstdio>
 #include <string>
+#include <string_view>
 
 namespace kiln::support {
+
+/// `text` with its control characters written as escapes (\x1b, \r, \x7f), for
+/// messages that echo what a user typed: an ANSI escape in a flag's value must not
+/// recolor or clear the terminal, nor a carriage return hide the message. Newlines and
+/// tabs stay as they are; other bytes (UTF-8 included) pass unchanged.
+inline std::string printable(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (char c : text) {
+    auto byte = static_cast<unsigned char>(c);
+    if (c == '\r') {
+      out += "\\r";
+    } else if ((byte < 0x20 && c != '\n' && c != '\t') || byte == 0x7f) {
+      char escaped[8];
+      std::snprintf(escaped, sizeof escaped, "\\x%02x", byte);
+      out += escaped;
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+/// CLI11's message for a bad flag, with printable() applied (the flag's value is in it).
+inline std::string printable_failure_message(const CLI::App *app, const CLI::Error &e) {
+  return printable(CLI::FailureMessage::simple(app, e));
+}
 
 /// A finite number in [low, high].
 inline CLI::Validator finite_range(double low, double high) {

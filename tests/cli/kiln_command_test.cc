@@ -1,5 +1,7 @@
 // The `kiln` executable end to end: real processes, real builds, a real database file.
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -7,6 +9,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -258,6 +261,106 @@ TEST(KilnCommand, CompileSaysWhichPipelineTheDatabaseWasTunedWith) {
   EXPECT_EQ(same.text.find("0 with tuned schedules"), std::string::npos) << same.text;
   EXPECT_EQ(same.text.find("other pipeline options"), std::string::npos) << same.text;
   fs::remove_all(dir);
+}
+
+// Code this host cannot run (another architecture) is refused before anything is built
+// or stored, pointing at a runner on such a device; the local runner would only store
+// load errors.
+TEST(KilnCommand, TargetsThisHostCannotRunAreRefusedBeforeBuilding) {
+  fs::path dir = temp_dir();
+  std::string db = (dir / "foreign.db").string();
+  const std::string foreign = "riscv64-linux-gnu";
+  for (const std::string &command :
+       {"tune-op --op relu --shape 64 --trials 4 -q --db " + db + " --target 'llvm -mtriple=" + foreign + "'",
+        "measure --op relu --shape 64 --target 'llvm -mtriple=" + foreign + "'"}) {
+    Output o = kiln(command);
+    EXPECT_EQ(o.status, 1) << command << "\n" << o.text;
+    EXPECT_NE(o.text.find("the local runner cannot measure for target 'llvm -mcpu=generic -mtriple=" + foreign),
+              std::string::npos)
+        << o.text;
+    EXPECT_NE(o.text.find("--runner tracker://HOST:PORT/KEY"), std::string::npos) << o.text;
+    EXPECT_EQ(o.text.find("Runtime error"), std::string::npos) << o.text;
+  }
+  EXPECT_FALSE(fs::exists(db)) << "the database was created";
+  // A runner for such a target measures under an emulator (--exec-wrapper) or not at all.
+  Output runner = kiln("runner --tracker 127.0.0.1:1 --key board --cache-dir " + (dir / "cache").string() +
+                       " --target 'llvm -mtriple=" + foreign + "'");
+  EXPECT_EQ(runner.status, 1) << runner.text;
+  EXPECT_NE(runner.text.find("this host cannot run code for --target 'llvm -mcpu=generic -mtriple=" + foreign),
+            std::string::npos)
+      << runner.text;
+  EXPECT_NE(runner.text.find("--exec-wrapper"), std::string::npos) << runner.text;
+  fs::remove_all(dir);
+}
+
+// What a user typed is echoed with its control characters escaped: an ANSI sequence in
+// a flag neither colors nor clears the terminal.
+TEST(KilnCommand, ErrorsEscapeControlCharactersOfTheInput) {
+  for (const std::string &args : {std::string("show --op \"$(printf '\\033[31mred\\033[0m')\" --shape 4"),
+                                  std::string("show --op relu --shape \"$(printf '4\\033[2J\\r')\""),
+                                  std::string("tune-op --op relu --shape 4 --cost-model \"$(printf '\\033[2J')\"")}) {
+    Output o = kiln(args);
+    EXPECT_EQ(o.status, 1) << args << "\n" << o.text;
+    EXPECT_EQ(o.text.find('\x1b'), std::string::npos) << args << "\n" << o.text;
+    EXPECT_EQ(o.text.find('\r'), std::string::npos) << args << "\n" << o.text;
+    EXPECT_NE(o.text.find("\\x1b["), std::string::npos) << args << "\n" << o.text;
+  }
+}
+
+// A directory given as a model is named as one, not as a file of 2^63 - 1 bytes.
+TEST(KilnCommand, ADirectoryAsTheModelIsNamedAsOne) {
+  fs::path dir = temp_dir();
+  Output o = kiln("import --model " + dir.string());
+  EXPECT_EQ(o.status, 1) << o.text;
+  EXPECT_NE(o.text.find("'" + dir.string() + "' is a directory"), std::string::npos) << o.text;
+  EXPECT_EQ(o.text.find("9223372036854775807"), std::string::npos) << o.text;
+  fs::remove_all(dir);
+}
+
+// A tune-op ended by SIGTERM removes its work folder as it ends; the folder of a run
+// killed with SIGKILL is removed by the next run.
+TEST(KilnCommand, TuneOpWorkFoldersDoNotOutliveTheirRun) {
+  fs::path tmp = temp_dir() / "tmp";
+  fs::create_directories(tmp);
+  // A folder left by a process that is gone.
+  pid_t gone = fork();
+  if (gone == 0) _exit(0);
+  waitpid(gone, nullptr, 0);
+  fs::path stale = tmp / ("kiln_tune_" + std::to_string(gone));
+  fs::create_directories(stale);
+  std::ofstream(stale / "candidate.so") << "x";
+
+  std::string db = (tmp.parent_path() / "stopped.db").string();
+  std::string log = (tmp.parent_path() / "stopped.log").string();
+  pid_t tuner = fork();
+  if (tuner == 0) {
+    setenv("TMPDIR", tmp.c_str(), 1);
+    int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    dup2(fd, STDOUT_FILENO);
+    dup2(fd, STDERR_FILENO);
+    std::string kiln = std::string(KILN_BINARY_DIR) + "/cli/kiln";
+    execl(kiln.c_str(), kiln.c_str(), "tune-op", "--op", "dense", "--shape", "64x64", "--shape", "64x64", "--trials",
+          "100000", "--batch", "4", "--repeat", "2", "--min-repeat-ms", "1", "-q", "--db", db.c_str(),
+          static_cast<char *>(nullptr));
+    _exit(127);
+  }
+  fs::path own = tmp / ("kiln_tune_" + std::to_string(tuner));
+  // Until the tuner has started building (its folder exists and the stale one is gone).
+  for (int i = 0; i < 3000 && !(fs::exists(own) && !fs::exists(stale)); ++i) usleep(20000);
+  EXPECT_FALSE(fs::exists(stale)) << "the folder of a process that is gone was kept";
+  EXPECT_TRUE(fs::exists(own));
+  // And until something was built into it.
+  std::error_code ec;
+  for (int i = 0; i < 3000 && fs::is_empty(own, ec) && !ec; ++i) usleep(20000);
+  EXPECT_FALSE(fs::is_empty(own, ec));
+  kill(tuner, SIGTERM);
+  int status = 0;
+  waitpid(tuner, &status, 0);
+  std::ifstream in(log);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM) << text;
+  EXPECT_FALSE(fs::exists(own)) << "the work folder outlived SIGTERM";
+  fs::remove_all(tmp.parent_path());
 }
 
 }  // namespace

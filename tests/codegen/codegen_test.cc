@@ -511,6 +511,53 @@ TEST(CodegenX86Vectorizer, LoopsWithLargeUnrolledBodiesAreKeptFromTheVectorizer)
   expect_artifact_matches(sch.func(), func, random_inputs(dag, 21), "dense_unrolled");
 }
 
+// A 256^3 matrix product with its three loops unrolled is 16.8 million statements:
+// refused at once, naming the loops, by every entry that lowers (LLVM worked on it until
+// the build timeout). A pragma that would copy out too many serial loops is refused
+// alike; one within the bound still builds and computes the product.
+TEST(CodegenX86Errors, UnrollingPastTheBoundIsRefusedNamingTheLoops) {
+  ops::Workload w =
+      ops::Workload::single("matmul", {{{256, 256}, ir::DType::kFloat32}, {{256, 256}, ir::DType::kFloat32}});
+  ir::PrimFunc func = te::lower(w.build_dag(), "matmul");
+  ir::Schedule all(func);
+  for (const ir::LoopRV &l : all.get_loops(all.get_block("matmul"))) all.unroll(l);
+  auto refusal = [](const std::function<void()> &lower) {
+    try {
+      lower();
+    } catch (const CodegenError &e) {
+      return std::string(e.what());
+    }
+    return std::string("<built>");
+  };
+  std::string why = refusal([&] { compiler().build_artifact(all.func(), host_target(), temp_dir() + "/unrolled.so"); });
+  EXPECT_NE(why.find("unrolling loops i (256), j (256), rk (256) of 'matmul'"), std::string::npos) << why;
+  EXPECT_NE(why.find("at most 65536"), std::string::npos) << why;
+  EXPECT_FALSE(std::filesystem::exists(temp_dir() + "/unrolled.so"));
+  EXPECT_EQ(refusal([&] { compiler().emit_llvm_ir(all.func(), host_target()); }), why);
+  EXPECT_EQ(refusal([&] { compiler().emit_assembly(all.func(), host_target()); }), why);
+
+  // Serial loops of at most 64 iterations that a pragma covers are unrolled too.
+  ops::Workload small =
+      ops::Workload::single("matmul", {{{64, 64}, ir::DType::kFloat32}, {{64, 64}, ir::DType::kFloat32}});
+  ir::PrimFunc small_func = te::lower(small.build_dag(), "matmul_pragma");
+  ir::Schedule pragma(small_func);
+  std::vector<ir::LoopRV> loops = pragma.get_loops(pragma.get_block("matmul"));
+  pragma.annotate(loops[0], ir::annotation::kAutoUnrollMaxStep, 1 << 20);
+  why = refusal([&] { compiler().emit_llvm_ir(pragma.func(), host_target()); });
+  EXPECT_NE(why.find("unrolling loops i (64), j (64), rk (64) of 'matmul_pragma'"), std::string::npos) << why;
+
+  // The innermost two loops of a 16^3 product: 256 statements per row, within the bound.
+  ops::Workload fits =
+      ops::Workload::single("matmul", {{{16, 16}, ir::DType::kFloat32}, {{16, 16}, ir::DType::kFloat32}});
+  te::ComputeDAG dag = fits.build_dag();
+  ir::PrimFunc fits_func = te::lower(dag, "matmul_fits");
+  ir::Schedule some(fits_func);
+  std::vector<ir::LoopRV> fit_loops = some.get_loops(some.get_block("matmul"));
+  some.unroll(fit_loops[1]);
+  some.unroll(fit_loops[2]);
+  expect_artifact_matches(some.func(), fits_func, random_inputs(dag, 5), "matmul_fits");
+}
+
 // Linking runs lld in this process, and lld resets LLVM's options to their defaults:
 // code generated after a link must be the code generated before it.
 TEST(CodegenX86Targets, CodeAfterALinkIsTheCodeBeforeIt) {

@@ -73,6 +73,47 @@ TEST(BadInput, ForeignSqliteFileIsNotAKilnDatabase) {
   EXPECT_EQ(read_bytes(path), before);
 }
 
+// A Kiln file whose records table was dropped is refused at open, saying what is
+// missing and what to do, not with SQLite's "no such table" at the first query.
+TEST(BadInput, ADroppedTableIsReportedAtOpenWithWhatToDo) {
+  TempDir dir;
+  std::filesystem::path path = dir / "dropped.kdb";
+  {
+    auto db = Database::open(path, OpenMode::kCreate);
+    db.commit({ok_record(1, kSkylake, trace("a1"), {1e-3})});
+  }
+  sqlite_exec(path, "DROP TABLE records; PRAGMA wal_checkpoint(TRUNCATE);");
+  std::string before = read_bytes(path);
+  for (OpenMode mode : {OpenMode::kReadOnly, OpenMode::kReadWrite, OpenMode::kCreate}) {
+    EXPECT_EQ(open_error(path, mode), "file " + path.string() +
+                                          " is not a Kiln database or is corrupt: its table 'records' is missing; "
+                                          "restore the file from a backup, or move it aside and let Kiln create a "
+                                          "new database there");
+  }
+  EXPECT_EQ(read_bytes(path), before);
+}
+
+// A stored trace that is not JSON (the file edited outside Kiln) is reported with the
+// record it belongs to, not as the JSON parser's bare message.
+TEST(BadInput, ATraceThatIsNotJsonNamesItsRecord) {
+  TempDir dir;
+  std::filesystem::path path = dir / "edited.kdb";
+  { Database::open(path, OpenMode::kCreate).commit({ok_record(1, kSkylake, trace("a1"), {1e-3})}); }
+  sqlite_exec(path, "UPDATE records SET trace_json = '{not json';");
+  auto db = Database::open(path, OpenMode::kReadOnly);
+  std::string error = db_error_of([&] {
+    std::ostringstream out;
+    db.export_jsonl(out);
+  });
+  EXPECT_EQ(error.rfind("record 1 (workload matmul, key " + workload(1).key_hash.substr(0, 16) + ", target '" +
+                            std::string(kSkylake) + "') has a trace that is not JSON (parse error at line 1",
+                        0),
+            0u)
+      << error;
+  EXPECT_EQ(error.find("[json.exception"), std::string::npos) << error;
+  EXPECT_NE(error.find("delete the record"), std::string::npos) << error;
+}
+
 TEST(BadInput, NewerSchemaVersionAsksForUpgradeAndLeavesFileAlone) {
   TempDir dir;
   std::filesystem::path path = dir / "future.kdb";

@@ -7,8 +7,10 @@
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -108,6 +110,62 @@ TEST_F(ReadOnly, SeesWhatAWriterThatCameAndWentCommitted) {
   ASSERT_FALSE(std::filesystem::exists(path.string() + "-wal"));
   EXPECT_EQ(reader.best(w1, kSkylake)->trace_json, trace("faster"));
   EXPECT_EQ(reader.stats().records, 4);
+}
+
+// What opening `path` to write says, from a process of an unprivileged user (root
+// writes anywhere): nullopt when this process cannot become one.
+std::optional<std::string> write_open_error_as_unprivileged_user(const std::filesystem::path &path) {
+  int fds[2];
+  if (pipe(fds) != 0) return std::nullopt;
+  pid_t child = fork();
+  if (child == 0) {
+    close(fds[0]);
+    if (geteuid() == 0 && (setgid(65534) != 0 || setuid(65534) != 0)) _exit(77);
+    std::string error = db_error_of([&] { Database::open(path, OpenMode::kReadWrite); });
+    ssize_t written = write(fds[1], error.data(), error.size());
+    _exit(written == static_cast<ssize_t>(error.size()) ? 0 : 1);
+  }
+  close(fds[1]);
+  std::string error;
+  char buffer[4096];
+  for (ssize_t n; (n = read(fds[0], buffer, sizeof buffer)) > 0;) error.append(buffer, static_cast<size_t>(n));
+  close(fds[0]);
+  int status = 0;
+  waitpid(child, &status, 0);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) return std::nullopt;
+  return error;
+}
+
+// Opening to write (what tuning does before it measures anything) refuses a file it
+// cannot write, or one in a folder where SQLite cannot make its log: SQLite alone opens
+// such a file read-only and the first commit fails, after a round of measurements.
+TEST(ReadOnlyErrors, OpeningToWriteWhatCannotBeWrittenFailsAtOnce) {
+  TempDir dir;
+  std::filesystem::path folder = dir / "shared";
+  std::filesystem::create_directory(folder);
+  std::filesystem::path path = folder / "t.kdb";
+  { Database::open(path, OpenMode::kCreate).commit({ok_record(1, kSkylake, trace("a"), {1e-3})}); }
+  ASSERT_EQ(chmod((dir / "").c_str(), 0755), 0);
+  const std::string what_to_do = "make both writable, or give another database file";
+
+  ASSERT_EQ(chmod(folder.c_str(), 0777), 0);
+  ASSERT_EQ(chmod(path.c_str(), 0444), 0);
+  std::optional<std::string> error = write_open_error_as_unprivileged_user(path);
+  if (!error) GTEST_SKIP() << "cannot run as an unprivileged user here";
+  EXPECT_EQ(error->rfind("database " + path.string() + " is read-only here; opening it to store records", 0), 0u)
+      << *error;
+  EXPECT_NE(error->find(what_to_do), std::string::npos) << *error;
+
+  // A writable file in a folder where its log cannot be made (none is there yet).
+  std::filesystem::remove(path.string() + "-wal");
+  std::filesystem::remove(path.string() + "-shm");
+  ASSERT_EQ(chmod(path.c_str(), 0666), 0);
+  ASSERT_EQ(chmod(folder.c_str(), 0555), 0);
+  error = write_open_error_as_unprivileged_user(path);
+  chmod(folder.c_str(), 0755);
+  ASSERT_TRUE(error);
+  EXPECT_NE(error->find(path.string()), std::string::npos) << *error;
+  EXPECT_NE(error->find(what_to_do), std::string::npos) << *error;
 }
 
 TEST(ReadOnlyErrors, NameTheFileAndWhatToDo) {

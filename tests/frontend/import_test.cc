@@ -445,6 +445,18 @@ TEST(GraphPasses, ChannelAffineStaysWhenItCannotFold) {
   EXPECT_EQ(fold_channel_affine(g), 0) << g.to_string();
 }
 
+// A directory given as the model opens as a stream of 2^63 - 1 bytes: it is named as
+// what it is instead.
+TEST(OnnxImport, ADirectoryIsNotAModelFile) {
+  std::string dir = ::testing::TempDir();
+  try {
+    import_onnx_file(dir);
+    ADD_FAILURE() << "a directory imported";
+  } catch (const ImportError &e) {
+    EXPECT_EQ(std::string(e.what()), "model file '" + dir + "' is a directory; give the path of the .onnx file");
+  }
+}
+
 TEST(OnnxImport, DynamicDimensionsNeedAShape) {
   ModelBuilder m;
   m.input("x", {-1, 4});
@@ -453,6 +465,16 @@ TEST(OnnxImport, DynamicDimensionsNeedAShape) {
   std::string error = m.error();
   EXPECT_NE(error.find("graph input 'x' has a dynamic dimension 'batch'"), std::string::npos) << error;
   EXPECT_NE(error.find("--shape x=DIMS"), std::string::npos) << error;
+  // A dimension with neither a size nor a name says which one it is.
+  ModelBuilder unknown;
+  unknown.input("x", {2, 4});
+  unknown.graph->mutable_input(0)->mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim(1)->Clear();
+  unknown.node("Relu", {"x"}, {"y"});
+  unknown.output("y");
+  EXPECT_NE(unknown.error().find("graph input 'x' has a dimension of unknown size (dimension 1); Kiln compiles static "
+                                 "shapes: fix it with --shape x=DIMS"),
+            std::string::npos)
+      << unknown.error();
   ImportOptions fixed;
   fixed.input_shapes["x"] = {3, 4};
   Graph g = m.import(fixed);

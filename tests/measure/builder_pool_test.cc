@@ -2,6 +2,10 @@
 #include "measure/local_builder_pool.h"
 
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fstream>
 
 #include "ir/schedule/schedule.h"
 #include "measure/local_runner.h"
@@ -77,6 +81,50 @@ TEST(LocalBuilderPool, AProgramTheCodegenRejectsIsABuildError) {
   EXPECT_NE(built[0].message.find("'gpu'"), std::string::npos) << built[0].message;
   EXPECT_TRUE(built[0].artifact_path.empty());
   EXPECT_TRUE(built[1].ok()) << built[1].message;
+}
+
+// A program unrolled past the code generator's bound (all three loops of a 256^3
+// matrix product) is a build error at once, not a build the timeout has to kill.
+TEST(LocalBuilderPool, AProgramUnrolledPastTheBoundIsABuildErrorNamingTheLoops) {
+  TempDir dir;
+  LocalBuilderOptions options = pool_options(dir);
+  options.num_workers = 1;
+  LocalBuilderPool pool(options);
+  ops::Workload w =
+      ops::Workload::single("matmul", {{{256, 256}, ir::DType::kFloat32}, {{256, 256}, ir::DType::kFloat32}});
+  ir::Schedule sch(te::lower(w.build_dag()));
+  for (const ir::LoopRV &l : sch.get_loops(sch.get_block("matmul"))) sch.unroll(l);
+  std::vector<BuildResult> built = pool.build({{sch.func(), host_target(), "unrolled"}});
+  ASSERT_EQ(built.size(), 1u);
+  EXPECT_EQ(built[0].error, ErrorKind::kBuildError) << to_string(built[0].error) << ": " << built[0].message;
+  EXPECT_NE(built[0].message.find("unrolling loops i (256), j (256), rk (256)"), std::string::npos) << built[0].message;
+  EXPECT_TRUE(built[0].artifact_path.empty());
+}
+
+// A pool whose folder is NAME_PID (kiln tune's /tmp/kiln_tune_PID) removes the
+// folders beside it of processes that are gone, and nothing else.
+TEST(LocalBuilderPool, RemovesTheWorkFoldersOfProcessesThatAreGone) {
+  TempDir dir;
+  pid_t gone = fork();
+  if (gone == 0) _exit(0);
+  waitpid(gone, nullptr, 0);
+  const std::string dead = std::to_string(gone), live = std::to_string(getppid());
+  for (const std::string &name : {"kiln_tune_" + dead, "kiln_tune_" + live, "kiln_tune_models_" + dead,
+                                  "kiln_measure_" + dead, "kiln_tune_x" + dead}) {
+    std::filesystem::create_directories(dir.path() / name / "sub");
+    std::ofstream(dir.path() / name / "sub" / "candidate.so") << "x";
+  }
+  LocalBuilderOptions options = pool_options(dir);
+  options.num_workers = 1;
+  options.work_dir = dir.path() / ("kiln_tune_" + std::to_string(getpid()));
+  LocalBuilderPool pool(options);
+  EXPECT_FALSE(std::filesystem::exists(dir.path() / ("kiln_tune_" + dead)));
+  for (const std::string &kept :
+       {"kiln_tune_" + live, "kiln_tune_models_" + dead, "kiln_measure_" + dead, "kiln_tune_x" + dead})
+    EXPECT_TRUE(std::filesystem::exists(dir.path() / kept / "sub" / "candidate.so")) << kept;
+  EXPECT_TRUE(std::filesystem::is_directory(options.work_dir));
+  // A folder not named after this process is left alone, whatever is beside it.
+  EXPECT_EQ(remove_stale_work_dirs(dir.path() / "artifacts"), 0u);
 }
 
 TEST(LocalBuilderPool, ABuildPastTheTimeoutIsKilledAndLeavesNoArtifact) {

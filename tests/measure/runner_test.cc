@@ -25,6 +25,26 @@ using testing::quick_input;
 using testing::TempDir;
 using testing::test_runner_options;
 
+// Code for another architecture, a GPU or wider vectors than this host's cannot run
+// here: the callers of a local runner refuse such targets before building anything.
+TEST(LocalRunner, SaysWhichTargetsThisHostCannotRun) {
+  EXPECT_EQ(why_this_host_cannot_run(Target::parse("llvm")), "");
+  EXPECT_EQ(why_this_host_cannot_run(Target::parse("llvm -mcpu=native -num-cores=1")), "");
+  const std::string host_arch = host_triple().substr(0, host_triple().find('-'));
+  EXPECT_EQ(why_this_host_cannot_run(Target::parse("llvm -mtriple=riscv64-linux-gnu")),
+            "it is a riscv64 CPU and this host is " + host_arch);
+  EXPECT_NE(why_this_host_cannot_run(Target::parse("cuda -arch=sm_90")).find("CUDA"), std::string::npos);
+  if (host_arch == "x86_64") {
+    EXPECT_EQ(why_this_host_cannot_run(Target::parse("llvm -mtriple=aarch64-linux-gnu -mcpu=cortex-a72")),
+              "it is an aarch64 CPU and this host is x86_64");
+    EXPECT_NE(why_this_host_cannot_run(Target::parse("llvm -mtriple=x86_64-apple-darwin -mcpu=znver3"))
+                  .find("another operating system"),
+              std::string::npos);
+    std::string wide = why_this_host_cannot_run(Target::parse("llvm -mtriple=x86_64-linux-gnu -mcpu=skylake-avx512"));
+    EXPECT_EQ(wide.empty(), x86_vector_bits(host_cpu()) >= 512) << wide;
+  }
+}
+
 void expect_good(LocalRunner &runner, const std::string &after) {
   RunResult good = runner.run_one(quick_input(fixture("good_add"), fixture("reference_add")));
   ASSERT_TRUE(good.ok()) << "after " << after << ": " << describe(good);

@@ -119,6 +119,40 @@ TEST_F(TaskTunerTest, EvictedBufferTimingsAreMarkedAndNeverRankedWithHotOnes) {
   EXPECT_EQ(database.records_of(small_dense().key_hash()).size(), 32u);
 }
 
+// A rule that unrolls every loop of a 256^3 matrix product: code generation refuses
+// each candidate at once (16.8 million statements), and the tuner records build errors
+// and carries on instead of waiting out a build timeout per candidate or crashing.
+class UnrollEveryLoop : public search::ScheduleRule {
+ public:
+  std::string name() const override { return "unroll_every_loop"; }
+  std::vector<ir::Schedule> apply(ir::Schedule sch, const std::string &block) const override {
+    for (const ir::LoopRV &l : sch.get_loops(sch.get_block(block))) sch.unroll(l);
+    return search::only(std::move(sch));
+  }
+};
+
+TEST_F(TaskTunerTest, CandidatesUnrolledPastTheBoundAreBuildErrors) {
+  ops::Workload w =
+      ops::Workload::single("matmul", {{{256, 256}, ir::DType::kFloat32}, {{256, 256}, ir::DType::kFloat32}});
+  TuneOptions options = quick_options(7);
+  options.trials = 4;
+  options.batch = 4;
+  options.space = search::SearchSpace{{std::make_shared<UnrollEveryLoop>()}, {}, {}};
+  costmodel::XGBoostCostModel model;
+  TuneResult r = TaskTuner(w, target, options, &database, pool, runner(), model).run();
+  EXPECT_GE(r.progress.trials, 1);
+  EXPECT_EQ(r.progress.errors, r.progress.trials);
+  EXPECT_EQ(r.progress.best_seconds, 0);
+  std::vector<db::Record> records = database.records_of(w.key_hash());
+  ASSERT_FALSE(records.empty());
+  for (const db::Record &rec : records) {
+    ASSERT_FALSE(rec.ok());
+    EXPECT_EQ(rec.error().kind, measure::ErrorKind::kBuildError) << rec.error().message;
+    EXPECT_NE(rec.error().message.find("unrolling loops i (256), j (256), rk (256)"), std::string::npos)
+        << rec.error().message;
+  }
+}
+
 // With the weights a constant of the workload, programs that copy them into panels
 // are measured with the panels packed ahead of time (kiln_prepack, untimed): they pass
 // the check against the reference, and their records say which layout they read.

@@ -1,7 +1,10 @@
 // The measurement network with real processes on loopback: a `kiln tracker`, several
 // `kiln runner`s and the tuner's RemoteRunner, with runners killed, the tracker
 // restarted, kernels that hang, tokens, TLS and size caps.
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 
 #include <algorithm>
 #include <atomic>
@@ -10,6 +13,7 @@
 #include <fstream>
 #include <memory>
 #include <random>
+#include <sstream>
 #include <thread>
 
 #include "rpc/remote_runner.h"
@@ -263,17 +267,63 @@ TEST_F(Network, AnArtifactOverTheCapIsRefusedWithAMessage) {
   }
 }
 
+// A runner pointed at a port where nothing listens says what it waits for, and backs
+// off exponentially up to --max-backoff, logging every interval.
+TEST_F(Network, ARunnerWithoutItsTrackerLogsEveryRetryWithGrowingIntervals) {
+  int sock = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(sock, reinterpret_cast<sockaddr *>(&addr), sizeof addr), 0);
+  socklen_t len = sizeof addr;
+  ASSERT_EQ(getsockname(sock, reinterpret_cast<sockaddr *>(&addr), &len), 0);
+  close(sock);  // bound, never listened: connections to it are refused
+  const std::string nowhere = "127.0.0.1:" + std::to_string(ntohs(addr.sin_port));
+  Process &runner = start_runner("lonely", {"--tracker", nowhere, "--max-backoff", "0.5"});
+  std::vector<double> intervals;
+  const std::string waiting = "kiln runner: waiting for the tracker at " + nowhere + " (";
+  for (int i = 0; i < 1000 && intervals.size() < 10; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    intervals.clear();
+    std::istringstream lines(runner.log());
+    for (std::string line; std::getline(lines, line);) {
+      size_t next = line.find("; next try in ");
+      if (line.rfind(waiting, 0) == 0 && next != std::string::npos)
+        intervals.push_back(std::stod(line.substr(next + 14)));
+    }
+  }
+  runner.signal(SIGTERM);
+  EXPECT_EQ(runner.wait_for(30), 0) << runner.log();
+  ASSERT_GE(intervals.size(), 10u) << runner.log();
+  EXPECT_LE(intervals.front(), 0.15) << runner.log();
+  EXPECT_GT(intervals[4], intervals[0]) << runner.log();
+  for (double interval : intervals) EXPECT_LE(interval, 0.5) << runner.log();
+  EXPECT_GE(intervals.back(), 0.4) << "the cap (within its jitter) was not reached\n" << runner.log();
+}
+
+// The batch says at once that the key has no runner, and again while it waits, before
+// it ends with an error at the queue deadline.
 TEST_F(Network, AKeyWithoutRunnersEndsTheBatchWithAClearError) {
   start_tracker();
   rpc::RemoteRunnerOptions options = remote_options();
   options.key = "jetson-orin";
-  options.queue_deadline_seconds = 1;
+  options.queue_deadline_seconds = 2;
+  options.status_interval_seconds = 0.5;
+  std::ostringstream log;
+  options.log = &log;
   try {
     rpc::RemoteRunner(options).run({job("good_add")});
     ADD_FAILURE() << "a batch without runners did not fail";
   } catch (const std::runtime_error &e) {
     EXPECT_NE(std::string(e.what()).find("--key jetson-orin"), std::string::npos) << e.what();
   }
+  const std::string said = log.str();
+  const std::string no_runner = "has no runner of key 'jetson-orin'; 1 of 1 jobs wait for one (0 s so far";
+  EXPECT_EQ(said.rfind("remote runner: the tracker at " + address() + " " + no_runner, 0), 0u) << said;
+  EXPECT_NE(said.find("Start one on the device: kiln runner --tracker " + address() + " --key jetson-orin"),
+            std::string::npos)
+      << said;
+  EXPECT_NE(said.find("has no runner of key 'jetson-orin' yet"), std::string::npos) << said;
   EXPECT_THROW(rpc::remote_target(options.tracker, "jetson-orin"), std::runtime_error);
 }
 
