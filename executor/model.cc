@@ -182,35 +182,52 @@ Model Model::load(const std::string &dir) {
     impl->arena_bytes = m.at("arena_bytes").get<int64_t>();
     impl->unplanned_bytes = m.at("unplanned_bytes").get<int64_t>();
     if (impl->arena_bytes < 0 || impl->arena_bytes > (int64_t{1} << 40)) throw damaged("arena_bytes out of range");
-    impl->arena.reset(std::aligned_alloc(static_cast<size_t>(kArenaAlignment),
-                                         static_cast<size_t>(std::max<int64_t>(impl->arena_bytes, kArenaAlignment))));
-    if (!impl->arena) throw ModelError("cannot allocate the model's " + std::to_string(impl->arena_bytes) + " bytes");
-    auto *arena = static_cast<std::byte *>(impl->arena.get());
-    std::ifstream weights(root / "weights.bin", std::ios::binary);
+    // Every size is checked against what backs it before anything is allocated: a
+    // damaged manifest must not make the loader allocate what it claims.
+    std::error_code size_error;
+    const auto file_bytes = std::filesystem::file_size(root / "weights.bin", size_error);
+    const int64_t weight_bytes = size_error ? 0 : static_cast<int64_t>(file_bytes);
     const nlohmann::json &values = m.at("values");
-    impl->constants.reserve(values.size());
+    int64_t activation_bytes = 0;  // one buffer per activation: no plan needs more
     for (const nlohmann::json &v : values) {
-      Buffer b;
+      Buffer &b = impl->buffers.emplace_back();
       b.type = {v.at("shape").get<std::vector<int64_t>>(), ir::parse_dtype(v.at("dtype").get<std::string>())};
       b.bytes = checked_bytes(b.type);
       if (v.contains("offset")) {
         auto offset = v.at("offset").get<int64_t>();
         if (offset < 0) throw damaged("a weight's offset is negative");
-        ir::HostTensor &t = impl->constants.emplace_back(b.type.dtype, b.type.shape);
-        weights.seekg(offset);
-        if (!weights.read(static_cast<char *>(t.data()), b.bytes))
+        if (offset > weight_bytes || b.bytes > weight_bytes - offset)
           throw ModelError("'" + dir + "/weights.bin' is shorter than its manifest says (value " +
                            v.at("name").get<std::string>() + ")");
-        b.data = t.data();
         b.constant = true;
       } else if (v.contains("arena_offset")) {
         auto offset = v.at("arena_offset").get<int64_t>();
         // Compared without adding: offset + bytes may overflow.
         if (offset < 0 || offset > impl->arena_bytes || b.bytes > impl->arena_bytes - offset)
           throw damaged("a value lies outside the arena");
-        b.data = arena + offset;
+        activation_bytes = std::min(activation_bytes + b.bytes, int64_t{1} << 62);
       }
-      impl->buffers.push_back(b);
+    }
+    if (impl->arena_bytes > activation_bytes + kArenaAlignment * static_cast<int64_t>(values.size()))
+      throw damaged("arena_bytes is larger than all its activations together");
+    impl->arena.reset(std::aligned_alloc(static_cast<size_t>(kArenaAlignment),
+                                         static_cast<size_t>(std::max<int64_t>(impl->arena_bytes, kArenaAlignment))));
+    if (!impl->arena) throw ModelError("cannot allocate the model's " + std::to_string(impl->arena_bytes) + " bytes");
+    auto *arena = static_cast<std::byte *>(impl->arena.get());
+    std::ifstream weights(root / "weights.bin", std::ios::binary);
+    impl->constants.reserve(values.size());
+    for (size_t i = 0; i < values.size(); ++i) {
+      const nlohmann::json &v = values[i];
+      Buffer &b = impl->buffers[i];
+      if (b.constant) {
+        ir::HostTensor &t = impl->constants.emplace_back(b.type.dtype, b.type.shape);
+        weights.seekg(v.at("offset").get<int64_t>());
+        if (!weights.read(static_cast<char *>(t.data()), b.bytes))
+          throw ModelError("cannot read '" + dir + "/weights.bin' (value " + v.at("name").get<std::string>() + ")");
+        b.data = t.data();
+      } else if (v.contains("arena_offset")) {
+        b.data = arena + v.at("arena_offset").get<int64_t>();
+      }
     }
     auto index = [&](const nlohmann::json &j) {
       auto i = j.get<size_t>();

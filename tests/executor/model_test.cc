@@ -383,6 +383,21 @@ TEST(CompiledModelErrors, HostileManifestsAreRefusedBeforeLoading) {
                 if (v.contains("arena_offset")) v["arena_offset"] = INT64_MAX - 7;
             }).find("a value lies outside the arena"),
             std::string::npos);
+  // Sizes are checked against what backs them before anything is allocated: a weight
+  // claiming 2^40 bytes is refused by weights.bin's size, an arena larger than every
+  // activation together by the values.
+  EXPECT_NE(load_with([](nlohmann::json &m) {
+              for (nlohmann::json &v : m["values"])
+                if (v.contains("offset")) {
+                  v["shape"] = {int64_t{1} << 19, int64_t{1} << 19};
+                  break;
+                }
+            }).find("weights.bin' is shorter than its manifest says"),
+            std::string::npos);
+  EXPECT_NE(load_with([](nlohmann::json &m) {
+              m["arena_bytes"] = int64_t{1} << 40;
+            }).find("arena_bytes is larger than all its activations together"),
+            std::string::npos);
   // Artifacts outside the folder are never opened.
   std::ofstream(temp_dir() / "evil.so") << "not a library";
   for (const std::string &evil : {std::string("../evil.so"), (temp_dir() / "evil.so").string(), std::string("..")})
