@@ -16,6 +16,7 @@
 
 #include "codegen/runtime/abi.h"
 #include "executor/memory_plan.h"
+#include "ir/json_checks.h"
 #include "support/sha256.h"
 
 namespace kiln::executor {
@@ -169,7 +170,7 @@ Model Model::load(const std::string &dir) {
   nlohmann::json m;
   try {
     m = nlohmann::json::parse(manifest_file);
-    if (m.at("kiln_model").get<int>() != kModelFormatVersion)
+    if (!m.at("kiln_model").is_number_integer() || m.at("kiln_model").get<int64_t>() != kModelFormatVersion)
       throw ModelError("'" + dir + "' has model format " + m.at("kiln_model").dump() + "; this Kiln reads " +
                        std::to_string(kModelFormatVersion) + ": compile it again");
   } catch (const nlohmann::json::exception &e) {
@@ -178,6 +179,11 @@ Model Model::load(const std::string &dir) {
   auto impl = std::make_unique<Impl>();
   auto damaged = [&](const std::string &why) { return ModelError("'" + dir + "/model.json' is damaged: " + why); };
   try {
+    // Every number the loader reads as an integer must be one: converting 1e300 to
+    // int64 is undefined behaviour, not an error.
+    for (const char *field : {"arena_bytes", "unplanned_bytes", "values", "inputs", "outputs"})
+      ir::require_int64_numbers(m.at(field), std::string("'") + field + "'");
+    for (const nlohmann::json &s : m.at("steps")) ir::require_int64_numbers(s.at("args"), "a step's 'args'");
     impl->target = m.at("target").get<std::string>();
     impl->arena_bytes = m.at("arena_bytes").get<int64_t>();
     impl->unplanned_bytes = m.at("unplanned_bytes").get<int64_t>();
