@@ -27,13 +27,15 @@ int64_t ReferenceOutputs::total_bytes() const {
 static constexpr uint64_t kCheckStream = 0;
 static constexpr uint64_t kTimingStream = 1;
 
-static int64_t current_address_space_bytes() {
+void limit_address_space(int64_t extra_bytes) {
   long pages = 0;
   if (FILE *f = std::fopen("/proc/self/statm", "r")) {
     if (std::fscanf(f, "%ld", &pages) != 1) pages = 0;
     std::fclose(f);
   }
-  return static_cast<int64_t>(pages) * sysconf(_SC_PAGESIZE);
+  auto cap = static_cast<rlim_t>(static_cast<int64_t>(pages) * sysconf(_SC_PAGESIZE) + extra_bytes);
+  rlimit as{cap, cap};
+  setrlimit(RLIMIT_AS, &as);
 }
 
 static void apply_limits(const ChildLimits &limits) {
@@ -44,9 +46,7 @@ static void apply_limits(const ChildLimits &limits) {
     // RLIMIT_AS, not RLIMIT_DATA: it also caps mmap'd allocations, which is how large
     // workspaces are allocated. Relative to what is mapped now (the runner's own code
     // and the cached reference) so the limit means the same in every process.
-    rlim_t cap = static_cast<rlim_t>(current_address_space_bytes() + limits.memory_limit_bytes);
-    rlimit as{cap, cap};
-    setrlimit(RLIMIT_AS, &as);
+    limit_address_space(limits.memory_limit_bytes);
   }
   if (limits.num_threads > 0) {
     // Looked up rather than linked so this file does not depend on the runtime's

@@ -212,19 +212,6 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
-// Caps this process's address space at what it maps now plus `extra_bytes` (RLIMIT_AS
-// also covers mmap'd memory, which is how LLVM allocates much of its own).
-void limit_address_space(int64_t extra_bytes) {
-  long pages = 0;
-  if (FILE *f = std::fopen("/proc/self/statm", "r")) {
-    if (std::fscanf(f, "%ld", &pages) != 1) pages = 0;
-    std::fclose(f);
-  }
-  auto cap = static_cast<rlim_t>(static_cast<int64_t>(pages) * sysconf(_SC_PAGESIZE) + extra_bytes);
-  rlimit as{cap, cap};
-  setrlimit(RLIMIT_AS, &as);
-}
-
 // The child's report: {"ok": true} or {"error": "build_error", "message": ...}.
 nlohmann::json build_and_report(codegen::Compiler &compiler, const BuildInput &input, const std::string &path) {
   try {
@@ -259,7 +246,7 @@ BuildResult LocalBuilderPool::build_one(codegen::Compiler &compiler, const Build
   if (options_.isolate_builds) {
     detail::ChildRun run = detail::run_in_child(
         [&](int socket) {
-          if (options_.build_memory_limit_mb > 0) limit_address_space(options_.build_memory_limit_mb << 20);
+          if (options_.build_memory_limit_mb > 0) detail::limit_address_space(options_.build_memory_limit_mb << 20);
           detail::write_frame(socket, build_and_report(compiler, input, temp.string()).dump());
         },
         options_.build_timeout_seconds);

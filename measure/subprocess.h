@@ -59,4 +59,8 @@ std::string format_seconds(double seconds);
 /// "512 MiB", "3.5 GiB".
 std::string format_bytes(int64_t bytes);
 
+/// Caps this process's address space (RLIMIT_AS, which also covers mmap'd memory) at
+/// what it maps now plus `extra_bytes`: the limit then means the same in every process.
+void limit_address_space(int64_t extra_bytes);
+
 }  // namespace kiln::measure::detail
