@@ -63,6 +63,7 @@ void serve(const TrackerArgs &a) {
   options.dispatcher.default_queue_deadline_seconds = a.queue_deadline;
   std::unique_ptr<tracker::TrackerServer> server;
   try {
+    rpc::parse_host_port(a.listen, "--listen", /*allow_any_port=*/true);
     if (!a.token_file.empty()) options.token = rpc::read_token_file(a.token_file);
     if (!a.tls_cert.empty()) options.tls_cert_pem = rpc::read_pem_file(a.tls_cert, "TLS certificate");
     if (!a.tls_key.empty()) options.tls_key_pem = rpc::read_pem_file(a.tls_key, "TLS key");

@@ -118,7 +118,14 @@ std::filesystem::path default_measurement_lock_path() {
 }
 
 MeasurementLock::MeasurementLock(std::filesystem::path path, double wait_limit_seconds)
-    : path_(std::move(path)), wait_limit_seconds_(wait_limit_seconds) {}
+    : path_(std::move(path)), wait_limit_seconds_(wait_limit_seconds) {
+  // A lock path that cannot be opened (a directory, a missing folder) is found now, not
+  // at the first timing, where it would fail a candidate that did nothing wrong.
+  if (path_.empty()) return;
+  std::filesystem::path gate_path = path_;
+  gate_path += ".gate";
+  for (const auto &file : {path_, gate_path}) close(open_lock_file(file));
+}
 
 // flock alone lets new shared holders overtake a waiting exclusive one, so a stream of
 // builds could starve timing forever. Every acquirer therefore passes a turnstile (a

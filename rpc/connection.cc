@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 
+#include <cctype>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
@@ -65,14 +66,76 @@ const char *code_name(grpc::StatusCode code) {
 }  // namespace
 
 std::string read_token_file(const std::filesystem::path &path) {
-  std::ifstream in(path);
+  std::ifstream in(path, std::ios::binary);
   if (!in) throw std::runtime_error("cannot read the token file " + path.string());
   std::string line;
-  std::getline(in, line);
+  char c = 0;
+  while (line.size() <= kMaxTokenBytes && in.get(c) && c != '\n') line += c;
+  if (line.size() > kMaxTokenBytes) {
+    throw std::runtime_error("the first line of the token file " + path.string() + " is longer than " +
+                             std::to_string(kMaxTokenBytes) +
+                             " bytes; put the token alone on its first line (e.g. the output of "
+                             "`openssl rand -hex 32`)");
+  }
   line = trim(line);
   if (line.empty())
     throw std::runtime_error("the token file " + path.string() + " is empty; put the token on its first line");
+  for (char byte : line) {
+    if (byte < 0x21 || byte > 0x7e) {
+      throw std::runtime_error("the token in " + path.string() +
+                               " holds a blank, a control character or a non-ASCII byte; a token must be visible "
+                               "ASCII (e.g. the output of `openssl rand -hex 32`)");
+    }
+  }
   return line;
+}
+
+HostPort parse_host_port(const std::string &text, const std::string &what, bool allow_any_port) {
+  auto refuse = [&](const std::string &why) {
+    return std::invalid_argument(what + " '" + text + "' " + why +
+                                 "; give HOST:PORT, e.g. 127.0.0.1:9190, [::1]:9190 or tracker.lan:9190");
+  };
+  size_t colon = text.rfind(':');
+  if (colon == std::string::npos) throw refuse("has no port");
+  HostPort result;
+  result.host = text.substr(0, colon);
+  std::string port = text.substr(colon + 1);
+  if (result.host.empty()) throw refuse("has no host");
+  if (result.host.front() == '[') {
+    in6_addr v6{};
+    if (result.host.back() != ']' ||
+        inet_pton(AF_INET6, result.host.substr(1, result.host.size() - 2).c_str(), &v6) != 1) {
+      throw refuse("has a malformed IPv6 address (write it in brackets: [::1]:9190)");
+    }
+  } else {
+    if (result.host.size() > 253) throw refuse("has a host name longer than 253 characters");
+    for (char c : result.host) {
+      if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '-' && c != '_') {
+        throw refuse(c == ':' ? "holds an IPv6 address without brackets"
+                              : "has a character no host name or address has");
+      }
+    }
+  }
+  if (port.empty() || port.size() > 5 || port.find_first_not_of("0123456789") != std::string::npos) {
+    throw refuse("has no port number after the last ':'");
+  }
+  result.port = std::stoi(port);
+  int lowest = allow_any_port ? 0 : 1;
+  if (result.port < lowest || result.port > 65535) {
+    throw refuse("has port " + port + ", outside " + std::to_string(lowest) + " to 65535");
+  }
+  return result;
+}
+
+std::string why_not_a_name(std::string_view name) {
+  if (name.empty()) return "is empty";
+  if (name.size() > kMaxNameBytes) return "is longer than " + std::to_string(kMaxNameBytes) + " characters";
+  for (char c : name) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '_' && c != '-') {
+      return "may hold only letters, digits, '.', '_' and '-'";
+    }
+  }
+  return "";
 }
 
 std::string read_pem_file(const std::filesystem::path &path, const char *what) {
@@ -104,6 +167,7 @@ bool is_loopback_address(const std::string &address) {
 }
 
 std::shared_ptr<grpc::Channel> make_channel(const ClientOptions &options) {
+  parse_host_port(options.address, "the tracker address");
   std::shared_ptr<grpc::ChannelCredentials> credentials;
   if (!options.tls_ca_pem.empty()) {
     grpc::SslCredentialsOptions ssl;

@@ -9,6 +9,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 
 namespace kiln::rpc {
 
@@ -32,8 +33,28 @@ struct ClientOptions {
 };
 
 /// Reads a token file: its first line, surrounding blanks removed. Throws
-/// std::runtime_error with a message for a missing, unreadable or empty file.
+/// std::runtime_error with a message for a missing, unreadable or empty file, a first
+/// line longer than kMaxTokenBytes (read no further: /dev/zero ends nowhere) and a token
+/// with bytes outside visible ASCII, which gRPC refuses to send in a header.
 std::string read_token_file(const std::filesystem::path &path);
+constexpr size_t kMaxTokenBytes = 4096;
+
+/// A parsed HOST:PORT ("[::1]:9190" gives host "[::1]").
+struct HostPort {
+  std::string host;
+  int port = 0;
+};
+/// Parses HOST:PORT, with a bracketed IPv6 host; throws std::invalid_argument naming
+/// `what` (the flag) for anything else, a port outside 1..65535 (0 too when
+/// `allow_any_port`: a server's "any free port") or a host with characters no host name
+/// or address has. gRPC itself takes "host:" as port 443 and "host:99999" as another port.
+HostPort parse_host_port(const std::string &text, const std::string &what, bool allow_any_port = false);
+
+/// Device keys, runner ids and session ids: 1 to kMaxNameBytes of letters, digits, '.',
+/// '_' and '-' (they end tracker:// URIs and are printed by `kiln tracker status`).
+constexpr size_t kMaxNameBytes = 128;
+/// "" when `name` is a valid key or id, else why not (without naming what it is).
+std::string why_not_a_name(std::string_view name);
 /// Reads a PEM file (certificate, key) whole; throws naming the file.
 std::string read_pem_file(const std::filesystem::path &path, const char *what);
 

@@ -67,7 +67,12 @@ TrackerUri parse_tracker_uri(const std::string &text) {
       rest.find(':') == std::string::npos || rest.find(':') > slash) {
     throw std::invalid_argument("'" + text + "' is not a runner; expected local or tracker://HOST:PORT/KEY");
   }
-  return {rest.substr(0, slash), rest.substr(slash + 1)};
+  TrackerUri uri{rest.substr(0, slash), rest.substr(slash + 1)};
+  parse_host_port(uri.address, "the tracker in '" + text + "'");
+  if (std::string why = why_not_a_name(uri.key); !why.empty()) {
+    throw std::invalid_argument("the key in '" + text + "' " + why + " (the key a runner serves, its --key)");
+  }
+  return uri;
 }
 
 RemoteRunner::RemoteRunner(RemoteRunnerOptions options) : options_(std::move(options)) {

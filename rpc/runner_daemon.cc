@@ -3,16 +3,20 @@
 #include <sys/sysinfo.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <mutex>
 #include <random>
 #include <thread>
+#include <utility>
 
 #include "codegen/runtime/abi.h"
 #include "rpc/blob_transfer.h"
+#include "rpc/connection.h"
 #include "rpc/digest.h"
 
 namespace kiln::rpc {
@@ -37,10 +41,24 @@ std::string load_or_make_runner_id(const fs::path &cache_dir) {
   fs::path file = cache_dir / "runner-id";
   std::ifstream in(file);
   std::string id;
-  if (in && std::getline(in, id) && !id.empty()) return id;
+  if (in && std::getline(in, id) && !id.empty()) {
+    if (std::string why = why_not_a_name(id); !why.empty()) {
+      throw std::runtime_error("the runner id kept in " + file.string() + " " + why +
+                               "; delete the file (a new id is made) or pass --runner-id");
+    }
+    return id;
+  }
+  // Host names may hold characters ids may not (and be longer than they may be).
+  std::string host = local_hostname().substr(0, 64);
+  for (char &c : host) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '-') c = '-';
+  }
   std::random_device random;
-  id = local_hostname() + "-" + std::to_string(random() % 1000000);
-  std::ofstream(file) << id << "\n";
+  id = host + "-" + std::to_string(random() % 1000000);
+  std::ofstream out(file);
+  out << id << "\n";
+  out.close();
+  if (!out) throw std::runtime_error("cannot write the runner id to " + file.string() + ": " + std::strerror(errno));
   return id;
 }
 
@@ -83,7 +101,19 @@ v1::DeviceFacts host_device_facts(const std::string &target) {
 
 RunnerDaemon::RunnerDaemon(RunnerDaemonOptions options, measure::LocalRunner &measurer, std::ostream &log)
     : options_(std::move(options)), measurer_(measurer), log_(log) {
-  fs::create_directories(options_.cache_dir / "blobs");
+  for (const auto &[what, name] :
+       {std::pair<const char *, const std::string &>{"--key", options_.key}, {"--runner-id", options_.runner_id}}) {
+    std::string why = why_not_a_name(name);
+    if (!why.empty() && !(name.empty() && std::string(what) == "--runner-id")) {
+      throw std::invalid_argument(std::string(what) + " '" + name + "' " + why);
+    }
+  }
+  std::error_code error;
+  fs::create_directories(options_.cache_dir / "blobs", error);
+  if (error) {
+    throw std::runtime_error("cannot use " + options_.cache_dir.string() + " as the runner's cache directory: " +
+                             error.message() + "; give a writable folder with --cache-dir");
+  }
   runner_id_ = options_.runner_id.empty() ? load_or_make_runner_id(options_.cache_dir) : options_.runner_id;
   process_id_ = std::to_string(getpid()) + "-" + random_id();
   channel_ = make_channel(options_.tracker);

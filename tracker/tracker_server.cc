@@ -3,7 +3,9 @@
 #include <grpcpp/grpcpp.h>
 
 #include <chrono>
+#include <initializer_list>
 #include <stdexcept>
+#include <utility>
 
 #include "rpc/connection.h"
 #include "rpc/digest.h"
@@ -24,6 +26,32 @@ grpc::Status check_version(v1::ProtocolVersion version) {
                           (version == v1::PROTOCOL_VERSION_UNSPECIFIED ? std::string("sent none")
                                                                        : "speaks version " + std::to_string(version)) +
                           "; run the same Kiln release on both sides");
+}
+
+/// Keys and ids are stored, listed by `kiln tracker status` and matched against
+/// tracker:// URIs: one alphabet for all (rpc::why_not_a_name).
+grpc::Status check_names(std::initializer_list<std::pair<const char *, const std::string &>> names) {
+  for (const auto &[field, value] : names) {
+    if (std::string why = rpc::why_not_a_name(value); !why.empty()) {
+      return grpc::Status(grpc::INVALID_ARGUMENT, std::string("the ") + field + " " + why);
+    }
+  }
+  return grpc::Status::OK;
+}
+
+/// A runner's target is shown to operators and handed to tuners, who parse it.
+grpc::Status check_target(const std::string &target) {
+  constexpr size_t kMaxTargetBytes = 1024;
+  if (target.size() > kMaxTargetBytes) {
+    return grpc::Status(grpc::INVALID_ARGUMENT,
+                        "the runner's target is longer than " + std::to_string(kMaxTargetBytes) + " bytes");
+  }
+  for (char c : target) {
+    if (c < 0x20 || c > 0x7e) {
+      return grpc::Status(grpc::INVALID_ARGUMENT, "the runner's target holds a control character or non-ASCII byte");
+    }
+  }
+  return grpc::Status::OK;
 }
 
 }  // namespace
@@ -93,6 +121,9 @@ class TrackerServer::Service final : public v1::Tracker::Service {
     if (request->session_id().empty() || request->key().empty()) {
       return grpc::Status(grpc::INVALID_ARGUMENT, "a submission needs a session_id and a key");
     }
+    if (auto status = check_names({{"key", request->key()}, {"session_id", request->session_id()}}); !status.ok()) {
+      return status;
+    }
     if (request->jobs_size() > dispatcher_.options().max_jobs_per_submit) {
       return grpc::Status(grpc::RESOURCE_EXHAUSTED, "a submission may carry at most " +
                                                         std::to_string(dispatcher_.options().max_jobs_per_submit) +
@@ -138,6 +169,10 @@ class TrackerServer::Service final : public v1::Tracker::Service {
     if (request->runner_id().empty() || request->key().empty()) {
       return grpc::Status(grpc::INVALID_ARGUMENT, "a runner poll needs a runner_id and a key");
     }
+    if (auto status = check_names({{"key", request->key()}, {"runner_id", request->runner_id()}}); !status.ok()) {
+      return status;
+    }
+    if (auto status = check_target(request->facts().target()); !status.ok()) return status;
     v1::RunnerPollRequest bounded = *request;
     bounded.set_wait_seconds(std::min(request->wait_seconds(), 60.0));
     std::string refusal;
@@ -169,6 +204,7 @@ class TrackerServer::Service final : public v1::Tracker::Service {
 };
 
 TrackerServer::TrackerServer(TrackerOptions options) : options_(std::move(options)) {
+  rpc::parse_host_port(options_.listen_address, "the listen address", /*allow_any_port=*/true);
   bool tls = !options_.tls_cert_pem.empty() || !options_.tls_key_pem.empty();
   if (tls && (options_.tls_cert_pem.empty() || options_.tls_key_pem.empty())) {
     throw std::runtime_error("TLS needs both --tls-cert and --tls-key");

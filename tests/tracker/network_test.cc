@@ -16,6 +16,8 @@
 #include <sstream>
 #include <thread>
 
+#include "rpc/connection.h"
+#include "rpc/proto/kiln_tracker.grpc.pb.h"
 #include "rpc/remote_runner.h"
 #include "tests/tracker/processes.h"
 
@@ -217,6 +219,70 @@ TEST_F(Network, CallersWithoutTheTokenAreRefused) {
   member.tracker.token = "s3cret-token";
   std::vector<measure::RunResult> results = rpc::RemoteRunner(member).run({job("good_add")});
   EXPECT_TRUE(results.at(0).ok()) << results[0].message;
+}
+
+// The tracker's and the runner's own inputs: each bad one ends the process at start with
+// a message, instead of an abort in gRPC (a NUL in the token), a wrong port ("host:"
+// listened on 443, "host:99999" on another port), a retry loop (an empty key) or a
+// failure at the first timing (a lock path that is a folder).
+TEST_F(Network, CallersWithBadAddressesNamesOrTokensAreRefusedAtStart) {
+  auto refused = [&](std::vector<std::string> args, const std::string &message) {
+    Process process(args, dir_ / "refused.log");
+    EXPECT_EQ(process.wait_for(30), 1) << process.log();
+    EXPECT_NE(process.log().find(message), std::string::npos) << process.log();
+  };
+  for (const std::string listen : {"127.0.0.1:", "127.0.0.1:99999", "localhost:abc", ""}) {
+    refused({kiln_binary(), "tracker", "--listen", listen}, "give HOST:PORT");
+  }
+  std::ofstream(dir_ / "nul.token", std::ios::binary) << std::string("abc\0def\n", 8);
+  refused({kiln_binary(), "tracker", "--listen", "127.0.0.1:0", "--token-file", (dir_ / "nul.token").string()},
+          "must be visible ASCII");
+
+  start_tracker();
+  refused(runner_args("nul", {"--token-file", (dir_ / "nul.token").string()}), "must be visible ASCII");
+  refused(runner_args("noport", {"--tracker", "127.0.0.1"}), "has no port");
+  refused(runner_args("wrapped", {"--tracker", "127.0.0.1:99999"}), "outside 1 to 65535");
+  refused(runner_args("empty-key", {"--key", ""}), "--key '' is empty");
+  refused(runner_args("escape", {"--key", "cpu\x1b[2J"}), "may hold only letters");
+  refused(runner_args("a\nb"), "--runner-id");
+  fs::create_directories(dir_ / "lock-dir");
+  refused(runner_args("lock", {"--measurement-lock", (dir_ / "lock-dir").string()}),
+          "cannot open the measurement lock file");
+  std::ofstream(dir_ / "not-a-dir") << "x";
+  refused(runner_args("cache", {"--cache-dir", (dir_ / "not-a-dir").string()}),
+          "give a writable folder with --cache-dir");
+  // An id kept in the cache by another tool or an older version.
+  fs::create_directories(dir_ / "kept");
+  std::ofstream(dir_ / "kept" / "runner-id") << "id with blanks\n";
+  std::vector<std::string> kept = runner_args("unused", {"--cache-dir", (dir_ / "kept").string()});
+  auto id = std::find(kept.begin(), kept.end(), "--runner-id");
+  kept.erase(id, id + 2);
+  refused(kept, "delete the file");
+
+  // Callers that do not use Kiln's client are refused by the tracker itself.
+  rpc::ClientOptions client;
+  client.address = address();
+  auto stub = rpc::v1::Tracker::NewStub(rpc::make_channel(client));
+  rpc::v1::RunnerPollRequest poll;
+  poll.set_protocol_version(rpc::v1::PROTOCOL_VERSION_1);
+  poll.set_runner_id("r1");
+  poll.set_key("cpu\x1b[2J");
+  rpc::v1::RunnerPollResponse response;
+  grpc::Status status = stub->RunnerPoll(rpc::make_context(client, 10).get(), poll, &response);
+  EXPECT_EQ(status.error_code(), grpc::INVALID_ARGUMENT);
+  EXPECT_NE(status.error_message().find("the key may hold only"), std::string::npos) << status.error_message();
+  poll.set_key("cpu");
+  poll.mutable_facts()->set_target(std::string("llvm\0", 5));
+  status = stub->RunnerPoll(rpc::make_context(client, 10).get(), poll, &response);
+  EXPECT_EQ(status.error_code(), grpc::INVALID_ARGUMENT);
+  rpc::v1::SubmitRequest submit;
+  submit.set_protocol_version(rpc::v1::PROTOCOL_VERSION_1);
+  submit.set_session_id(std::string(rpc::kMaxNameBytes + 1, 's'));
+  submit.set_key("cpu");
+  rpc::v1::SubmitResponse submitted;
+  status = stub->Submit(rpc::make_context(client, 10).get(), submit, &submitted);
+  EXPECT_EQ(status.error_code(), grpc::INVALID_ARGUMENT);
+  EXPECT_NE(status.error_message().find("the session_id is longer"), std::string::npos) << status.error_message();
 }
 
 TEST_F(Network, AMeasurementServerThatCannotStartStopsTheRunnerWithAMessage) {
