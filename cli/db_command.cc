@@ -160,6 +160,7 @@ static void add_stats(CLI::App &db, Streams io) {
                             {"records", s.records},
                             {"successful", s.successful},
                             {"errors", s.errors},
+                            {"unusable", s.unusable},
                             {"errors_by_kind", nlohmann::json::object()},
                             {"targets", nlohmann::json::array()}};
         for (const auto &[kind, count] : s.errors_by_kind) j["errors_by_kind"][kind] = count;
@@ -171,9 +172,17 @@ static void add_stats(CLI::App &db, Streams io) {
       io.out << "schema version: " << s.schema_version << "\nworkloads:      " << s.workloads
              << "\nrecords:        " << s.records << " (" << s.successful << " successful, " << s.errors
              << " errors)\n";
-      for (const auto &[kind, count] : s.errors_by_kind) io.out << "  " << kind << ": " << count << '\n';
+      if (s.unusable > 0) {
+        io.out << "unusable:       " << s.unusable
+               << " successful records whose latencies are not positive numbers (written by another tool?); "
+                  "lookups pass them over and `kiln db prune` removes them\n";
+      }
+      // Kinds and targets are text another tool may have written: no escapes reach the terminal.
+      for (const auto &[kind, count] : s.errors_by_kind)
+        io.out << "  " << kiln::support::printable(kind) << ": " << count << '\n';
       for (const kiln::db::TargetStats &t : s.targets)
-        io.out << "target " << t.target << ": " << t.records << " records, " << t.successful << " successful\n";
+        io.out << "target " << kiln::support::printable(t.target) << ": " << t.records << " records, " << t.successful
+               << " successful\n";
     });
   });
 }
@@ -256,8 +265,9 @@ static void add_import(CLI::App &db, Streams io) {
 static void add_prune(CLI::App &db, Streams io) {
   auto path = std::make_shared<std::string>();
   auto keep = std::make_shared<size_t>(0);
-  CLI::App *cmd = db.add_subcommand(
-      "prune", "keep the N fastest records per workload and target; delete the rest and all error records");
+  CLI::App *cmd = db.add_subcommand("prune",
+                                    "keep the N fastest records per workload and target; delete the rest, all error "
+                                    "records and records whose latencies are damaged");
   cmd->add_option("--db", *path, "database file")->required();
   cmd->add_option("--keep", *keep, "records to keep per workload and target")->required()->check(CLI::PositiveNumber);
   cmd->callback([path, keep, io] {

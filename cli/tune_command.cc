@@ -112,6 +112,14 @@ void add_tuning_flags(CLI::App *cmd, TuningArgs &args) {
   cmd->add_flag("-q,--quiet", a->quiet, "no progress line");
 }
 
+void warn_about_passed_over_records(const std::vector<std::string> &messages) {
+  if (messages.empty()) return;
+  std::cerr << "warning: " << messages.size() << " record" << (messages.size() == 1 ? "" : "s")
+            << " of the database could not be read and " << (messages.size() == 1 ? "was" : "were")
+            << " passed over (first: " << support::printable(messages.front())
+            << "); `kiln db stats` counts damaged records, `kiln db prune` removes them\n";
+}
+
 void refuse_targets_this_host_cannot_run(const std::string &target_text) {
   Target target;
   try {
@@ -206,6 +214,8 @@ void add_tune_command(CLI::App &app) {
                      p.best_seconds * 1e3, p.best_gflops, p.elapsed_seconds);
         std::fflush(stderr);
       });
+      if (!a->quiet && !tuner.passed_over_records().empty()) std::cerr << "\n";
+      warn_about_passed_over_records(tuner.passed_over_records());
     } catch (const std::exception &e) {
       std::filesystem::remove_all(work);
       fail(e.what());

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "costmodel/cost_model.h"
 #include "measure/runner.h"
@@ -50,5 +51,7 @@ std::unique_ptr<measure::Runner> make_runner(TuningArgs &args);
 /// host cannot run code for `target` (another architecture, say): the local runner would
 /// only store load errors. A target that does not parse passes (its command says why).
 void refuse_targets_this_host_cannot_run(const std::string &target);
+/// A warning on stderr when resuming passed over records the database could not read.
+void warn_about_passed_over_records(const std::vector<std::string> &messages);
 
 }  // namespace kiln::cli

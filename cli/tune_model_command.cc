@@ -164,6 +164,7 @@ void add_tune_model_command(CLI::App &app) {
             std::fflush(stderr);
           },
           [] { return interrupted.load(); });
+      warn_about_passed_over_records(ts.passed_over_records());
     } catch (const std::exception &e) {
       std::filesystem::remove_all(work);
       fail(e.what());

@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <nlohmann/json.hpp>
 
+#include <cmath>
 #include <filesystem>
 #include <unordered_map>
 
@@ -309,7 +310,19 @@ Record read_record(const sqlite::Statement &row) {
   r.target = row.column_text(5);
   r.trace_json = row.column_text(6);
   if (!row.is_null(7)) {
-    r.outcome = nlohmann::json::parse(row.column_text(7)).get<std::vector<double>>();
+    std::vector<double> latencies;
+    nlohmann::json list = nlohmann::json::parse(row.column_text(7), nullptr, /*allow_exceptions=*/false);
+    bool usable = list.is_array() && !list.empty();
+    for (const auto &latency : list) {
+      usable = usable && latency.is_number() && latency.get<double>() > 0 && std::isfinite(latency.get<double>());
+      if (usable) latencies.push_back(latency.get<double>());
+    }
+    if (!usable) {
+      throw DbError("record " + std::to_string(r.id) +
+                    " has latencies that are not a list of positive numbers (written by another tool?): " +
+                    row.column_text(7).substr(0, 200) + "; `kiln db prune` removes such records");
+    }
+    r.outcome = std::move(latencies);
   } else {
     std::string kind = row.column_text(8);
     std::optional<ErrorKind> parsed = error_kind_from_string(kind);
@@ -320,7 +333,10 @@ Record read_record(const sqlite::Statement &row) {
   try {
     r.metadata = RecordMetadata::from_json(nlohmann::json::parse(row.column_text(10)));
     if (!row.is_null(14)) r.metadata.sketch_instructions = row.column_int(14);
-    if (!row.is_null(15)) r.metadata.packed_inputs = nlohmann::json::parse(row.column_text(15));
+    if (!row.is_null(15)) {
+      r.metadata.packed_inputs = nlohmann::json::parse(row.column_text(15));
+      if (!r.metadata.packed_inputs.is_array()) throw DbError("its packed inputs are not a JSON array");
+    }
   } catch (const nlohmann::json::exception &e) {
     throw DbError("record " + std::to_string(r.id) + " has damaged metadata: " + e.what());
   } catch (const DbError &e) {
@@ -355,7 +371,8 @@ std::vector<Record> Database::top_k(std::string_view workload_hash, std::string_
     // one seek, rows already in order.
     const std::string exact_sql = "SELECT " + std::string(kRecordColumns) +
                                   " FROM records r JOIN workloads w ON w.id = r.workload_id "
-                                  "WHERE w.key_hash = ?1 AND r.target = ?2 AND r.mean_latency IS NOT NULL ORDER BY ";
+                                  "WHERE w.key_hash = ?1 AND r.target = ?2 AND r.mean_latency IS NOT NULL AND " +
+                                  std::string(kUsableRecord) + " ORDER BY ";
     sqlite::Statement &exact =
         ranking == Ranking::kMeasured
             ? impl_->statement(impl_->lookup_exact_measured, exact_sql + "r.mean_latency, r.id LIMIT ?3")
@@ -368,13 +385,15 @@ std::vector<Record> Database::top_k(std::string_view workload_hash, std::string_
     if (out.size() == k || match == TargetMatch::kExactOnly) return out;
     // Fallback tiers: same model first, then models of the same vector width (an
     // AVX-512 schedule for an AVX-512 CPU), then the rest of the device kind.
-    sqlite::Statement &same_kind = impl_->statement(
-        impl_->lookup_same_kind, "SELECT " + std::string(kRecordColumns) +
-                                     " FROM records r JOIN workloads w ON w.id = r.workload_id "
-                                     "WHERE w.key_hash = ?1 AND r.device_kind = ?2 AND r.target <> ?3 "
-                                     "AND r.mean_latency IS NOT NULL "
-                                     "ORDER BY r.device_model = ?4 DESC, kiln_vector_bits(r.device_model) = ?6 DESC, " +
-                                     std::string(kRankOrder) + ", r.id LIMIT ?5");
+    sqlite::Statement &same_kind =
+        impl_->statement(impl_->lookup_same_kind,
+                         "SELECT " + std::string(kRecordColumns) +
+                             " FROM records r JOIN workloads w ON w.id = r.workload_id "
+                             "WHERE w.key_hash = ?1 AND r.device_kind = ?2 AND r.target <> ?3 "
+                             "AND r.mean_latency IS NOT NULL AND " +
+                             std::string(kUsableRecord) +
+                             " ORDER BY r.device_model = ?4 DESC, kiln_vector_bits(r.device_model) = ?6 DESC, " +
+                             std::string(kRankOrder) + ", r.id LIMIT ?5");
     sqlite::ResetOnExit guard(same_kind);
     same_kind.bind(1, workload_hash).bind(2, target.device_kind()).bind(3, canonical);
     same_kind.bind(4, target.device_model()).bind(5, limit - static_cast<int64_t>(out.size()));
@@ -390,7 +409,7 @@ std::optional<Record> Database::best(std::string_view workload_hash, std::string
   return std::move(one.front());
 }
 
-std::vector<Record> Database::records_of(std::string_view workload_hash) {
+std::vector<Record> Database::records_of(std::string_view workload_hash, std::vector<std::string> *passed_over) {
   impl_->reopen_if_changed();
   return with_lock_retry(impl_->path, [&] {
     sqlite::Statement s(impl_->conn.get(), "SELECT " + std::string(kRecordColumns) +
@@ -398,7 +417,15 @@ std::vector<Record> Database::records_of(std::string_view workload_hash) {
                                                "WHERE w.key_hash = ?1 ORDER BY r.id");
     s.bind(1, workload_hash);
     std::vector<Record> out;
-    read_rows(s, SIZE_MAX, out);
+    if (passed_over) passed_over->clear();
+    while (s.step()) {
+      try {
+        out.push_back(read_record(s));
+      } catch (const DbError &e) {
+        if (!passed_over) throw;
+        passed_over->push_back(e.what());
+      }
+    }
     return out;
   });
 }

@@ -63,6 +63,8 @@ struct Stats {
   int64_t records = 0;
   int64_t successful = 0;
   int64_t errors = 0;
+  /// Successful records whose latencies another tool damaged; lookups pass them over.
+  int64_t unusable = 0;
   std::vector<std::pair<std::string, int64_t>> errors_by_kind;  ///< sorted by kind
   std::vector<TargetStats> targets;                             ///< sorted by target
 };
@@ -108,13 +110,17 @@ class Database {
   /// say which options the database was tuned with.
   std::vector<std::string> distinct_pipelines(std::string_view target);
 
-  /// Every record of a workload, errors included, oldest first.
-  std::vector<Record> records_of(std::string_view workload_hash);
+  /// Every record of a workload, errors included, oldest first. A record that cannot
+  /// be read (damaged by another tool) throws DbError naming it, or, with
+  /// `passed_over`, is left out and its message added there.
+  std::vector<Record> records_of(std::string_view workload_hash, std::vector<std::string> *passed_over = nullptr);
 
   Stats stats();
 
-  /// Writes every record as one JSON line, oldest first. Returns the count.
-  size_t export_jsonl(std::ostream &out);
+  /// Writes every record as one JSON line, oldest first. Returns the count. A record
+  /// that cannot be read throws DbError naming it, or, with `passed_over`, is left out
+  /// and its message added there.
+  size_t export_jsonl(std::ostream &out, std::vector<std::string> *passed_over = nullptr);
   /// Reads JSON lines (blank lines are skipped) and commits them in one
   /// transaction. Any malformed line aborts the import before anything is
   /// written, with an error naming its line number. `check`, when given, is called
@@ -123,10 +129,10 @@ class Database {
   CommitResult import_jsonl(std::istream &in, const std::function<void(const Record &)> &check = {});
 
   /// Keeps the `keep_per_target` fastest successful records of every
-  /// (workload, target) and deletes the rest, error records included, and
-  /// workloads left without records. Returns the number of records deleted.
-  /// For shipping a compact database; a tuning job's own file keeps its
-  /// errors, which stop the search from measuring failing programs again.
+  /// (workload, target) and deletes the rest, error records and records with
+  /// damaged latencies (Stats::unusable) included, and workloads left without records. Returns the number of records
+  /// deleted. For shipping a compact database; a tuning job's own file keeps its errors, which stop the search from
+  /// measuring failing programs again.
   size_t prune(size_t keep_per_target);
 
   /// Moves the records stored under target `from` (the exact stored string after

@@ -119,6 +119,18 @@ inline constexpr std::string_view kRecordColumns =
 inline constexpr std::string_view kRankOrder =
     "(r.confirmed_latency IS NULL), coalesce(r.confirmed_latency, r.mean_latency)";
 
+/// Successful records that another tool may have damaged (the columns are SQLite's,
+/// typed by the writer): a latency that is text, zero or negative, a list of latencies
+/// that is not a JSON array, metadata that is not a JSON object, packed inputs that are
+/// not an array. Lookups pass over such records instead of ranking a "fast" text first;
+/// prune removes them; `kiln db stats` counts them.
+inline constexpr std::string_view kUsableRecord =
+    "(typeof(r.mean_latency) IN ('real', 'integer') AND r.mean_latency > 0 "
+    "AND (r.confirmed_latency IS NULL OR (typeof(r.confirmed_latency) IN ('real', 'integer') "
+    "AND r.confirmed_latency > 0)) AND json_valid(r.latencies_json) AND json_type(r.latencies_json) = 'array' "
+    "AND json_valid(r.metadata_json) AND json_type(r.metadata_json) = 'object' AND (r.packed_inputs_json IS NULL "
+    "OR (json_valid(r.packed_inputs_json) AND json_type(r.packed_inputs_json) = 'array')))";
+
 /// Builds a Record from the current row of a statement selecting kRecordColumns.
 Record read_record(const sqlite::Statement &row);
 

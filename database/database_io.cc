@@ -10,7 +10,7 @@
 
 namespace kiln::db {
 
-size_t Database::export_jsonl(std::ostream &out) {
+size_t Database::export_jsonl(std::ostream &out, std::vector<std::string> *passed_over) {
   impl_->reopen_if_changed();
   // One read transaction, so the export is a consistent snapshot even while
   // tuning jobs keep committing.
@@ -19,8 +19,17 @@ size_t Database::export_jsonl(std::ostream &out) {
                                                " FROM records r JOIN workloads w ON w.id = r.workload_id "
                                                "ORDER BY r.id");
     size_t count = 0;
+    if (passed_over) passed_over->clear();
     while (s.step()) {
-      out << record_to_jsonl(read_record(s)) << '\n';
+      Record record;
+      try {
+        record = read_record(s);
+      } catch (const DbError &e) {
+        if (!passed_over) throw;
+        passed_over->push_back(e.what());
+        continue;
+      }
+      out << record_to_jsonl(record) << '\n';
       ++count;
     }
     if (!out) throw DbError("writing the export of " + impl_->path + " failed");

@@ -21,6 +21,8 @@ Stats Database::stats() {
       s.records = conn.query_int("SELECT count(*) FROM records");
       s.successful = conn.query_int("SELECT count(*) FROM records WHERE mean_latency IS NOT NULL");
       s.errors = s.records - s.successful;
+      s.unusable = conn.query_int("SELECT count(*) FROM records r WHERE mean_latency IS NOT NULL AND NOT " +
+                                  std::string(kUsableRecord));
       sqlite::Statement kinds(conn.get(),
                               "SELECT error_kind, count(*) FROM records WHERE error_kind IS NOT NULL "
                               "GROUP BY error_kind ORDER BY error_kind");
@@ -43,13 +45,16 @@ size_t Database::prune(size_t keep_per_target) {
   int64_t deleted = 0;
   impl_->write_transaction([&] {
     sqlite::Statement del(impl_->conn.get(),
-                          "DELETE FROM records WHERE mean_latency IS NULL OR id IN ("
-                          "  SELECT id FROM ("
-                          "    SELECT id, ROW_NUMBER() OVER ("
-                          "      PARTITION BY workload_id, target ORDER BY (confirmed_latency IS NULL), "
-                          "        coalesce(confirmed_latency, mean_latency), id) AS rank"
-                          "    FROM records WHERE mean_latency IS NOT NULL)"
-                          "  WHERE rank > ?1)");
+                          "DELETE FROM records AS r WHERE mean_latency IS NULL OR NOT " + std::string(kUsableRecord) +
+                              " OR id IN ("
+                              "  SELECT id FROM ("
+                              "    SELECT id, ROW_NUMBER() OVER ("
+                              "      PARTITION BY workload_id, target ORDER BY (confirmed_latency IS NULL), "
+                              "        coalesce(confirmed_latency, mean_latency), id) AS rank"
+                              "    FROM records r WHERE mean_latency IS NOT NULL AND " +
+                              std::string(kUsableRecord) +
+                              ")"
+                              "  WHERE rank > ?1)");
     del.bind(1, static_cast<int64_t>(keep_per_target));
     del.step();
     deleted = impl_->conn.changes();

@@ -35,8 +35,11 @@ bool timed_with_flushed_args(const db::Record &record) { return record.metadata.
 MeasuredPrograms load_measured_programs(db::Database &database, const std::string &target, const LoadOptions &options) {
   // The database has no per-target listing, so the records come through the JSONL export.
   std::stringstream jsonl;
-  database.export_jsonl(jsonl);
+  std::vector<std::string> damaged;
+  database.export_jsonl(jsonl, &damaged);
   MeasuredPrograms out;
+  out.unreplayable = damaged.size();
+  if (!damaged.empty()) out.first_replay_error = damaged.front();
   std::map<std::string, std::vector<std::pair<double, db::Record>>> by_task;
   std::string line;
   while (std::getline(jsonl, line)) {

@@ -50,6 +50,13 @@ TaskScheduler::TaskScheduler(std::vector<Task> tasks, Target target, SchedulerOp
   }
 }
 
+std::vector<std::string> TaskScheduler::passed_over_records() const {
+  std::vector<std::string> all;
+  for (const auto &tuner : tuners_)
+    all.insert(all.end(), tuner->passed_over_records().begin(), tuner->passed_over_records().end());
+  return all;
+}
+
 int TaskScheduler::pick_gradient(const std::vector<TaskState> &tasks, const SchedulerOptions &options,
                                  double random01) {
   std::vector<int> open;

@@ -121,6 +121,8 @@ class TaskScheduler {
   /// Books a finished round of `task`: its best latency so far (0 = none yet) and
   /// whether its search space had anything new; stops it when exhausted or stalled.
   static void record_round(TaskState &task, double best_seconds, bool space_left, const SchedulerOptions &options);
+  /// TaskTuner::passed_over_records of every task.
+  std::vector<std::string> passed_over_records() const;
 
  private:
   void share_best(size_t from);

@@ -64,7 +64,7 @@ void TaskTuner::resume_from_database() {
   std::vector<costmodel::ProgramFeatures> features;
   std::vector<double> labels;
   std::string canonical_target = target_.str();
-  std::vector<db::Record> records = db_->records_of(workload_.key_hash());
+  std::vector<db::Record> records = db_->records_of(workload_.key_hash(), &passed_over_records_);
   size_t other_protocol = 0;
   for (const db::Record &r : records)
     if (r.target == canonical_target && r.ok() && timed_with_flushed_args(r) != options_.timing.flush_args)

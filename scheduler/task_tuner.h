@@ -133,6 +133,9 @@ class TaskTuner {
   /// (search::EvolutionarySearch::adopt); call after prepare().
   bool adopt(const ir::Trace &foreign_sketch) { return search_ && search_->adopt(foreign_sketch); }
   const Progress &progress() const { return progress_; }
+  /// Why each record of this task the database could not read (damaged by another
+  /// tool) was passed over when resuming; the caller warns.
+  const std::vector<std::string> &passed_over_records() const { return passed_over_records_; }
   double flops() const { return flops_; }
   const ops::Workload &workload() const { return workload_; }
 
@@ -166,6 +169,7 @@ class TaskTuner {
   measure::RunInput run_input(const std::string &artifact) const;
 
   ops::Workload workload_;
+  std::vector<std::string> passed_over_records_;
   Target target_;
   TuneOptions options_;
   db::Database *db_;

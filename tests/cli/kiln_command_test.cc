@@ -2,6 +2,7 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sqlite3.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -230,6 +231,21 @@ TEST(KilnCommand, TuneOpStoresResultsAndResumes) {
   Output stats = kiln("db stats --json --db " + db);
   ASSERT_EQ(stats.status, 0) << stats.text;
   EXPECT_NE(stats.text.find("\"records\":24"), std::string::npos) << stats.text;
+
+  // A record another tool damaged is passed over with a warning; the job resumes.
+  sqlite3 *raw = nullptr;
+  ASSERT_EQ(sqlite3_open(db.c_str(), &raw), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(raw, "UPDATE records SET latencies_json = '[1,' WHERE id = 3", nullptr, nullptr, nullptr),
+            SQLITE_OK);
+  sqlite3_close(raw);
+  Output third = kiln("tune-op " + task + " --trials 8 --seed 3");
+  ASSERT_EQ(third.status, 0) << third.text;
+  EXPECT_NE(third.text.find("warning: 1 record of the database could not be read and was passed over (first: "
+                            "record 3 has latencies that are not a list of positive numbers"),
+            std::string::npos)
+      << third.text;
+  stats = kiln("db stats --json --db " + db);
+  EXPECT_NE(stats.text.find("\"unusable\":1"), std::string::npos) << stats.text;
   fs::remove_all(dir);
 }
 

@@ -114,6 +114,41 @@ TEST(BadInput, ATraceThatIsNotJsonNamesItsRecord) {
   EXPECT_NE(error.find("delete the record"), std::string::npos) << error;
 }
 
+// Columns written by another tool: a latency stored as text sorted before every number
+// (SQLite orders by type), a negative confirmed latency ranked first, a damaged list of
+// latencies threw nlohmann's raw message. Lookups now pass such records over, stats
+// count them, prune removes them, and reading one names it.
+TEST(BadInput, LatenciesAnotherToolDamagedAreNeverRankedAndAreCountedAndPruned) {
+  TempDir dir;
+  std::filesystem::path path = dir / "edited.kdb";
+  {
+    Database::open(path, OpenMode::kCreate)
+        .commit({ok_record(1, kSkylake, trace("a1"), {1e-3}), ok_record(1, kSkylake, trace("a2"), {2e-3}),
+                 ok_record(1, kSkylake, trace("a3"), {3e-3}), ok_record(1, kSkylake, trace("a4"), {4e-3}),
+                 ok_record(1, kSkylake, trace("a5"), {5e-3})});
+  }
+  sqlite_exec(path,
+              "UPDATE records SET mean_latency = 'fast' WHERE id = 2;"
+              "UPDATE records SET confirmed_latency = -5 WHERE id = 3;"
+              "UPDATE records SET latencies_json = '[1,' WHERE id = 1;"
+              "UPDATE records SET mean_latency = 0 WHERE id = 5;");
+  auto db = Database::open(path, OpenMode::kReadWrite);
+  std::vector<Record> ranked = db.top_k(workload(1).key_hash, kSkylake, 10);
+  ASSERT_EQ(ranked.size(), 1u);
+  EXPECT_EQ(ranked[0].id, 4);
+  EXPECT_EQ(db.best(workload(1).key_hash, kSkylake)->id, 4);
+  EXPECT_EQ(db.stats().unusable, 4);
+
+  sqlite_exec(path, "UPDATE records SET latencies_json = '[\"a\"]' WHERE id = 2;");
+  std::string error = db_error_of([&] { db.records_of(workload(1).key_hash); });
+  EXPECT_NE(error.find("record 1 has latencies that are not a list of positive numbers"), std::string::npos) << error;
+  EXPECT_EQ(error.find("[json.exception"), std::string::npos) << error;
+
+  EXPECT_EQ(db.prune(10), 4u);
+  EXPECT_EQ(db.stats().unusable, 0);
+  EXPECT_EQ(db.stats().records, 1);
+}
+
 TEST(BadInput, NewerSchemaVersionAsksForUpgradeAndLeavesFileAlone) {
   TempDir dir;
   std::filesystem::path path = dir / "future.kdb";
