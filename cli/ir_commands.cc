@@ -114,6 +114,16 @@ static void add_demo(CLI::App &app) {
       args->shapes = {"64x96", "48x96", "48"};
     }
     ir::PrimFunc f = lower_or_fail(*args);
+    // The interpreter takes about a microsecond per element and statement: a shape of
+    // billions would run for hours with no output.
+    constexpr int64_t kMaxDemoElements = int64_t{1} << 24;
+    int64_t elements = 0;
+    for (const ir::Buffer &b : f.params) elements += b->num_elements();
+    if (elements > kMaxDemoElements) {
+      fail("demo checks its schedule with the IR interpreter, which is for small shapes (at most " +
+           std::to_string(kMaxDemoElements) + " elements over all buffers; these have " + std::to_string(elements) +
+           "): give smaller shapes, or check and time large ones with `kiln measure` or `kiln tune-op`");
+    }
     ir::Schedule sch(f, *seed);
     std::vector<std::string> blocks = sch.block_names();
     // Inline element-wise producers where legal, then tile the main block.

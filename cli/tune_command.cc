@@ -44,6 +44,11 @@ void add_tuning_flags(CLI::App *cmd, TuningArgs &args) {
                   "runner applies its own --run-timeout; this bounds the tracker's lease)")
       ->capture_default_str()
       ->check(seconds());
+  cmd->add_option("--memory-limit-mb", a->memory_limit_mb,
+                  "local runner: address space one candidate run may add (its inputs, outputs and the "
+                  "reference's outputs); a workload whose buffers alone exceed it is refused before tuning")
+      ->capture_default_str()
+      ->check(support::at_least(1, 1 << 24));
   cmd->add_option("--timing", a->timing_mode,
                   "local runner: interleaved (each batch's timed repeats run round-robin in one process, so drift "
                   "of the host hits every candidate alike; checks stay one process per candidate) or alone (each "
@@ -143,6 +148,7 @@ std::unique_ptr<measure::Runner> make_runner(TuningArgs &a) {
     if (a.runner == "local") {
       measure::LocalRunnerOptions options;
       options.run_timeout_seconds = a.run_timeout;
+      options.memory_limit_bytes = a.memory_limit_mb << 20;
       options.interleave_batches = a.timing_mode == "interleaved";
       return std::make_unique<measure::LocalRunner>(options);
     }

@@ -31,6 +31,8 @@ struct TuningArgs {
   rpc::ClientArgs tracker_client;  ///< --tracker-token-file, --tracker-tls-ca, --tracker-insecure
   double queue_deadline = 600;
   double run_timeout = 10;
+  /// Local runner: address space one candidate's run may add.
+  int64_t memory_limit_mb = 4096;
   /// interleaved (a batch's repeats round-robin in one process) or alone.
   std::string timing_mode = "interleaved";
   std::string db = "kiln.db";

@@ -1,6 +1,7 @@
 #include "ir/expr.h"
 
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <sstream>
 
@@ -73,8 +74,13 @@ int64_t BufferNode::num_elements() const {
 }
 
 Buffer make_buffer(std::string name, DType dtype, std::vector<int64_t> shape, MemoryScope scope) {
+  // Element counts and byte sizes (num_elements() * 8 at most) must stay in int64.
+  int64_t elements = 1;
   for (int64_t d : shape) {
     if (d <= 0) throw IRError("buffer '" + name + "' has a non-positive dimension");
+    if (__builtin_mul_overflow(elements, d, &elements) || elements > (INT64_MAX >> 4)) {
+      throw IRError("buffer '" + name + "' has more elements than a program can address (2^59); give a smaller shape");
+    }
   }
   return std::make_shared<BufferNode>(std::move(name), dtype, std::move(shape), scope);
 }

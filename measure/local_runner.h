@@ -68,6 +68,7 @@ class LocalRunner : public Runner {
   std::vector<RunResult> run(const std::vector<RunInput> &batch) override;
   RunResult run_one(const RunInput &input);
   bool times_batch_together() const override { return options_.interleave_batches; }
+  int64_t memory_limit_bytes() const override { return options_.memory_limit_bytes; }
 
   const LocalRunnerOptions &options() const { return options_; }
 

@@ -58,6 +58,10 @@ class Runner {
   /// tuner's anchor, scheduler/README.md). False: inputs may run on different devices
   /// or one after the other.
   virtual bool times_batch_together() const { return false; }
+  /// The address space one run may add (its inputs, outputs and the reference's
+  /// outputs must fit); 0 where the runner does not say (a tracker's runners each
+  /// apply their own).
+  virtual int64_t memory_limit_bytes() const { return 0; }
 };
 
 }  // namespace kiln::measure

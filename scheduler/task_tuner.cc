@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
+#include <stdexcept>
 
 #include "ir/lower_passes.h"
 #include "scheduler/measured_programs.h"
@@ -130,8 +132,34 @@ std::string TaskTuner::artifact_name(const std::string &what) const {
   return workload_.key_hash().substr(0, 16) + "_" + what;
 }
 
+// Every candidate of a task whose buffers do not fit the runner fails the same way, and
+// its error records would count against programs that did nothing wrong.
+void TaskTuner::refuse_buffers_over_the_memory_limit() const {
+  const int64_t limit = runner_.memory_limit_bytes();
+  if (limit <= 0) return;
+  int64_t total = 0;
+  bool overflow = false;
+  for (const ir::Buffer &buffer : func_.params) {
+    int64_t bytes = 0;
+    overflow = overflow || __builtin_mul_overflow(buffer->num_elements(), ir::dtype_bytes(buffer->dtype), &bytes) ||
+               __builtin_add_overflow(total, bytes, &total);
+  }
+  if (!overflow && total <= limit) return;
+  auto gib = [](double bytes) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%.1f GiB", bytes / double(int64_t{1} << 30));
+    return std::string(text);
+  };
+  throw std::runtime_error(workload_.summary() + " needs " +
+                           (overflow ? std::string("more than 8 EiB") : gib(static_cast<double>(total))) +
+                           " for its inputs and outputs alone, more than one run may add on this runner (" +
+                           gib(static_cast<double>(limit)) +
+                           "); give a smaller shape, or raise --memory-limit-mb if the machine has the memory");
+}
+
 void TaskTuner::prepare() {
   start_ = support::now_seconds();
+  refuse_buffers_over_the_memory_limit();
   if (options_.warm_start) warm_start_from_other_tasks();
   resume_from_database();
   if (progress_.best_seconds > 0) progress_.best_gflops = flops_ / progress_.best_seconds / 1e9;

@@ -162,6 +162,7 @@ class TaskTuner {
   void train(const std::vector<search::Candidate> &batch, const std::vector<double> &labels);
 
   void resume_from_database();
+  void refuse_buffers_over_the_memory_limit() const;
   void warm_start_from_other_tasks();
   int confirm_best(double started);
   std::string artifact_name(const std::string &what) const;

@@ -186,6 +186,30 @@ TEST(KilnCommand, DemoOfAWorkloadWithNothingToTileIsAnError) {
   fs::remove_all(dir);
 }
 
+// Extents near the limits: an element count past int64 is refused where shapes become
+// buffers; the interpreter's demo refuses shapes it would spend hours on; a tuning job
+// whose buffers cannot fit one run's memory stores no error records.
+TEST(KilnCommand, ExtentsNearTheLimitsAreRefusedBeforeAnyWork) {
+  fs::path dir = temp_dir() / "extents";
+  fs::create_directories(dir);
+  Output overflow = kiln("show --op relu --shape 4294967296x4294967296");
+  EXPECT_EQ(overflow.status, 1) << overflow.text;
+  EXPECT_NE(overflow.text.find("more elements than a program can address"), std::string::npos) << overflow.text;
+  Output demo = kiln("demo --op relu --shape 2147483647");
+  EXPECT_EQ(demo.status, 1) << demo.text;
+  EXPECT_NE(demo.text.find("which is for small shapes"), std::string::npos) << demo.text;
+  std::string db = (dir / "t.db").string();
+  Output tune = kiln("tune-op --op relu --shape 2147483648 --trials 4 -q --db " + db);
+  EXPECT_EQ(tune.status, 1) << tune.text;
+  EXPECT_NE(tune.text.find("relu 2147483648 needs 16.0 GiB for its inputs and outputs alone"), std::string::npos)
+      << tune.text;
+  EXPECT_NE(tune.text.find("(4.0 GiB); give a smaller shape, or raise --memory-limit-mb"), std::string::npos)
+      << tune.text;
+  Output stats = kiln("db stats --json --db " + db);
+  if (stats.status == 0) EXPECT_NE(stats.text.find("\"records\":0"), std::string::npos) << stats.text;
+  fs::remove_all(dir);
+}
+
 TEST(KilnCommand, MeasureChecksAndTimesATask) {
   Output o = kiln("measure --op dense --shape 16x32 --shape 24x32 --repeat 2 --min-repeat-ms 1");
   EXPECT_EQ(o.status, 0) << o.text;
