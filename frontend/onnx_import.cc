@@ -37,8 +37,9 @@ onnx::ModelProto parse_model(const std::string &bytes, const std::string &what) 
 int check_versions(const onnx::ModelProto &model, const std::string &what) {
   if (model.ir_version() > kMaxIrVersion)
     throw ImportError(what + " has ONNX IR version " + std::to_string(model.ir_version()) + "; Kiln reads up to " +
-                      std::to_string(kMaxIrVersion) + " (ONNX 1.12). Export with opset " + std::to_string(kMaxOpset) +
-                      " or older (torch.onnx.export(..., opset_version=" + std::to_string(kMaxOpset) + "))");
+                      std::to_string(kMaxIrVersion) +
+                      " (ONNX 1.16). Convert it with an ONNX release of that age, e.g. "
+                      "onnx.version_converter, or export with an older onnx/torch");
   int opset = -1;
   for (const onnx::OperatorSetIdProto &o : model.opset_import())
     if (is_default_domain(o.domain())) opset = static_cast<int>(o.version());

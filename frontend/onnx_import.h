@@ -27,9 +27,10 @@ struct ImportOptions {
 
 /// The ONNX opsets of the default domain Kiln imports.
 inline constexpr int kMinOpset = 11;
-inline constexpr int kMaxOpset = 17;
-/// The newest ONNX IR version Kiln reads (ONNX 1.12).
-inline constexpr int64_t kMaxIrVersion = 8;
+inline constexpr int kMaxOpset = 21;
+/// The newest ONNX IR version Kiln reads (ONNX 1.16); its new element types (float8,
+/// 4-bit integers) are refused by name where a tensor has one.
+inline constexpr int64_t kMaxIrVersion = 10;
 
 /// Reads and imports a model file.
 Graph import_onnx_file(const std::string &path, const ImportOptions &options = {});

@@ -222,10 +222,19 @@ void import_pool(ImportContext &c, const std::string &op) {
   std::vector<int64_t> in = {c.type(x).shape[2], c.type(x).shape[3]};
   std::vector<int64_t> pads = spatial_pads(c, in, kernel, strides, dilations);
   if (c.attr_int("ceil_mode", 0) != 0) {
-    // ceil_mode changes the output only where a last, partial window exists.
+    // A last, partial window is padded at the end: with the lowest value for the
+    // maximum, and left out of the average's divisor. As in ONNX and PyTorch, a window
+    // that would start in the end padding is dropped.
+    const bool include_pad = op == "avg_pool2d" && c.attr_int("count_include_pad", 0) != 0;
     for (size_t d = 0; d < 2; ++d) {
       int64_t span = in[d] + pads[d] + pads[d + 2] - dilations[d] * (kernel[d] - 1) - 1;
-      if (span % strides[d] != 0) c.fail("ceil_mode=1 with a partial last window is not supported");
+      if (span < 0 || span % strides[d] == 0) continue;
+      int64_t out = span / strides[d] + 2;
+      if ((out - 1) * strides[d] >= in[d] + pads[d]) --out;
+      int64_t extra = (out - 1) * strides[d] + dilations[d] * (kernel[d] - 1) + 1 - (in[d] + pads[d] + pads[d + 2]);
+      if (extra <= 0) continue;
+      if (include_pad) c.fail("ceil_mode=1 with count_include_pad=1 and a partial last window is not supported");
+      pads[d + 2] += extra;
     }
   }
   if (c.attr_int("storage_order", 0) != 0) c.fail("storage_order=1 is not supported");
@@ -372,6 +381,18 @@ void import_pad(ImportContext &c) {
   ValueId x = c.input(0);
   size_t rank = c.type(x).shape.size();
   std::vector<int64_t> pads = c.opset() >= 11 ? c.int_list_input(1, "pads") : c.attr_ints("pads", {});
+  if (c.has_input(3)) {
+    // Opset 18: pads for the listed axes only, [begin of each, end of each].
+    std::vector<int64_t> axes = c.int_list_input(3, "axes");
+    if (pads.size() != 2 * axes.size()) c.fail("pads needs 2 values per axis in axes");
+    std::vector<int64_t> full(2 * rank, 0);
+    for (size_t i = 0; i < axes.size(); ++i) {
+      auto d = static_cast<size_t>(normalize_axis(c, axes[i], rank));
+      full[d] = pads[i];
+      full[d + rank] = pads[i + axes.size()];
+    }
+    pads = full;
+  }
   if (pads.size() != 2 * rank) c.fail("pads needs " + std::to_string(2 * rank) + " values");
   double fill = c.has_input(2) ? c.scalar_input(2, "constant_value") : 0.0;
   for (size_t d = 0; d < rank; ++d) {
@@ -400,7 +421,7 @@ void import_pad(ImportContext &c) {
 OpImporter reduce(const std::string &op) {
   return [op](ImportContext &c) {
     // ReduceSum takes its axes as an input from opset 13, the others from opset 18.
-    std::vector<int64_t> axes = op == "reduce_sum" ? axes_of(c, 1, "axes") : c.attr_ints("axes", {});
+    std::vector<int64_t> axes = op == "reduce_sum" || c.opset() >= 18 ? axes_of(c, 1, "axes") : c.attr_ints("axes", {});
     if (axes.empty() && c.attr_int("noop_with_empty_axes", 0) != 0) {
       c.set_output(0, c.input(0));
       return;
@@ -409,17 +430,22 @@ OpImporter reduce(const std::string &op) {
   };
 }
 
-void import_softmax(ImportContext &c) {
-  ValueId x = c.input(0);
+// The axis of Softmax and LogSoftmax. Before opset 13 they normalize over all axes from
+// `axis` on (a 2-d view): the same as over `axis` alone only when the later axes have
+// extent 1.
+int64_t softmax_axis(ImportContext &c, ValueId x) {
   size_t rank = c.type(x).shape.size();
   int64_t axis = normalize_axis(c, c.attr_int("axis", c.opset() >= 13 ? -1 : 1), rank);
   if (c.opset() < 13) {
-    // Before opset 13 Softmax normalizes over all axes from `axis` on (a 2-d view): the
-    // same as over `axis` alone only when the later axes have extent 1.
     for (size_t d = static_cast<size_t>(axis) + 1; d < rank; ++d)
-      if (c.type(x).shape[d] != 1) c.fail("opset < 13 Softmax over several axes is not supported");
+      if (c.type(x).shape[d] != 1) c.fail("opset < 13 " + c.node().op_type() + " over several axes is not supported");
   }
-  c.set_output(0, c.emit("softmax", {x}, {{"axis", axis}}));
+  return axis;
+}
+
+void import_softmax(ImportContext &c) {
+  ValueId x = c.input(0);
+  c.set_output(0, c.emit("softmax", {x}, {{"axis", softmax_axis(c, x)}}));
 }
 
 void import_layer_norm(ImportContext &c) {
@@ -642,6 +668,111 @@ void import_dropout(ImportContext &c) {
   import_identity(c);
 }
 
+// ---- activations composed of Kiln's element-wise operators -----------------------------
+
+ValueId scalar_like(ImportContext &c, ValueId x, double value) { return c.constant(scalar(c.type(x).dtype, value)); }
+
+// min(x, 0): the negative part, which the piecewise activations below scale.
+ValueId negative_part(ImportContext &c, ValueId x) { return c.emit("minimum", {x, scalar_like(c, x, 0.0)}); }
+
+// x for x >= 0, alpha * x below: relu(x) + alpha * min(x, 0).
+void import_leaky_relu(ImportContext &c) {
+  ValueId x = c.input(0);
+  ValueId scaled = c.emit("mul", {negative_part(c, x), scalar_like(c, x, c.attr_float("alpha", 0.01f))});
+  c.set_output(0, c.emit("add", {c.emit("relu", {x}), scaled}));
+}
+
+// PRelu's slope is a tensor broadcast against x (one per channel, usually).
+void import_prelu(ImportContext &c) {
+  ValueId x = c.input(0), slope = c.input(1);
+  if (c.type(slope).dtype != c.type(x).dtype) c.fail("slope and input have different element types");
+  c.set_output(0, c.emit("add", {c.emit("relu", {x}), c.emit("mul", {negative_part(c, x), slope})}));
+}
+
+// x for x > 0, alpha * (exp(x) - 1) below: relu(x) + alpha * (exp(min(x, 0)) - 1).
+void import_elu(ImportContext &c) {
+  ValueId x = c.input(0);
+  ValueId expm1 = c.emit("sub", {c.emit("exp", {negative_part(c, x)}), scalar_like(c, x, 1.0)});
+  ValueId scaled = c.emit("mul", {expm1, scalar_like(c, x, c.attr_float("alpha", 1.0f))});
+  c.set_output(0, c.emit("add", {c.emit("relu", {x}), scaled}));
+}
+
+// log(1 + exp(x)) as relu(x) + log(1 + exp(-|x|)): exp never overflows.
+void import_softplus(ImportContext &c) {
+  ValueId x = c.input(0);
+  ValueId tail = c.emit("exp", {c.emit("neg", {c.emit("abs", {x})})});
+  ValueId log1p = c.emit("log", {c.emit("add", {tail, scalar_like(c, x, 1.0)})});
+  c.set_output(0, c.emit("add", {c.emit("relu", {x}), log1p}));
+}
+
+// x - max - log(sum(exp(x - max))) over the axis: exact where log(softmax) would
+// underflow to -inf.
+void import_log_softmax(ImportContext &c) {
+  ValueId x = c.input(0);
+  json over_axis{{"axes", {softmax_axis(c, x)}}, {"keepdims", true}};
+  ValueId shifted = c.emit("sub", {x, c.emit("reduce_max", {x}, over_axis)});
+  ValueId total = c.emit("reduce_sum", {c.emit("exp", {shifted})}, over_axis);
+  c.set_output(0, c.emit("sub", {shifted, c.emit("log", {total})}));
+}
+
+// Gelu (opset 20): the exact form is Kiln's gelu; the tanh approximation is composed.
+void import_gelu(ImportContext &c) {
+  ValueId x = c.input(0);
+  std::string approximate = c.attr_string("approximate", "none");
+  if (approximate == "none") {
+    c.set_output(0, c.emit("gelu", {x}));
+    return;
+  }
+  if (approximate != "tanh") c.fail("approximate '" + approximate + "' is neither none nor tanh");
+  // 0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x^3)))
+  ValueId cube = c.emit("mul", {c.emit("mul", {x, x}), x});
+  ValueId inner = c.emit("add", {x, c.emit("mul", {cube, scalar_like(c, x, 0.044715)})});
+  ValueId t = c.emit("tanh", {c.emit("mul", {inner, scalar_like(c, x, std::sqrt(2.0 / std::acos(-1.0)))})});
+  ValueId half_x = c.emit("mul", {x, scalar_like(c, x, 0.5)});
+  c.set_output(0, c.emit("mul", {half_x, c.emit("add", {t, scalar_like(c, x, 1.0)})}));
+}
+
+// ---- Split: one slice per output ---------------------------------------------------------
+
+void import_split(ImportContext &c) {
+  ValueId x = c.input(0);
+  const std::vector<int64_t> shape = c.type(x).shape;
+  auto axis = static_cast<size_t>(normalize_axis(c, c.attr_int("axis", 0), shape.size()));
+  const int64_t extent = shape[axis];
+  const int outputs = c.node().output_size();
+  std::vector<int64_t> sizes;
+  if (c.opset() >= 13 ? c.has_input(1) : c.has_attr("split")) {
+    sizes = c.opset() >= 13 ? c.int_list_input(1, "split") : c.attr_ints("split", {});
+    if (static_cast<int>(sizes.size()) != outputs)
+      c.fail("split has " + std::to_string(sizes.size()) + " sizes for " + std::to_string(outputs) + " outputs");
+    int64_t total = 0;
+    for (int64_t s : sizes) {
+      if (s < 0) c.fail("a split size is negative");
+      total += s;
+    }
+    if (total != extent)
+      c.fail("the split sizes add up to " + std::to_string(total) + ", not the axis' extent " + std::to_string(extent));
+  } else {
+    // Equal parts; from opset 18 num_outputs says how many, the last part may be smaller.
+    int64_t parts = c.opset() >= 18 ? c.attr_int("num_outputs", outputs) : outputs;
+    if (parts != outputs || parts <= 0) c.fail("num_outputs does not match the node's outputs");
+    int64_t each = c.opset() >= 18 ? (extent + parts - 1) / parts : extent / parts;
+    if (c.opset() < 18 && extent % parts != 0)
+      c.fail("extent " + std::to_string(extent) + " does not split into " + std::to_string(parts) + " equal parts");
+    for (int64_t i = 0, left = extent; i < parts; ++i, left -= each) sizes.push_back(std::min(each, left));
+  }
+  int64_t begin = 0;
+  for (int i = 0; i < outputs; ++i) {
+    std::vector<int64_t> starts(shape.size(), 0), steps(shape.size(), 1), part = shape;
+    starts[axis] = begin;
+    part[axis] = sizes[static_cast<size_t>(i)];
+    begin += part[axis];
+    if (c.node().output(i).empty()) continue;
+    if (part[axis] == 0) c.fail("output " + std::to_string(i) + " would be empty; Kiln has no empty tensors");
+    c.set_output(i, part == shape ? x : c.emit("slice", {x}, {{"begin", starts}, {"step", steps}, {"shape", part}}));
+  }
+}
+
 double safe_div(double a, double b) { return a / b; }
 int64_t int_div(int64_t a, int64_t b) { return b == 0 ? 0 : a / b; }
 
@@ -713,6 +844,13 @@ const std::map<std::string, OpImporter> &op_importers() {
     t["Expand"] = import_expand;
     t["Identity"] = import_identity;
     t["Dropout"] = import_dropout;
+    t["LeakyRelu"] = import_leaky_relu;
+    t["PRelu"] = import_prelu;
+    t["Elu"] = import_elu;
+    t["Softplus"] = import_softplus;
+    t["LogSoftmax"] = import_log_softmax;
+    t["Gelu"] = import_gelu;
+    t["Split"] = import_split;
     return t;
   }();
   return table;

@@ -2,6 +2,7 @@
 
 #include <cstring>
 #include <limits>
+#include <map>
 
 #include "frontend/onnx_import.h"
 
@@ -24,9 +25,14 @@ ir::DType dtype_from_onnx(int32_t elem_type, const std::string &what) {
     default:
       break;
   }
+  // Types newer than the ONNX library Kiln builds with, by their numbers in onnx.proto.
+  static const std::map<int32_t, std::string> kNewer = {
+      {17, "FLOAT8E4M3FN"}, {18, "FLOAT8E4M3FNUZ"}, {19, "FLOAT8E5M2"}, {20, "FLOAT8E5M2FNUZ"},
+      {21, "UINT4"},        {22, "INT4"},           {23, "FLOAT4E2M1"}};
   const std::string name = onnx::TensorProto::DataType_IsValid(elem_type)
                                ? onnx::TensorProto::DataType_Name(static_cast<onnx::TensorProto::DataType>(elem_type))
-                               : std::to_string(elem_type);
+                           : kNewer.count(elem_type) ? kNewer.at(elem_type)
+                                                     : std::to_string(elem_type);
   throw ImportError(what + " has element type " + name +
                     "; Kiln supports float32, float16, int64, int32, int8 and bool");
 }

@@ -6,14 +6,18 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <random>
 #include <set>
 #include <sstream>
+
+#include <onnx/onnx_pb.h>
 
 #include "database/database.h"
 #include "executor/compile.h"
 #include "executor/model.h"
 #include "frontend/onnx_import.h"
 #include "frontend/pipeline.h"
+#include "frontend/reference.h"
 #include "ir/lower_passes.h"
 #include "search/space.h"
 #include "te/te.h"
@@ -102,6 +106,67 @@ TEST_P(CompiledModel, UntunedMatchesTheExporter) {
 INSTANTIATE_TEST_SUITE_P(Models, CompiledModel,
                          ::testing::Values("tiny_cnn", "mlp", "bert_tiny", "bert_tiny_opset17", "mobilenet_block",
                                            "odd_cnn", "attention_block", "token_head"));
+
+// Operators the importer composes of Kiln's own (LeakyRelu, Elu, Softplus, LogSoftmax),
+// Split into slices, and a ceil-mode pool with a partial last window compile and run
+// like the reference evaluation of the imported graph.
+TEST(CompiledModel, ComposedOperatorsSplitsAndCeilPoolsMatchTheReference) {
+  onnx::ModelProto proto;
+  proto.set_ir_version(10);
+  proto.add_opset_import()->set_version(21);
+  onnx::GraphProto *g = proto.mutable_graph();
+  g->set_name("composed");
+  onnx::ValueInfoProto *in = g->add_input();
+  in->set_name("x");
+  in->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
+  for (int64_t d : {1, 4, 7, 7})
+    in->mutable_type()->mutable_tensor_type()->mutable_shape()->add_dim()->set_dim_value(d);
+  auto node = [&](const std::string &op, std::vector<std::string> ins, std::vector<std::string> outs) {
+    onnx::NodeProto *n = g->add_node();
+    n->set_op_type(op);
+    for (const std::string &i : ins) n->add_input(i);
+    for (const std::string &o : outs) n->add_output(o);
+    return n;
+  };
+  auto ints = [](onnx::NodeProto *n, const std::string &name, std::vector<int64_t> values) {
+    onnx::AttributeProto *a = n->add_attribute();
+    a->set_name(name);
+    a->set_type(values.size() == 1 && name != "kernel_shape" && name != "strides" ? onnx::AttributeProto::INT
+                                                                                  : onnx::AttributeProto::INTS);
+    if (a->type() == onnx::AttributeProto::INT)
+      a->set_i(values[0]);
+    else
+      for (int64_t v : values) a->add_ints(v);
+  };
+  onnx::NodeProto *pool = node("MaxPool", {"x"}, {"pooled"});  // 7 -> 4 with ceil_mode
+  ints(pool, "kernel_shape", {2, 2});
+  ints(pool, "strides", {2, 2});
+  ints(pool, "ceil_mode", {1});
+  node("LeakyRelu", {"pooled"}, {"leaky"});
+  onnx::NodeProto *split = node("Split", {"leaky"}, {"a", "b"});
+  ints(split, "axis", {1});
+  ints(split, "num_outputs", {2});
+  node("Elu", {"a"}, {"elu"});
+  node("Softplus", {"b"}, {"softplus"});
+  onnx::NodeProto *concat = node("Concat", {"elu", "softplus"}, {"joined"});
+  ints(concat, "axis", {1});
+  node("Flatten", {"joined"}, {"flat"});
+  node("LogSoftmax", {"flat"}, {"y"});
+  g->add_output()->set_name("y");
+
+  frontend::Graph graph = frontend::import_onnx_bytes(proto.SerializeAsString(), {}, "the composed model");
+  Fused f = frontend::prepare(graph, {frontend::ImageLayout::kNCHW, false, true});
+  std::string dir = (temp_dir() / "composed.kiln").string();
+  compile_model(f, options_for("llvm -num-cores=2"), dir);
+  Model model = Model::load(dir);
+  ir::HostTensor x(ir::DType::kFloat32, {1, 4, 7, 7});
+  std::mt19937_64 rng(3);
+  x.fill_random(rng, -4, 4);
+  ir::HostTensor want = frontend::evaluate_reference(graph, {x}).at(0);
+  ir::HostTensor got = model.run({x}).at(0);
+  ASSERT_EQ(got.shape(), (std::vector<int64_t>{1, 64}));
+  EXPECT_LE(ir::relative_l2_error(got, want), 1e-5);
+}
 
 // The CNNs with their images in NHWC (`--layout NHWC`) compile and give the exporter's
 // output: the transposes in and out run as steps, the convolutions channels-last.

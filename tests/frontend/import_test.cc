@@ -499,14 +499,96 @@ TEST(OnnxImport, EveryUnsupportedOperatorIsListedOnce) {
 }
 
 TEST(OnnxImport, VersionsOutsideTheSupportedRangeAreRefusedFirst) {
-  ModelBuilder newer(18);
+  ModelBuilder newer(22);
   newer.input("x", {4});
   newer.node("FooOp", {"x"}, {"y"});
   newer.output("y");
-  EXPECT_NE(newer.error().find("uses opset 18; Kiln imports opsets 11 to 17"), std::string::npos) << newer.error();
-  ModelBuilder ir9;
-  ir9.model.set_ir_version(9);
-  EXPECT_NE(ir9.error().find("has ONNX IR version 9; Kiln reads up to 8"), std::string::npos) << ir9.error();
+  EXPECT_NE(newer.error().find("uses opset 22; Kiln imports opsets 11 to 21"), std::string::npos) << newer.error();
+  ModelBuilder ir11;
+  ir11.model.set_ir_version(11);
+  EXPECT_NE(ir11.error().find("has ONNX IR version 11; Kiln reads up to 10"), std::string::npos) << ir11.error();
+  // What IR 9 and 10 add is refused by name where it is used.
+  ModelBuilder ir10(21);
+  ir10.model.set_ir_version(10);
+  ir10.input("x", {4}, /*INT4=*/22);
+  ir10.node("Identity", {"x"}, {"y"});
+  ir10.output("y");
+  EXPECT_NE(ir10.error().find("graph input 'x' has element type INT4"), std::string::npos) << ir10.error();
+}
+
+// Opsets 18 to 21 as current exporters write them: reductions take their axes as an
+// input, Split says num_outputs (the last part smaller), Pad pads listed axes.
+TEST(OnnxImport, Opset18To21FormsOfReduceSplitAndPad) {
+  for (int opset : {18, 21}) {
+    ModelBuilder m(opset);
+    m.model.set_ir_version(opset == 21 ? 10 : 8);
+    m.input("x", {2, 5});
+    m.ints("axes", {1});
+    auto *mean = m.node("ReduceMean", {"x", "axes"}, {"mean"});
+    ModelBuilder::attr(mean, "keepdims", int64_t{0});
+    auto *split = m.node("Split", {"x"}, {"a", "b"});
+    ModelBuilder::attr(split, "axis", int64_t{1});
+    ModelBuilder::attr(split, "num_outputs", int64_t{2});
+    m.ints("pads", {1, 0});
+    m.ints("pad_axes", {0});
+    m.node("Pad", {"b", "pads", "", "pad_axes"}, {"padded"});
+    m.output("mean");
+    m.output("a");
+    m.output("padded");
+    Graph g = m.import();
+    std::vector<ir::HostTensor> got = evaluate_reference(g, {tensor({2, 5}, {1, 2, 3, 4, 5, 6, 7, 8, 9, 10})});
+    expect_values(got.at(0), {2}, {3, 8});
+    expect_values(got.at(1), {2, 3}, {1, 2, 3, 6, 7, 8});
+    expect_values(got.at(2), {3, 2}, {0, 0, 4, 5, 9, 10});
+  }
+}
+
+// The activations composed of element-wise operators, at the values where their pieces
+// meet and where a naive formula overflows or underflows.
+TEST(OnnxImport, ComposedActivationsMatchTheirDefinitions) {
+  ModelBuilder m(20);
+  m.input("x", {5});
+  auto *leaky = m.node("LeakyRelu", {"x"}, {"leaky"});
+  ModelBuilder::attr(leaky, "alpha", 0.1f);
+  m.node("Elu", {"x"}, {"elu"});
+  m.node("Softplus", {"x"}, {"softplus"});
+  m.node("LogSoftmax", {"x"}, {"logsoftmax"});
+  m.floats("slope", {1}, {0.25f});
+  m.node("PRelu", {"x", "slope"}, {"prelu"});
+  m.node("Gelu", {"x"}, {"gelu"});
+  for (const char *out : {"leaky", "elu", "softplus", "logsoftmax", "prelu", "gelu"}) m.output(out);
+  Graph g = m.import();
+  std::vector<double> x = {-200, -1, 0, 2, 200};
+  std::vector<ir::HostTensor> got = evaluate_reference(g, {tensor({5}, x)});
+  expect_values(got.at(0), {5}, {-20, -0.1, 0, 2, 200});
+  expect_values(got.at(1), {5}, {-1, std::expm1(-1.0), 0, 2, 200});
+  expect_values(got.at(2), {5}, {0, std::log1p(std::exp(-1.0)), std::log(2.0), 2 + std::log1p(std::exp(-2.0)), 200});
+  // log(sum(exp(x))) is 200 up to exp(-198): every element minus 200.
+  expect_values(got.at(3), {5}, {-400, -201, -200, -198, 0});
+  expect_values(got.at(4), {5}, {-50, -0.25, 0, 2, 200});
+  expect_values(got.at(5), {5},
+                {0, -0.5 * (1 - std::erf(1 / std::sqrt(2.0))), 0, 2 * 0.5 * (1 + std::erf(std::sqrt(2.0))), 200});
+}
+
+// MaxPool with ceil_mode and a partial last window (GoogLeNet's pools): padded with the
+// lowest value at the end; a window that would start in the padding is dropped.
+TEST(OnnxImport, CeilModePoolsCoverThePartialLastWindow) {
+  ModelBuilder m;
+  m.input("x", {1, 1, 1, 5});
+  auto *pool = m.node("MaxPool", {"x"}, {"y"});
+  ModelBuilder::attr(pool, "kernel_shape", std::vector<int64_t>{1, 2});
+  ModelBuilder::attr(pool, "strides", std::vector<int64_t>{1, 2});
+  ModelBuilder::attr(pool, "ceil_mode", int64_t{1});
+  auto *avg = m.node("AveragePool", {"x"}, {"z"});
+  ModelBuilder::attr(avg, "kernel_shape", std::vector<int64_t>{1, 2});
+  ModelBuilder::attr(avg, "strides", std::vector<int64_t>{1, 2});
+  ModelBuilder::attr(avg, "ceil_mode", int64_t{1});
+  m.output("y");
+  m.output("z");
+  Graph g = m.import();
+  std::vector<ir::HostTensor> got = evaluate_reference(g, {tensor({1, 1, 1, 5}, {-1, -2, -3, -4, -5})});
+  expect_values(got.at(0), {1, 1, 1, 3}, {-1, -3, -5});
+  expect_values(got.at(1), {1, 1, 1, 3}, {-1.5, -3.5, -5});
 }
 
 TEST(OnnxImport, BadFilesAndTensorsAreClearErrors) {
