@@ -3,6 +3,8 @@
 // and `kiln bench` (a compiled model).
 #pragma once
 
+#include <string>
+
 #include <CLI/CLI.hpp>
 
 namespace kiln::cli {
@@ -11,6 +13,8 @@ void add_import_command(CLI::App &app);
 void add_tune_model_command(CLI::App &app);
 void add_compile_command(CLI::App &app);
 void add_run_command(CLI::App &app);
+/// "1.234 ms" from a millisecond; "56.7 us" below a millisecond (small models).
+std::string format_ms(double ms);
 void add_bench_command(CLI::App &app);
 
 }  // namespace kiln::cli

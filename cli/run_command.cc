@@ -2,9 +2,11 @@
 #include "cli/workload_args.h"
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 
 #include "cli/compiled_model_files.h"
@@ -13,56 +15,162 @@
 
 namespace kiln::cli {
 
+namespace {
+
+/// A tensor argument of `kiln run`: NAME=FILE, or FILE alone (matched by position).
+struct NamedFile {
+  std::string name, path;
+};
+
+/// Splits "NAME=FILE" where NAME is one of `names`; anything else is a path alone (file
+/// names may hold '=').
+NamedFile split_named(const std::string &text, const std::vector<std::string> &names) {
+  size_t eq = text.find('=');
+  if (eq != std::string::npos && std::find(names.begin(), names.end(), text.substr(0, eq)) != names.end())
+    return {text.substr(0, eq), text.substr(eq + 1)};
+  return {"", text};
+}
+
+std::string list_names(const std::vector<std::string> &names) {
+  std::string out;
+  for (const std::string &n : names) out += (out.empty() ? "'" : ", '") + n + "'";
+  return out;
+}
+
+/// One file per name: named ones by name, the rest in order of the names left. Exits with
+/// a message when a name is given twice, files are left over, or (with `all`) missing.
+std::vector<std::string> match_files(const std::vector<std::string> &args, const std::vector<std::string> &names,
+                                     const std::string &flag, bool all) {
+  std::vector<std::string> files(names.size());
+  std::vector<std::string> positional;
+  for (const std::string &arg : args) {
+    NamedFile f = split_named(arg, names);
+    if (f.name.empty()) {
+      positional.push_back(f.path);
+      continue;
+    }
+    auto k = static_cast<size_t>(std::find(names.begin(), names.end(), f.name) - names.begin());
+    if (!files[k].empty()) fail(flag + " names '" + f.name + "' twice");
+    files[k] = f.path;
+  }
+  size_t next = 0;
+  for (const std::string &path : positional) {
+    while (next < files.size() && !files[next].empty()) ++next;
+    if (next == files.size()) {
+      fail(flag + " '" + path + "' is one more file than the model has (" + list_names(names) +
+           "); name each with NAME=FILE");
+    }
+    files[next++] = path;
+  }
+  if (all) {
+    for (size_t k = 0; k < files.size(); ++k) {
+      if (files[k].empty()) {
+        fail("no " + flag + " for '" + names[k] + "'; the model's inputs are " + list_names(names) +
+             ": give each with " + flag + " NAME=FILE (or files in that order)");
+      }
+    }
+  }
+  return files;
+}
+
+/// A file name for a tensor's name: characters a path must not hold become '_'.
+std::string file_name_for(const std::string &name) {
+  std::string out = name.empty() ? "output" : name;
+  for (char &c : out) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '-' && c != '_') c = '_';
+  }
+  if (out == "." || out == "..") out = "output";
+  return out + ".npy";
+}
+
+}  // namespace
+
+std::string format_ms(double ms) {
+  char text[32];
+  if (ms >= 1)
+    std::snprintf(text, sizeof text, "%.3f ms", ms);
+  else
+    std::snprintf(text, sizeof text, "%.1f us", ms * 1e3);
+  return text;
+}
+
 void add_run_command(CLI::App &app) {
   struct RunArgs {
-    std::string model, input, output, compare;
+    std::string model;
+    std::vector<std::string> inputs, outputs, compares;
     double tolerance = 1e-4;
   };
   auto args = std::make_shared<RunArgs>();
-  auto *cmd = app.add_subcommand("run", "Run a compiled model once on an input file");
+  auto *cmd = app.add_subcommand("run", "Run a compiled model once on input files");
   cmd->add_option("--model", args->model, "compiled model folder (kiln compile)")->required();
-  cmd->add_option("--input", args->input,
-                  "the model's input: a .npy file (C order; float64 converts to float32) or raw little-endian "
-                  "bytes in the input's shape")
+  cmd->add_option("--input", args->inputs,
+                  "an input: NAME=FILE, or FILE for the inputs in order; a .npy file (C order; float64 converts "
+                  "to float32, int64 to narrower integers when every value fits) or raw little-endian bytes in the "
+                  "input's shape. Repeat once per input")
       ->required();
-  cmd->add_option("--output", args->output, "write the output there: .npy when the name ends in .npy, else raw");
-  cmd->add_option("--compare", args->compare,
-                  "reference output (.npy or raw): print the error, fail beyond --tolerance");
+  cmd->add_option("--output", args->outputs,
+                  "where outputs go: NAME=FILE, FILE for the outputs in order (.npy when the name ends in .npy, "
+                  "else raw), or an existing folder (each output as NAME.npy there). Repeatable");
+  cmd->add_option("--compare", args->compares,
+                  "reference outputs (.npy or raw), NAME=FILE or FILE in order: print the errors, fail beyond "
+                  "--tolerance. Repeatable");
   cmd->add_option("--tolerance", args->tolerance, "largest relative L2 error --compare accepts")
       ->capture_default_str()
       ->check(finite_range(0, 1e6));
   cmd->callback([args] {
     executor::Model model = load_compiled_model(args->model);
-    if (model.input_types().size() != 1)
-      fail("kiln run feeds one input; this model has " + std::to_string(model.input_types().size()));
-    ir::HostTensor input = read_tensor(args->input, model.input_types()[0]);
+    const std::vector<std::string> &in_names = model.input_names(), &out_names = model.output_names();
+    std::vector<std::string> in_files = match_files(args->inputs, in_names, "--input", /*all=*/true);
+    std::vector<ir::HostTensor> inputs;
+    for (size_t k = 0; k < in_files.size(); ++k) inputs.push_back(read_tensor(in_files[k], model.input_types()[k]));
     auto start = std::chrono::steady_clock::now();
     std::vector<ir::HostTensor> outputs;
     try {
-      outputs = model.run({input});
+      outputs = model.run(inputs);
     } catch (const executor::ModelError &e) {
       fail(e.what());
     }
     double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-    const ir::HostTensor &out = outputs.at(0);
-    std::printf("output '%s': %s %s, %.3f ms\n", model.output_names()[0].c_str(),
-                frontend::shape_string(out.shape()).c_str(), ir::dtype_name(out.dtype()), ms);
-    if (!args->output.empty()) {
+    for (size_t o = 0; o < outputs.size(); ++o) {
+      std::printf("output '%s': %s %s\n", support::printable(out_names[o]).c_str(),
+                  frontend::shape_string(outputs[o].shape()).c_str(), ir::dtype_name(outputs[o].dtype()));
+    }
+    std::printf("ran in %s\n", format_ms(ms).c_str());
+
+    std::vector<std::string> out_files;
+    std::error_code ec;
+    if (args->outputs.size() == 1 && std::filesystem::is_directory(args->outputs[0], ec)) {
+      for (const std::string &name : out_names)
+        out_files.push_back((std::filesystem::path(args->outputs[0]) / file_name_for(name)).string());
+    } else {
+      out_files = match_files(args->outputs, out_names, "--output", /*all=*/false);
+    }
+    for (size_t o = 0; o < out_files.size(); ++o) {
+      if (out_files[o].empty()) continue;
       try {
-        executor::write_tensor_file(args->output, out);
+        executor::write_tensor_file(out_files[o], outputs[o]);
       } catch (const executor::TensorFileError &e) {
         fail(e.what());
       }
     }
-    if (!args->compare.empty()) {
-      ir::HostTensor want = read_tensor(args->compare, {out.shape(), out.dtype()});
+    std::vector<std::string> compare_files = match_files(args->compares, out_names, "--compare", /*all=*/false);
+    bool all_within = true;
+    for (size_t o = 0; o < compare_files.size(); ++o) {
+      if (compare_files[o].empty()) continue;
+      const ir::HostTensor &out = outputs[o];
+      ir::HostTensor want = read_tensor(compare_files[o], {out.shape(), out.dtype()});
       double max_abs = 0;
       for (int64_t i = 0; i < out.size(); ++i) max_abs = std::max(max_abs, std::fabs(out.get(i) - want.get(i)));
       double rel = ir::relative_l2_error(out, want);
-      std::printf("compare: max abs error %.3g, relative L2 error %.3g (tolerance %.3g)\n", max_abs, rel,
-                  args->tolerance);
-      if (!(rel <= args->tolerance)) fail("the output differs from '" + args->compare + "' beyond the tolerance");
+      std::printf("compare '%s': max abs error %.3g, relative L2 error %.3g (tolerance %.3g)\n",
+                  support::printable(out_names[o]).c_str(), max_abs, rel, args->tolerance);
+      if (!(rel <= args->tolerance)) {
+        std::fprintf(stderr, "kiln: error: output '%s' differs from '%s' beyond the tolerance\n",
+                     support::printable(out_names[o]).c_str(), support::printable(compare_files[o]).c_str());
+        all_within = false;
+      }
     }
+    if (!all_within) throw CLI::RuntimeError(1);
   });
 }
 

@@ -313,6 +313,21 @@ CompileReport compile_model(const frontend::PreparedModel &model, const CompileO
   if (!weights) throw ModelError("cannot write '" + (staging / "weights.bin").string() + "': " + std::strerror(errno));
   manifest["inputs"] = graph.inputs;
   manifest["outputs"] = graph.outputs;
+  // Graph inputs that are row indices (token ids): kernels clamp an index outside the
+  // table, so Model::run checks these inputs first and names a bad one instead.
+  manifest["index_inputs"] = nlohmann::json::array();
+  for (size_t k = 0; k < graph.inputs.size(); ++k) {
+    std::optional<int64_t> rows;
+    for (const frontend::Node &n : graph.nodes) {
+      if (n.op != "take" || n.inputs.size() != 2 || n.inputs[1] != graph.inputs[k]) continue;
+      const std::vector<int64_t> &table = graph.values[static_cast<size_t>(n.inputs[0])].type.shape;
+      int64_t axis = n.attrs.value("axis", int64_t{0});
+      if (axis < 0) axis += static_cast<int64_t>(table.size());
+      int64_t extent = table.at(static_cast<size_t>(axis));
+      rows = rows ? std::min(*rows, extent) : extent;
+    }
+    if (rows) manifest["index_inputs"].push_back({{"input", k}, {"rows", *rows}});
+  }
   manifest["steps"] = nlohmann::json::array();
 
   CompileReport report;

@@ -65,6 +65,8 @@ struct Model::Impl {
   std::vector<size_t> inputs, outputs;
   std::vector<std::string> input_names, output_names;
   std::vector<ir::TensorType> input_types, output_types;
+  /// Per input: the rows of the table it indexes (it holds row indices), else 0.
+  std::vector<int64_t> index_rows;
   std::vector<Step> steps;
   std::vector<StepInfo> step_infos;
 
@@ -184,6 +186,7 @@ Model Model::load(const std::string &dir) {
     for (const char *field : {"arena_bytes", "unplanned_bytes", "values", "inputs", "outputs"})
       ir::require_int64_numbers(m.at(field), std::string("'") + field + "'");
     for (const nlohmann::json &s : m.at("steps")) ir::require_int64_numbers(s.at("args"), "a step's 'args'");
+    if (m.contains("index_inputs")) ir::require_int64_numbers(m.at("index_inputs"), "'index_inputs'");
     impl->target = m.at("target").get<std::string>();
     impl->arena_bytes = m.at("arena_bytes").get<int64_t>();
     impl->unplanned_bytes = m.at("unplanned_bytes").get<int64_t>();
@@ -251,6 +254,17 @@ Model Model::load(const std::string &dir) {
       impl->output_names.push_back(values[impl->outputs.back()].at("name"));
       impl->output_types.push_back(impl->buffers[impl->outputs.back()].type);
     }
+    impl->index_rows.assign(impl->inputs.size(), 0);
+    if (m.contains("index_inputs")) {
+      for (const nlohmann::json &e : m.at("index_inputs")) {
+        auto k = e.at("input").get<size_t>();
+        auto rows = e.at("rows").get<int64_t>();
+        if (k >= impl->inputs.size() || rows < 1 || !ir::is_int(impl->input_types[k].dtype))
+          throw damaged("an index input names input " + std::to_string(k) + " with " + std::to_string(rows) +
+                        " rows, which is not an integer input of the model");
+        impl->index_rows[k] = rows;
+      }
+    }
     if (m.at("steps").empty()) throw damaged("it has no steps");
     if (impl->outputs.empty()) throw damaged("it has no outputs");
     for (const nlohmann::json &s : m.at("steps")) {
@@ -299,9 +313,12 @@ void Model::replace_step(size_t i, const std::string &artifact) {
 std::vector<ir::HostTensor> Model::random_inputs(uint64_t seed) const {
   std::mt19937_64 rng(seed);
   std::vector<ir::HostTensor> inputs;
-  for (const ir::TensorType &t : impl_->input_types) {
+  for (size_t k = 0; k < impl_->input_types.size(); ++k) {
+    const ir::TensorType &t = impl_->input_types[k];
     inputs.emplace_back(t.dtype, t.shape);
-    inputs.back().fill_random(rng);
+    // Row indices are drawn from their table's rows.
+    const int64_t rows = impl_->index_rows[k];
+    rows > 0 ? inputs.back().fill_random(rng, 0, static_cast<double>(rows - 1)) : inputs.back().fill_random(rng);
   }
   return inputs;
 }
@@ -319,7 +336,29 @@ void call_step(Step &s) {
 }
 }  // namespace
 
+// Kernels clamp an index outside its table (no read outside it); a clear error is better.
+void Model::check_index_inputs() const {
+  const Impl &m = *impl_;
+  for (size_t k = 0; k < m.inputs.size(); ++k) {
+    const int64_t rows = m.index_rows[k];
+    if (rows == 0) continue;
+    const Buffer &b = m.buffers[m.inputs[k]];
+    const int64_t n = b.bytes / ir::dtype_bytes(b.type.dtype);
+    for (int64_t i = 0; i < n; ++i) {
+      int64_t v = b.type.dtype == ir::DType::kInt64   ? static_cast<const int64_t *>(b.data)[i]
+                  : b.type.dtype == ir::DType::kInt32 ? static_cast<const int32_t *>(b.data)[i]
+                                                      : static_cast<const int8_t *>(b.data)[i];
+      if (v < -rows || v >= rows)
+        throw ModelError("input '" + m.input_names[k] + "' holds " + std::to_string(v) + " at element " +
+                         std::to_string(i) + ", but it indexes a table of " + std::to_string(rows) +
+                         " rows: give indices from 0 to " + std::to_string(rows - 1) +
+                         " (negative ones count from the end)");
+    }
+  }
+}
+
 void Model::run() {
+  check_index_inputs();
   for (Step &s : impl_->steps) call_step(s);
 }
 

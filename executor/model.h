@@ -65,7 +65,8 @@ class Model {
   /// Threads of the runtime's pool for parallel loops (process-wide).
   static void set_threads(int threads);
 
-  /// Runs one inference; inputs are checked against input_types().
+  /// Runs one inference; inputs are checked against input_types(), and inputs that are
+  /// row indices (token ids) against their table's rows.
   std::vector<ir::HostTensor> run(const std::vector<ir::HostTensor> &inputs);
 
   /// Zero-copy use: write the inputs where input_data() points, run(), then read the
@@ -88,6 +89,8 @@ class Model {
  private:
   struct Impl;
   explicit Model(std::unique_ptr<Impl> impl);
+  /// Throws ModelError naming an input of row indices that holds one outside its table.
+  void check_index_inputs() const;
   std::unique_ptr<Impl> impl_;
 };
 

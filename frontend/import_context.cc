@@ -156,7 +156,26 @@ ValueId ImportContext::emit(const std::string &op, const std::vector<ValueId> &i
 }
 
 void ImportContext::set_output(int i, ValueId v) {
-  if (i < node_->output_size() && !node_->output(i).empty()) bind(node_->output(i), v);
+  if (i >= node_->output_size() || node_->output(i).empty()) return;
+  const std::string &wanted = node_->output(i);
+  auto id = static_cast<size_t>(v);
+  if (id >= first_value_of_node_ && graph_.values[id].name != wanted) {
+    // Swap names with the value of this node that holds the output's name, if any; a
+    // name an earlier node's value holds stays with it.
+    bool held_elsewhere = names_.count(wanted) > 0;
+    for (size_t k = first_value_of_node_; k < graph_.values.size(); ++k) {
+      if (graph_.values[k].name == wanted) {
+        graph_.values[k].name = graph_.values[id].name;
+        held_elsewhere = false;
+        break;
+      }
+    }
+    if (!held_elsewhere) {
+      names_.insert(wanted);
+      graph_.values[id].name = wanted;
+    }
+  }
+  bind(wanted, v);
 }
 
 void ImportContext::require_unused_output(int i, const std::string &what) const {

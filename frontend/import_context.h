@@ -29,7 +29,10 @@ class ImportContext {
   ValueId add_constant(ir::HostTensor data, const std::string &name);
 
   // ---- the node being imported ----------------------------------------------------
-  void begin(const onnx::NodeProto &node) { node_ = &node; }
+  void begin(const onnx::NodeProto &node) {
+    node_ = &node;
+    first_value_of_node_ = graph_.values.size();
+  }
   const onnx::NodeProto &node() const { return *node_; }
   [[noreturn]] void fail(const std::string &message) const;
 
@@ -63,7 +66,10 @@ class ImportContext {
   static constexpr int64_t kMaxConstantElements = int64_t{1} << 28;
   /// A constant computed by the importer itself.
   ValueId constant(ir::HostTensor data);
-  /// Binds output `i` of the node; a node output nobody reads may stay unbound.
+  /// Binds output `i` of the node; a node output nobody reads may stay unbound. The
+  /// value takes the output's exact name when this node made it (a composed importer
+  /// names every value it emits after the output, so the last one had a suffix): the
+  /// model's output names are what a user of the compiled model sees.
   void set_output(int i, ValueId v);
   /// Fails if output `i` exists and is read by the model (an output Kiln cannot make).
   void require_unused_output(int i, const std::string &what) const;
@@ -77,6 +83,7 @@ class ImportContext {
   std::map<std::string, ValueId> by_name_;
   std::set<std::string> names_, used_;
   const onnx::NodeProto *node_ = nullptr;
+  size_t first_value_of_node_ = 0;
 };
 
 /// Imports one ONNX operator type.

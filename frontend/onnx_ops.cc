@@ -531,7 +531,12 @@ void import_cast(ImportContext &c) {
     c.set_output(0, x);
     return;
   }
-  c.set_output(0, c.constant(cast_tensor(c.constant_input(0, "input"), to)));
+  if (c.value(x).is_constant()) {
+    c.set_output(0, c.constant(cast_tensor(c.constant_input(0, "input"), to)));
+    return;
+  }
+  // A run-time cast (an int64 attention mask made float).
+  c.set_output(0, c.emit("cast", {x}, {{"dtype", ir::dtype_name(to)}}));
 }
 
 // Gather of constant indices from a computed tensor (a transformer's class token, one
@@ -560,7 +565,12 @@ void import_gather_computed(ImportContext &c, ValueId data, const HostTensor &in
 }
 
 void import_gather(ImportContext &c) {
-  const HostTensor &indices = c.constant_input(1, "indices (lookups at computed indices are not supported yet)");
+  if (!c.value(c.input(1)).is_constant()) {
+    // Indices known only at run time (token ids into an embedding table).
+    c.set_output(0, c.emit("take", {c.input(0), c.input(1)}, {{"axis", c.attr_int("axis", 0)}}));
+    return;
+  }
+  const HostTensor &indices = c.constant_input(1, "indices");
   if (!c.value(c.input(0)).is_constant()) {
     import_gather_computed(c, c.input(0), indices,
                            normalize_axis(c, c.attr_int("axis", 0), c.type(c.input(0)).shape.size()));

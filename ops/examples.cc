@@ -14,6 +14,7 @@ using json = nlohmann::json;
 TensorType f32(std::vector<int64_t> shape) { return TensorType{std::move(shape), DType::kFloat32}; }
 TensorType i32(std::vector<int64_t> shape) { return TensorType{std::move(shape), DType::kInt32}; }
 TensorType i8(std::vector<int64_t> shape) { return TensorType{std::move(shape), DType::kInt8}; }
+TensorType i64(std::vector<int64_t> shape) { return TensorType{std::move(shape), DType::kInt64}; }
 
 // A chain of operators: the first consumes the listed inputs, each later one consumes
 // the previous result plus any further inputs it names.
@@ -96,6 +97,12 @@ std::vector<NamedWorkload> small_example_workloads() {
   single("tanh", "tanh", {f32({5, 7})});
   single("erf", "erf", {f32({5, 7})});
   single("gelu", "gelu", {f32({3, 11})});
+  single("cast_float_to_int", "cast", {f32({4, 9})}, {{"dtype", "int32"}});
+  single("cast_int64_to_float", "cast", {i64({2, 7})}, {{"dtype", "float32"}});
+  // Token ids in [-7, 7] (the tests' integers) into 6 rows: negative ones wrap, 6 and 7
+  // are clamped to the last row.
+  single("take_embedding", "take", {f32({6, 5}), i64({2, 3})});
+  single("take_inner_axis_int32", "take", {f32({3, 6, 2}), i32({4})}, {{"axis", 1}});
   single("exp", "exp", {f32({7, 3})});
   single("sqrt", "sqrt", {f32({5, 3})});
   single("log", "log", {f32({3, 5})});

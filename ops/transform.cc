@@ -196,6 +196,43 @@ te::Tensor slice(const std::vector<te::Tensor> &in, const json &attrs) {
       "slice");
 }
 
+// ONNX Gather with run-time indices (an embedding lookup): output position
+// [a..., i..., b...] reads x[a..., indices[i...], b...]. Negative indices count from the
+// end; an index outside [-n, n) is clamped into the axis, so that no index a model is fed
+// reads outside x (the executor refuses such inputs before running where it can see
+// them: Model::run checks graph inputs that are indices).
+te::Tensor take(const std::vector<te::Tensor> &in, const json &attrs) {
+  const char *op = "take";
+  const te::Tensor &x = in[0], &indices = in[1];
+  reject_bool(op, x);
+  if (indices.dtype() != DType::kInt64 && indices.dtype() != DType::kInt32)
+    fail(op, "indices must be int64 or int32, not " + std::string(ir::dtype_name(indices.dtype())));
+  const size_t rank = x.ndim();
+  if (rank == 0) fail(op, "the data must have at least one axis");
+  const auto axis =
+      static_cast<size_t>(normalize_axis(op, attr_int(attrs, "axis"), static_cast<int64_t>(rank), "axis"));
+  const int64_t n = x.shape()[axis];
+  std::vector<int64_t> shape(x.shape().begin(), x.shape().begin() + static_cast<int64_t>(axis));
+  shape.insert(shape.end(), indices.shape().begin(), indices.shape().end());
+  shape.insert(shape.end(), x.shape().begin() + static_cast<int64_t>(axis) + 1, x.shape().end());
+  const size_t k = indices.ndim();
+  return te::compute(
+      shape,
+      [&](const std::vector<Var> &v) {
+        std::vector<Expr> at;
+        for (size_t d = 0; d < k; ++d) at.push_back(v[axis + d]);
+        Expr i = ir::make_cast(DType::kInt64, indices(at));
+        Expr wrapped = ir::make_select(i < Expr(0), i + Expr(n), i);
+        Expr clamped = ir::make_min(ir::make_max(wrapped, Expr(0)), Expr(n - 1));
+        std::vector<Expr> idx;
+        for (size_t d = 0; d < axis; ++d) idx.push_back(v[d]);
+        idx.push_back(clamped);
+        for (size_t d = axis + 1; d < rank; ++d) idx.push_back(v[d + k - 1]);
+        return x(idx);
+      },
+      op);
+}
+
 }  // namespace
 
 std::vector<OpDef> transform_ops() {
@@ -218,6 +255,13 @@ std::vector<OpDef> transform_ops() {
                       "extents except along axis. Attribute: axis (0; negatives count from the end). Stage: "
                       "concat (nested selects on the axis index).",
                       1, -1, json{{"axis", 0}}, concat});
+  ops.push_back(OpDef{"take",
+                      "Rows of x at run-time indices (ONNX Gather with computed indices: embedding lookups). "
+                      "Inputs: x of any non-boolean dtype, indices (int64 or int32, any shape). Attribute: axis "
+                      "(0). Output: x's shape with the axis replaced by the indices' shape. Negative indices count "
+                      "from the end; out-of-range ones are clamped into the axis (never a read outside x). Stage: "
+                      "take.",
+                      2, 2, json{{"axis", 0}}, take});
   ops.push_back(OpDef{"slice",
                       "Every step-th element from begin, shape elements per axis (ONNX Slice with its starts, ends, "
                       "axes and steps resolved per axis; Gather of constant indices). Input: x. Attributes: begin, "

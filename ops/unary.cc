@@ -58,6 +58,23 @@ te::Tensor clip(const std::vector<te::Tensor> &in, const json &attrs) {
   });
 }
 
+// Converts every element (ONNX Cast between Kiln's types): float to integer truncates
+// towards zero; out-of-range values saturate in codegen's conversion rather than being
+// undefined.
+te::Tensor cast(const std::vector<te::Tensor> &in, const json &attrs) {
+  const char *op = "cast";
+  DType to;
+  try {
+    to = ir::parse_dtype(attr_string(attrs, "dtype"));
+  } catch (const std::invalid_argument &e) {
+    fail(op, e.what());
+  }
+  const te::Tensor &x = in[0];
+  if (x.dtype() == DType::kBool || to == DType::kBool) fail(op, "casts from or to bool are not supported");
+  return te::compute(
+      x.shape(), [&](const std::vector<Var> &v) { return ir::make_cast(to, x(to_exprs(v))); }, op);
+}
+
 }  // namespace
 
 std::vector<OpDef> unary_ops() {
@@ -65,6 +82,11 @@ std::vector<OpDef> unary_ops() {
   ops.push_back(unary("relu", "max(x, 0) (ONNX Relu).", Domain::kNumeric,
                       [](const Expr &x) { return ir::make_max(x, Expr(0)); }));
   const double flt_max = std::numeric_limits<float>::max();
+  ops.push_back(OpDef{"cast",
+                      "Each element converted to dtype (ONNX Cast of a computed tensor; float to integer "
+                      "truncates towards zero). Input: any-shape tensor x, not bool. Attribute: dtype (float32, "
+                      "float16, int64, int32, int8). Output has x's shape. Stage: cast.",
+                      1, 1, json{{"dtype", "float32"}}, cast});
   ops.push_back(OpDef{"clip",
                       "min(max(x, min), max) (ONNX Clip with constant bounds). Input: any-shape tensor x (float "
                       "or integer). Attributes: min (-FLT_MAX), max (FLT_MAX); integer inputs clamp the bounds "

@@ -14,6 +14,9 @@
 #include <string>
 #include <vector>
 
+#include "executor/tensor_file.h"
+#include "ir/host_tensor.h"
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -215,6 +218,64 @@ TEST(KilnCommand, MeasureChecksAndTimesATask) {
   EXPECT_EQ(o.status, 0) << o.text;
   EXPECT_NE(o.text.find("check:   ok"), std::string::npos) << o.text;
   EXPECT_NE(o.text.find("GFLOP/s"), std::string::npos);
+}
+
+// A model with three int64 inputs and two outputs: kiln run takes inputs by name or in
+// order, writes outputs by name, to files in order or into a folder, compares them, and
+// names a missing input and a token id outside the vocabulary.
+TEST(KilnCommand, RunFeedsNamedInputsAndWritesEveryOutput) {
+  fs::path dir = temp_dir() / "run";
+  fs::create_directories(dir);
+  const std::string compiled = (dir / "encoder.kiln").string();
+  Output compile = kiln(std::string("compile --model ") + KILN_TOKEN_ENCODER_MODEL + " -o " + compiled);
+  ASSERT_EQ(compile.status, 0) << compile.text;
+  auto ids = [&](const std::string &name, std::vector<int64_t> values) {
+    kiln::ir::HostTensor t(kiln::ir::DType::kInt64, {1, 8});
+    for (size_t i = 0; i < values.size(); ++i) t.set(static_cast<int64_t>(i), static_cast<double>(values[i]));
+    std::string path = (dir / (name + ".npy")).string();
+    kiln::executor::write_tensor_file(path, t);
+    return path;
+  };
+  std::string words = ids("words", {2, 29, 7, 0, 13, 13, 5, 1}), types = ids("types", {0, 0, 0, 0, 1, 1, 1, 1}),
+              mask = ids("mask", {1, 1, 1, 1, 1, 1, 0, 0}), bad = ids("bad", {2, 30, 7, 0, 13, 13, 5, 1});
+  fs::create_directories(dir / "out");
+  Output named = kiln("run --model " + compiled + " --input attention_mask=" + mask + " --input input_ids=" + words +
+                      " --input token_type_ids=" + types + " --output " + (dir / "out").string());
+  ASSERT_EQ(named.status, 0) << named.text;
+  EXPECT_NE(named.text.find("output 'context': 1x8x16 float32"), std::string::npos) << named.text;
+  EXPECT_NE(named.text.find("output 'probs3': 1x8x8 float32"), std::string::npos) << named.text;
+  EXPECT_TRUE(fs::exists(dir / "out" / "context.npy") && fs::exists(dir / "out" / "probs3.npy")) << named.text;
+
+  std::string context = (dir / "context_in_order.npy").string();
+  Output ordered = kiln("run --model " + compiled + " --input " + words + " --input " + types + " --input " + mask +
+                        " --output " + context + " --compare probs3=" + (dir / "out" / "probs3.npy").string() +
+                        " --compare " + (dir / "out" / "context.npy").string());
+  ASSERT_EQ(ordered.status, 0) << ordered.text;
+  EXPECT_TRUE(fs::exists(context)) << ordered.text;
+  EXPECT_NE(ordered.text.find("compare 'context': max abs error 0"), std::string::npos) << ordered.text;
+  EXPECT_NE(ordered.text.find("compare 'probs3': max abs error 0"), std::string::npos) << ordered.text;
+
+  Output missing = kiln("run --model " + compiled + " --input " + words);
+  EXPECT_EQ(missing.status, 1) << missing.text;
+  EXPECT_NE(missing.text.find("no --input for 'token_type_ids'; the model's inputs are 'input_ids', "
+                              "'token_type_ids', 'attention_mask'"),
+            std::string::npos)
+      << missing.text;
+  Output extra = kiln("run --model " + compiled + " --input " + words + " --input " + types + " --input " + mask +
+                      " --input " + mask);
+  EXPECT_EQ(extra.status, 1) << extra.text;
+  EXPECT_NE(extra.text.find("is one more file than the model has"), std::string::npos) << extra.text;
+  Output out_of_range = kiln("run --model " + compiled + " --input " + bad + " --input " + types + " --input " + mask);
+  EXPECT_EQ(out_of_range.status, 1) << out_of_range.text;
+  EXPECT_NE(out_of_range.text.find("input 'input_ids' holds 30 at element 1, but it indexes a table of 30 rows"),
+            std::string::npos)
+      << out_of_range.text;
+
+  // A small model's latency is printed in microseconds, not as 0.000 ms.
+  Output bench = kiln("bench --model " + compiled + " --repeat 3 --threads 1");
+  ASSERT_EQ(bench.status, 0) << bench.text;
+  EXPECT_NE(bench.text.find(" us, min "), std::string::npos) << bench.text;
+  fs::remove_all(dir);
 }
 
 // kiln compile without a database, then kiln bench --profile: a row per step, each saying

@@ -168,6 +168,42 @@ TEST(CompiledModel, ComposedOperatorsSplitsAndCeilPoolsMatchTheReference) {
   EXPECT_LE(ir::relative_l2_error(got, want), 1e-5);
 }
 
+// A BERT-style encoder layer as exporters write it (tests/common/make_token_encoder.cc):
+// int64 token ids, token types and an attention mask as graph inputs; embedding Gathers
+// at run-time indices; the mask cast to float and made additive at run time. It compiles,
+// runs like the reference evaluation, and refuses token ids outside the vocabulary by name.
+TEST(CompiledModel, TokenIdsMasksAndEmbeddingLookupsRunAsExported) {
+  constexpr int64_t kTokens = 8;
+  frontend::Graph graph = frontend::import_onnx_file(KILN_TOKEN_ENCODER_MODEL);
+  ASSERT_EQ(graph.outputs.size(), 2u);
+  Fused f = frontend::prepare(graph, {frontend::ImageLayout::kNCHW, false, true});
+  std::string dir = (temp_dir() / "encoder.kiln").string();
+  compile_model(f, options_for("llvm -num-cores=2"), dir);
+  Model model = Model::load(dir);
+  ASSERT_EQ(model.input_types().at(0).dtype, ir::DType::kInt64);
+  auto int64s = [](std::vector<int64_t> values) {
+    ir::HostTensor t(ir::DType::kInt64, {1, kTokens});
+    for (size_t i = 0; i < values.size(); ++i) t.set(static_cast<int64_t>(i), static_cast<double>(values[i]));
+    return t;
+  };
+  std::vector<ir::HostTensor> inputs = {int64s({2, 29, 7, 0, 13, 13, 5, 1}), int64s({0, 0, 0, 0, 1, 1, 1, 1}),
+                                        int64s({1, 1, 1, 1, 1, 1, 0, 0})};
+  std::vector<ir::HostTensor> want = frontend::evaluate_reference(graph, inputs), got = model.run(inputs);
+  for (size_t o = 0; o < want.size(); ++o) EXPECT_LE(ir::relative_l2_error(got.at(o), want[o]), 1e-5) << o;
+  // Random inputs (kiln bench) stay inside the vocabulary.
+  EXPECT_NO_THROW(model.run(model.random_inputs(5)));
+
+  inputs[0] = int64s({2, 30, 7, 0, 13, 13, 5, 1});
+  try {
+    model.run(inputs);
+    ADD_FAILURE() << "a token id outside the vocabulary was accepted";
+  } catch (const ModelError &e) {
+    EXPECT_NE(std::string(e.what()).find("input 'input_ids' holds 30 at element 1, but it indexes a table of 30 rows"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 // The CNNs with their images in NHWC (`--layout NHWC`) compile and give the exporter's
 // output: the transposes in and out run as steps, the convolutions channels-last.
 class CompiledNhwcModel : public ::testing::TestWithParam<std::string> {};

@@ -414,6 +414,37 @@ Ref ref_slice(const std::vector<Ref> &in, const json &a) {
   return out;
 }
 
+Ref ref_cast(const std::vector<Ref> &in, const json &a) {
+  Ref out = in[0];
+  out.dtype = ir::parse_dtype(a["dtype"].get<std::string>());
+  if (ir::is_int(out.dtype))
+    for (double &v : out.data) v = std::trunc(v);
+  return out;
+}
+
+Ref ref_take(const std::vector<Ref> &in, const json &a) {
+  const Ref &x = in[0], &indices = in[1];
+  const auto axis = static_cast<size_t>(a["axis"].get<int64_t>() < 0 ? a["axis"].get<int64_t>() + x.shape.size()
+                                                                     : a["axis"].get<int64_t>());
+  const int64_t n = x.shape[axis];
+  Shape os(x.shape.begin(), x.shape.begin() + static_cast<int64_t>(axis));
+  os.insert(os.end(), indices.shape.begin(), indices.shape.end());
+  os.insert(os.end(), x.shape.begin() + static_cast<int64_t>(axis) + 1, x.shape.end());
+  Ref out = make_ref(os, x.dtype);
+  for (int64_t f = 0; f < count(os); ++f) {
+    Shape o = unravel(os, f);
+    Shape at_index(o.begin() + static_cast<int64_t>(axis),
+                   o.begin() + static_cast<int64_t>(axis + indices.shape.size()));
+    auto i = static_cast<int64_t>(at(indices, at_index));
+    i = std::clamp<int64_t>(i < 0 ? i + n : i, 0, n - 1);
+    Shape src(o.begin(), o.begin() + static_cast<int64_t>(axis));
+    src.push_back(i);
+    src.insert(src.end(), o.begin() + static_cast<int64_t>(axis + indices.shape.size()), o.end());
+    out.data[f] = at(x, src);
+  }
+  return out;
+}
+
 using RefOp = std::function<Ref(const std::vector<Ref> &, const json &)>;
 
 const std::map<std::string, RefOp> &reference_ops() {
@@ -475,6 +506,8 @@ const std::map<std::string, RefOp> &reference_ops() {
       {"flatten", ref_flatten},
       {"concat", ref_concat},
       {"slice", ref_slice},
+      {"cast", ref_cast},
+      {"take", ref_take},
   };
   return ops;
 }
