@@ -246,6 +246,14 @@ void import_pool(ImportContext &c, const std::string &op) {
 
 ValueId reshape(ImportContext &c, ValueId x, const std::vector<int64_t> &shape) {
   if (c.type(x).shape == shape) return x;
+  if (c.value(x).is_constant()) {
+    // Constants (shape arithmetic) keep their bytes; a scalar result is allowed here.
+    const HostTensor &data = *c.value(x).constant;
+    HostTensor out(data.dtype(), shape);
+    if (out.size() != data.size()) c.fail("cannot reshape " + shape_string(data.shape()) + " to " + shape_string(shape));
+    std::memcpy(out.data(), data.data(), static_cast<size_t>(data.size() * ir::dtype_bytes(data.dtype())));
+    return c.constant(std::move(out));
+  }
   return c.emit("reshape", {x}, {{"shape", shape}});
 }
 
@@ -678,6 +686,83 @@ void import_dropout(ImportContext &c) {
   import_identity(c);
 }
 
+// ---- shape arithmetic on constants (dynamic exports with --shape) ------------------------
+
+// Range(start, limit, delta) of constant scalars: position ids of a dynamic export.
+void import_range(ImportContext &c) {
+  const HostTensor &start = c.constant_input(0, "start");
+  double first = c.scalar_input(0, "start"), limit = c.scalar_input(1, "limit"), delta = c.scalar_input(2, "delta");
+  if (delta == 0) c.fail("delta is 0");
+  double steps = std::ceil((limit - first) / delta);
+  if (!(steps < double(ImportContext::kMaxConstantElements))) steps = double(ImportContext::kMaxConstantElements) + 1;
+  std::vector<int64_t> shape = {std::max<int64_t>(0, static_cast<int64_t>(steps))};
+  c.check_constant_shape(shape, "the range");
+  HostTensor out(start.dtype(), shape);
+  for (int64_t i = 0; i < shape[0]; ++i) {
+    if (ir::is_int(start.dtype()))
+      set_int(out, i, int_at(start, 0) + i * static_cast<int64_t>(delta));
+    else
+      out.set(i, first + static_cast<double>(i) * delta);
+  }
+  c.set_output(0, c.constant(std::move(out)));
+}
+
+// Comparisons of constants (masks and shape checks of dynamic exports), as bool.
+OpImporter compare(std::function<bool(double, double)> test) {
+  return [test](ImportContext &c) {
+    const HostTensor &a = c.constant_input(0, "A"), &b = c.constant_input(1, "B");
+    c.set_output(0, c.constant(broadcast_constants(
+                        c, a, b, DType::kBool, [test](double x, double y) { return test(x, y) ? 1.0 : 0.0; },
+                        [test](int64_t x, int64_t y) -> int64_t { return test(double(x), double(y)) ? 1 : 0; })));
+  };
+}
+
+void import_not(ImportContext &c) {
+  HostTensor out = c.constant_input(0, "X");
+  if (out.dtype() != DType::kBool) c.fail("Not needs a bool input");
+  for (int64_t i = 0; i < out.size(); ++i) out.set(i, out.get(i) != 0 ? 0.0 : 1.0);
+  c.set_output(0, c.constant(std::move(out)));
+}
+
+// Where(cond, x, y) of constants: x where cond holds, else y, all three broadcast.
+void import_where(ImportContext &c) {
+  const HostTensor &cond = c.constant_input(0, "condition"), &x = c.constant_input(1, "X"),
+                   &y = c.constant_input(2, "Y");
+  if (x.dtype() != y.dtype()) c.fail("X and Y have different element types");
+  // The shape of all three together: broadcast cond against x, then that against y.
+  auto shape_of = [&](const HostTensor &a, const HostTensor &b) {
+    return broadcast_constants(
+               c, HostTensor(DType::kBool, a.shape()), HostTensor(DType::kBool, b.shape()), DType::kBool,
+               [](double, double) { return 0.0; }, [](int64_t, int64_t) -> int64_t { return 0; })
+        .shape();
+  };
+  const std::vector<int64_t> out_shape = shape_of(HostTensor(DType::kBool, shape_of(cond, x)), y);
+  auto index_into = [&](const HostTensor &t, const std::vector<int64_t> &at) {
+    const std::vector<int64_t> &s = t.shape();
+    int64_t flat = 0;
+    for (size_t d = 0; d < s.size(); ++d) {
+      int64_t i = at[at.size() - s.size() + d];
+      flat = flat * s[d] + (s[d] == 1 ? 0 : i);
+    }
+    return flat;
+  };
+  HostTensor out(x.dtype(), out_shape);
+  std::vector<int64_t> so = strides_of(out_shape), at(out_shape.size());
+  for (int64_t i = 0; i < out.size(); ++i) {
+    for (size_t d = 0, rest = static_cast<size_t>(i); d < out_shape.size(); ++d) {
+      at[d] = static_cast<int64_t>(rest) / so[d];
+      rest %= static_cast<size_t>(so[d]);
+    }
+    const HostTensor &pick = cond.get(index_into(cond, at)) != 0 ? x : y;
+    int64_t from = index_into(pick, at);
+    if (ir::is_int(out.dtype()))
+      set_int(out, i, int_at(pick, from));
+    else
+      out.set(i, pick.get(from));
+  }
+  c.set_output(0, c.constant(std::move(out)));
+}
+
 // ---- activations composed of Kiln's element-wise operators -----------------------------
 
 ValueId scalar_like(ImportContext &c, ValueId x, double value) { return c.constant(scalar(c.type(x).dtype, value)); }
@@ -861,6 +946,18 @@ const std::map<std::string, OpImporter> &op_importers() {
     t["LogSoftmax"] = import_log_softmax;
     t["Gelu"] = import_gelu;
     t["Split"] = import_split;
+    t["Range"] = import_range;
+    t["Equal"] = compare([](double a, double b) { return a == b; });
+    t["Less"] = compare([](double a, double b) { return a < b; });
+    t["LessOrEqual"] = compare([](double a, double b) { return a <= b; });
+    t["Greater"] = compare([](double a, double b) { return a > b; });
+    t["GreaterOrEqual"] = compare([](double a, double b) { return a >= b; });
+    t["Not"] = import_not;
+    t["Where"] = import_where;
+    t["Reciprocal"] = [](ImportContext &c) {
+      ValueId x = c.input(0);
+      c.set_output(0, combine(c, {"div", safe_div, int_div}, scalar_like(c, x, 1.0), x));
+    };
     return t;
   }();
   return table;

@@ -543,6 +543,49 @@ TEST(OnnxImport, Opset18To21FormsOfReduceSplitAndPad) {
   }
 }
 
+// A dynamic export fixed with --shape: Range over a Shape, Equal and Where on constants
+// (torch's expand(B, -1, -1) of a class token) fold to constants at import, and the
+// embedding lookup of the token ids stays a run-time take.
+TEST(OnnxImport, DynamicExportsFoldTheirShapeArithmetic) {
+  ModelBuilder m(17);
+  m.input("ids", {1, -1}, onnx::TensorProto::INT64);
+  m.node("Shape", {"ids"}, {"shape"});
+  m.ints("one_index", {1});
+  m.node("Gather", {"shape", "one_index"}, {"length1"});
+  m.ints("axes0", {0});
+  m.node("Squeeze", {"length1", "axes0"}, {"length"});
+  m.ints("zero", {0});
+  m.ints("step", {1});
+  for (int k : {2, 1}) m.graph->mutable_initializer(m.graph->initializer_size() - k)->clear_dims();  // scalars
+  m.node("Range", {"zero", "length", "step"}, {"positions1"});
+  m.node("Unsqueeze", {"positions1", "axes0"}, {"positions"});
+  std::vector<float> table(10 * 2);
+  for (size_t i = 0; i < table.size(); ++i) table[i] = static_cast<float>(i);
+  m.floats("word_embeddings", {10, 2}, table);
+  m.floats("position_embeddings", {10, 2}, std::vector<float>(20, 100.0f));
+  m.node("Gather", {"word_embeddings", "ids"}, {"words"});
+  m.node("Gather", {"position_embeddings", "positions"}, {"places"});
+  m.node("Add", {"words", "places"}, {"embedded"});
+  m.floats("cls", {1, 1, 2}, {-1, -2});
+  m.ints("target", {1, -1, -1});
+  m.ints("minus_one", {-1});
+  m.node("Equal", {"target", "minus_one"}, {"keep"});
+  m.ints("ones", {1, 1, 1});
+  m.node("Where", {"keep", "ones", "target"}, {"expand_to"});
+  m.node("Expand", {"cls", "expand_to"}, {"cls_tokens"});
+  auto *concat = m.node("Concat", {"cls_tokens", "embedded"}, {"tokens"});
+  ModelBuilder::attr(concat, "axis", int64_t{1});
+  m.output("tokens");
+  EXPECT_NE(m.error().find("fix it with --shape ids=DIMS"), std::string::npos) << m.error();
+  ImportOptions fixed;
+  fixed.input_shapes["ids"] = {1, 3};
+  Graph g = m.import(fixed);
+  for (const Node &n : g.nodes) EXPECT_TRUE(n.op == "take" || n.op == "add" || n.op == "concat") << n.op;
+  ir::HostTensor ids(ir::DType::kInt64, {1, 3});
+  for (int64_t i = 0; i < 3; ++i) ids.set(i, static_cast<double>(7 - 2 * i));
+  expect_values(evaluate_reference(g, {ids}).at(0), {1, 4, 2}, {-1, -2, 114, 115, 110, 111, 106, 107});
+}
+
 // The activations composed of element-wise operators, at the values where their pieces
 // meet and where a naive formula overflows or underflows.
 TEST(OnnxImport, ComposedActivationsMatchTheirDefinitions) {
