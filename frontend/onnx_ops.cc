@@ -250,7 +250,8 @@ ValueId reshape(ImportContext &c, ValueId x, const std::vector<int64_t> &shape) 
     // Constants (shape arithmetic) keep their bytes; a scalar result is allowed here.
     const HostTensor &data = *c.value(x).constant;
     HostTensor out(data.dtype(), shape);
-    if (out.size() != data.size()) c.fail("cannot reshape " + shape_string(data.shape()) + " to " + shape_string(shape));
+    if (out.size() != data.size())
+      c.fail("cannot reshape " + shape_string(data.shape()) + " to " + shape_string(shape));
     std::memcpy(out.data(), data.data(), static_cast<size_t>(data.size() * ir::dtype_bytes(data.dtype())));
     return c.constant(std::move(out));
   }

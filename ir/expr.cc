@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <limits>
 #include <sstream>
+#include <stdexcept>
 
 namespace kiln::ir {
 
@@ -79,7 +80,9 @@ Buffer make_buffer(std::string name, DType dtype, std::vector<int64_t> shape, Me
   for (int64_t d : shape) {
     if (d <= 0) throw IRError("buffer '" + name + "' has a non-positive dimension");
     if (__builtin_mul_overflow(elements, d, &elements) || elements > (INT64_MAX >> 4)) {
-      throw IRError("buffer '" + name + "' has more elements than a program can address (2^59); give a smaller shape");
+      // A shape from outside (a workload, a model): the caller's refusal, not a bug.
+      throw std::invalid_argument("buffer '" + name +
+                                  "' has more elements than a program can address (2^59); give a smaller shape");
     }
   }
   return std::make_shared<BufferNode>(std::move(name), dtype, std::move(shape), scope);
