@@ -1,6 +1,7 @@
 #include "ir/interpreter.h"
 
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <sstream>
 #include <unordered_map>
@@ -8,6 +9,19 @@
 #include "ir/functor.h"
 
 namespace kiln::ir {
+namespace {
+
+// A float outside int64 (or NaN) has no integer value; converting it would be undefined
+// behaviour, so it saturates (NaN to 0). Casts of such values are unspecified in Kiln.
+int64_t float_to_int64(double x) {
+  if (std::isnan(x)) return 0;
+  if (x >= 9.2233720368547758e18) return INT64_MAX;
+  if (x <= -9.2233720368547758e18) return INT64_MIN;
+  return static_cast<int64_t>(std::trunc(x));
+}
+
+}  // namespace
+
 namespace {
 
 // Integers travel as int64, floats as double rounded to their dtype after every
@@ -173,7 +187,7 @@ class Interpreter : public ExprFunctor<Scalar>, public StmtFunctor<void> {
     bool from_float = is_float(op->value.dtype());
     if (is_float(op->dtype)) return F(round_to(op->dtype, from_float ? v.f : static_cast<double>(v.i)));
     if (op->dtype == DType::kBool) return I(from_float ? v.f != 0 : v.i != 0);
-    return I(wrap_to(op->dtype, from_float ? static_cast<int64_t>(std::trunc(v.f)) : v.i));
+    return I(wrap_to(op->dtype, from_float ? float_to_int64(v.f) : v.i));
   }
   Scalar visit(const CallNode *op, const Expr &) override {
     Scalar a = eval(op->args[0]);

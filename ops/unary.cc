@@ -59,8 +59,8 @@ te::Tensor clip(const std::vector<te::Tensor> &in, const json &attrs) {
 }
 
 // Converts every element (ONNX Cast between Kiln's types): float to integer truncates
-// towards zero; out-of-range values saturate in codegen's conversion rather than being
-// undefined.
+// towards zero. A float outside the integer type's range (or NaN) gives an unspecified
+// value, as ONNX leaves it undefined.
 te::Tensor cast(const std::vector<te::Tensor> &in, const json &attrs) {
   const char *op = "cast";
   DType to;
@@ -85,7 +85,8 @@ std::vector<OpDef> unary_ops() {
   ops.push_back(OpDef{"cast",
                       "Each element converted to dtype (ONNX Cast of a computed tensor; float to integer "
                       "truncates towards zero). Input: any-shape tensor x, not bool. Attribute: dtype (float32, "
-                      "float16, int64, int32, int8). Output has x's shape. Stage: cast.",
+                      "float16, int64, int32, int8); a float outside the integer type's range gives an unspecified "
+                      "value. Output has x's shape. Stage: cast.",
                       1, 1, json{{"dtype", "float32"}}, cast});
   ops.push_back(OpDef{"clip",
                       "min(max(x, min), max) (ONNX Clip with constant bounds). Input: any-shape tensor x (float "
