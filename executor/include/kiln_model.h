@@ -52,7 +52,7 @@ typedef struct kiln_model_s *kiln_model;
  * stay valid until kiln_model_free. */
 typedef struct kiln_model_tensor_info {
   const char *name;     /* the model's tensor name */
-  const char *dtype;    /* "float32", "int32", "int8", "float16" */
+  const char *dtype;    /* "float32", "float16", "int64" (token ids), "int32", "int8", "bool" */
   int rank;             /* number of dimensions */
   const int64_t *shape; /* rank dimensions, row-major layout */
   size_t bytes;         /* size of the tensor's data */
@@ -81,7 +81,9 @@ KILN_MODEL_API kiln_model_status kiln_model_output_info(kiln_model model, size_t
  * since: 1.0 */
 KILN_MODEL_API kiln_model_status kiln_model_set_input(kiln_model model, size_t index, const void *data, size_t bytes);
 
-/* Runs one inference on the inputs set so far.
+/* Runs one inference on the inputs set so far. An input of row indices (token
+ * ids) holding one outside its table fails with KILN_MODEL_ERROR, and
+ * kiln_model_last_error names the input and the element.
  * since: 1.0 */
 KILN_MODEL_API kiln_model_status kiln_model_run(kiln_model model);
 
