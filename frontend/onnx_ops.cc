@@ -72,22 +72,32 @@ std::vector<int64_t> strides_of(const std::vector<int64_t> &shape) {
   return s;
 }
 
+// `s` with leading 1s up to `rank` axes.
+std::vector<int64_t> padded_shape(const std::vector<int64_t> &s, size_t rank) {
+  std::vector<int64_t> p(rank - s.size(), 1);
+  p.insert(p.end(), s.begin(), s.end());
+  return p;
+}
+
+// The numpy broadcast of two shapes (fails naming both when they do not broadcast).
+std::vector<int64_t> broadcast_shape(ImportContext &c, const std::vector<int64_t> &a, const std::vector<int64_t> &b) {
+  size_t rank = std::max(a.size(), b.size());
+  std::vector<int64_t> sa = padded_shape(a, rank), sb = padded_shape(b, rank), out(rank);
+  for (size_t d = 0; d < rank; ++d) {
+    if (sa[d] != sb[d] && sa[d] != 1 && sb[d] != 1)
+      c.fail("shapes " + shape_string(a) + " and " + shape_string(b) + " do not broadcast");
+    out[d] = sa[d] == 1 ? sb[d] : sa[d];
+  }
+  return out;
+}
+
 // Numpy broadcasting of constants, element by element in int64 or double.
 HostTensor broadcast_constants(ImportContext &c, const HostTensor &a, const HostTensor &b, DType out_dtype,
                                const std::function<double(double, double)> &f,
                                const std::function<int64_t(int64_t, int64_t)> &fi) {
-  size_t rank = std::max(a.shape().size(), b.shape().size());
-  auto padded = [&](const std::vector<int64_t> &s) {
-    std::vector<int64_t> p(rank - s.size(), 1);
-    p.insert(p.end(), s.begin(), s.end());
-    return p;
-  };
-  std::vector<int64_t> sa = padded(a.shape()), sb = padded(b.shape()), out_shape(rank);
-  for (size_t d = 0; d < rank; ++d) {
-    if (sa[d] != sb[d] && sa[d] != 1 && sb[d] != 1)
-      c.fail("shapes " + shape_string(a.shape()) + " and " + shape_string(b.shape()) + " do not broadcast");
-    out_shape[d] = sa[d] == 1 ? sb[d] : sa[d];
-  }
+  std::vector<int64_t> out_shape = broadcast_shape(c, a.shape(), b.shape());
+  size_t rank = out_shape.size();
+  std::vector<int64_t> sa = padded_shape(a.shape(), rank), sb = padded_shape(b.shape(), rank);
   c.check_constant_shape(out_shape, "the constant result");
   HostTensor out(out_dtype, out_shape);
   std::vector<int64_t> so = strides_of(out_shape), ta = strides_of(sa), tb = strides_of(sb);
@@ -730,14 +740,8 @@ void import_where(ImportContext &c) {
   const HostTensor &cond = c.constant_input(0, "condition"), &x = c.constant_input(1, "X"),
                    &y = c.constant_input(2, "Y");
   if (x.dtype() != y.dtype()) c.fail("X and Y have different element types");
-  // The shape of all three together: broadcast cond against x, then that against y.
-  auto shape_of = [&](const HostTensor &a, const HostTensor &b) {
-    return broadcast_constants(
-               c, HostTensor(DType::kBool, a.shape()), HostTensor(DType::kBool, b.shape()), DType::kBool,
-               [](double, double) { return 0.0; }, [](int64_t, int64_t) -> int64_t { return 0; })
-        .shape();
-  };
-  const std::vector<int64_t> out_shape = shape_of(HostTensor(DType::kBool, shape_of(cond, x)), y);
+  const std::vector<int64_t> out_shape = broadcast_shape(c, broadcast_shape(c, cond.shape(), x.shape()), y.shape());
+  c.check_constant_shape(out_shape, "the result");
   auto index_into = [&](const HostTensor &t, const std::vector<int64_t> &at) {
     const std::vector<int64_t> &s = t.shape();
     int64_t flat = 0;

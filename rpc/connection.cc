@@ -3,7 +3,6 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 
-#include <cctype>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
@@ -110,7 +109,7 @@ HostPort parse_host_port(const std::string &text, const std::string &what, bool 
   } else {
     if (result.host.size() > 253) throw refuse("has a host name longer than 253 characters");
     for (char c : result.host) {
-      if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '-' && c != '_') {
+      if (!is_name_char(c)) {
         throw refuse(c == ':' ? "holds an IPv6 address without brackets"
                               : "has a character no host name or address has");
       }
@@ -131,9 +130,7 @@ std::string why_not_a_name(std::string_view name) {
   if (name.empty()) return "is empty";
   if (name.size() > kMaxNameBytes) return "is longer than " + std::to_string(kMaxNameBytes) + " characters";
   for (char c : name) {
-    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '_' && c != '-') {
-      return "may hold only letters, digits, '.', '_' and '-'";
-    }
+    if (!is_name_char(c)) return "may hold only letters, digits, '.', '_' and '-'";
   }
   return "";
 }

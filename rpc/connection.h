@@ -55,6 +55,10 @@ HostPort parse_host_port(const std::string &text, const std::string &what, bool 
 constexpr size_t kMaxNameBytes = 128;
 /// "" when `name` is a valid key or id, else why not (without naming what it is).
 std::string why_not_a_name(std::string_view name);
+/// The characters of keys and ids; host names use them too.
+inline bool is_name_char(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-';
+}
 /// Reads a PEM file (certificate, key) whole; throws naming the file.
 std::string read_pem_file(const std::filesystem::path &path, const char *what);
 

@@ -3,7 +3,6 @@
 #include <sys/sysinfo.h>
 #include <unistd.h>
 
-#include <cctype>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -51,7 +50,7 @@ std::string load_or_make_runner_id(const fs::path &cache_dir) {
   // Host names may hold characters ids may not (and be longer than they may be).
   std::string host = local_hostname().substr(0, 64);
   for (char &c : host) {
-    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '-') c = '-';
+    if (!is_name_char(c)) c = '-';
   }
   std::random_device random;
   id = host + "-" + std::to_string(random() % 1000000);
@@ -101,13 +100,11 @@ v1::DeviceFacts host_device_facts(const std::string &target) {
 
 RunnerDaemon::RunnerDaemon(RunnerDaemonOptions options, measure::LocalRunner &measurer, std::ostream &log)
     : options_(std::move(options)), measurer_(measurer), log_(log) {
-  for (const auto &[what, name] :
-       {std::pair<const char *, const std::string &>{"--key", options_.key}, {"--runner-id", options_.runner_id}}) {
-    std::string why = why_not_a_name(name);
-    if (!why.empty() && !(name.empty() && std::string(what) == "--runner-id")) {
-      throw std::invalid_argument(std::string(what) + " '" + name + "' " + why);
-    }
-  }
+  if (std::string why = why_not_a_name(options_.key); !why.empty())
+    throw std::invalid_argument("--key '" + options_.key + "' " + why);
+  // An empty runner id means "the one kept in the cache directory".
+  if (std::string why = why_not_a_name(options_.runner_id); !options_.runner_id.empty() && !why.empty())
+    throw std::invalid_argument("--runner-id '" + options_.runner_id + "' " + why);
   std::error_code error;
   fs::create_directories(options_.cache_dir / "blobs", error);
   if (error) {
