@@ -123,6 +123,11 @@ std::vector<ops::NamedWorkload> register_tile_workloads() {
       {"dense_prime_rows_and_features", ops::Workload::single("dense", {f32({37, 48}), f32({67, 48}), f32({67})})});
   // One row: a sketch vectorizes along the reduction (rfactor by the lanes).
   out.push_back({"gemv_bias", ops::Workload::single("dense", {f32({1, 256}), f32({67, 256}), f32({67})})});
+  // Token ids: an embedding lookup (rows gathered at run-time indices, vectorized along
+  // the hidden axis) and an int64 mask cast to float.
+  auto i64 = [](std::vector<int64_t> shape) { return ir::TensorType{std::move(shape), ir::DType::kInt64}; };
+  out.push_back({"embedding_take", ops::Workload::single("take", {f32({50, 72}), i64({1, 12})})});
+  out.push_back({"mask_cast", ops::Workload::single("cast", {i64({4, 67})}, {{"dtype", "float32"}})});
   return out;
 }
 
