@@ -32,7 +32,8 @@ import onnxruntime as ort
 def kiln_bench(kiln, model_dir, threads, repeat):
     out = subprocess.run([kiln, "bench", "--model", model_dir, "--threads", str(threads), "--repeat", str(repeat)],
                          check=True, capture_output=True, text=True).stdout
-    return float(re.search(r"median ([0-9.]+) ms", out).group(1))
+    value, unit = re.search(r"median ([0-9.]+) (ms|us)", out).groups()
+    return float(value) / (1e3 if unit == "us" else 1.0)
 
 
 def kiln_compile(kiln, onnx_path, compiled, db, layout="", no_winograd=False):
@@ -44,14 +45,22 @@ def kiln_compile(kiln, onnx_path, compiled, db, layout="", no_winograd=False):
     print("# " + subprocess.run(cmd, check=True, capture_output=True, text=True).stdout.strip(), file=sys.stderr)
 
 
-def model_input(models, name, onnx_path):
-    """The model's input name and data: its reference input when the folder has one."""
-    session_input = ort.InferenceSession(onnx_path, providers=["CPUExecutionProvider"]).get_inputs()[0]
-    shape = [int(d) for d in session_input.shape]
-    raw = os.path.join(models, name + ".input.bin")
-    data = np.fromfile(raw, dtype=np.float32).reshape(shape) if os.path.exists(raw) else \
-        np.random.default_rng(0).standard_normal(shape, dtype=np.float32)
-    return session_input.name, data
+def model_feed(models, name, onnx_path):
+    """ONNX Runtime's feed: the model's reference input when the folder has one, else
+    seeded data per input (floats from a normal distribution; integer inputs, token
+    ids and masks, 0 or 1, valid for any vocabulary)."""
+    feed = {}
+    rng = np.random.default_rng(0)
+    for i in ort.InferenceSession(onnx_path, providers=["CPUExecutionProvider"]).get_inputs():
+        shape = [int(d) for d in i.shape]
+        raw = os.path.join(models, name + ".input.bin")
+        if "int64" in i.type or "int32" in i.type:
+            feed[i.name] = rng.integers(0, 2, shape).astype(np.int64 if "int64" in i.type else np.int32)
+        elif os.path.exists(raw) and not feed:
+            feed[i.name] = np.fromfile(raw, dtype=np.float32).reshape(shape)
+        else:
+            feed[i.name] = rng.standard_normal(shape, dtype=np.float32)
+    return feed
 
 
 def ort_bench(session, feed, repeat):
@@ -92,13 +101,12 @@ def main():
             compiled_other = os.path.join(tmp, name + ".other.kiln")
             if other:
                 kiln_compile(a.kiln, onnx_path, compiled_other, a.against_db, a.against_layout, a.against_no_winograd)
-            input_name, data = model_input(a.models, name, onnx_path)
+            feed = model_feed(a.models, name, onnx_path)
             for t in threads:
                 options = ort.SessionOptions()
                 options.intra_op_num_threads = t
                 options.inter_op_num_threads = 1
                 session = ort.InferenceSession(onnx_path, options, providers=["CPUExecutionProvider"])
-                feed = {input_name: data}
                 kiln_ms, ort_ms, other_ms = [], [], []
                 for _ in range(a.rounds):
                     kiln_ms.append(kiln_bench(a.kiln, compiled, t, a.repeat))

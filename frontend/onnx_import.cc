@@ -65,6 +65,73 @@ int check_versions(const onnx::ModelProto &model, const std::string &what) {
   return opset;
 }
 
+// Reads a tensor stored as external data into its raw_data, so that the rest of the
+// importer sees one kind of tensor. The location must stay inside `dir` (no absolute
+// path, no "..": a model must not make Kiln read other files) and offset + length must
+// lie within the file, checked before anything is allocated.
+void load_external_tensor(onnx::TensorProto &t, const std::string &dir, const std::string &what) {
+  const std::string tensor = "tensor '" + t.name() + "'";
+  std::string location;
+  int64_t offset = 0, length = -1;
+  for (const auto &entry : t.external_data()) {
+    const std::string &key = entry.key();
+    if (key == "location") {
+      location = entry.value();
+    } else if (key == "offset" || key == "length") {
+      int64_t v = -1;
+      try {
+        size_t used = 0;
+        v = std::stoll(entry.value(), &used);
+        if (used != entry.value().size()) v = -1;
+      } catch (const std::exception &) {
+      }
+      if (v < 0)
+        throw ImportError(what + ": " + tensor + " has external data " + key + " '" + entry.value() +
+                          "', which is not a non-negative integer");
+      (key == "offset" ? offset : length) = v;
+    }
+  }
+  if (location.empty()) throw ImportError(what + ": " + tensor + " is stored as external data but names no file");
+  if (dir.empty())
+    throw ImportError(what + ": " + tensor + " is stored in external file '" + location +
+                      "', which only a model read from a file can name; import the .onnx file from its folder");
+  const std::filesystem::path rel(location);
+  bool escapes = rel.is_absolute() || rel.has_root_name();
+  for (const auto &part : rel) escapes = escapes || part == "..";
+  if (escapes)
+    throw ImportError(what + ": " + tensor + " names external file '" + location +
+                      "' outside the model's folder; external data must be a relative path without '..'");
+  const std::filesystem::path file = std::filesystem::path(dir) / rel;
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(file, ec))
+    throw ImportError(what + ": " + tensor + " is stored in '" + file.string() +
+                      "', which does not exist or is not a file; keep the model's data file beside it");
+  const int64_t size = static_cast<int64_t>(std::filesystem::file_size(file, ec));
+  if (ec) throw ImportError(what + ": cannot read external data file '" + file.string() + "'");
+  if (length < 0) length = offset <= size ? size - offset : 0;
+  if (offset > size || length > size - offset)
+    throw ImportError(what + ": " + tensor + " claims bytes " + std::to_string(offset) + " to " +
+                      std::to_string(offset + length) + " of '" + file.string() + "', which holds " +
+                      std::to_string(size) + " (truncated data file?)");
+  std::ifstream in(file, std::ios::binary);
+  std::string bytes(static_cast<size_t>(length), '\0');
+  if (!in || !in.seekg(offset) || !in.read(bytes.data(), length))
+    throw ImportError(what + ": cannot read " + tensor + " from '" + file.string() + "'");
+  t.set_raw_data(std::move(bytes));
+  t.clear_external_data();
+  t.set_data_location(onnx::TensorProto::DEFAULT);
+}
+
+// Initializers and Constant nodes' values stored as external data, read in.
+void load_external_data(onnx::GraphProto &graph, const std::string &dir, const std::string &what) {
+  for (onnx::TensorProto &t : *graph.mutable_initializer())
+    if (t.data_location() == onnx::TensorProto::EXTERNAL) load_external_tensor(t, dir, what);
+  for (onnx::NodeProto &n : *graph.mutable_node())
+    for (onnx::AttributeProto &a : *n.mutable_attribute())
+      if (a.has_t() && a.t().data_location() == onnx::TensorProto::EXTERNAL)
+        load_external_tensor(*a.mutable_t(), dir, what);
+}
+
 // One error naming every operator Kiln cannot import, with counts.
 void check_supported(const onnx::GraphProto &graph, const std::string &what) {
   std::map<std::string, int> missing;
@@ -119,6 +186,7 @@ Graph import_onnx_bytes(const std::string &bytes, const ImportOptions &options, 
   int opset = check_versions(model, what);
   const onnx::GraphProto &graph = model.graph();
   check_supported(graph, what);
+  load_external_data(*model.mutable_graph(), options.external_data_dir, what);
 
   std::set<std::string> graph_inputs, initializer_names;
   for (const onnx::ValueInfoProto &in : graph.input()) graph_inputs.insert(in.name());
@@ -179,7 +247,12 @@ Graph import_onnx_file(const std::string &path, const ImportOptions &options) {
   std::string bytes(static_cast<size_t>(size), '\0');
   in.seekg(0);
   if (!in.read(bytes.data(), size)) throw ImportError("cannot read model file '" + path + "'");
-  return import_onnx_bytes(bytes, options, "'" + path + "'");
+  ImportOptions with_dir = options;
+  if (with_dir.external_data_dir.empty()) {
+    with_dir.external_data_dir = std::filesystem::path(path).parent_path().string();
+    if (with_dir.external_data_dir.empty()) with_dir.external_data_dir = ".";
+  }
+  return import_onnx_bytes(bytes, with_dir, "'" + path + "'");
 }
 
 }  // namespace kiln::frontend

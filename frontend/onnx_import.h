@@ -1,5 +1,6 @@
-// ONNX import: a model file in, a Kiln graph (frontend/graph.h) out. Opsets 11-17 of the
-// default domain, static shapes, weights inside the file. Every problem a user can cause
+// ONNX import: a model file in, a Kiln graph (frontend/graph.h) out. Opsets 11-21 of the
+// default domain, static shapes, weights inside the file or in external data files
+// beside it (what torch.onnx.export writes by default). Every problem a user can cause
 // is an ImportError whose message names the node, tensor or input and what to do.
 #pragma once
 
@@ -23,6 +24,9 @@ struct ImportOptions {
   std::map<std::string, std::vector<int64_t>> input_shapes;
   /// Files larger than this are refused before they are read.
   int64_t max_file_bytes = int64_t{2} << 30;
+  /// The folder that tensors stored as external data name their files in
+  /// (import_onnx_file sets the model file's folder); empty: external data is refused.
+  std::string external_data_dir;
 };
 
 /// The ONNX opsets of the default domain Kiln imports.

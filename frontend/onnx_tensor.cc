@@ -43,9 +43,9 @@ ir::HostTensor tensor_from_onnx(const onnx::TensorProto &t) {
     std::string file;
     for (const auto &entry : t.external_data())
       if (entry.key() == "location") file = entry.value();
-    throw ImportError(
-        "external data not supported: " + what + " is stored in '" + file +
-        "'; save the model with its weights inside (onnx.save(model, path, save_as_external_data=False))");
+    throw ImportError(what + " is stored in external file '" + file +
+                      "', which is not read here (external data is read for initializers and Constant values "
+                      "of the main graph)");
   }
   ir::DType dtype = dtype_from_onnx(t.data_type(), what);
   std::vector<int64_t> shape(t.dims().begin(), t.dims().end());

@@ -1,0 +1,110 @@
+#!/usr/bin/env python3
+"""Exports the models the whole-model benchmarks run, as users export them today.
+
+torchvision CNNs (random weights, batch 1, 3x224x224) and a BERT-style encoder that
+takes token ids (input_ids, token_type_ids, attention_mask: int64, 1 x SEQ), written
+with torch.onnx.export's current default exporter (torch.export-based, opset 18, IR
+10, weights in a NAME.onnx.data file beside the model) or with the older
+TorchScript-based one (--exporter legacy, weights inside the file).
+
+Needs PyTorch, torchvision and onnxscript from PyPI:
+  pip install torch torchvision onnxscript onnx
+Usage: bench/export_models.py [--out DIR] [--exporter dynamo|legacy] [--opset N] [NAME...]
+Names: squeezenet shufflenet mnasnet efficientnet regnet googlenet resnet50 vit bert
+(default: all but resnet50 and vit).
+"""
+import argparse
+import math
+import os
+import sys
+
+import torch
+import torchvision
+
+
+class BertEncoder(torch.nn.Module):
+    """BERT-base's structure (embeddings of ids, positions and segments, LayerNorm,
+    post-norm layers with a masked softmax attention and a GELU feed-forward), written
+    out the way Hugging Face's BertModel computes it, so the export has the same
+    Gather / Cast / Unsqueeze / Sub / Mul mask arithmetic."""
+
+    def __init__(self, vocab=30522, hidden=768, layers=12, heads=12, ffn=3072, max_pos=512):
+        super().__init__()
+        self.heads = heads
+        self.word = torch.nn.Embedding(vocab, hidden)
+        self.position = torch.nn.Embedding(max_pos, hidden)
+        self.segment = torch.nn.Embedding(2, hidden)
+        self.norm = torch.nn.LayerNorm(hidden, eps=1e-12)
+        self.layers = torch.nn.ModuleList()
+        for _ in range(layers):
+            layer = torch.nn.Module()
+            layer.qkv = torch.nn.ModuleList([torch.nn.Linear(hidden, hidden) for _ in range(3)])
+            layer.out = torch.nn.Linear(hidden, hidden)
+            layer.norm1 = torch.nn.LayerNorm(hidden, eps=1e-12)
+            layer.up = torch.nn.Linear(hidden, ffn)
+            layer.down = torch.nn.Linear(ffn, hidden)
+            layer.norm2 = torch.nn.LayerNorm(hidden, eps=1e-12)
+            self.layers.append(layer)
+
+    def forward(self, input_ids, token_type_ids, attention_mask):
+        batch, seq = input_ids.shape
+        positions = torch.arange(seq, device=input_ids.device).unsqueeze(0)
+        x = self.norm(self.word(input_ids) + self.position(positions) + self.segment(token_type_ids))
+        mask = (1.0 - attention_mask[:, None, None, :].to(x.dtype)) * torch.finfo(x.dtype).min
+        head = x.shape[-1] // self.heads
+        for layer in self.layers:
+            q, k, v = [p(x).view(batch, seq, self.heads, head).transpose(1, 2) for p in layer.qkv]
+            scores = q @ k.transpose(-1, -2) / math.sqrt(head) + mask
+            context = (scores.softmax(-1) @ v).transpose(1, 2).reshape(batch, seq, -1)
+            x = layer.norm1(x + layer.out(context))
+            x = layer.norm2(x + layer.down(torch.nn.functional.gelu(layer.up(x))))
+        return x
+
+
+CNNS = {
+    "squeezenet": lambda: torchvision.models.squeezenet1_0(weights=None),
+    "shufflenet": lambda: torchvision.models.shufflenet_v2_x1_0(weights=None),
+    "mnasnet": lambda: torchvision.models.mnasnet1_0(weights=None),
+    "efficientnet": lambda: torchvision.models.efficientnet_b0(weights=None),
+    "regnet": lambda: torchvision.models.regnet_y_400mf(weights=None),
+    "googlenet": lambda: torchvision.models.googlenet(weights=None, aux_logits=False, init_weights=True),
+    "resnet50": lambda: torchvision.models.resnet50(weights=None),
+    "vit": lambda: torchvision.models.vit_b_16(weights=None),
+}
+
+
+def export(name, out_dir, exporter, opset, seq):
+    torch.manual_seed(0)
+    if name == "bert":
+        model = BertEncoder().eval()
+        ids = torch.randint(0, 30522, (1, seq))
+        args = (ids, torch.zeros_like(ids), torch.ones_like(ids))
+        names = ["input_ids", "token_type_ids", "attention_mask"]
+    else:
+        model = CNNS[name]().eval()
+        args = (torch.randn(1, 3, 224, 224),)
+        names = ["input"]
+    path = os.path.join(out_dir, name + ".onnx")
+    with torch.no_grad():
+        torch.onnx.export(model, args, path, input_names=names, output_names=["output"], opset_version=opset,
+                          dynamo=(exporter == "dynamo"))
+    print(path, file=sys.stderr)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--out", default="models")
+    p.add_argument("--exporter", choices=["dynamo", "legacy"], default="dynamo")
+    p.add_argument("--opset", type=int, default=0, help="0: 18 for dynamo, 17 for legacy")
+    p.add_argument("--seq", type=int, default=128, help="the BERT encoder's sequence length")
+    p.add_argument("names", nargs="*",
+                   default=["squeezenet", "shufflenet", "mnasnet", "efficientnet", "regnet", "googlenet", "bert"])
+    a = p.parse_args()
+    os.makedirs(a.out, exist_ok=True)
+    opset = a.opset or (18 if a.exporter == "dynamo" else 17)
+    for name in a.names:
+        export(name, a.out, a.exporter, opset, a.seq)
+
+
+if __name__ == "__main__":
+    main()
