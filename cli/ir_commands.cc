@@ -12,6 +12,7 @@
 #include "ir/lower_passes.h"
 #include "ir/schedule/schedule.h"
 #include "ops/registry.h"
+#include "search/space.h"
 #include "te/te.h"
 
 namespace kiln::cli {
@@ -60,14 +61,19 @@ static void add_show(CLI::App &app) {
   auto key = std::make_shared<bool>(false);
   cmd->add_option("--trace", *trace_file, "apply this trace JSON file before printing");
   cmd->add_flag("--key", *key, "also print the workload key (canonical JSON and SHA-256)");
+  auto untuned = std::make_shared<bool>(false);
+  cmd->add_flag("--untuned", *untuned,
+                "apply the schedule the task runs before it is tuned (what kiln compile uses for a task without a "
+                "record), for --target")
+      ->excludes(cmd->get_option("--trace"));
   auto emit = std::make_shared<std::string>();
   auto target = std::make_shared<std::string>("llvm -mcpu=native");
   cmd->add_option("--emit", *emit,
                   "print what code generation makes of it instead: lowered (the loop program code generation sees), "
                   "llvm (LLVM IR after optimization) or asm")
       ->check(CLI::IsMember({"lowered", "llvm", "asm"}));
-  cmd->add_option("--target", *target, "target for --emit llvm|asm")->capture_default_str();
-  cmd->callback([args, trace_file, key, emit, target] {
+  cmd->add_option("--target", *target, "target for --emit llvm|asm and --untuned")->capture_default_str();
+  cmd->callback([args, trace_file, key, untuned, emit, target] {
     ops::Workload w;
     ir::PrimFunc f = lower_or_fail(*args, &w);
     if (*key) std::cout << "workload: " << w.canonical_string() << "\nkey: " << w.key_hash() << "\n\n";
@@ -79,6 +85,16 @@ static void add_show(CLI::App &app) {
         f = ir::Schedule::replay(f, t).func();
       } catch (const std::exception &e) {
         fail("trace '" + *trace_file + "' does not apply: " + e.what());
+      }
+    }
+    if (*untuned) {
+      try {
+        if (std::optional<ir::Trace> t = search::untuned_trace(f, Target::parse(*target))) {
+          f = ir::Schedule::replay(f, *t).func();
+          std::cout << "trace: " << t->to_json().dump() << "\n\n";
+        }
+      } catch (const std::invalid_argument &e) {
+        fail(e.what());
       }
     }
     try {

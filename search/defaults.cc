@@ -16,14 +16,6 @@ RuleList untuned_rules(const Target &target) {
           parallel_vectorize_unroll_rule(target)};
 }
 
-ir::PrimFunc untuned_schedule(const ir::PrimFunc &func, const Target &target) {
-  std::vector<ir::Trace> sketches = generate_sketches(func, untuned_rules(target), 0);
-  PostprocessorList post = default_postprocessors(target);
-  for (const ir::Trace &sketch : sketches)
-    if (std::optional<Candidate> c = realize(func, sketch, post, 0)) return c->func;
-  return func;
-}
-
 // Rejections first: a rejected sample costs no rewriting.
 PostprocessorList default_postprocessors(const Target &target) {
   return {reject_poor_register_tiles(target), rewrite_parallel_vectorize_unroll(target), reject_serial_nests(target),

@@ -155,10 +155,6 @@ class RejectPoorRegisterTiles : public Postprocessor {
   // or 28 wide only tile into 7 or 14 registers (8 independent FMA chains keep two
   // 4-cycle pipes busy, 7 leave an eighth idle): the 14-register tile measured faster on
   // Zen 3. With 32 (AVX-512, AArch64), three quarters, as tuned before; not re-measured.
-  static int64_t accumulator_registers(const Target &target) {
-    bool wide_file = target.vector_width_bits >= 512 || target.is_aarch64();
-    return wide_file ? 24 : 14;
-  }
   // The spatial iterator the innermost loop drives has a multiple of the lane count
   // among its divisors up to the tiling's innermost cap (32 or 64).
   bool whole_vectors_possible(const ir::BlockNode *b, const ir::VarNode *innermost) const {

@@ -86,10 +86,15 @@ MutatorList default_mutators(const Target &target);
 /// outside and vectorized inside; no tiling.
 RuleList untuned_rules(const Target &target);
 
-/// The program a subgraph runs before it is tuned: the first sketch of untuned_rules
-/// realized with decisions from a fixed seed (the same model compiles to the same
-/// code), or `func` itself when none realizes.
+/// The program a subgraph runs before it is tuned (search/untuned.cc): blocks that
+/// MultiLevelTiling applies to get its first sketch that realizes with decisions chosen
+/// by rule (a register tile filling the accumulator registers, the reduction whole
+/// inside it, parallel outer tiles), others the first sketch of untuned_rules with
+/// decisions from a fixed seed; the same program compiles to the same code. `func`
+/// itself when nothing realizes.
 ir::PrimFunc untuned_schedule(const ir::PrimFunc &func, const Target &target);
+/// The trace untuned_schedule applies (after postprocessing), nullopt when none.
+std::optional<ir::Trace> untuned_trace(const ir::PrimFunc &func, const Target &target);
 
 /// The default space of a target: the three default lists.
 SearchSpace default_search_space(const Target &target);
