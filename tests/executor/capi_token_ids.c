@@ -64,6 +64,10 @@ int main(int argc, char **argv) {
   CHECK(strstr(kiln_model_last_error(model), "input 'input_ids' holds -31 at element 3") != NULL);
   kiln_model_free(&model);
   CHECK(model == NULL);
+  if (failures) {
+    fprintf(stderr, "%d check(s) failed\n", failures);
+    return 1;
+  }
   printf("C API with token ids: ok\n");
   return 0;
 }

@@ -15,6 +15,7 @@
 #include "database/database.h"
 #include "executor/compile.h"
 #include "executor/model.h"
+#include "executor/tensor_file.h"
 #include "frontend/onnx_import.h"
 #include "frontend/pipeline.h"
 #include "frontend/reference.h"
@@ -106,6 +107,42 @@ TEST_P(CompiledModel, UntunedMatchesTheExporter) {
 INSTANTIATE_TEST_SUITE_P(Models, CompiledModel,
                          ::testing::Values("tiny_cnn", "mlp", "bert_tiny", "bert_tiny_opset17", "mobilenet_block",
                                            "odd_cnn", "attention_block", "token_head"));
+
+// Models as torch.onnx.export writes them today (tests/frontend/models/
+// export_torch_models.py): a BERT-style encoder fed token ids, type ids and a padded
+// attention mask, giving its sequence and its pooled class token, at opsets 14 to 21
+// (IR 7 to 10, weights in an external data file, a dynamic export fixed by shapes); a
+// ViT with a class token; GoogLeNet's ceil-mode pools; two inputs and two outputs.
+// Every output matches ONNX Runtime's, in the default pipeline (NHWC, Winograd).
+class ExportedModel : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ExportedModel, EveryOutputMatchesOnnxRuntime) {
+  const std::string base = models_dir() + "/" + GetParam();
+  frontend::ImportOptions import_options;
+  if (GetParam() == "bert_ids_dynamic")
+    for (const char *name : {"input_ids", "token_type_ids", "attention_mask"})
+      import_options.input_shapes[name] = {1, 16};
+  Fused f = frontend::prepare(frontend::import_onnx_file(base + ".onnx", import_options), {});
+  const std::string dir = (temp_dir() / (GetParam() + ".kiln")).string();
+  compile_model(f, options_for("llvm -num-cores=2"), dir);
+  Model model = Model::load(dir);
+  std::vector<ir::HostTensor> inputs;
+  for (size_t i = 0; i < model.input_names().size(); ++i)
+    inputs.push_back(read_tensor_file(base + ".in." + model.input_names()[i] + ".npy", model.input_types()[i]));
+  std::vector<ir::HostTensor> outputs = model.run(inputs);
+  ASSERT_EQ(outputs.size(), model.output_names().size());
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const std::string &name = model.output_names()[i];
+    ir::HostTensor want = read_tensor_file(base + ".out." + name + ".npy", model.output_types()[i]);
+    EXPECT_LE(ir::relative_l2_error(outputs[i], want), 1e-4) << name;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Exports, ExportedModel,
+                         ::testing::Values("bert_ids_opset14", "bert_ids_opset17", "bert_ids_dynamic",
+                                           "bert_ids_opset18", "bert_ids_opset19", "bert_ids_opset20",
+                                           "bert_ids_opset21", "vit_cls", "vit_cls_opset18", "googlenet_pools",
+                                           "two_io"));
 
 // Operators the importer composes of Kiln's own (LeakyRelu, Elu, Softplus, LogSoftmax),
 // Split into slices, and a ceil-mode pool with a partial last window compile and run
