@@ -718,9 +718,14 @@ void import_range(ImportContext &c) {
   c.set_output(0, c.constant(std::move(out)));
 }
 
-// Comparisons of constants (masks and shape checks of dynamic exports), as bool.
-OpImporter compare(std::function<bool(double, double)> test) {
-  return [test](ImportContext &c) {
+// Comparisons: of constants (masks and shape checks of dynamic exports) folded, as
+// bool; of computed tensors (a mask compared at run time) Kiln's comparison operator.
+OpImporter compare(const std::string &op, std::function<bool(double, double)> test) {
+  return [op, test](ImportContext &c) {
+    if (!c.value(c.input(0)).is_constant() || !c.value(c.input(1)).is_constant()) {
+      c.set_output(0, c.emit(op, {c.input(0), c.input(1)}));
+      return;
+    }
     const HostTensor &a = c.constant_input(0, "A"), &b = c.constant_input(1, "B");
     c.set_output(0, c.constant(broadcast_constants(
                         c, a, b, DType::kBool, [test](double x, double y) { return test(x, y) ? 1.0 : 0.0; },
@@ -729,14 +734,24 @@ OpImporter compare(std::function<bool(double, double)> test) {
 }
 
 void import_not(ImportContext &c) {
+  if (c.type(c.input(0)).dtype != DType::kBool) c.fail("Not needs a bool input");
+  if (!c.value(c.input(0)).is_constant()) {
+    c.set_output(0, c.emit("logical_not", {c.input(0)}));
+    return;
+  }
   HostTensor out = c.constant_input(0, "X");
-  if (out.dtype() != DType::kBool) c.fail("Not needs a bool input");
   for (int64_t i = 0; i < out.size(); ++i) out.set(i, out.get(i) != 0 ? 0.0 : 1.0);
   c.set_output(0, c.constant(std::move(out)));
 }
 
-// Where(cond, x, y) of constants: x where cond holds, else y, all three broadcast.
+// Where(cond, x, y): x where cond holds, else y, all three broadcast. Folded when all
+// three are constants; else Kiln's where (an attention mask's masked_fill).
 void import_where(ImportContext &c) {
+  if (c.type(c.input(1)).dtype != c.type(c.input(2)).dtype) c.fail("X and Y have different element types");
+  if (!c.value(c.input(0)).is_constant() || !c.value(c.input(1)).is_constant() || !c.value(c.input(2)).is_constant()) {
+    c.set_output(0, c.emit("where", {c.input(0), c.input(1), c.input(2)}));
+    return;
+  }
   const HostTensor &cond = c.constant_input(0, "condition"), &x = c.constant_input(1, "X"),
                    &y = c.constant_input(2, "Y");
   if (x.dtype() != y.dtype()) c.fail("X and Y have different element types");
@@ -952,11 +967,11 @@ const std::map<std::string, OpImporter> &op_importers() {
     t["Gelu"] = import_gelu;
     t["Split"] = import_split;
     t["Range"] = import_range;
-    t["Equal"] = compare([](double a, double b) { return a == b; });
-    t["Less"] = compare([](double a, double b) { return a < b; });
-    t["LessOrEqual"] = compare([](double a, double b) { return a <= b; });
-    t["Greater"] = compare([](double a, double b) { return a > b; });
-    t["GreaterOrEqual"] = compare([](double a, double b) { return a >= b; });
+    t["Equal"] = compare("equal", [](double a, double b) { return a == b; });
+    t["Less"] = compare("less", [](double a, double b) { return a < b; });
+    t["LessOrEqual"] = compare("less_equal", [](double a, double b) { return a <= b; });
+    t["Greater"] = compare("greater", [](double a, double b) { return a > b; });
+    t["GreaterOrEqual"] = compare("greater_equal", [](double a, double b) { return a >= b; });
     t["Not"] = import_not;
     t["Where"] = import_where;
     t["Reciprocal"] = [](ImportContext &c) {

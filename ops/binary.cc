@@ -38,13 +38,15 @@ std::vector<Expr> broadcast_indices(const te::Tensor &t, const std::vector<Var> 
   return idx;
 }
 
-enum class Domain { kFloat, kNumeric };
+// kComparison: float or integer inputs, a bool result (the comparisons).
+enum class Domain { kFloat, kNumeric, kComparison };
 
 OpDef binary(const std::string &name, const std::string &doc, Domain domain,
              std::function<Expr(const Expr &, const Expr &)> fn) {
-  std::string summary = doc + " Inputs: A, B of the same dtype" +
-                        (domain == Domain::kFloat ? " (float)" : " (float or integer)") +
-                        " whose shapes broadcast like numpy. Output: the broadcast shape. Stage: " + name + ".";
+  std::string summary =
+      doc + " Inputs: A, B of the same dtype" + (domain == Domain::kFloat ? " (float)" : " (float or integer)") +
+      " whose shapes broadcast like numpy. Output: " + (domain == Domain::kComparison ? "bool, " : "") +
+      "the broadcast shape. Stage: " + name + ".";
   auto build = [name, domain, fn](const std::vector<te::Tensor> &in, const json &) {
     const te::Tensor &a = in[0], &b = in[1];
     require_same_dtype(name, a, b);
@@ -59,6 +61,29 @@ OpDef binary(const std::string &name, const std::string &doc, Domain domain,
         name);
   };
   return OpDef{name, summary, 2, 2, json::object(), build};
+}
+
+// A comparison of A and B, true or false per element (ONNX Equal, Less, ...).
+OpDef comparison(const std::string &name, const std::string &doc, std::function<Expr(const Expr &, const Expr &)> fn) {
+  return binary(name, doc, Domain::kComparison, std::move(fn));
+}
+
+// X where the condition holds, else Y (ONNX Where of computed tensors: a masked_fill).
+te::Tensor where(const std::vector<te::Tensor> &in, const json &) {
+  const char *op = "where";
+  const te::Tensor &cond = in[0], &x = in[1], &y = in[2];
+  if (cond.dtype() != DType::kBool)
+    fail(op, "the condition must be bool, got " + std::string(ir::dtype_name(cond.dtype())));
+  require_same_dtype(op, x, y);
+  if (x.dtype() == DType::kBool) fail(op, "boolean X and Y are not supported");
+  std::vector<int64_t> shape = broadcast_shape(op, broadcast_shape(op, cond.shape(), x.shape()), y.shape());
+  return te::compute(
+      shape,
+      [&](const std::vector<Var> &v) {
+        return ir::make_select(cond(broadcast_indices(cond, v, shape)), x(broadcast_indices(x, v, shape)),
+                               y(broadcast_indices(y, v, shape)));
+      },
+      op);
 }
 
 }  // namespace
@@ -79,6 +104,18 @@ std::vector<OpDef> binary_ops() {
                        [](const Expr &a, const Expr &b) { return ir::make_max(a, b); }));
   ops.push_back(binary("minimum", "min(A, B) (ONNX Min with two inputs).", Domain::kNumeric,
                        [](const Expr &a, const Expr &b) { return ir::make_min(a, b); }));
+  ops.push_back(comparison("equal", "A == B (ONNX Equal).", [](const Expr &a, const Expr &b) { return ir::eq(a, b); }));
+  ops.push_back(comparison("less", "A < B (ONNX Less).", [](const Expr &a, const Expr &b) { return a < b; }));
+  ops.push_back(
+      comparison("less_equal", "A <= B (ONNX LessOrEqual).", [](const Expr &a, const Expr &b) { return a <= b; }));
+  ops.push_back(comparison("greater", "A > B (ONNX Greater).", [](const Expr &a, const Expr &b) { return a > b; }));
+  ops.push_back(comparison("greater_equal", "A >= B (ONNX GreaterOrEqual).",
+                           [](const Expr &a, const Expr &b) { return a >= b; }));
+  ops.push_back(OpDef{"where",
+                      "X where the condition holds, else Y (ONNX Where of computed tensors, e.g. an attention "
+                      "mask's masked_fill). Inputs: condition (bool), X, Y of the same dtype (float or integer); "
+                      "the three shapes broadcast like numpy. Output: X's dtype, the broadcast shape. Stage: where.",
+                      3, 3, json::object(), where});
   ops.push_back(binary("pow", "A ^ B (ONNX Pow); NaN for a negative base with a non-integer exponent.", Domain::kFloat,
                        [](const Expr &a, const Expr &b) {
                          return ir::make_call(ir::Intrinsic::kPow, {a, b});

@@ -15,6 +15,7 @@ TensorType f32(std::vector<int64_t> shape) { return TensorType{std::move(shape),
 TensorType i32(std::vector<int64_t> shape) { return TensorType{std::move(shape), DType::kInt32}; }
 TensorType i8(std::vector<int64_t> shape) { return TensorType{std::move(shape), DType::kInt8}; }
 TensorType i64(std::vector<int64_t> shape) { return TensorType{std::move(shape), DType::kInt64}; }
+TensorType b8(std::vector<int64_t> shape) { return TensorType{std::move(shape), DType::kBool}; }
 
 // A chain of operators: the first consumes the listed inputs, each later one consumes
 // the previous result plus any further inputs it names.
@@ -99,6 +100,17 @@ std::vector<NamedWorkload> small_example_workloads() {
   single("gelu", "gelu", {f32({3, 11})});
   single("cast_float_to_int", "cast", {f32({4, 9})}, {{"dtype", "int32"}});
   single("cast_int64_to_float", "cast", {i64({2, 7})}, {{"dtype", "float32"}});
+  single("cast_int64_to_bool", "cast", {i64({3, 5})}, {{"dtype", "bool"}});
+  single("cast_bool_to_float", "cast", {b8({3, 5})}, {{"dtype", "float32"}});
+  single("logical_not", "logical_not", {b8({2, 9})});
+  // An attention mask's masked_fill: a bool mask of one row broadcast over the scores.
+  single("where_mask_broadcast", "where", {b8({1, 1, 7}), f32({1, 1, 1}), f32({2, 3, 7})});
+  single("where_int64", "where", {b8({4, 3}), i64({4, 3}), i64({3})});
+  single("equal_int64_broadcast", "equal", {i64({3, 4}), i64({4})});
+  single("less", "less", {f32({2, 7}), f32({2, 7})});
+  single("less_equal_int32", "less_equal", {i32({5, 3}), i32({1, 3})});
+  single("greater", "greater", {f32({3, 6}), f32({1})});
+  single("greater_equal_int64", "greater_equal", {i64({4, 5}), i64({4, 5})});
   // Token ids in [-7, 7] (the tests' integers) into 6 rows: negative ones wrap, 6 and 7
   // are clamped to the last row.
   single("take_embedding", "take", {f32({6, 5}), i64({2, 3})});

@@ -70,9 +70,26 @@ te::Tensor cast(const std::vector<te::Tensor> &in, const json &attrs) {
     fail(op, e.what());
   }
   const te::Tensor &x = in[0];
-  if (x.dtype() == DType::kBool || to == DType::kBool) fail(op, "casts from or to bool are not supported");
+  // To bool: nonzero is true (NaN too, as ONNX says); from bool: 1 or 0.
+  if (to == DType::kBool)
+    return te::compute(
+        x.shape(),
+        [&](const std::vector<Var> &v) {
+          Expr e = x(to_exprs(v));
+          return x.dtype() == DType::kBool ? e : ir::ne(e, ir::make_const(x.dtype(), 0.0));
+        },
+        op);
   return te::compute(
       x.shape(), [&](const std::vector<Var> &v) { return ir::make_cast(to, x(to_exprs(v))); }, op);
+}
+
+// true where x is false (ONNX Not).
+te::Tensor logical_not(const std::vector<te::Tensor> &in, const json &) {
+  const te::Tensor &x = in[0];
+  if (x.dtype() != DType::kBool)
+    fail("logical_not", "the input must be bool, got " + std::string(ir::dtype_name(x.dtype())));
+  return te::compute(
+      x.shape(), [&](const std::vector<Var> &v) { return !x(to_exprs(v)); }, "logical_not");
 }
 
 }  // namespace
@@ -84,10 +101,14 @@ std::vector<OpDef> unary_ops() {
   const double flt_max = std::numeric_limits<float>::max();
   ops.push_back(OpDef{"cast",
                       "Each element converted to dtype (ONNX Cast of a computed tensor; float to integer "
-                      "truncates towards zero). Input: any-shape tensor x, not bool. Attribute: dtype (float32, "
-                      "float16, int64, int32, int8); a float outside the integer type's range gives an unspecified "
-                      "value. Output has x's shape. Stage: cast.",
+                      "truncates towards zero; to bool, nonzero is true; from bool, 1 or 0). Input: any-shape "
+                      "tensor x. Attribute: dtype (float32, float16, int64, int32, int8, bool); a float outside the "
+                      "integer type's range gives an unspecified value. Output has x's shape. Stage: cast.",
                       1, 1, json{{"dtype", "float32"}}, cast});
+  ops.push_back(OpDef{"logical_not",
+                      "true where x is false (ONNX Not of a computed tensor). Input: any-shape bool tensor x. "
+                      "Output: bool, x's shape. Stage: logical_not.",
+                      1, 1, json::object(), logical_not});
   ops.push_back(OpDef{"clip",
                       "min(max(x, min), max) (ONNX Clip with constant bounds). Input: any-shape tensor x (float "
                       "or integer). Attributes: min (-FLT_MAX), max (FLT_MAX); integer inputs clamp the bounds "

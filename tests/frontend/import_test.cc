@@ -673,6 +673,54 @@ TEST(OnnxImport, ComposedActivationsMatchTheirDefinitions) {
                 {0, -0.5 * (1 - std::erf(1 / std::sqrt(2.0))), 0, 2 * 0.5 * (1 + std::erf(std::sqrt(2.0))), 200});
 }
 
+// Comparisons, Not, Where and a Cast to bool of computed tensors (a mask built at run
+// time, as current transformers exports build it) import as Kiln's operators; a Not or
+// a Where condition that is not bool is refused naming the node.
+TEST(OnnxImport, RunTimeMasksCompareSelectAndCast) {
+  ModelBuilder m(18);
+  m.input("x", {5});
+  m.input("mask", {5}, onnx::TensorProto::INT64);
+  m.ints("zero", {0});
+  m.floats("fill", {1}, {-100.0f});
+  m.floats("half", {1}, {0.5f});
+  m.node("Equal", {"mask", "zero"}, {"masked"});
+  m.node("Not", {"masked"}, {"kept"});
+  m.node("Where", {"masked", "fill", "x"}, {"filled"});
+  auto *cast = m.node("Cast", {"mask"}, {"as_bool"});
+  ModelBuilder::attr(cast, "to", int64_t{onnx::TensorProto::BOOL});
+  auto *back = m.node("Cast", {"kept"}, {"kept_float"});
+  ModelBuilder::attr(back, "to", int64_t{onnx::TensorProto::FLOAT});
+  m.node("Greater", {"x", "half"}, {"big"});
+  m.node("LessOrEqual", {"x", "half"}, {"small"});
+  auto *big_float = m.node("Cast", {"big"}, {"big_float"});
+  ModelBuilder::attr(big_float, "to", int64_t{onnx::TensorProto::FLOAT});
+  auto *small_float = m.node("Cast", {"small"}, {"small_float"});
+  ModelBuilder::attr(small_float, "to", int64_t{onnx::TensorProto::FLOAT});
+  auto *bool_float = m.node("Cast", {"as_bool"}, {"bool_float"});
+  ModelBuilder::attr(bool_float, "to", int64_t{onnx::TensorProto::FLOAT});
+  for (const char *out : {"filled", "kept_float", "big_float", "small_float", "bool_float"}) m.output(out);
+  Graph g = m.import();
+  ir::HostTensor mask(ir::DType::kInt64, {5});
+  for (int64_t i = 0; i < 5; ++i) mask.set(i, std::vector<double>{1, 0, 3, 0, -2}[static_cast<size_t>(i)]);
+  std::vector<ir::HostTensor> got = evaluate_reference(g, {tensor({5}, {-1, 0.5, 2, 3, 0.75}), mask});
+  expect_values(got.at(0), {5}, {-1, -100, 2, -100, 0.75});
+  expect_values(got.at(1), {5}, {1, 0, 1, 0, 1});
+  expect_values(got.at(2), {5}, {0, 0, 1, 1, 1});
+  expect_values(got.at(3), {5}, {1, 1, 0, 0, 0});
+  expect_values(got.at(4), {5}, {1, 0, 1, 0, 1});
+
+  ModelBuilder not_bool(18);
+  not_bool.input("x", {5});
+  not_bool.node("Not", {"x"}, {"y"});
+  not_bool.output("y");
+  EXPECT_NE(not_bool.error().find("Not needs a bool input"), std::string::npos) << not_bool.error();
+  ModelBuilder float_condition(18);
+  float_condition.input("x", {5});
+  float_condition.node("Where", {"x", "x", "x"}, {"y"});
+  float_condition.output("y");
+  EXPECT_NE(float_condition.error().find("the condition must be bool"), std::string::npos) << float_condition.error();
+}
+
 // MaxPool with ceil_mode and a partial last window (GoogLeNet's pools): padded with the
 // lowest value at the end; a window that would start in the padding is dropped.
 TEST(OnnxImport, CeilModePoolsCoverThePartialLastWindow) {

@@ -419,6 +419,25 @@ Ref ref_cast(const std::vector<Ref> &in, const json &a) {
   out.dtype = ir::parse_dtype(a["dtype"].get<std::string>());
   if (ir::is_int(out.dtype))
     for (double &v : out.data) v = std::trunc(v);
+  if (out.dtype == DType::kBool)
+    for (double &v : out.data) v = v != 0 ? 1.0 : 0.0;
+  return out;
+}
+
+// A comparison: ref_binary's broadcast, bool results.
+Ref ref_compare(const std::vector<Ref> &in, const std::function<bool(double, double)> &test) {
+  Ref out = ref_binary(in[0], in[1], [&](double a, double b) { return test(a, b) ? 1.0 : 0.0; });
+  out.dtype = DType::kBool;
+  return out;
+}
+
+Ref ref_where(const std::vector<Ref> &in, const json &) {
+  // cond ? x : y as (cond, x) then (that, y), each broadcast; NaN marks where the
+  // condition is false (the examples' inputs are finite).
+  const Ref &cond = in[0], &x = in[1], &y = in[2];
+  Ref picked_x = ref_binary(cond, x, [](double c, double v) { return c != 0 ? v : std::nan(""); });
+  Ref out = ref_binary(picked_x, y, [](double v, double w) { return std::isnan(v) ? w : v; });
+  out.dtype = x.dtype;
   return out;
 }
 
@@ -507,6 +526,16 @@ const std::map<std::string, RefOp> &reference_ops() {
       {"concat", ref_concat},
       {"slice", ref_slice},
       {"cast", ref_cast},
+      {"logical_not", [](const std::vector<Ref> &in,
+                         const json &) { return ref_unary(in[0], [](double v) { return v != 0 ? 0.0 : 1.0; }); }},
+      {"where", ref_where},
+      {"equal", [](const std::vector<Ref> &in, const json &) { return ref_compare(in, std::equal_to<double>()); }},
+      {"less", [](const std::vector<Ref> &in, const json &) { return ref_compare(in, std::less<double>()); }},
+      {"less_equal",
+       [](const std::vector<Ref> &in, const json &) { return ref_compare(in, std::less_equal<double>()); }},
+      {"greater", [](const std::vector<Ref> &in, const json &) { return ref_compare(in, std::greater<double>()); }},
+      {"greater_equal",
+       [](const std::vector<Ref> &in, const json &) { return ref_compare(in, std::greater_equal<double>()); }},
       {"take", ref_take},
   };
   return ops;
@@ -555,6 +584,8 @@ TEST_P(OpsExampleTest, InterpreterMatchesReference) {
     HostTensor h(t.dtype, t.shape);
     if (ir::is_float(t.dtype)) {
       positive ? h.fill_random(rng, 0.5, 2.0) : h.fill_random(rng, -1.0, 1.0);
+    } else if (t.dtype == DType::kBool) {
+      h.fill_random(rng, 0, 1);
     } else {
       h.fill_random(rng, -7, 7);
     }

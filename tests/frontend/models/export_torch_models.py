@@ -15,6 +15,9 @@ outputs, the way users export models today, with ONNX Runtime's outputs.
                         opset 18, IR 10, weights in bert_ids_opset18.onnx.data
     bert_ids_opset19/20/21  bert_ids_opset18 converted with onnx.version_converter
                         (IR 9, 9 and 10)
+    bert_ids_masked_fill  the mask made as current transformers make it (the inverted
+                        mask Cast to bool, then masked_fill: a run-time Where),
+                        default exporter
 - vit_cls: a ViT (1x3x32x32 image, 8x8 patches, a class token expanded and
   concatenated, learned positions, 2 layers, head on the class token), opset 17 and,
   as vit_cls_opset18, the default exporter.
@@ -71,8 +74,9 @@ class Layer(torch.nn.Module):
 
 
 class Bert(torch.nn.Module):
-    def __init__(self, vocab=100, width=32, layers=2, heads=2, ffn=64, positions=32):
+    def __init__(self, vocab=100, width=32, layers=2, heads=2, ffn=64, positions=32, masked_fill=False):
         super().__init__()
+        self.masked_fill = masked_fill
         self.word = torch.nn.Embedding(vocab, width)
         self.position = torch.nn.Embedding(positions, width)
         self.segment = torch.nn.Embedding(2, width)
@@ -84,7 +88,11 @@ class Bert(torch.nn.Module):
         seq = input_ids.shape[1]
         positions = torch.arange(seq, device=input_ids.device).unsqueeze(0)
         x = self.norm(self.word(input_ids) + self.position(positions) + self.segment(token_type_ids))
-        mask = (1.0 - attention_mask[:, None, None, :].to(x.dtype)) * torch.finfo(x.dtype).min
+        if self.masked_fill:  # current transformers: the inverted mask as bool, then masked_fill
+            inverted = 1.0 - attention_mask[:, None, None, :].to(x.dtype)
+            mask = inverted.masked_fill(inverted.to(torch.bool), torch.finfo(x.dtype).min)
+        else:
+            mask = (1.0 - attention_mask[:, None, None, :].to(x.dtype)) * torch.finfo(x.dtype).min
         for layer in self.layers:
             x = layer(x, mask)
         return x, torch.tanh(self.pool(x[:, 0]))
@@ -183,6 +191,9 @@ def main():
         path = os.path.join(OUT, f"bert_ids_opset{opset}.onnx")
         onnx.save(converted, path)
         save_io(f"bert_ids_opset{opset}", path, feed)
+
+    torch.manual_seed(0)
+    export(Bert(masked_fill=True).eval(), args, "bert_ids_masked_fill", names, outs, 18, dynamo=True)
 
     vit = ViT().eval()
     image = (torch.randn(1, 3, 32, 32),)
