@@ -11,7 +11,8 @@ Needs PyTorch, torchvision and onnxscript from PyPI:
   pip install torch torchvision onnxscript onnx
 Usage: bench/export_models.py [--out DIR] [--exporter dynamo|legacy] [--opset N] [NAME...]
 Names: squeezenet shufflenet mnasnet efficientnet regnet googlenet resnet50 vit bert
-(default: all but resnet50 and vit).
+bert-small (default: all but resnet50, vit and bert-small). bert is BERT-base (12
+layers of width 768, 12 heads); bert-small has 4 layers of width 512, 8 heads.
 """
 import argparse
 import math
@@ -73,10 +74,16 @@ CNNS = {
 }
 
 
+BERTS = {
+    "bert": dict(hidden=768, layers=12, heads=12, ffn=3072),
+    "bert-small": dict(hidden=512, layers=4, heads=8, ffn=2048),
+}
+
+
 def export(name, out_dir, exporter, opset, seq):
     torch.manual_seed(0)
-    if name == "bert":
-        model = BertEncoder().eval()
+    if name in BERTS:
+        model = BertEncoder(**BERTS[name]).eval()
         ids = torch.randint(0, 30522, (1, seq))
         args = (ids, torch.zeros_like(ids), torch.ones_like(ids))
         names = ["input_ids", "token_type_ids", "attention_mask"]

@@ -120,6 +120,9 @@ void add_compile_command(CLI::App &app) {
     for (const std::string &warning : report.warnings) std::fprintf(stderr, "warning: %s\n", warning.c_str());
     std::printf("compiled %zu subgraphs into %s in %.1f s: %zu with tuned schedules, %zu untuned", report.subgraphs,
                 out->c_str(), report.seconds, report.tuned, report.untuned);
+    if (report.views > 0)
+      std::printf(", %zu reshape%s run as views of %s input", report.views, report.views == 1 ? "" : "s",
+                  report.views == 1 ? "its" : "their");
     if (report.unusable_records > 0)
       std::printf(" (%zu unusable database record%s passed over)", report.unusable_records,
                   report.unusable_records == 1 ? "" : "s");

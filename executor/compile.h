@@ -59,6 +59,9 @@ struct CompileReport {
   size_t subgraphs = 0;
   size_t tuned = 0;    ///< built from a database record
   size_t untuned = 0;  ///< built with the default schedule
+  /// Subgraphs that only reshape a computed tensor: no step, their output is a view of
+  /// their input's bytes (subgraphs = tuned + untuned + views).
+  size_t views = 0;
   /// Database records passed over because they no longer replay on their subgraph or
   /// do not build (a damaged or foreign trace): the next record, or the untuned
   /// default, was used instead. Each one is also in `warnings`.

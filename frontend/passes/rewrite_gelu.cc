@@ -33,13 +33,18 @@ int rewrite_gelu(Graph &graph) {
     const Node *plus = sole_reader(graph, u, erf.output);
     std::optional<ValueId> one = plus && plus->op == "add" ? other_operand(*plus, erf.output) : std::nullopt;
     if (!one || !near(scalar_constant(graph, *one), 1.0)) continue;
-    // * x and * 0.5, in either order: x * (1 + erf) then * 0.5, or (x * 0.5) * (1 + erf)
+    // * x and * 0.5, in any order: x * (1 + erf) then * 0.5, (x * 0.5) * (1 + erf), or
+    // x * (0.5 * (1 + erf)) (torch.onnx.export's torch.export-based exporter)
     const Node *times = sole_reader(graph, u, plus->output);
     if (!times || times->op != "mul") continue;
     std::optional<ValueId> factor = other_operand(*times, plus->output);
     ValueId result;
     std::vector<size_t> absorbed;
-    if (factor && *factor == x) {
+    if (factor && near(scalar_constant(graph, *factor), 0.5)) {
+      const Node *by_x = sole_reader(graph, u, times->output);
+      if (!by_x || by_x->op != "mul" || other_operand(*by_x, times->output) != std::optional<ValueId>(x)) continue;
+      result = by_x->output;
+    } else if (factor && *factor == x) {
       const Node *half = sole_reader(graph, u, times->output);
       std::optional<ValueId> h = half && half->op == "mul" ? other_operand(*half, times->output) : std::nullopt;
       if (!h || !near(scalar_constant(graph, *h), 0.5)) continue;

@@ -278,10 +278,11 @@ TEST(OnnxImport, PadSqueezeUnsqueezeAndDeadNodes) {
   expect_values(evaluate_reference(g, {tensor({1, 2}, {3, 4})}).at(0), {1, 5}, {0, 3, 4, 0, 0});
 }
 
-// x * 0.5 * (1 + erf(x / sqrt(2))) in both operand orders becomes gelu; the same chain
-// with another constant stays as it is. Identical nodes merge.
+// x * 0.5 * (1 + erf(x / sqrt(2))) in the three orders exporters write becomes gelu; the
+// same chain with another constant stays as it is. Identical nodes merge.
 TEST(GraphPasses, GeluIsRecognizedOnlyWhenExactAndDuplicatesMerge) {
-  auto build = [](float half, bool half_first) {
+  enum Order { kTimesXThenHalf, kHalfXFirst, kHalfThenTimesX };
+  auto build = [](float half, Order order) {
     ModelBuilder m;
     m.input("x", {2, 3});
     m.floats("sqrt2", {}, {1.4142135f});
@@ -290,12 +291,15 @@ TEST(GraphPasses, GeluIsRecognizedOnlyWhenExactAndDuplicatesMerge) {
     m.node("Div", {"x", "sqrt2"}, {"d"});
     m.node("Erf", {"d"}, {"e"});
     m.node("Add", {"e", "one"}, {"p"});
-    if (half_first) {
+    if (order == kHalfXFirst) {
       m.node("Mul", {"x", "half"}, {"xh"});
       m.node("Mul", {"xh", "p"}, {"y"});
-    } else {
+    } else if (order == kTimesXThenHalf) {
       m.node("Mul", {"x", "p"}, {"xp"});
       m.node("Mul", {"xp", "half"}, {"y"});
+    } else {  // torch.export-based exporter
+      m.node("Mul", {"half", "p"}, {"ph"});
+      m.node("Mul", {"x", "ph"}, {"y"});
     }
     m.node("Relu", {"y"}, {"r1"});
     m.node("Relu", {"y"}, {"r2"});
@@ -304,8 +308,8 @@ TEST(GraphPasses, GeluIsRecognizedOnlyWhenExactAndDuplicatesMerge) {
     return m.import();
   };
   ir::HostTensor x = tensor({2, 3}, {-2, -0.5, 0, 0.3, 1, 3});
-  for (bool half_first : {false, true}) {
-    Graph g = build(0.5f, half_first);
+  for (Order order : {kTimesXThenHalf, kHalfXFirst, kHalfThenTimesX}) {
+    Graph g = build(0.5f, order);
     ir::HostTensor before = evaluate_reference(g, {x}).at(0);
     EXPECT_EQ(eliminate_common_subexpressions(g), 1);
     EXPECT_EQ(rewrite_gelu(g), 1);
@@ -313,7 +317,7 @@ TEST(GraphPasses, GeluIsRecognizedOnlyWhenExactAndDuplicatesMerge) {
     for (const Node &n : g.nodes) ops.push_back(n.op);
     EXPECT_EQ(ops, (std::vector<std::string>{"gelu", "relu", "add"})) << g.to_string();
     EXPECT_LE(ir::relative_l2_error(evaluate_reference(g, {x}).at(0), before), 1e-6);
-    Graph other = build(0.6f, half_first);
+    Graph other = build(0.6f, order);
     EXPECT_EQ(rewrite_gelu(other), 0) << other.to_string();
   }
 }
