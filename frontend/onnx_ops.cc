@@ -209,6 +209,68 @@ void require_2d_window(ImportContext &c, ValueId x) {
     c.fail("input has shape " + shape_string(c.type(x).shape) + "; Kiln supports 2-d windows on NCHW (4-d) inputs");
 }
 
+// Resize of an image's height and width (upsampling in detectors and segmentation
+// heads): scales or sizes must be constants, batch and channel kept; nearest or
+// bilinear with ONNX's coordinate transformations.
+void import_resize(ImportContext &c) {
+  ValueId x = c.input(0);
+  require_2d_window(c, x);
+  const std::vector<int64_t> in = c.type(x).shape;
+  const std::string mode = c.attr_string("mode", "nearest");
+  if (mode != "nearest" && mode != "linear") c.fail("mode '" + mode + "' is not supported (nearest and linear are)");
+  if (c.attr_int("antialias", 0) != 0) c.fail("antialias=1 is not supported");
+  if (c.attr_int("exclude_outside", 0) != 0) c.fail("exclude_outside=1 is not supported");
+  if (c.attr_string("keep_aspect_ratio_policy", "stretch") != "stretch")
+    c.fail("keep_aspect_ratio_policy other than stretch is not supported");
+  // axes (opset 18): the axes scales and sizes list; the others keep their extent.
+  std::vector<int64_t> axes = c.attr_ints("axes", {0, 1, 2, 3});
+  for (int64_t &a : axes) {
+    if (a < -4 || a > 3) c.fail("axis " + std::to_string(a) + " is out of range for a 4-d input");
+    if (a < 0) a += 4;
+  }
+  std::vector<double> scales(4, 1.0);
+  std::vector<int64_t> sizes = in;
+  const bool by_sizes = c.has_input(3);
+  if (by_sizes) {
+    std::vector<int64_t> given = c.int_list_input(3, "sizes");
+    if (given.size() != axes.size())
+      c.fail("sizes has " + std::to_string(given.size()) + " values for " + std::to_string(axes.size()) + " axes");
+    for (size_t k = 0; k < axes.size(); ++k) {
+      const auto a = static_cast<size_t>(axes[k]);
+      if (given[k] < 1) c.fail("sizes must be positive, got " + std::to_string(given[k]));
+      sizes[a] = given[k];
+      scales[a] = static_cast<double>(given[k]) / static_cast<double>(in[a]);
+    }
+  } else if (c.has_input(2)) {
+    const ir::HostTensor &given = c.constant_input(2, "scales");
+    if (given.size() != static_cast<int64_t>(axes.size()))
+      c.fail("scales has " + std::to_string(given.size()) + " values for " + std::to_string(axes.size()) + " axes");
+    for (size_t k = 0; k < axes.size(); ++k) {
+      const auto a = static_cast<size_t>(axes[k]);
+      const double scale = given.get(static_cast<int64_t>(k));
+      if (!(scale > 0)) c.fail("scales must be positive");
+      scales[a] = scale;
+      const double out = std::floor(static_cast<double>(in[a]) * scale);
+      if (!(out >= 1 && out <= double(int64_t{1} << 24))) c.fail("scales make an output extent outside [1, 2^24]");
+      sizes[a] = static_cast<int64_t>(out);
+    }
+  } else {
+    c.fail("neither scales nor sizes is given");
+  }
+  if (sizes[0] != in[0] || sizes[1] != in[1])
+    c.fail("resizing the batch or channel axis is not supported (sizes " + shape_string(sizes) + " for input " +
+           shape_string(in) + ")");
+  const std::string coordinates = c.attr_string("coordinate_transformation_mode", "half_pixel");
+  const std::string rounding = c.attr_string("nearest_mode", "round_prefer_floor");
+  c.set_output(0, c.emit("resize", {x},
+                         {{"sizes", {sizes[2], sizes[3]}},
+                          {"scales", {scales[2], scales[3]}},
+                          {"mode", mode},
+                          {"coordinate_transformation_mode", coordinates},
+                          {"nearest_mode", rounding},
+                          {"layout", "NCHW"}}));
+}
+
 void import_conv(ImportContext &c) {
   ValueId x = c.input(0), w = c.input(1);
   require_2d_window(c, x);
@@ -966,6 +1028,7 @@ const std::map<std::string, OpImporter> &op_importers() {
     t["LogSoftmax"] = import_log_softmax;
     t["Gelu"] = import_gelu;
     t["Split"] = import_split;
+    t["Resize"] = import_resize;
     t["Range"] = import_range;
     t["Equal"] = compare("equal", [](double a, double b) { return a == b; });
     t["Less"] = compare("less", [](double a, double b) { return a < b; });

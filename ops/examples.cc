@@ -113,6 +113,27 @@ std::vector<NamedWorkload> small_example_workloads() {
   single("greater_equal_int64", "greater_equal", {i64({4, 5}), i64({4, 5})});
   // Token ids in [-7, 7] (the tests' integers) into 6 rows: negative ones wrap, 6 and 7
   // are clamped to the last row.
+  // Resize: integer and fractional scales, every coordinate mode, both layouts.
+  single("resize_nearest_asymmetric_floor", "resize", {f32({1, 2, 3, 4})},
+         {{"sizes", {6, 8}},
+          {"scales", {2.0, 2.0}},
+          {"coordinate_transformation_mode", "asymmetric"},
+          {"nearest_mode", "floor"}});
+  single("resize_linear_half_pixel", "resize", {f32({1, 2, 5, 4})},
+         {{"sizes", {7, 9}}, {"scales", {1.4, 2.25}}, {"mode", "linear"}});
+  single("resize_linear_align_corners_nhwc", "resize", {f32({1, 4, 3, 2})},
+         {{"sizes", {7, 5}},
+          {"scales", {1.75, 5.0 / 3}},
+          {"mode", "linear"},
+          {"coordinate_transformation_mode", "align_corners"},
+          {"layout", "NHWC"}});
+  single("resize_linear_pytorch_half_pixel", "resize", {f32({1, 1, 4, 6})},
+         {{"sizes", {1, 3}},
+          {"scales", {0.25, 0.5}},
+          {"mode", "linear"},
+          {"coordinate_transformation_mode", "pytorch_half_pixel"}});
+  single("resize_nearest_round_int32", "resize", {i32({1, 1, 3, 3})},
+         {{"sizes", {5, 5}}, {"scales", {5.0 / 3, 5.0 / 3}}, {"nearest_mode", "round_prefer_ceil"}});
   single("take_embedding", "take", {f32({6, 5}), i64({2, 3})});
   single("take_inner_axis_int32", "take", {f32({3, 6, 2}), i32({4})}, {{"axis", 1}});
   single("exp", "exp", {f32({7, 3})});

@@ -60,6 +60,9 @@ const OpDef *find_op(std::string_view name) {
 
 namespace {
 
+// A default list of floats ([1.0, 1.0]) accepts numbers; any other list, integers.
+bool is_number_list(const json &default_value) { return !default_value.empty() && default_value[0].is_number_float(); }
+
 // What an attribute's default says about the values it accepts. Numbers are compared by
 // kind rather than by JSON type so that 0 is a valid float and 1 a valid `true`; the
 // accepted value is then normalised to the default's type, which keeps workload keys
@@ -76,7 +79,7 @@ const char *kind_name(const json &default_value) {
     case json::value_t::number_float:
       return "a number";
     case json::value_t::array:
-      return "a list of integers";
+      return is_number_list(default_value) ? "a list of numbers" : "a list of integers";
     default:
       return "a value";
   }
@@ -110,8 +113,11 @@ json coerce(const json &default_value, const json &value) {
       if (!value.is_array()) return json();
       json out = json::array();
       for (const json &e : value) {
-        if (!is_integer(e)) return json();
-        out.push_back(e.get<int64_t>());
+        if (is_number_list(default_value) ? !e.is_number() : !is_integer(e)) return json();
+        if (is_number_list(default_value))
+          out.push_back(e.get<double>());
+        else
+          out.push_back(e.get<int64_t>());
       }
       return out;
     }

@@ -1,5 +1,7 @@
 // Layout transforms: injective stages whose outputs read their input through index
 // arithmetic (permutations, floordiv/floormod of a flat offset, piecewise selects).
+#include <array>
+#include <set>
 #include <string>
 
 #include "ops/op_util.h"
@@ -233,6 +235,99 @@ te::Tensor take(const std::vector<te::Tensor> &in, const json &attrs) {
       op);
 }
 
+// The source coordinate of output position `out` along an axis resized from `in_len` to
+// `out_len` with scale `scale` (ONNX Resize's coordinate_transformation_mode).
+Expr source_coordinate(const std::string &mode, const Expr &out, int64_t in_len, int64_t out_len, double scale) {
+  Expr x = ir::make_cast(DType::kFloat32, out);
+  auto f = [](double v) { return ir::make_float(v); };
+  if (mode == "asymmetric") return x / f(scale);
+  if (mode == "align_corners")
+    return out_len == 1 ? f(0) : x * f(static_cast<double>(in_len - 1) / static_cast<double>(out_len - 1));
+  if (mode == "pytorch_half_pixel" && out_len == 1) return f(0);
+  return (x + f(0.5)) / f(scale) - f(0.5);  // half_pixel, pytorch_half_pixel
+}
+
+Expr clamp_index(const Expr &i, int64_t len) { return ir::make_min(ir::make_max(i, Expr(0)), Expr(len - 1)); }
+
+Expr floor_index(const Expr &x) { return ir::make_cast(DType::kInt64, ir::make_call(ir::Intrinsic::kFloor, {x})); }
+
+// Resizes the two spatial axes of an image (ONNX Resize of a 4-D tensor whose batch and
+// channel scales are 1): nearest (with ONNX's four rounding modes) or bilinear, the
+// source coordinate by ONNX's coordinate transformations; neighbours outside the image
+// are clamped to its edge, as ONNX's reference does.
+te::Tensor resize(const std::vector<te::Tensor> &in, const json &attrs) {
+  const char *op = "resize";
+  const te::Tensor &x = in[0];
+  reject_bool(op, x);
+  if (x.ndim() != 4) fail(op, "the input must be 4-D (N, C, H, W or N, H, W, C), got rank " + std::to_string(x.ndim()));
+  const std::string layout = attr_string(attrs, "layout"), mode = attr_string(attrs, "mode"),
+                    coordinates = attr_string(attrs, "coordinate_transformation_mode"),
+                    rounding = attr_string(attrs, "nearest_mode");
+  if (layout != "NCHW" && layout != "NHWC") fail(op, "layout must be NCHW or NHWC, got '" + layout + "'");
+  if (mode != "nearest" && mode != "linear") fail(op, "mode must be nearest or linear, got '" + mode + "'");
+  if (mode == "linear" && !ir::is_float(x.dtype())) fail(op, "linear mode needs a float input");
+  static const std::set<std::string> kCoordinates = {"half_pixel", "pytorch_half_pixel", "asymmetric", "align_corners"};
+  if (!kCoordinates.count(coordinates))
+    fail(op, "coordinate_transformation_mode '" + coordinates +
+                 "' is not supported (half_pixel, pytorch_half_pixel, asymmetric, align_corners are)");
+  static const std::set<std::string> kRounding = {"round_prefer_floor", "round_prefer_ceil", "floor", "ceil"};
+  if (!kRounding.count(rounding)) fail(op, "nearest_mode '" + rounding + "' is not one of ONNX's four");
+  const std::vector<int64_t> sizes = attr_ints(op, attrs, "sizes", 2);
+  if (!attrs.contains("scales") || !attrs["scales"].is_array() || attrs["scales"].size() != 2)
+    fail(op, "scales must list 2 numbers (height, width)");
+  std::array<double, 2> scales{};
+  for (size_t d = 0; d < 2; ++d) {
+    if (!attrs["scales"][d].is_number() || !(attrs["scales"][d].get<double>() > 0))
+      fail(op, "scales must be positive numbers");
+    scales[d] = attrs["scales"][d].get<double>();
+    if (sizes[d] < 1 || sizes[d] > (int64_t{1} << 24))
+      fail(op, "sizes must lie in [1, 2^24], got " + std::to_string(sizes[d]));
+  }
+  const std::array<size_t, 2> axes = layout == "NHWC" ? std::array<size_t, 2>{1, 2} : std::array<size_t, 2>{2, 3};
+  std::vector<int64_t> shape = x.shape();
+  for (size_t d = 0; d < 2; ++d) shape[axes[d]] = sizes[d];
+  return te::compute(
+      shape,
+      [&](const std::vector<Var> &v) {
+        std::array<Expr, 2> coordinate;
+        for (size_t d = 0; d < 2; ++d)
+          coordinate[d] = source_coordinate(coordinates, v[axes[d]], x.shape()[axes[d]], sizes[d], scales[d]);
+        auto at = [&](const Expr &row, const Expr &column) {
+          std::vector<Expr> idx(v.begin(), v.end());
+          idx[axes[0]] = row;
+          idx[axes[1]] = column;
+          return x(idx);
+        };
+        if (mode == "nearest") {
+          std::array<Expr, 2> index;
+          for (size_t d = 0; d < 2; ++d) {
+            const Expr &c = coordinate[d];
+            Expr rounded =
+                rounding == "floor"  ? floor_index(c)
+                : rounding == "ceil" ? ir::make_cast(DType::kInt64, ir::make_call(ir::Intrinsic::kCeil, {c}))
+                : rounding == "round_prefer_ceil"
+                    ? floor_index(c + ir::make_float(0.5))
+                    : ir::make_cast(DType::kInt64, ir::make_call(ir::Intrinsic::kCeil, {c - ir::make_float(0.5)}));
+            index[d] = clamp_index(rounded, x.shape()[axes[d]]);
+          }
+          return at(index[0], index[1]);
+        }
+        std::array<Expr, 2> low, high, weight;
+        for (size_t d = 0; d < 2; ++d) {
+          Expr below = ir::make_call(ir::Intrinsic::kFloor, {coordinate[d]});
+          Expr i = ir::make_cast(DType::kInt64, below);
+          low[d] = clamp_index(i, x.shape()[axes[d]]);
+          high[d] = clamp_index(i + Expr(1), x.shape()[axes[d]]);
+          weight[d] = ir::make_cast(x.dtype(), coordinate[d] - below);
+        }
+        Expr one = ir::make_const(x.dtype(), 1.0);
+        Expr top = at(low[0], low[1]) * (one - weight[1]) + at(low[0], high[1]) * weight[1];
+        Expr bottom = at(high[0], low[1]) * (one - weight[1]) + at(high[0], high[1]) * weight[1];
+        return top * (one - weight[0]) + bottom * weight[0];
+      },
+      op);
+}
+
 }  // namespace
 
 std::vector<OpDef> transform_ops() {
@@ -255,6 +350,21 @@ std::vector<OpDef> transform_ops() {
                       "extents except along axis. Attribute: axis (0; negatives count from the end). Stage: "
                       "concat (nested selects on the axis index).",
                       1, -1, json{{"axis", 0}}, concat});
+  ops.push_back(OpDef{"resize",
+                      "Resizes an image's height and width (ONNX Resize with batch and channel scales 1). Input: "
+                      "4-D x. Attributes: sizes (output height, width), scales (height, width: what the "
+                      "coordinate transformation divides by), mode (nearest | linear), "
+                      "coordinate_transformation_mode (half_pixel | pytorch_half_pixel | asymmetric | "
+                      "align_corners), nearest_mode (round_prefer_floor | round_prefer_ceil | floor | ceil), layout "
+                      "(NCHW | NHWC). Neighbours outside the image are clamped to its edge. Stage: resize.",
+                      1, 1,
+                      json{{"sizes", json::array()},
+                           {"scales", {1.0, 1.0}},
+                           {"mode", "nearest"},
+                           {"coordinate_transformation_mode", "half_pixel"},
+                           {"nearest_mode", "round_prefer_floor"},
+                           {"layout", "NCHW"}},
+                      resize});
   ops.push_back(OpDef{"take",
                       "Rows of x at run-time indices (ONNX Gather with computed indices: embedding lookups). "
                       "Inputs: x of any non-boolean dtype, indices (int64 or int32, any shape). Attribute: axis "

@@ -137,7 +137,7 @@ bool is_transpose(const Node &n, const std::vector<int64_t> &perm) {
 
 // The image operators that take a layout attribute and have an NHWC form.
 bool converts_to_nhwc(const Graph &g, const Node &n) {
-  static const std::set<std::string> pools = {"max_pool2d", "avg_pool2d", "global_avg_pool2d"};
+  static const std::set<std::string> pools = {"max_pool2d", "avg_pool2d", "global_avg_pool2d", "resize"};
   if (n.attrs.value("layout", std::string("NHWC")) != "NCHW") return false;
   if (g.values[static_cast<size_t>(n.inputs[0])].type.shape.size() != 4) return false;
   if (pools.count(n.op)) return true;

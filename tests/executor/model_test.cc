@@ -120,7 +120,8 @@ INSTANTIATE_TEST_SUITE_P(Models, CompiledModel,
 // attention mask, giving its sequence and its pooled class token, at opsets 14 to 21
 // (IR 7 to 10, weights in an external data file, a dynamic export fixed by shapes, the
 // mask as current transformers make it: Cast to bool and a run-time Where); a
-// ViT with a class token; GoogLeNet's ceil-mode pools; two inputs and two outputs.
+// ViT with a class token; GoogLeNet's ceil-mode pools; nearest and bilinear Resize (a
+// detector's neck, a segmentation head); two inputs and two outputs.
 // Every output matches ONNX Runtime's, in the default pipeline (NHWC, Winograd).
 class ExportedModel : public ::testing::TestWithParam<std::string> {};
 
@@ -150,7 +151,7 @@ INSTANTIATE_TEST_SUITE_P(Exports, ExportedModel,
                          ::testing::Values("bert_ids_opset14", "bert_ids_opset17", "bert_ids_dynamic",
                                            "bert_ids_opset18", "bert_ids_opset19", "bert_ids_opset20",
                                            "bert_ids_opset21", "bert_ids_masked_fill", "vit_cls", "vit_cls_opset18",
-                                           "googlenet_pools", "two_io"));
+                                           "googlenet_pools", "upsampling_neck", "upsampling_neck_opset18", "two_io"));
 
 // Operators the importer composes of Kiln's own (LeakyRelu, Elu, Softplus, LogSoftmax),
 // Split into slices, and a ceil-mode pool with a partial last window compile and run

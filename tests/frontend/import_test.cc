@@ -725,6 +725,43 @@ TEST(OnnxImport, RunTimeMasksCompareSelectAndCast) {
   EXPECT_NE(float_condition.error().find("the condition must be bool"), std::string::npos) << float_condition.error();
 }
 
+// Resize imports nearest and bilinear resizes of height and width; what Kiln does not
+// compute (cubic, tf_crop_and_resize, a resized channel axis) is refused naming it.
+TEST(OnnxImport, ResizeImportsSpatialResizesAndRefusesTheRest) {
+  auto model = [](const std::string &mode, const std::string &coordinates, std::vector<float> scales) {
+    ModelBuilder m(13);
+    m.input("x", {1, 2, 3, 4});
+    m.floats("scales", {4}, scales);
+    auto *r = m.node("Resize", {"x", "", "scales"}, {"y"});
+    auto *a = r->add_attribute();
+    a->set_name("mode");
+    a->set_type(onnx::AttributeProto::STRING);
+    a->set_s(mode);
+    auto *b = r->add_attribute();
+    b->set_name("coordinate_transformation_mode");
+    b->set_type(onnx::AttributeProto::STRING);
+    b->set_s(coordinates);
+    m.output("y");
+    return m;
+  };
+  Graph g = model("nearest", "asymmetric", {1, 1, 2, 2}).import();
+  ir::HostTensor x(ir::DType::kFloat32, {1, 2, 3, 4});
+  for (int64_t i = 0; i < x.size(); ++i) x.set(i, double(i));
+  ir::HostTensor y = evaluate_reference(g, {x}).at(0);
+  ASSERT_EQ(y.shape(), (std::vector<int64_t>{1, 2, 6, 8}));
+  // Nearest x2 with asymmetric coordinates (round_prefer_floor): output (r, c) reads
+  // input (r / 2, c / 2) rounded, half-way down.
+  EXPECT_EQ(y.get(0), 0);
+  EXPECT_EQ(y.get(3), 1);                  // c = 3: 1.5 rounds to 1
+  EXPECT_EQ(y.get(8 * 3 + 5), 4 * 1 + 2);  // r = 3, c = 5: (1.5, 2.5) -> (1, 2)
+  EXPECT_NE(model("cubic", "half_pixel", {1, 1, 2, 2}).error().find("mode 'cubic' is not supported"),
+            std::string::npos);
+  EXPECT_NE(model("linear", "tf_crop_and_resize", {1, 1, 2, 2}).error().find("'tf_crop_and_resize' is not supported"),
+            std::string::npos);
+  EXPECT_NE(model("nearest", "asymmetric", {1, 2, 2, 2}).error().find("resizing the batch or channel axis"),
+            std::string::npos);
+}
+
 // MaxPool with ceil_mode and a partial last window (GoogLeNet's pools): padded with the
 // lowest value at the end; a window that would start in the padding is dropped.
 TEST(OnnxImport, CeilModePoolsCoverThePartialLastWindow) {

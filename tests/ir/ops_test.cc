@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <functional>
 #include <limits>
@@ -441,6 +442,52 @@ Ref ref_where(const std::vector<Ref> &in, const json &) {
   return out;
 }
 
+// ONNX Resize on the two spatial axes, in double precision.
+Ref ref_resize(const std::vector<Ref> &in, const json &a) {
+  const Ref &x = in[0];
+  const bool nhwc = a["layout"] == "NHWC";
+  const std::array<size_t, 2> axes = nhwc ? std::array<size_t, 2>{1, 2} : std::array<size_t, 2>{2, 3};
+  Shape os = x.shape;
+  for (size_t d = 0; d < 2; ++d) os[axes[d]] = a["sizes"][d].get<int64_t>();
+  const std::string mode = a["mode"], coordinates = a["coordinate_transformation_mode"], rounding = a["nearest_mode"];
+  auto source = [&](size_t d, int64_t o) {
+    const double scale = a["scales"][d].get<double>(), len_in = double(x.shape[axes[d]]), len_out = double(os[axes[d]]);
+    if (coordinates == "asymmetric") return o / scale;
+    if (coordinates == "align_corners") return len_out == 1 ? 0.0 : o * (len_in - 1) / (len_out - 1);
+    if (coordinates == "pytorch_half_pixel" && len_out == 1) return 0.0;
+    return (o + 0.5) / scale - 0.5;
+  };
+  auto clamp = [&](int64_t i, size_t d) { return std::clamp<int64_t>(i, 0, x.shape[axes[d]] - 1); };
+  Ref out = make_ref(os, x.dtype);
+  for (int64_t f = 0; f < count(os); ++f) {
+    Shape o = unravel(os, f);
+    std::array<double, 2> c = {source(0, o[axes[0]]), source(1, o[axes[1]])};
+    auto value = [&](int64_t row, int64_t column) {
+      Shape i = o;
+      i[axes[0]] = clamp(row, 0);
+      i[axes[1]] = clamp(column, 1);
+      return at(x, i);
+    };
+    if (mode == "nearest") {
+      std::array<int64_t, 2> i{};
+      for (size_t d = 0; d < 2; ++d) {
+        double frac = c[d] - std::floor(c[d]);
+        i[d] = rounding == "floor"  ? int64_t(std::floor(c[d]))
+               : rounding == "ceil" ? int64_t(std::ceil(c[d]))
+               : frac == 0.5        ? int64_t(rounding == "round_prefer_ceil" ? std::ceil(c[d]) : std::floor(c[d]))
+                                    : int64_t(std::round(c[d]));
+      }
+      out.data[f] = value(i[0], i[1]);
+    } else {
+      const auto r = int64_t(std::floor(c[0])), q = int64_t(std::floor(c[1]));
+      const double wr = c[0] - std::floor(c[0]), wq = c[1] - std::floor(c[1]);
+      out.data[f] = (1 - wr) * ((1 - wq) * value(r, q) + wq * value(r, q + 1)) +
+                    wr * ((1 - wq) * value(r + 1, q) + wq * value(r + 1, q + 1));
+    }
+  }
+  return out;
+}
+
 Ref ref_take(const std::vector<Ref> &in, const json &a) {
   const Ref &x = in[0], &indices = in[1];
   const auto axis = static_cast<size_t>(a["axis"].get<int64_t>() < 0 ? a["axis"].get<int64_t>() + x.shape.size()
@@ -537,6 +584,7 @@ const std::map<std::string, RefOp> &reference_ops() {
       {"greater_equal",
        [](const std::vector<Ref> &in, const json &) { return ref_compare(in, std::greater_equal<double>()); }},
       {"take", ref_take},
+      {"resize", ref_resize},
   };
   return ops;
 }

@@ -23,6 +23,9 @@ outputs, the way users export models today, with ONNX Runtime's outputs.
   as vit_cls_opset18, the default exporter.
 - googlenet_pools: GoogLeNet's stem and an inception block on 1x3x57x57: every MaxPool
   with ceil_mode=True and a partial last window.
+- upsampling_neck: nearest x2 upsampling (a detector's neck) and bilinear resizes to an
+  odd size with and without align_corners, opset 17 and, as upsampling_neck_opset18,
+  the default exporter.
 - two_io: two float inputs, two outputs.
 
 NAME.in.INPUT.npy are the seeded inputs, NAME.out.OUTPUT.npy ONNX Runtime's outputs.
@@ -135,6 +138,24 @@ class GoogLeNetPools(torch.nn.Module):
         return self.pool(torch.relu(torch.cat([self.b1(x), self.b2(x), self.b3(x)], 1)))
 
 
+class UpsamplingNeck(torch.nn.Module):
+    """A detector's neck and a segmentation head: nearest x2 upsampling concatenated with
+    a skip connection (YOLO's FPN), bilinear resizes to an odd size with and without
+    align_corners."""
+
+    def __init__(self):
+        super().__init__()
+        self.down = torch.nn.Conv2d(6, 8, 3, stride=2, padding=1)
+        self.mix = torch.nn.Conv2d(14, 4, 3, padding=1)
+
+    def forward(self, x):
+        up = torch.nn.functional.interpolate(torch.relu(self.down(x)), scale_factor=2.0, mode="nearest")
+        y = self.mix(torch.cat([up, x], 1))
+        a = torch.nn.functional.interpolate(y, size=(23, 17), mode="bilinear", align_corners=False)
+        b = torch.nn.functional.interpolate(y, size=(23, 17), mode="bilinear", align_corners=True)
+        return a + b
+
+
 class TwoInTwoOut(torch.nn.Module):
     def __init__(self):
         super().__init__()
@@ -200,6 +221,11 @@ def main():
     export(vit, image, "vit_cls", ["image"], ["logits"], 17)
     export(vit, image, "vit_cls_opset18", ["image"], ["logits"], 18, dynamo=True)
     export(GoogLeNetPools().eval(), (torch.randn(1, 3, 57, 57),), "googlenet_pools", ["image"], ["features"], 17)
+    torch.manual_seed(0)
+    neck = UpsamplingNeck().eval()
+    feature_map = (torch.randn(1, 6, 16, 12),)
+    export(neck, feature_map, "upsampling_neck", ["features"], ["mask"], 17)
+    export(neck, feature_map, "upsampling_neck_opset18", ["features"], ["mask"], 18, dynamo=True)
     export(TwoInTwoOut().eval(), (torch.randn(1, 8), torch.randn(1, 8)), "two_io", ["left", "right"],
            ["product", "probs"], 17)
 
