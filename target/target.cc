@@ -11,6 +11,8 @@
 #include <thread>
 #include <vector>
 
+#include "target/cuda_arch.h"
+
 namespace kiln {
 
 static constexpr int kCudaDefaultMaxThreadsPerBlock = 1024;
@@ -141,8 +143,9 @@ static Target parse_llvm(const std::map<std::string, std::string> &flags, std::s
   return t;
 }
 
-static Target parse_cuda(const std::map<std::string, std::string> &flags, std::string_view text) {
-  reject_unknown_flags(flags, {"arch", "max-threads-per-block", "max-shared-memory-per-block"}, "cuda", text);
+static Target parse_cuda(const std::map<std::string, std::string> &flags, std::string_view text, NativeCpu stored) {
+  reject_unknown_flags(flags, {"arch", "max-threads-per-block", "max-shared-memory-per-block", "sm-count", "l2-bytes"},
+                       "cuda", text);
   Target t;
   t.kind = "cuda";
   auto arch = flags.find("arch");
@@ -154,6 +157,28 @@ static Target parse_cuda(const std::map<std::string, std::string> &flags, std::s
   if (!well_formed)
     throw std::invalid_argument("bad -arch '" + a + "' in target '" + std::string(text) + "'; expected sm_XY");
   t.arch = a;
+  // A stored record of an arch this Kiln has no facts for (another tool's, or a later
+  // Kiln's) still reads back, with its facts unknown (0); a user's target must be known.
+  static constexpr CudaArchFacts kUnknown{
+      "", 32, 1024, 0, 0, kCudaDefaultSharedMemoryBytes, kCudaDefaultSharedMemoryBytes, 0, 0, 0, "", 0, 0};
+  const CudaArchFacts *facts = find_cuda_arch(a);
+  if (!facts && stored == NativeCpu::kKeepAsStored) facts = &kUnknown;
+  if (!facts) {
+    std::string known;
+    for (const std::string &k : known_cuda_archs()) known += (known.empty() ? "" : ", ") + k;
+    throw std::invalid_argument("unknown -arch '" + a + "' in target '" + std::string(text) +
+                                "'; Kiln knows the limits of " + known);
+  }
+  t.warp_size = facts->warp_size;
+  t.max_threads_per_sm = facts->max_threads_per_sm;
+  t.max_blocks_per_sm = facts->max_blocks_per_sm;
+  t.max_shared_memory_optin_bytes = facts->shared_per_block_optin;
+  t.registers_per_sm = facts->registers_per_sm;
+  t.max_registers_per_thread = facts->max_registers_per_thread;
+  auto sms = flags.find("sm-count");
+  t.sm_count = sms == flags.end() ? facts->sm_count : parse_positive_int("sm-count", sms->second, text);
+  auto l2 = flags.find("l2-bytes");
+  t.l2_bytes = l2 == flags.end() ? facts->l2_bytes : parse_positive_int("l2-bytes", l2->second, text);
   auto threads = flags.find("max-threads-per-block");
   t.max_threads_per_block = threads == flags.end() ? kCudaDefaultMaxThreadsPerBlock
                                                    : parse_positive_int("max-threads-per-block", threads->second, text);
@@ -161,6 +186,15 @@ static Target parse_cuda(const std::map<std::string, std::string> &flags, std::s
   t.max_shared_memory_bytes = shared == flags.end()
                                   ? kCudaDefaultSharedMemoryBytes
                                   : parse_positive_int("max-shared-memory-per-block", shared->second, text);
+  if (t.max_threads_per_block > facts->max_threads_per_block)
+    throw std::invalid_argument("-max-threads-per-block=" + std::to_string(t.max_threads_per_block) + " in target '" +
+                                std::string(text) + "' exceeds " + a + "'s " +
+                                std::to_string(facts->max_threads_per_block));
+  if (t.max_shared_memory_bytes > facts->shared_per_block_optin)
+    throw std::invalid_argument("-max-shared-memory-per-block=" + std::to_string(t.max_shared_memory_bytes) +
+                                " in target '" + std::string(text) + "' exceeds what " + a +
+                                " gives a block even with the opt-in (" +
+                                std::to_string(facts->shared_per_block_optin) + " bytes)");
   t.vector_width_bits = 128;  // widest global load a thread issues (float4)
   return t;
 }
@@ -180,7 +214,7 @@ Target Target::parse(std::string_view text, NativeCpu native_cpu) {
   tokens.erase(tokens.begin());
   std::map<std::string, std::string> flags = parse_flags(tokens, text);
   if (kind == "llvm") return parse_llvm(flags, text, native_cpu);
-  if (kind == "cuda") return parse_cuda(flags, text);
+  if (kind == "cuda") return parse_cuda(flags, text, native_cpu);
   throw std::invalid_argument("unknown target kind '" + std::string(kind) + "'; expected llvm or cuda");
 }
 
@@ -192,6 +226,11 @@ std::string Target::str() const {
     out += " -max-shared-memory-per-block=" + std::to_string(max_shared_memory_bytes);
   if (max_threads_per_block != kCudaDefaultMaxThreadsPerBlock)
     out += " -max-threads-per-block=" + std::to_string(max_threads_per_block);
+  // The board's size only where it differs from the arch's typical one, so that
+  // `cuda -arch=sm_90` stays the key it always was.
+  const CudaArchFacts *facts = find_cuda_arch(arch);
+  if (l2_bytes != (facts ? facts->l2_bytes : 0)) out += " -l2-bytes=" + std::to_string(l2_bytes);
+  if (sm_count != (facts ? facts->sm_count : 0)) out += " -sm-count=" + std::to_string(sm_count);
   return out;
 }
 

@@ -16,8 +16,11 @@ namespace kiln {
 /// Accepted flags:
 ///   llvm: -mtriple=T (default: the host triple), -mcpu=C (default: `native`
 ///         for the host triple, `generic` otherwise), -num-cores=N
-///   cuda: -arch=sm_XY (required), -max-threads-per-block=N (default 1024),
-///         -max-shared-memory-per-block=BYTES (default 49152)
+///   cuda: -arch=sm_XY (required; one of target/cuda_arch.h's table),
+///         -max-threads-per-block=N (default 1024, at most the arch's),
+///         -max-shared-memory-per-block=BYTES (default 49152, at most the arch's
+///         opt-in limit), -sm-count=N and -l2-bytes=BYTES (default: the arch's
+///         typical board, e.g. H100 SXM for sm_90: 132 SMs, 50 MiB)
 ///
 /// Defaults chosen here, and why:
 /// - num_cores defaults to std::thread::hardware_concurrency() only when the
@@ -46,8 +49,17 @@ struct Target {
   std::string arch;     ///< cuda only, e.g. "sm_90"
   int num_cores = 0;    ///< llvm: cores a kernel may use; cuda: 0
   int max_threads_per_block = 0;        ///< cuda only
-  int64_t max_shared_memory_bytes = 0;  ///< cuda only: per block
-  int vector_width_bits = 0;            ///< SIMD register width used for vectorization
+  int64_t max_shared_memory_bytes = 0;  ///< cuda only: per block, what schedules may use
+  // cuda only, from the arch's facts (target/cuda_arch.h):
+  int warp_size = 0;
+  int max_threads_per_sm = 0;
+  int max_blocks_per_sm = 0;
+  int64_t max_shared_memory_optin_bytes = 0;  ///< per block with the opt-in attribute
+  int registers_per_sm = 0;
+  int max_registers_per_thread = 0;
+  int sm_count = 0;           ///< the arch's typical board unless -sm-count says otherwise
+  int64_t l2_bytes = 0;       ///< the same, -l2-bytes
+  int vector_width_bits = 0;  ///< SIMD register width used for vectorization
 
   /// Parses a target string. Throws std::invalid_argument naming the bad
   /// part, e.g. "unknown target kind 'foo'; expected llvm or cuda".

@@ -1,6 +1,7 @@
 // Target parsing: accepted forms, derived facts, canonical strings, errors.
 
 #include "target/target.h"
+#include "target/cuda_arch.h"
 
 #include <gtest/gtest.h>
 
@@ -97,6 +98,47 @@ TEST(Target, ParsesCudaWithDefaults) {
   EXPECT_EQ(t.device_model(), "sm_90");
   EXPECT_FALSE(t.is_x86());
   EXPECT_EQ(t.str(), "cuda -arch=sm_90");
+}
+
+// A cuda target carries its arch's limits (target/cuda_arch.h) and its board's size; a
+// board other than the arch's typical one says so in flags, which the key then keeps.
+TEST(Target, CudaTargetsCarryTheirArchsLimits) {
+  Target h100 = Target::parse("cuda -arch=sm_90");
+  EXPECT_EQ(h100.warp_size, 32);
+  EXPECT_EQ(h100.max_threads_per_sm, 2048);
+  EXPECT_EQ(h100.max_shared_memory_optin_bytes, 227 * 1024);
+  EXPECT_EQ(h100.registers_per_sm, 65536);
+  EXPECT_EQ(h100.max_registers_per_thread, 255);
+  EXPECT_EQ(h100.sm_count, 132);
+  EXPECT_EQ(h100.l2_bytes, 50 * 1024 * 1024);
+  Target orin = Target::parse("cuda -arch=sm_87");
+  EXPECT_EQ(orin.sm_count, 16);
+  EXPECT_EQ(orin.max_threads_per_sm, 1536);
+  EXPECT_EQ(orin.max_shared_memory_optin_bytes, 163 * 1024);
+  // An H100 PCIe: 114 SMs; the key names what differs from the SXM board.
+  Target pcie = Target::parse("cuda -sm-count=114 -arch=sm_90");
+  EXPECT_EQ(pcie.str(), "cuda -arch=sm_90 -sm-count=114");
+  EXPECT_EQ(Target::parse(pcie.str()), pcie);
+  EXPECT_NE(pcie, h100);
+  for (const std::string &arch : known_cuda_archs()) {
+    Target t = Target::parse("cuda -arch=" + arch);
+    EXPECT_EQ(t.str(), "cuda -arch=" + arch);
+    EXPECT_LE(t.max_shared_memory_bytes, t.max_shared_memory_optin_bytes) << arch;
+    EXPECT_GT(t.sm_count, 0) << arch;
+  }
+  EXPECT_NE(parse_error("cuda -arch=sm_61").find("unknown -arch 'sm_61'"), std::string::npos);
+  EXPECT_NE(parse_error("cuda -arch=sm_61").find("sm_75, sm_80"), std::string::npos);
+  EXPECT_NE(parse_error("cuda -arch=sm_86 -max-shared-memory-per-block=200000").find("opt-in (101376 bytes)"),
+            std::string::npos);
+  EXPECT_NE(parse_error("cuda -arch=sm_90 -max-threads-per-block=2048").find("exceeds sm_90's 1024"),
+            std::string::npos);
+  EXPECT_NE(parse_error("cuda -arch=sm_90 -sm-count=0").find("positive integer"), std::string::npos);
+  // A stored record of an arch without facts reads back as itself.
+  Target stored = Target::parse("cuda -arch=sm_61 -sm-count=28", NativeCpu::kKeepAsStored);
+  EXPECT_EQ(stored.sm_count, 28);
+  EXPECT_EQ(stored.l2_bytes, 0);
+  EXPECT_EQ(stored.str(), "cuda -arch=sm_61 -sm-count=28");
+  EXPECT_EQ(Target::parse(stored.str(), NativeCpu::kKeepAsStored), stored);
 }
 
 TEST(Target, CanonicalStringSortsFlagsAndIsStable) {

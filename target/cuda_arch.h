@@ -1,0 +1,36 @@
+// What each CUDA compute capability Kiln targets guarantees a kernel (the CUDA C
+// Programming Guide's "technical specifications per compute capability"), and the SM
+// count and L2 size of the board most people tune that capability for. Target::parse
+// takes a cuda target's limits from here; the search and the GPU verification ask the
+// Target, never the table.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace kiln {
+
+struct CudaArchFacts {
+  const char *arch;                ///< "sm_90"
+  int warp_size;                   ///< threads of a warp (32 on every NVIDIA GPU so far)
+  int max_threads_per_block;       ///< 1024
+  int max_threads_per_sm;          ///< resident threads per SM: occupancy's bound
+  int max_blocks_per_sm;           ///< resident blocks per SM
+  int64_t shared_per_block;        ///< bytes a block gets without the opt-in attribute
+  int64_t shared_per_block_optin;  ///< bytes a block may get with cudaFuncAttributeMaxDynamicSharedMemorySize
+  int64_t shared_per_sm;           ///< bytes of shared memory per SM
+  int registers_per_sm;            ///< 32-bit registers per SM
+  int max_registers_per_thread;
+  const char *typical_device;  ///< the board the SM count and L2 size below describe
+  int sm_count;
+  int64_t l2_bytes;
+};
+
+/// The facts of `arch` ("sm_90"), or nullptr when Kiln has none.
+const CudaArchFacts *find_cuda_arch(std::string_view arch);
+/// Every arch the table knows, in order ("sm_75", "sm_80", ...).
+std::vector<std::string> known_cuda_archs();
+
+}  // namespace kiln
