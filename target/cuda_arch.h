@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -32,5 +33,22 @@ struct CudaArchFacts {
 const CudaArchFacts *find_cuda_arch(std::string_view arch);
 /// Every arch the table knows, in order ("sm_75", "sm_80", ...).
 std::vector<std::string> known_cuda_archs();
+
+}  // namespace kiln
+
+namespace kiln {
+
+/// The CUDA device this process sees (device 0), read through the driver API
+/// (libcuda.so.1, opened with dlopen so that hosts without a GPU run Kiln too).
+struct CudaDevice {
+  std::string arch;  ///< "sm_90"
+  int sm_count = 0;
+  int64_t l2_bytes = 0;
+  std::string name;  ///< the driver's, e.g. "NVIDIA H100 80GB HBM3"
+};
+
+/// The device present, or nullopt with the reason in `why` (no driver, no device, the
+/// driver's error).
+std::optional<CudaDevice> detect_cuda_device(std::string *why);
 
 }  // namespace kiln

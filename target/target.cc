@@ -7,6 +7,7 @@
 #include <cctype>
 #include <charconv>
 #include <map>
+#include <optional>
 #include <stdexcept>
 #include <thread>
 #include <vector>
@@ -148,10 +149,21 @@ static Target parse_cuda(const std::map<std::string, std::string> &flags, std::s
                        "cuda", text);
   Target t;
   t.kind = "cuda";
-  auto arch = flags.find("arch");
-  if (arch == flags.end())
-    throw std::invalid_argument("cuda target '" + std::string(text) + "' needs -arch=sm_XY, e.g. -arch=sm_90");
-  const std::string &a = arch->second;
+  // Without -arch, `cuda` is the device present (as `native` is the host CPU), named by
+  // its concrete arch and, where it differs from the arch's typical board, its size.
+  std::map<std::string, std::string> given = flags;
+  if (!given.count("arch")) {
+    std::string why;
+    std::optional<CudaDevice> device =
+        stored == NativeCpu::kResolve ? detect_cuda_device(&why) : std::optional<CudaDevice>();
+    if (!device)
+      throw std::invalid_argument("cuda target '" + std::string(text) + "' needs -arch=sm_XY, e.g. -arch=sm_90" +
+                                  (why.empty() ? std::string() : ", or a CUDA device present: " + why));
+    given["arch"] = device->arch;
+    if (!given.count("sm-count")) given["sm-count"] = std::to_string(device->sm_count);
+    if (!given.count("l2-bytes")) given["l2-bytes"] = std::to_string(device->l2_bytes);
+  }
+  const std::string a = given.at("arch");
   bool well_formed = a.size() > 3 && a.compare(0, 3, "sm_") == 0 &&
                      std::all_of(a.begin() + 3, a.end(), [](char c) { return std::isalnum((unsigned char)c); });
   if (!well_formed)
@@ -175,10 +187,10 @@ static Target parse_cuda(const std::map<std::string, std::string> &flags, std::s
   t.max_shared_memory_optin_bytes = facts->shared_per_block_optin;
   t.registers_per_sm = facts->registers_per_sm;
   t.max_registers_per_thread = facts->max_registers_per_thread;
-  auto sms = flags.find("sm-count");
-  t.sm_count = sms == flags.end() ? facts->sm_count : parse_positive_int("sm-count", sms->second, text);
-  auto l2 = flags.find("l2-bytes");
-  t.l2_bytes = l2 == flags.end() ? facts->l2_bytes : parse_positive_int("l2-bytes", l2->second, text);
+  auto sms = given.find("sm-count");
+  t.sm_count = sms == given.end() ? facts->sm_count : parse_positive_int("sm-count", sms->second, text);
+  auto l2 = given.find("l2-bytes");
+  t.l2_bytes = l2 == given.end() ? facts->l2_bytes : parse_positive_int("l2-bytes", l2->second, text);
   auto threads = flags.find("max-threads-per-block");
   t.max_threads_per_block = threads == flags.end() ? kCudaDefaultMaxThreadsPerBlock
                                                    : parse_positive_int("max-threads-per-block", threads->second, text);

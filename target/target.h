@@ -16,7 +16,8 @@ namespace kiln {
 /// Accepted flags:
 ///   llvm: -mtriple=T (default: the host triple), -mcpu=C (default: `native`
 ///         for the host triple, `generic` otherwise), -num-cores=N
-///   cuda: -arch=sm_XY (required; one of target/cuda_arch.h's table),
+///   cuda: -arch=sm_XY (one of target/cuda_arch.h's table; without it, the CUDA
+///         device present, read from the driver, with its SM count and L2),
 ///         -max-threads-per-block=N (default 1024, at most the arch's),
 ///         -max-shared-memory-per-block=BYTES (default 49152, at most the arch's
 ///         opt-in limit), -sm-count=N and -l2-bytes=BYTES (default: the arch's

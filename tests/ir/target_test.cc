@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -133,6 +134,17 @@ TEST(Target, CudaTargetsCarryTheirArchsLimits) {
   EXPECT_NE(parse_error("cuda -arch=sm_90 -max-threads-per-block=2048").find("exceeds sm_90's 1024"),
             std::string::npos);
   EXPECT_NE(parse_error("cuda -arch=sm_90 -sm-count=0").find("positive integer"), std::string::npos);
+  // `cuda` alone is the device present; on a host without one the message says why.
+  std::string why;
+  if (std::optional<CudaDevice> device = detect_cuda_device(&why)) {
+    Target present = Target::parse("cuda");
+    EXPECT_EQ(present.arch, device->arch);
+    EXPECT_EQ(present.sm_count, device->sm_count);
+    EXPECT_EQ(Target::parse(present.str()), present);
+  } else {
+    EXPECT_FALSE(why.empty());
+    EXPECT_NE(parse_error("cuda").find("or a CUDA device present: " + why), std::string::npos) << parse_error("cuda");
+  }
   // A stored record of an arch without facts reads back as itself.
   Target stored = Target::parse("cuda -arch=sm_61 -sm-count=28", NativeCpu::kKeepAsStored);
   EXPECT_EQ(stored.sm_count, 28);
