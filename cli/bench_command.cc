@@ -78,7 +78,7 @@ void add_bench_command(CLI::App &app) {
       fail(e.what());
     }
     std::sort(ms.begin(), ms.end());
-    std::printf("%s: %zu subgraphs, median %s, min %s over %d runs\n", args->model.c_str(), model.num_steps(),
+    std::printf("%s: %zu steps, median %s, min %s over %d runs\n", args->model.c_str(), model.num_steps(),
                 format_ms(ms[ms.size() / 2]).c_str(), format_ms(ms.front()).c_str(), args->repeat);
     if (args->profile) {
       std::vector<double> step_ms;
