@@ -112,14 +112,13 @@ void decide_block(const std::vector<Tiling> &group, int64_t lanes, int64_t regis
     // k r / (k + r) compared without division.
     if (!chosen || c.k * c.r * (chosen->k + chosen->r) > chosen->k * chosen->r * (c.k + c.r)) chosen = &c;
   }
-  const int64_t best_k = chosen ? chosen->k : 1, best_r = chosen ? chosen->r : 1, best = chosen ? 1 : 0;
   for (const Tiling &t : group) {
     if (t.levels != 4) continue;
     if (&t == vector)
       out.decisions[t.index] =
-          best > 0 ? decision(t, {1, 1, best_k * lanes}) : decision(t, {1, 1, largest_fit(t, lanes)});
+          chosen ? decision(t, {1, 1, chosen->k * lanes}) : decision(t, {1, 1, largest_fit(t, lanes)});
     else if (&t == rows)
-      out.decisions[t.index] = decision(t, {1, best_r, 1});
+      out.decisions[t.index] = decision(t, {1, chosen ? chosen->r : 1, 1});
     else
       out.decisions[t.index] = decision(t, {1, 1, 1});
   }

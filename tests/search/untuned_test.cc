@@ -97,7 +97,9 @@ TEST(UntunedSchedule, RegisterTilesFitTheFileAndComputeTheSameValues) {
       const int64_t k = tile.vector / lanes;
       EXPECT_TRUE(k == 1 || k == 2 || k == 4) << k << " vectors";
       EXPECT_LE(k * (tile.rows + 1) + 1, registers) << k << " x " << tile.rows;
-      if (registers == 16) EXPECT_GE(k * tile.rows, c.min_accumulators_avx2) << k << " x " << tile.rows;
+      if (registers == 16) {
+        EXPECT_GE(k * tile.rows, c.min_accumulators_avx2) << k << " x " << tile.rows;
+      }
 
       std::mt19937_64 rng(7);
       std::vector<ir::HostTensor> inputs;
