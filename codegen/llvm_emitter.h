@@ -6,6 +6,7 @@
 
 #include <llvm/IR/IRBuilder.h>
 #include <llvm/IR/Intrinsics.h>
+#include <llvm/IR/IntrinsicsNVPTX.h>
 #include <llvm/IR/LLVMContext.h>
 #include <llvm/IR/Module.h>
 
@@ -215,6 +216,8 @@ class CodeGen : public ExprFunctor<llvm::Value *>, public StmtFunctor<void> {
 
   void visit(const IfThenElseNode *op, const Stmt &) override;
 
+  void visit(const BarrierNode *op, const Stmt &) override;
+
   void visit(const BlockNode *op, const Stmt &) override;
 
   // Frees this function's workspaces allocated after the first `keep`, newest first.
@@ -264,6 +267,7 @@ class CodeGen : public ExprFunctor<llvm::Value *>, public StmtFunctor<void> {
   int lanes_ = 1;
   int64_t auto_unroll_ = 0;
   const VarNode *vec_var_ = nullptr;
+  bool gpu_ = false;  // emitting an NVPTX kernel
   Expr vec_var_expr_;
 };
 

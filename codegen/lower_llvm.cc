@@ -422,6 +422,11 @@ void CodeGen::visit(const SeqNode *op, const Stmt &) {
   for (const Stmt &s : op->stmts) visit_stmt(s);
 }
 
+void CodeGen::visit(const BarrierNode *, const Stmt &) {
+  if (!gpu_) throw CodegenError("a GPU barrier reached code generation for the CPU target " + target_.str());
+  b_.CreateCall(llvm::Intrinsic::getDeclaration(&mod_, llvm::Intrinsic::nvvm_barrier0));
+}
+
 void CodeGen::visit(const IfThenElseNode *op, const Stmt &) {
   llvm::Value *cond = gen(op->cond);
   if (is_vec(cond)) throw CodegenError("a vectorized loop reached a lane-dependent branch");

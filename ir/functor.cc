@@ -63,6 +63,8 @@ void IRVisitor::visit(const IfThenElseNode *op, const Stmt &) {
   if (op->else_case.defined()) visit_stmt(op->else_case);
 }
 
+void IRVisitor::visit(const BarrierNode *, const Stmt &) {}
+
 // ---- IRMutator --------------------------------------------------------------------------
 template <typename T>
 static bool mutate_all(const std::vector<T> &in, std::vector<T> *out, const std::function<T(const T &)> &fn) {
@@ -169,6 +171,8 @@ Stmt IRMutator::visit(const IfThenElseNode *op, const Stmt &self) {
   if (c.same_as(op->cond) && t.same_as(op->then_case) && e.same_as(op->else_case)) return self;
   return make_if(c, t, e);
 }
+
+Stmt IRMutator::visit(const BarrierNode *, const Stmt &self) { return self; }
 
 // ---- helpers ----------------------------------------------------------------------------
 namespace {

@@ -61,6 +61,8 @@ class Interpreter : public ExprFunctor<Scalar>, public StmtFunctor<void> {
   std::unordered_map<const VarNode *, int64_t> env;
   std::unordered_map<const BufferNode *, HostTensor *> buffers;
   std::vector<const BlockNode *> block_stack;
+  /// GPU execution: shared buffers are allocated once per thread block by the caller.
+  bool shared_preallocated = false;
 
   Scalar eval(const Expr &e) { return visit_expr(e); }
   bool eval_bool(const Expr &e) { return eval(e).i != 0; }
@@ -267,6 +269,7 @@ class Interpreter : public ExprFunctor<Scalar>, public StmtFunctor<void> {
       std::vector<HostTensor> owned;
       owned.reserve(op->alloc_buffers.size());
       for (const Buffer &b : op->alloc_buffers) {
+        if (shared_preallocated && b->scope == MemoryScope::kShared) continue;
         owned.emplace_back(b->dtype, b->shape);
         // Poison fresh storage so a schedule that reads what it never wrote is caught.
         owned.back().fill(is_float(b->dtype) ? std::numeric_limits<double>::quiet_NaN() : -123456789.0);
@@ -274,7 +277,8 @@ class Interpreter : public ExprFunctor<Scalar>, public StmtFunctor<void> {
       }
       if (op->init.defined() && first_reduce_step) visit_stmt(op->init);
       visit_stmt(op->body);
-      for (const Buffer &b : op->alloc_buffers) buffers.erase(b.get());
+      for (const Buffer &b : op->alloc_buffers)
+        if (!shared_preallocated || b->scope != MemoryScope::kShared) buffers.erase(b.get());
       for (const IterVar &iv : op->iter_vars) env.erase(iv.var.get());
     }
     block_stack.pop_back();
@@ -285,6 +289,7 @@ class Interpreter : public ExprFunctor<Scalar>, public StmtFunctor<void> {
     Scalar v = eval(op->value);
     t->set(idx, is_float(op->buffer->dtype) ? v.f : static_cast<double>(v.i));
   }
+  void visit(const BarrierNode *, const Stmt &) override {}
   void visit(const IfThenElseNode *op, const Stmt &) override {
     if (eval_bool(op->cond)) {
       visit_stmt(op->then_case);
@@ -294,21 +299,139 @@ class Interpreter : public ExprFunctor<Scalar>, public StmtFunctor<void> {
   }
 };
 
-}  // namespace
+// Runs one thread block of a kernel: every thread has its own interpreter (its indices,
+// loop variables and local buffers); statements without a barrier run thread after
+// thread, and a barrier ends a phase only when every thread has reached it. Control
+// flow around a barrier must be the same in all threads: it is checked.
+class BlockRunner {
+ public:
+  BlockRunner(const GpuKernel &k, const std::unordered_map<const BufferNode *, HostTensor *> &globals,
+              const std::array<int64_t, 3> &block_id)
+      : threads_(static_cast<size_t>(k.threads_per_block())) {
+    for (const Buffer &b : k.shared) {
+      shared_.emplace_back(b->dtype, b->shape);
+      shared_.back().fill(is_float(b->dtype) ? std::numeric_limits<double>::quiet_NaN() : -123456789.0);
+    }
+    for (size_t t = 0; t < threads_.size(); ++t) {
+      Interpreter &in = threads_[t];
+      in.buffers = globals;
+      in.shared_preallocated = true;
+      for (size_t i = 0; i < k.shared.size(); ++i) in.buffers[k.shared[i].get()] = &shared_[i];
+      int64_t rest = static_cast<int64_t>(t);
+      for (int a = 0; a < 3; ++a) {
+        in.env[k.block_index[a].get()] = block_id[a];
+        in.env[k.thread_index[a].get()] = rest % k.block[a];
+        rest /= k.block[a];
+      }
+    }
+  }
 
-void interpret(const PrimFunc &func, const std::vector<HostTensor *> &args) {
-  if (args.size() != func.params.size())
-    throw IRError("function '" + func.name + "' takes " + std::to_string(func.params.size()) + " tensors, got " +
+  void run(const Stmt &s) {
+    if (!s.defined()) return;
+    if (!has_barrier(s)) {
+      for (Interpreter &t : threads_) t.visit_stmt(s);
+      return;
+    }
+    if (const auto *q = s.as<SeqNode>()) {
+      for (const Stmt &c : q->stmts) run(c);
+    } else if (const auto *l = s.as<ForNode>()) {
+      for (int64_t i = 0; i < l->extent; ++i) {
+        for (Interpreter &t : threads_) t.env[l->loop_var.get()] = i;
+        run(l->body);
+      }
+      for (Interpreter &t : threads_) t.env.erase(l->loop_var.get());
+    } else if (const auto *c = s.as<IfThenElseNode>()) {
+      bool taken = uniform(c->cond, "the condition of an if around a barrier");
+      run(taken ? c->then_case : c->else_case);
+    } else if (const auto *b = s.as<BlockNode>()) {
+      run_block(b);
+    }
+  }
+
+ private:
+  bool has_barrier(const Stmt &s) {
+    auto it = memo_.find(s.get());
+    if (it != memo_.end()) return it->second;
+    bool found = false;
+    for_each_stmt(s, [&](const Stmt &x) { found = found || x.kind() == StmtKind::kBarrier; });
+    memo_[s.get()] = found;
+    return found;
+  }
+
+  bool uniform(const Expr &e, const char *what) {
+    bool first = threads_[0].eval_bool(e);
+    for (Interpreter &t : threads_)
+      if (t.eval_bool(e) != first)
+        throw IRError(std::string("threads of a block disagree on ") + what + " '" + to_string(e) +
+                      "': some would wait at the barrier forever");
+    return first;
+  }
+
+  void run_block(const BlockNode *b) {
+    if (b->init.defined()) throw IRError("block '" + b->name + "' around a barrier has a reduction init");
+    if (!uniform(b->predicate, "the predicate of a block around a barrier")) return;
+    std::vector<std::vector<HostTensor>> owned(threads_.size());
+    for (size_t t = 0; t < threads_.size(); ++t) {
+      Interpreter &in = threads_[t];
+      for (size_t k = 0; k < b->iter_vars.size(); ++k) in.env[b->iter_vars[k].var.get()] = in.eval(b->iter_values[k]).i;
+      owned[t].reserve(b->alloc_buffers.size());
+      for (const Buffer &buf : b->alloc_buffers) {
+        if (buf->scope == MemoryScope::kShared) continue;
+        owned[t].emplace_back(buf->dtype, buf->shape);
+        owned[t].back().fill(is_float(buf->dtype) ? std::numeric_limits<double>::quiet_NaN() : -123456789.0);
+        in.buffers[buf.get()] = &owned[t].back();
+      }
+    }
+    run(b->body);
+    for (Interpreter &in : threads_) {
+      for (const Buffer &buf : b->alloc_buffers)
+        if (buf->scope != MemoryScope::kShared) in.buffers.erase(buf.get());
+      for (const IterVar &iv : b->iter_vars) in.env.erase(iv.var.get());
+    }
+  }
+
+  std::vector<Interpreter> threads_;
+  std::vector<HostTensor> shared_;
+  std::unordered_map<const StmtNode *, bool> memo_;
+};
+
+void bind_params(const std::string &name, const std::vector<Buffer> &params, const std::vector<HostTensor *> &args,
+                 std::unordered_map<const BufferNode *, HostTensor *> *buffers) {
+  if (args.size() != params.size())
+    throw IRError("function '" + name + "' takes " + std::to_string(params.size()) + " tensors, got " +
                   std::to_string(args.size()));
-  Interpreter interp;
   for (size_t i = 0; i < args.size(); ++i) {
-    const Buffer &p = func.params[i];
+    const Buffer &p = params[i];
     if (args[i]->dtype() != p->dtype || args[i]->shape() != p->shape)
       throw IRError("argument " + std::to_string(i) + " does not match parameter '" + p->name + "' (" +
                     dtype_name(p->dtype) + ")");
-    interp.buffers[p.get()] = args[i];
+    (*buffers)[p.get()] = args[i];
   }
+}
+
+}  // namespace
+
+void interpret(const PrimFunc &func, const std::vector<HostTensor *> &args) {
+  Interpreter interp;
+  bind_params(func.name, func.params, args, &interp.buffers);
   interp.visit_stmt(func.body);
+}
+
+void interpret_gpu(const GpuProgram &program, const std::vector<HostTensor *> &args) {
+  std::unordered_map<const BufferNode *, HostTensor *> globals;
+  bind_params(program.name, program.params, args, &globals);
+  std::vector<HostTensor> scratch;
+  scratch.reserve(program.global_scratch.size());
+  for (const Buffer &b : program.global_scratch) {
+    scratch.emplace_back(b->dtype, b->shape);
+    scratch.back().fill(is_float(b->dtype) ? std::numeric_limits<double>::quiet_NaN() : -123456789.0);
+    globals[b.get()] = &scratch.back();
+  }
+  for (const GpuKernel &k : program.kernels) {
+    for (int64_t z = 0; z < k.grid[2]; ++z)
+      for (int64_t y = 0; y < k.grid[1]; ++y)
+        for (int64_t x = 0; x < k.grid[0]; ++x) BlockRunner(k, globals, {x, y, z}).run(k.body);
+  }
 }
 
 std::vector<HostTensor> interpret(const PrimFunc &func, const std::vector<HostTensor> &inputs) {

@@ -212,11 +212,157 @@ bool predicate_only_bounds_writes(const BlockNode *b, const Buffer &buffer, cons
   return true;
 }
 
+// The integer value of `e` with every variable it uses given in `values`; nullopt for
+// any other form (a load, a float).
+std::optional<int64_t> evaluate_int(const Expr &e, const std::unordered_map<const VarNode *, int64_t> &values) {
+  if (const auto *i = e.as<IntImmNode>()) return i->value;
+  if (const auto *v = e.as<VarNode>()) {
+    auto it = values.find(v);
+    return it == values.end() ? std::nullopt : std::optional<int64_t>(it->second);
+  }
+  if (const auto *c = e.as<CastNode>())
+    return is_float(c->value.dtype()) ? std::nullopt : evaluate_int(c->value, values);
+  if (const auto *n = e.as<NotNode>()) {
+    auto a = evaluate_int(n->a, values);
+    return a ? std::optional<int64_t>(*a == 0) : std::nullopt;
+  }
+  auto binary = [&](const Expr &a, const Expr &b, auto op) -> std::optional<int64_t> {
+    if (is_float(a.dtype())) return std::nullopt;
+    auto x = evaluate_int(a, values), y = evaluate_int(b, values);
+    if (!x || !y) return std::nullopt;
+    return op(*x, *y);
+  };
+  auto floordiv = [](int64_t x, int64_t y) -> std::optional<int64_t> {
+    if (y == 0) return std::nullopt;
+    int64_t q = x / y;
+    return (x % y != 0 && ((x < 0) != (y < 0))) ? q - 1 : q;
+  };
+  switch (e.kind()) {
+#define KILN_INT_BINARY(K, N, OP) \
+  case ExprKind::K:               \
+    return binary(e.as<N>()->a, e.as<N>()->b, [](int64_t x, int64_t y) -> std::optional<int64_t> { return OP; });
+    KILN_INT_BINARY(kAdd, AddNode, x + y)
+    KILN_INT_BINARY(kSub, SubNode, x - y)
+    KILN_INT_BINARY(kMul, MulNode, x * y)
+    KILN_INT_BINARY(kMin, MinNode, std::min(x, y))
+    KILN_INT_BINARY(kMax, MaxNode, std::max(x, y))
+    KILN_INT_BINARY(kLT, LTNode, x < y)
+    KILN_INT_BINARY(kLE, LENode, x <= y)
+    KILN_INT_BINARY(kGT, GTNode, x > y)
+    KILN_INT_BINARY(kGE, GENode, x >= y)
+    KILN_INT_BINARY(kEQ, EQNode, x == y)
+    KILN_INT_BINARY(kNE, NENode, x != y)
+    KILN_INT_BINARY(kAnd, AndNode, x && y)
+    KILN_INT_BINARY(kOr, OrNode, x || y)
+#undef KILN_INT_BINARY
+    case ExprKind::kFloorDiv:
+      return binary(e.as<FloorDivNode>()->a, e.as<FloorDivNode>()->b, floordiv);
+    case ExprKind::kFloorMod:
+      return binary(e.as<FloorModNode>()->a, e.as<FloorModNode>()->b,
+                    [&](int64_t x, int64_t y) -> std::optional<int64_t> {
+                      auto q = floordiv(x, y);
+                      return q ? std::optional<int64_t>(x - *q * y) : std::nullopt;
+                    });
+    default:
+      return std::nullopt;
+  }
+}
+
+// Whether the writer `b` stores every element of `region` of `buffer`, and nothing
+// outside it, during one iteration of `loop`, decided by running its loops below
+// `loop`: for writers that dense_cover cannot read, such as a cooperative fetch whose
+// loops were fused, split and bound to threads, with the partial last split's predicate.
+bool enumerated_cover(const PrimFunc &f, const Buffer &buffer, const BlockNode *b, const ForNode *loop,
+                      const sched::Region &region, const Analyzer &outer) {
+  constexpr int64_t kMaxPoints = int64_t{1} << 20;
+  std::vector<const ForNode *> inner;
+  bool below = false;
+  int64_t points = 1;
+  for (const Stmt &s : sched::path_to(f.body, b)) {
+    const auto *l = s.as<ForNode>();
+    if (!l) continue;
+    if (below) {
+      inner.push_back(l);
+      points *= l->extent;
+      if (points > kMaxPoints) return false;
+    }
+    if (l == loop) below = true;
+  }
+  int64_t cells = 1;
+  for (int64_t e : region.extent) {
+    cells *= e;
+    if (cells > kMaxPoints) return false;
+  }
+  VarMap bindings;
+  for (size_t k = 0; k < b->iter_vars.size(); ++k) bindings[b->iter_vars[k].var.get()] = b->iter_values[k];
+  Expr predicate = outer.simplify(substitute(b->predicate, bindings));
+  std::vector<std::vector<Expr>> offsets;
+  for (const sched::Access &a : sched::block_writes(b)) {
+    if (a.buffer != buffer) continue;
+    std::vector<Expr> offset;
+    for (size_t d = 0; d < a.indices.size(); ++d)
+      offset.push_back(outer.simplify(make_sub(substitute(a.indices[d], bindings), region.min[d])));
+    offsets.push_back(std::move(offset));
+  }
+  std::vector<bool> written(static_cast<size_t>(cells), false);
+  std::unordered_map<const VarNode *, int64_t> values;
+  for (const ForNode *l : inner) values[l->loop_var.get()] = 0;
+  for (int64_t p = 0; p < points; ++p) {
+    int64_t rest = p;
+    for (size_t i = inner.size(); i-- > 0;) {
+      values[inner[i]->loop_var.get()] = rest % inner[i]->extent;
+      rest /= inner[i]->extent;
+    }
+    std::optional<int64_t> runs = evaluate_int(predicate, values);
+    if (!runs) return false;  // depends on something other than the loops below
+    if (!*runs) continue;
+    for (const std::vector<Expr> &offset : offsets) {
+      int64_t cell = 0;
+      bool inside = true;
+      for (size_t d = 0; d < offset.size(); ++d) {
+        std::optional<int64_t> o = evaluate_int(offset[d], values);
+        if (!o) return false;
+        inside = inside && *o >= 0 && *o < region.extent[d];
+        cell = cell * region.extent[d] + *o;
+      }
+      if (!inside) return false;
+      written[static_cast<size_t>(cell)] = true;
+    }
+  }
+  return std::all_of(written.begin(), written.end(), [](bool w) { return w; });
+}
+
+// Whether writer `b` stores `region` of `buffer` in the form compute_at and cache nests
+// produce: its index in each dimension is region start + one loop below `loop`
+// covering the region, without predicates other than the buffer's own bounds.
+bool writes_dense_tiles(const PrimFunc &f, const Buffer &buffer, const BlockNode *b, const ForNode *loop,
+                        const sched::Region &region, const Analyzer &outer) {
+  VarMap bindings;
+  for (size_t k = 0; k < b->iter_vars.size(); ++k) bindings[b->iter_vars[k].var.get()] = b->iter_values[k];
+  if (!predicate_only_bounds_writes(b, buffer, bindings)) return false;
+  std::unordered_map<const VarNode *, int64_t> inner;  // loops below `loop` on b's path
+  bool below = false;
+  for (const Stmt &s : sched::path_to(f.body, b)) {
+    const auto *l = s.as<ForNode>();
+    if (!l) continue;
+    if (below) inner[l->loop_var.get()] = l->extent;
+    if (l == loop) below = true;
+  }
+  for (const sched::Access &a : sched::block_writes(b)) {
+    if (a.buffer != buffer) continue;
+    std::unordered_set<const VarNode *> used;
+    for (size_t d = 0; d < a.indices.size(); ++d) {
+      Expr offset = outer.simplify(make_sub(substitute(a.indices[d], bindings), region.min[d]));
+      if (!dense_cover(offset, inner, region.extent[d], &used)) return false;
+    }
+  }
+  return true;
+}
+
 // Compaction gives each iteration of `loop` a fresh buffer, which is only correct when
-// every element read in an iteration was written earlier in that same iteration. We
-// accept the forms compute_at and cache nests produce: writers whose index in each
-// dimension is region start + one loop below `loop` covering the region, without
-// predicates other than the buffer's own bounds, and reads inside the written region.
+// every element read in an iteration was written earlier in that same iteration: every
+// writer covers the region (writes_dense_tiles, or else enumerated_cover), and reads
+// stay inside it.
 bool self_contained(const PrimFunc &f, const Buffer &buffer, const std::vector<const BlockNode *> &blocks,
                     const ForNode *loop, const sched::Region &region) {
   Analyzer outer;
@@ -224,27 +370,8 @@ bool self_contained(const PrimFunc &f, const Buffer &buffer, const std::vector<c
     if (const auto *l = s.as<ForNode>()) outer.bind(l->loop_var, l->extent);
   for (const BlockNode *b : blocks) {
     if (!sched::writes_buffer(b, buffer.get())) continue;
-    VarMap binding_values;
-    for (size_t k = 0; k < b->iter_vars.size(); ++k) binding_values[b->iter_vars[k].var.get()] = b->iter_values[k];
-    if (!predicate_only_bounds_writes(b, buffer, binding_values)) return false;
-    std::unordered_map<const VarNode *, int64_t> inner;  // loops below `loop` on b's path
-    bool below = false;
-    for (const Stmt &s : sched::path_to(f.body, b)) {
-      const auto *l = s.as<ForNode>();
-      if (!l) continue;
-      if (below) inner[l->loop_var.get()] = l->extent;
-      if (l == loop) below = true;
-    }
-    VarMap bindings;
-    for (size_t k = 0; k < b->iter_vars.size(); ++k) bindings[b->iter_vars[k].var.get()] = b->iter_values[k];
-    for (const sched::Access &a : sched::block_writes(b)) {
-      if (a.buffer != buffer) continue;
-      std::unordered_set<const VarNode *> used;
-      for (size_t d = 0; d < a.indices.size(); ++d) {
-        Expr offset = outer.simplify(make_sub(substitute(a.indices[d], bindings), region.min[d]));
-        if (!dense_cover(offset, inner, region.extent[d], &used)) return false;
-      }
-    }
+    if (!writes_dense_tiles(f, buffer, b, loop, region, outer) && !enumerated_cover(f, buffer, b, loop, region, outer))
+      return false;
   }
   // Reads stay inside the region, which the writers cover.
   std::optional<sched::Region> read =
@@ -257,6 +384,22 @@ bool self_contained(const PrimFunc &f, const Buffer &buffer, const std::vector<c
       return false;
   }
   return true;
+}
+
+// Every writer among `blocks` fills `region` and writes nothing outside it
+// (enumerated_cover).
+bool filled_exactly(const PrimFunc &f, const Buffer &buffer, const std::vector<const BlockNode *> &blocks,
+                    const ForNode *loop, const sched::Region &region) {
+  Analyzer outer;
+  for (const Stmt &s : sched::path_to(f.body, loop))
+    if (const auto *l = s.as<ForNode>()) outer.bind(l->loop_var, l->extent);
+  bool any = false;
+  for (const BlockNode *b : blocks) {
+    if (!sched::writes_buffer(b, buffer.get())) continue;
+    if (!enumerated_cover(f, buffer, b, loop, region, outer)) return false;
+    any = true;
+  }
+  return any;
 }
 
 }  // namespace
@@ -273,8 +416,16 @@ PrimFunc compact_buffers(const PrimFunc &f) {
     std::optional<sched::Region> bounded =
         sched::bounded_region_under_loop(g, buf, users, loop, /*reads=*/true, /*writes=*/true);
     if (!bounded) continue;  // an access we cannot bound: keep the full buffer
-    const sched::Region &region = *bounded;
-    if (region.extent == buf->shape || !self_contained(g, buf, users, loop, region)) continue;
+    sched::Region region = *bounded;
+    if (region.extent == buf->shape || !self_contained(g, buf, users, loop, region)) {
+      // Writers whose predicate keeps them to less than their loops span (the partial
+      // last split of a cooperative fetch): the region read, when running the writers
+      // shows they fill exactly that.
+      std::optional<sched::Region> read =
+          sched::bounded_region_under_loop(g, buf, users, loop, /*reads=*/true, /*writes=*/false);
+      if (!read || read->extent == buf->shape || !filled_exactly(g, buf, users, loop, *read)) continue;
+      region = *read;
+    }
     Buffer compact = make_buffer(buf->name, buf->dtype, region.extent, buf->scope);
     Stmt alloc = make_block(buf->name + "_alloc", {}, {}, Expr(), Stmt(),
                             rebase(buf, compact, region.min).mutate(loop->body), {compact});

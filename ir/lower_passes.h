@@ -20,7 +20,9 @@ PrimFunc decompose_reductions(const PrimFunc &f);
 /// Buffers written by a reduction whose loops reach that far keep their full size.
 /// Writers may carry a partial tile's bounds predicate (`index < extent` of a
 /// dimension they write): it keeps writes inside the buffer, so it does not stop
-/// compaction.
+/// compaction. Writers of other forms (a copy whose loops were fused, split and bound
+/// to threads, with the partial split's predicate) are run to check that they fill the
+/// region exactly. A shared buffer's region spans all threads of a block (gpu_lower.h).
 PrimFunc compact_buffers(const PrimFunc &f);
 
 /// Reorders the dimensions of intermediate buffers so that vectorized loops read them

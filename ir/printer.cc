@@ -180,6 +180,10 @@ class Printer : public IRVisitor {
     visit_expr(op->value);
     os << "\n";
   }
+  void visit(const BarrierNode *, const Stmt &) override {
+    line();
+    os << "barrier\n";
+  }
   void visit(const IfThenElseNode *op, const Stmt &) override {
     line();
     os << "if ";

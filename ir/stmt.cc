@@ -84,6 +84,8 @@ Stmt make_if(Expr cond, Stmt then_case, Stmt else_case) {
   return Stmt(std::move(n));
 }
 
+Stmt make_barrier() { return Stmt(std::make_shared<BarrierNode>()); }
+
 Stmt with_body(const ForNode *loop, Stmt body) {
   return make_for(loop->loop_var, loop->extent, loop->for_kind, std::move(body), loop->thread_tag, loop->annotations);
 }

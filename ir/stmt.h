@@ -21,7 +21,8 @@ namespace kiln::ir {
   X(Seq)                   \
   X(Block)                 \
   X(Store)                 \
-  X(IfThenElse)
+  X(IfThenElse)            \
+  X(Barrier)
 
 enum class StmtKind : uint8_t {
 #define KILN_ENUM(N) k##N,
@@ -102,6 +103,12 @@ struct IfThenElseNode : StmtNodeOf<StmtKind::kIfThenElse> {
   Stmt else_case;  // may be undefined
 };
 
+/// A GPU thread block's barrier (`__syncthreads`): every thread of the block waits here
+/// until all have arrived, and what they wrote to shared memory before it is visible to
+/// all after it. Inserted by ir::lower_for_gpu, never by schedules; only positions that
+/// every thread of the block reaches may hold one. Sequential execution ignores it.
+struct BarrierNode : StmtNodeOf<StmtKind::kBarrier> {};
+
 Stmt make_for(Var loop_var, int64_t extent, ForKind kind, Stmt body, std::string thread_tag = "",
               Annotations annotations = {});
 /// Flattens nested sequences; a one-element sequence is the element itself.
@@ -110,6 +117,7 @@ Stmt make_block(std::string name, std::vector<IterVar> iter_vars, std::vector<Ex
                 Stmt init, Stmt body, std::vector<Buffer> alloc_buffers = {}, Annotations annotations = {});
 Stmt make_store(Buffer buffer, std::vector<Expr> indices, Expr value);
 Stmt make_if(Expr cond, Stmt then_case, Stmt else_case = Stmt());
+Stmt make_barrier();
 
 /// Copy-on-write helpers for schedule primitives.
 Stmt with_body(const ForNode *loop, Stmt body);

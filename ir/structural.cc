@@ -159,6 +159,7 @@ class EqualityChecker : public ExprFunctor<bool>, public StmtFunctor<bool> {
     const IfThenElseNode *o = other_stmt<IfThenElseNode>();
     return equal(op->cond, o->cond) && equal(op->then_case, o->then_case) && equal(op->else_case, o->else_case);
   }
+  bool visit(const BarrierNode *, const Stmt &) override { return true; }
 
   bool by_identity_;
   Expr other_expr_;
@@ -311,6 +312,7 @@ class Hasher : public IRVisitor {
     stmt(op->then_case);
     stmt(op->else_case);
   }
+  void visit(const BarrierNode *, const Stmt &) override {}
 
  private:
   std::unordered_map<const VarNode *, uint64_t> vars_;

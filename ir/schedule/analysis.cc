@@ -304,6 +304,10 @@ std::vector<Access> distinct_accesses_of(const std::vector<Access> &accesses, co
 }
 }  // namespace
 
+bool is_thread_loop(const ForNode *loop) {
+  return loop->for_kind == ForKind::kThreadBinding && loop->thread_tag.rfind("blockIdx", 0) != 0;
+}
+
 Region region_under_loop(const PrimFunc &f, const Buffer &buffer, const std::vector<const BlockNode *> &blocks,
                          const ForNode *loop, bool reads, bool writes, const std::string &primitive) {
   Analyzer outer;
@@ -313,7 +317,9 @@ Region region_under_loop(const PrimFunc &f, const Buffer &buffer, const std::vec
   size_t ndim = buffer->shape.size();
   std::vector<Expr> lo(ndim), hi(ndim);
   for (const BlockNode *b : blocks) {
-    // Bind every loop above the block; those below `loop` are relaxed.
+    // Bind every loop above the block; those below `loop` are relaxed, and for a
+    // shared buffer also the thread loops above it: the threads of a block share one
+    // copy, so it holds what all of them access.
     Analyzer analyzer;
     std::unordered_set<const VarNode *> relaxed;
     bool below = false;
@@ -321,7 +327,7 @@ Region region_under_loop(const PrimFunc &f, const Buffer &buffer, const std::vec
       const auto *l = s.as<ForNode>();
       if (!l) continue;
       analyzer.bind(l->loop_var, l->extent);
-      if (below) relaxed.insert(l->loop_var.get());
+      if (below || (buffer->scope == MemoryScope::kShared && is_thread_loop(l))) relaxed.insert(l->loop_var.get());
       if (l == loop) below = true;
     }
     VarMap bindings;

@@ -64,6 +64,9 @@ bool reads_buffer(const BlockNode *block, const BufferNode *b);
 bool writes_buffer(const BlockNode *block, const BufferNode *b);
 bool is_param(const PrimFunc &f, const BufferNode *b);
 
+/// A loop bound to threads of a GPU block (threadIdx.*, vthread.*), not to blocks.
+bool is_thread_loop(const ForNode *loop);
+
 /// A box of a buffer: per dimension a start (in terms of loops at or above the loop it
 /// was computed for) and a constant extent.
 struct Region {
@@ -71,8 +74,8 @@ struct Region {
   std::vector<int64_t> extent;
 };
 /// The part of `buffer` that `blocks` access (loads when `reads`, stores when `writes`)
-/// during one iteration of `loop`, relaxing every loop below it. Extents are constant
-/// upper bounds, clipped to the buffer (a clipped dimension starts at 0). Throws
+/// during one iteration of `loop`, relaxing every loop below it (and, for a shared buffer, the thread loops above it).
+/// Extents are constant upper bounds, clipped to the buffer (a clipped dimension starts at 0). Throws
 /// ScheduleError(primitive, ...) when an index cannot be bounded.
 Region region_under_loop(const PrimFunc &f, const Buffer &buffer, const std::vector<const BlockNode *> &blocks,
                          const ForNode *loop, bool reads, bool writes, const std::string &primitive);

@@ -1,0 +1,68 @@
+#include "tests/common/gpu_schedules.h"
+
+#include <stdexcept>
+
+namespace kiln::test_support {
+
+using ir::BlockRV;
+using ir::Factor;
+using ir::LoopRV;
+
+namespace {
+
+// Fuses the copy loops of a cache block below `level` loops, splits them over the
+// block's threads (threadIdx.y, threadIdx.x) and vectorizes the innermost elements.
+void cooperative_fetch(ir::Schedule &sch, const BlockRV &copy, size_t level, int64_t threads_y, int64_t threads_x,
+                       int64_t vector) {
+  std::vector<LoopRV> loops = sch.get_loops(copy);
+  std::vector<LoopRV> inner(loops.begin() + static_cast<long>(level), loops.end());
+  LoopRV fused = inner.size() == 1 ? inner[0] : sch.fuse(inner);
+  std::vector<Factor> factors = {int64_t{-1}, threads_y, threads_x};
+  if (vector > 1) factors.push_back(vector);
+  std::vector<LoopRV> parts = sch.split(fused, factors);
+  sch.bind(parts[1], "threadIdx.y");
+  sch.bind(parts[2], "threadIdx.x");
+  if (vector > 1) sch.vectorize(parts[3]);
+}
+
+}  // namespace
+
+void schedule_gemm_shared_tiles(ir::Schedule &sch, const std::string &block, const GemmTiles &t) {
+  if (t.block_m % t.thread_m || t.block_n % t.thread_n)
+    throw std::invalid_argument("thread tiles must divide the block tiles");
+  BlockRV c = sch.get_block(block);
+  BlockRV write_back = sch.cache_write(c, 0, "local");
+  std::vector<LoopRV> l = sch.get_loops(c);  // i j k
+  int64_t threads_y = t.block_m / t.thread_m, threads_x = t.block_n / t.thread_n;
+  std::vector<LoopRV> i = sch.split(l[0], {int64_t{-1}, threads_y, t.thread_m});
+  std::vector<LoopRV> j = sch.split(l[1], {int64_t{-1}, threads_x, t.thread_n});
+  std::vector<LoopRV> k = sch.split(l[2], {int64_t{-1}, t.block_k});
+  sch.reorder({i[0], j[0], i[1], j[1], k[0], k[1], i[2], j[2]});
+  sch.bind(i[0], "blockIdx.y");
+  sch.bind(j[0], "blockIdx.x");
+  sch.bind(i[1], "threadIdx.y");
+  sch.bind(j[1], "threadIdx.x");
+  sch.reverse_compute_at(write_back, j[1]);
+  // C_local is read first by the update, then A and B.
+  BlockRV a_shared = sch.cache_read(c, 1, "shared");
+  BlockRV b_shared = sch.cache_read(c, 2, "shared");
+  sch.compute_at(a_shared, k[0]);
+  sch.compute_at(b_shared, k[0]);
+  // Below k[0]: blockIdx.y, blockIdx.x, threadIdx.y, threadIdx.x, k0 = 5 loops.
+  cooperative_fetch(sch, a_shared, 5, threads_y, threads_x, t.fetch_vector);
+  cooperative_fetch(sch, b_shared, 5, threads_y, threads_x, t.fetch_vector);
+  sch.unroll(k[1]);
+  sch.unroll(i[2]);
+  sch.unroll(j[2]);
+}
+
+void schedule_elementwise(ir::Schedule &sch, const std::string &block, int64_t threads) {
+  BlockRV b = sch.get_block(block);
+  std::vector<LoopRV> loops = sch.get_loops(b);
+  LoopRV fused = loops.size() == 1 ? loops[0] : sch.fuse(loops);
+  std::vector<LoopRV> parts = sch.split(fused, {int64_t{-1}, threads});
+  sch.bind(parts[0], "blockIdx.x");
+  sch.bind(parts[1], "threadIdx.x");
+}
+
+}  // namespace kiln::test_support
