@@ -21,6 +21,8 @@ struct CodegenError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+struct CudaModule;  // cuda.h
+
 struct BuildStats {
   double lower_seconds = 0;     // TIR -> LLVM IR
   double optimize_seconds = 0;  // LLVM optimization pipeline
@@ -43,6 +45,11 @@ class Compiler {
   std::string emit_llvm_ir(const ir::PrimFunc &func, const Target &target);
   /// Target assembly text.
   std::string emit_assembly(const ir::PrimFunc &func, const Target &target);
+  /// Lowers `func` (scheduled with thread bindings) for a cuda target to PTX: GPU
+  /// lowering and verification (ir/gpu_lower.h, refusals as CodegenError with the
+  /// reason), NVPTX code generation, LLVM's O3 pipeline, PTX emission. `ptxas` is not
+  /// run here (cuda.h: run_ptxas).
+  CudaModule build_cuda(const ir::PrimFunc &func, const Target &target);
   /// The CPU LLVM generates code for under `target`: its -mcpu, or for the host's own
   /// CPU (`native`) the name whose scheduling model LLVM uses for this host.
   std::string llvm_cpu(const Target &target);

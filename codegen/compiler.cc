@@ -27,9 +27,12 @@
 #include <mutex>
 #include <shared_mutex>
 #include <sstream>
+#include <unordered_set>
 
 #include "codegen/codegen.h"
+#include "codegen/cuda.h"
 #include "codegen/lower_llvm.h"
+#include "ir/functor.h"
 
 namespace kiln::codegen {
 namespace {
@@ -160,6 +163,26 @@ std::unique_ptr<llvm::TargetMachine> make_target_machine(const Target &target) {
   return std::unique_ptr<llvm::TargetMachine>(tm);
 }
 
+// NVPTX for a cuda target's arch, writing the arch's PTX ISA (cuda.h: ptx_isa_for).
+std::unique_ptr<llvm::TargetMachine> make_nvptx_machine(const Target &target) {
+  initialize_llvm_once();
+  const std::string triple = "nvptx64-nvidia-cuda";
+  std::string error;
+  const llvm::Target *t = llvm::TargetRegistry::lookupTarget(triple, error);
+  if (!t) throw CodegenError("this LLVM has no NVPTX backend: " + error);
+  std::string isa = ptx_isa_for(target.arch);
+  std::string feature = "+ptx" + isa.substr(0, isa.find('.')) + isa.substr(isa.find('.') + 1);
+  std::unique_ptr<llvm::MCSubtargetInfo> subtarget(t->createMCSubtargetInfo(triple, target.arch, feature));
+  if (!subtarget || !subtarget->isCPUStringValid(target.arch))
+    throw CodegenError("LLVM " + std::to_string(LLVM_VERSION_MAJOR) + " cannot generate code for " + target.arch);
+  llvm::TargetOptions options;
+  options.AllowFPOpFusion = llvm::FPOpFusion::Fast;
+  auto *tm = t->createTargetMachine(triple, target.arch, feature, options, std::nullopt, std::nullopt,
+                                    llvm::CodeGenOpt::Aggressive);
+  if (!tm) throw CodegenError("LLVM has no NVPTX target machine for " + target.arch);
+  return std::unique_ptr<llvm::TargetMachine>(tm);
+}
+
 // Whether lowering kept LLVM's loop vectorizer off one of `f`'s loops: a loop whose body
 // Kiln unrolled into more statements than LLVM's dependence analysis handles cheaply
 // (kMaxAutoVectorizedBody, llvm_emitter.h).
@@ -254,7 +277,8 @@ struct Compiler::Impl {
   llvm::TargetMachine &machine(const Target &target) {
     std::string key = target.str();
     auto it = machines.find(key);
-    if (it == machines.end()) it = machines.emplace(key, make_target_machine(target)).first;
+    if (it == machines.end())
+      it = machines.emplace(key, target.is_cuda() ? make_nvptx_machine(target) : make_target_machine(target)).first;
     return *it->second;
   }
 };
@@ -285,6 +309,34 @@ BuildStats Compiler::build_artifact(const ir::PrimFunc &func, const Target &targ
   std::remove(object_path.c_str());
   stats.link_seconds = seconds_since(t0);
   return stats;
+}
+
+CudaModule Compiler::build_cuda(const ir::PrimFunc &func, const Target &target) {
+  if (!target.is_cuda()) throw CodegenError("target '" + target.str() + "' is not a cuda target");
+  ir::GpuProgram program;
+  try {
+    program = ir::lower_for_gpu(func, gpu_limits(target));
+  } catch (const ir::GpuLoweringError &e) {
+    throw CodegenError(std::string("the schedule cannot run on ") + target.arch + ": " + e.what());
+  }
+  llvm::TargetMachine &tm = impl_->machine(target);
+  std::unique_ptr<llvm::Module> mod = lower_to_nvptx(program, impl_->ctx, tm, target);
+  optimize(*mod, tm);
+  CudaModule m;
+  m.name = func.name;
+  m.target = target.str();
+  m.arch = target.arch;
+  m.ptx_isa = ptx_isa_for(target.arch);
+  m.ptx = emit(*mod, tm, llvm::CGFT_AssemblyFile);
+  std::unordered_set<const ir::BufferNode *> written;
+  ir::for_each_stmt(func.body, [&](const ir::Stmt &s) {
+    if (const auto *st = s.as<ir::StoreNode>()) written.insert(st->buffer.get());
+  });
+  for (const ir::Buffer &p : program.params)
+    m.buffers.push_back({p->name, p->dtype, p->shape, written.count(p.get()) ? "output" : "input"});
+  for (const ir::Buffer &s : program.global_scratch) m.buffers.push_back({s->name, s->dtype, s->shape, "scratch"});
+  for (const ir::GpuKernel &k : program.kernels) m.launches.push_back({k.name, k.grid, k.block, k.shared_bytes});
+  return m;
 }
 
 std::string Compiler::llvm_cpu(const Target &target) { return impl_->machine(target).getTargetCPU().str(); }

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "ir/functor.h"
+#include "ir/gpu_lower.h"
 #include "ir/simplify.h"
 #include "target/target.h"
 
@@ -32,6 +33,9 @@ constexpr int64_t kMaxExplicitUnroll = 64;
 constexpr int64_t kMaxAutoVectorizedBody = 64;
 // Intermediate buffers up to this size live on the stack; larger ones in the workspace.
 constexpr int64_t kMaxStackBytes = 64 * 1024;
+// The largest loop over a GPU thread's local array that is unrolled so the array stays
+// in registers (statements it runs in all).
+constexpr int64_t kMaxGpuUnrolledLocalLoop = 1024;
 // A program whose unrolled loops (unrolled ones, and serial ones under an auto-unroll
 // pragma that emit_for copies out) would emit more statements than this is refused
 // before any LLVM IR is made: a 256^3 matrix product with its three loops unrolled is
@@ -71,6 +75,11 @@ class CodeGen : public ExprFunctor<llvm::Value *>, public StmtFunctor<void> {
   /// Emits `func` as an internal function and an exported `entry_symbol(void **args)`
   /// that unpacks the argument array (kiln_entry's convention).
   void emit_function(const PrimFunc &func, const char *entry_symbol);
+
+  /// Emits one GPU kernel as an NVPTX kernel function named `kernel.name`, taking one
+  /// pointer per buffer of `buffers` (the program's parameters, then its global
+  /// scratch); shared buffers live in the dynamic shared memory the launch reserves.
+  void emit_kernel(const GpuKernel &kernel, const std::vector<Buffer> &buffers);
 
  private:
   // ---- alias information ----------------------------------------------------------------
@@ -138,6 +147,10 @@ class CodeGen : public ExprFunctor<llvm::Value *>, public StmtFunctor<void> {
   llvm::Value *intrinsic(llvm::Intrinsic::ID id, std::vector<llvm::Value *> args);
   // libm call applied lane by lane for vectors.
   llvm::Value *libm(const char *name, llvm::Value *x);
+  // The GPU's approximate log2(x) * scale and 2^x (PTX lg2.approx / ex2.approx, about
+  // 2 ulp): there is no libm on the device.
+  llvm::Value *gpu_log2(llvm::Value *x, double scale);
+  llvm::Value *gpu_exp2(llvm::Value *x);
   llvm::Value *visit(const CallNode *op, const Expr &) override;
 
   // Row-major flat index of an access (IR), simplified with the ranges in scope.
@@ -246,6 +259,9 @@ class CodeGen : public ExprFunctor<llvm::Value *>, public StmtFunctor<void> {
   void emit_for(const ForNode *op, const Stmt &self);
 
   void unroll_explicitly(const ForNode *op);
+
+  // Whether `s` loads or stores a local (per-thread) buffer.
+  static bool accesses_local_buffer(const Stmt &s);
 
   void emit_vector(const ForNode *op);
 

@@ -6,6 +6,7 @@
 #include <llvm/Support/raw_ostream.h>
 #include <llvm/Target/TargetMachine.h>
 
+#include <cmath>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <unordered_set>
@@ -359,6 +360,7 @@ llvm::Value *CodeGen::intrinsic(llvm::Intrinsic::ID id, std::vector<llvm::Value 
 }
 
 llvm::Value *CodeGen::libm(const char *name, llvm::Value *x) {
+  if (gpu_) throw CodegenError(std::string("CUDA code generation has no ") + name + " (float16); compute in float32");
   llvm::Type *f32 = b_.getFloatTy();
   llvm::FunctionCallee fn = mod_.getOrInsertFunction(name, llvm::FunctionType::get(f32, {f32}, false));
   auto call1 = [&](llvm::Value *s) {
@@ -384,6 +386,7 @@ llvm::Value *CodeGen::visit(const CallNode *op, const Expr &) {
     case Intrinsic::kExp:
       return f32 ? emit_exp_f32(b_, x) : intrinsic(llvm::Intrinsic::exp, {x});
     case Intrinsic::kLog:
+      if (gpu_) return gpu_log2(x, std::log(2.0));
       return intrinsic(llvm::Intrinsic::log, {x});
     case Intrinsic::kSqrt:
       return intrinsic(llvm::Intrinsic::sqrt, {x});
@@ -405,6 +408,7 @@ llvm::Value *CodeGen::visit(const CallNode *op, const Expr &) {
     case Intrinsic::kPow: {
       llvm::Value *y = gen(op->args[1]);
       unify(x, y);
+      if (gpu_) return gpu_exp2(b_.CreateFMul(y, gpu_log2(x, 1.0)));
       return intrinsic(llvm::Intrinsic::pow, {x, y});
     }
     case Intrinsic::kAbs:
@@ -451,6 +455,13 @@ void CodeGen::visit(const BlockNode *op, const Stmt &) {
   size_t workspaces_before = live_workspaces_.size();
   for (const Buffer &buf : op->alloc_buffers) {
     int64_t bytes = buf->num_elements() * dtype_bytes(buf->dtype);
+    if (gpu_) {
+      // Shared buffers are placed once per kernel (emit_kernel); everything else the
+      // GPU lowering left is the thread's own.
+      if (buf->scope != MemoryScope::kShared)
+        buffers_[buf.get()] = entry_alloca(storage_type(buf->dtype), static_cast<uint64_t>(buf->num_elements()), 16);
+      continue;
+    }
     if (bytes <= kMaxStackBytes && buf->scope != MemoryScope::kGlobal) {
       buffers_[buf.get()] = entry_alloca(storage_type(buf->dtype), static_cast<uint64_t>(buf->num_elements()), 64);
     } else {
@@ -462,13 +473,16 @@ void CodeGen::visit(const BlockNode *op, const Stmt &) {
     }
   }
   // In a vector loop the bindings are substituted into the body, so each access's
-  // index is a function of the loops and its lane pattern can be analyzed.
+  // index is a function of the loops and its lane pattern can be analyzed. In a GPU
+  // kernel too: a thread's tile offsets then cancel in the simplifier, and its own
+  // arrays are indexed by constants (registers, not local memory).
   Stmt block_body = op->body;
-  if (lanes_ > 1) {
+  if (lanes_ > 1 || gpu_) {
     VarMap bindings;
     for (size_t k = 0; k < op->iter_vars.size(); ++k) bindings[op->iter_vars[k].var.get()] = op->iter_values[k];
     block_body = substitute(op->body, bindings);
-  } else {
+  }
+  if (lanes_ == 1) {
     for (size_t k = 0; k < op->iter_vars.size(); ++k) {
       vars_[op->iter_vars[k].var.get()] = gen(op->iter_values[k]);
       analyzer_.bind(op->iter_vars[k].var, op->iter_vars[k].extent);
@@ -527,7 +541,8 @@ void CodeGen::visit(const BlockNode *op, const Stmt &) {
   }
   free_workspaces(workspaces_before);
   live_workspaces_.resize(workspaces_before);
-  for (const Buffer &buf : op->alloc_buffers) buffers_.erase(buf.get());
+  for (const Buffer &buf : op->alloc_buffers)
+    if (!gpu_ || buf->scope != MemoryScope::kShared) buffers_.erase(buf.get());
   if (lanes_ == 1) {
     for (const IterVar &iv : op->iter_vars) {
       vars_.erase(iv.var.get());
@@ -623,6 +638,14 @@ void CodeGen::emit_for(const ForNode *op, const Stmt &self) {
     unroll_explicitly(op);
     return;
   }
+  // A GPU thread's own arrays are registers only where every index is a constant: a
+  // loop over one (the write-back of an accumulator tile) is unrolled, or the array
+  // would live in local memory.
+  if (gpu_ && op->for_kind == ForKind::kSerial && op->extent <= kMaxExplicitUnroll &&
+      trip_count(self) <= kMaxGpuUnrolledLocalLoop && accesses_local_buffer(op->body)) {
+    unroll_explicitly(op);
+    return;
+  }
   switch (op->for_kind) {
     case ForKind::kThreadBinding:
       throw CodegenError("loop '" + op->loop_var.name() + "' is bound to " + op->thread_tag +
@@ -634,6 +657,12 @@ void CodeGen::emit_for(const ForNode *op, const Stmt &self) {
       }
       break;
     case ForKind::kVectorized:
+      // A GPU thread's vector accesses come from LLVM's load/store vectorizer over the
+      // unrolled lanes (aligned neighbours become ld.v2/ld.v4).
+      if (gpu_) {
+        unroll_explicitly(op);
+        return;
+      }
       if (can_vectorize(op)) {
         emit_vector(op);
         return;
@@ -652,6 +681,17 @@ void CodeGen::emit_for(const ForNode *op, const Stmt &self) {
       break;
   }
   emit_loop(op, b_.getInt64(0), b_.getInt64(static_cast<uint64_t>(op->extent)), serial_loop_hint(op));
+}
+
+bool CodeGen::accesses_local_buffer(const Stmt &s) {
+  bool found = false;
+  for_each_stmt(s, [&](const Stmt &x) {
+    if (const auto *st = x.as<StoreNode>()) found = found || st->buffer->scope == MemoryScope::kLocal;
+  });
+  for_each_expr(s, [&](const Expr &e) {
+    if (const auto *ld = e.as<LoadNode>()) found = found || ld->buffer->scope == MemoryScope::kLocal;
+  });
+  return found;
 }
 
 void CodeGen::unroll_explicitly(const ForNode *op) {

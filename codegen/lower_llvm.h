@@ -4,6 +4,7 @@
 #include <memory>
 #include <string>
 
+#include "ir/gpu_lower.h"
 #include "ir/stmt.h"
 #include "target/target.h"
 
@@ -24,5 +25,9 @@ namespace kiln::codegen {
 /// kiln_rt_parallel_for.
 std::unique_ptr<llvm::Module> lower_to_llvm(const ir::PrimFunc &func, const Target &target, llvm::LLVMContext &ctx,
                                             llvm::TargetMachine &tm);
+
+/// The NVPTX module of `program`'s kernels, one kernel function each (emit_cuda.cc).
+std::unique_ptr<llvm::Module> lower_to_nvptx(const ir::GpuProgram &program, llvm::LLVMContext &ctx,
+                                             llvm::TargetMachine &tm, const Target &target);
 
 }  // namespace kiln::codegen

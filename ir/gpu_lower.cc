@@ -229,6 +229,16 @@ class SyncPlanner {
       for (const Stmt &c : q->stmts) out.push_back(plan(c, pending));
       return make_seq(std::move(out));
     }
+    // A statement that conflicts with what ran before gets its barrier in front, not
+    // deep inside its loops, where it would run once per iteration.
+    if (!conflicts(acc, pending)) return plan_inside(s, pending);
+    pending = SharedAccess();
+    return make_seq({make_barrier(), plan_inside(s, pending)});
+  }
+
+ private:
+  Stmt plan_inside(const Stmt &s, SharedAccess &pending) {
+    SharedAccess acc = accesses(s);
     if (const auto *l = s.as<ForNode>()) {
       SharedAccess state = pending;
       Stmt body = plan(l->body, state);
@@ -253,16 +263,10 @@ class SyncPlanner {
     }
     // Runs as a whole in each thread, possibly only in some of them.
     check_no_internal_exchange(s);
-    Stmt out = s;
-    if (conflicts(acc, pending)) {
-      out = make_seq({make_barrier(), s});
-      pending = SharedAccess();
-    }
     pending.add(acc);
-    return out;
+    return s;
   }
 
- private:
   bool thread_dependent(const Expr &e) const {
     bool found = false;
     for_each_subexpr(e, [&](const Expr &x) {

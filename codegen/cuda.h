@@ -1,0 +1,89 @@
+// CUDA code generation: a scheduled program lowered to GPU kernels (ir/gpu_lower.h),
+// emitted as PTX by LLVM's NVPTX backend, and checked by `ptxas` where the CUDA
+// toolkit is installed. Why LLVM rather than CUDA C through NVRTC: codegen/README.md.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "ir/gpu_lower.h"
+#include "target/target.h"
+
+namespace kiln::codegen {
+
+/// The limits lower_for_gpu verifies a program against on `target` (a cuda target).
+ir::GpuLimits gpu_limits(const Target &target);
+
+/// The PTX ISA version Kiln writes for an arch: the lowest that has it, so that the
+/// oldest drivers that know the arch can JIT-compile the PTX (sm_87: 7.4, which the
+/// CUDA 11.4 of JetPack 5 reads; sm_90: 7.8, the newest LLVM 16 writes).
+std::string ptx_isa_for(const std::string &arch);
+
+/// One launch of a compiled program.
+struct CudaLaunch {
+  std::string name;
+  std::array<int64_t, 3> grid = {1, 1, 1};
+  std::array<int64_t, 3> block = {1, 1, 1};
+  int64_t shared_bytes = 0;  ///< dynamic shared memory the launch reserves
+};
+
+/// A kernel argument: a parameter of the program (role "input" or "output") or device
+/// scratch between its kernels (role "scratch", allocated by whoever launches).
+struct CudaBuffer {
+  std::string name;
+  ir::DType dtype = ir::DType::kFloat32;
+  std::vector<int64_t> shape;
+  std::string role;
+};
+
+/// A program compiled for a CUDA target: PTX for the driver to load, the launches in
+/// order (each kernel takes every buffer, in order), and what it was built for.
+struct CudaModule {
+  std::string name;
+  std::string target;   ///< canonical target string
+  std::string arch;     ///< "sm_90"
+  std::string ptx_isa;  ///< "7.8"
+  std::string ptx;
+  std::vector<CudaBuffer> buffers;
+  std::vector<CudaLaunch> launches;
+  /// Everything but the PTX, as JSON (the artifact's manifest).
+  nlohmann::json manifest() const;
+};
+
+/// What `ptxas -v` reports for one kernel.
+struct PtxasKernelReport {
+  std::string name;
+  std::string arch;
+  int registers = 0;
+  int64_t shared_bytes = 0;  ///< static shared memory (Kiln's is dynamic: 0)
+  int64_t stack_bytes = 0;
+  int64_t spill_store_bytes = 0;
+  int64_t spill_load_bytes = 0;
+};
+
+/// Reads the kernels' reports out of `ptxas -v` output; lines it does not know are
+/// skipped, so a newer ptxas's additions do not break it.
+std::vector<PtxasKernelReport> parse_ptxas_report(const std::string &text);
+
+/// The ptxas to run: $KILN_PTXAS when set, else /usr/local/cuda/bin/ptxas, else one on
+/// PATH; "" when there is none.
+std::string find_ptxas();
+
+struct PtxasResult {
+  std::vector<PtxasKernelReport> kernels;
+  std::string cubin;  ///< the cubin for exactly `arch`
+  std::string log;    ///< ptxas's own output
+};
+
+/// Assembles `ptx` for `arch` with `ptxas -v`; throws CodegenError with ptxas's
+/// message when it refuses the PTX, or when `ptxas` cannot be run.
+PtxasResult run_ptxas(const std::string &ptx, const std::string &arch, const std::string &ptxas);
+
+/// Refuses, with CodegenError naming the kernel, a kernel that needs more registers
+/// per thread than `target`'s arch has, or whose block needs more registers than an SM.
+void check_registers(const CudaModule &module, const std::vector<PtxasKernelReport> &reports, const Target &target);
+
+}  // namespace kiln::codegen
