@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "codegen/ptxas.h"
 #include "ir/gpu_lower.h"
 #include "target/target.h"
 
@@ -52,35 +53,6 @@ struct CudaModule {
   /// Everything but the PTX, as JSON (the artifact's manifest).
   nlohmann::json manifest() const;
 };
-
-/// What `ptxas -v` reports for one kernel.
-struct PtxasKernelReport {
-  std::string name;
-  std::string arch;
-  int registers = 0;
-  int64_t shared_bytes = 0;  ///< static shared memory (Kiln's is dynamic: 0)
-  int64_t stack_bytes = 0;
-  int64_t spill_store_bytes = 0;
-  int64_t spill_load_bytes = 0;
-};
-
-/// Reads the kernels' reports out of `ptxas -v` output; lines it does not know are
-/// skipped, so a newer ptxas's additions do not break it.
-std::vector<PtxasKernelReport> parse_ptxas_report(const std::string &text);
-
-/// The ptxas to run: $KILN_PTXAS when set, else /usr/local/cuda/bin/ptxas, else one on
-/// PATH; "" when there is none.
-std::string find_ptxas();
-
-struct PtxasResult {
-  std::vector<PtxasKernelReport> kernels;
-  std::string cubin;  ///< the cubin for exactly `arch`
-  std::string log;    ///< ptxas's own output
-};
-
-/// Assembles `ptx` for `arch` with `ptxas -v`; throws CodegenError with ptxas's
-/// message when it refuses the PTX, or when `ptxas` cannot be run.
-PtxasResult run_ptxas(const std::string &ptx, const std::string &arch, const std::string &ptxas);
 
 /// Refuses, with CodegenError naming the kernel, a kernel that needs more registers
 /// per thread than `target`'s arch has, or whose block needs more registers than an SM.
