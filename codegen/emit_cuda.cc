@@ -71,6 +71,8 @@ void CodeGen::emit_kernel(const GpuKernel &kernel, const std::vector<Buffer> &bu
     llvm::Value *thread = b_.CreateZExt(b_.CreateIntrinsic(thread_index_intrinsic(a), {}, {}), b_.getInt64Ty());
     vars_[kernel.block_index[a].get()] = block;
     vars_[kernel.thread_index[a].get()] = thread;
+    gpu_thread_index_[a] = kernel.thread_index[a].get();
+    gpu_block_[a] = kernel.block[a];
     analyzer_.bind(kernel.block_index[a], kernel.grid[a]);
     analyzer_.bind(kernel.thread_index[a], kernel.block[a]);
   }
@@ -90,6 +92,85 @@ void CodeGen::emit_kernel(const GpuKernel &kernel, const std::vector<Buffer> &bu
   }
   visit_stmt(kernel.body);
   b_.CreateRetVoid();
+}
+
+namespace {
+
+llvm::Value *combine_values(llvm::IRBuilder<> &b, Combiner c, llvm::Value *x, llvm::Value *y) {
+  bool fp = x->getType()->isFloatingPointTy();
+  switch (c) {
+    case Combiner::kSum:
+      return fp ? b.CreateFAdd(x, y) : b.CreateAdd(x, y);
+    case Combiner::kMax:
+      return b.CreateSelect(fp ? b.CreateFCmpOGT(x, y) : b.CreateICmpSGT(x, y), x, y);
+    case Combiner::kMin:
+      return b.CreateSelect(fp ? b.CreateFCmpOLT(x, y) : b.CreateICmpSLT(x, y), x, y);
+  }
+  return x;
+}
+
+}  // namespace
+
+void CodeGen::visit(const ThreadAllReduceNode *op, const Stmt &) {
+  llvm::Type *type = storage_type(op->value->dtype);
+  if (!type->isFloatTy() && !type->isIntegerTy(32))
+    throw CodegenError("a cross-thread reduction of " + std::string(dtype_name(op->value->dtype)) +
+                       " values; GPU shuffles move float32 and int32");
+  llvm::Value *slot = buffers_.at(op->value.get());
+  llvm::Value *v = b_.CreateLoad(type, slot);
+  // Lanes of a warp the block does not fill must stay out of the shuffle's mask.
+  int64_t threads = gpu_block_[0] * gpu_block_[1] * gpu_block_[2];
+  uint32_t mask = threads >= 32 ? 0xffffffffu : static_cast<uint32_t>((uint64_t{1} << threads) - 1);
+  auto butterfly = [&](llvm::Value *x, int64_t width) {
+    for (int64_t offset = width / 2; offset >= 1; offset /= 2) {
+      llvm::Value *other =
+          type->isFloatTy()
+              ? b_.CreateIntrinsic(llvm::Intrinsic::nvvm_shfl_sync_bfly_f32, {},
+                                   {b_.getInt32(mask), x, b_.getInt32(static_cast<uint32_t>(offset)), b_.getInt32(31)})
+              : b_.CreateIntrinsic(llvm::Intrinsic::nvvm_shfl_sync_bfly_i32, {},
+                                   {b_.getInt32(mask), x, b_.getInt32(static_cast<uint32_t>(offset)), b_.getInt32(31)});
+      x = combine_values(b_, op->combiner, x, other);
+    }
+    return x;
+  };
+  v = butterfly(v, std::min<int64_t>(op->extent, 32));
+  if (op->scratch) {
+    // Lane 0 of each warp leaves its warp's result; after a barrier every warp combines
+    // the results of its group's warps.
+    int64_t warps = op->extent / 32;
+    llvm::Value *tx = thread_index_value(0);
+    llvm::Value *lane = b_.CreateURem(tx, b_.getInt64(32));
+    llvm::Value *linear = linear_thread_index();
+    llvm::Value *group_base = b_.CreateMul(b_.CreateUDiv(linear, b_.getInt64(static_cast<uint64_t>(op->extent))),
+                                           b_.getInt64(static_cast<uint64_t>(warps)));
+    llvm::Value *scratch = buffers_.at(op->scratch.get());
+    llvm::BasicBlock *write = llvm::BasicBlock::Create(ctx_, "warp.result", fn_);
+    llvm::BasicBlock *written = llvm::BasicBlock::Create(ctx_, "warp.written", fn_);
+    b_.CreateCondBr(b_.CreateICmpEQ(lane, b_.getInt64(0)), write, written);
+    b_.SetInsertPoint(write);
+    llvm::Value *warp = b_.CreateUDiv(tx, b_.getInt64(32));
+    b_.CreateStore(v, b_.CreateInBoundsGEP(type, scratch, b_.CreateAdd(group_base, warp)));
+    b_.CreateBr(written);
+    b_.SetInsertPoint(written);
+    b_.CreateCall(llvm::Intrinsic::getDeclaration(&mod_, llvm::Intrinsic::nvvm_barrier0));
+    llvm::Value *in_range = b_.CreateICmpULT(lane, b_.getInt64(static_cast<uint64_t>(warps)));
+    llvm::Value *index = b_.CreateSelect(in_range, lane, b_.getInt64(0));
+    llvm::Value *mine = b_.CreateLoad(type, b_.CreateInBoundsGEP(type, scratch, b_.CreateAdd(group_base, index)));
+    llvm::Value *identity = gen(combiner_identity(op->combiner, op->value->dtype));
+    v = butterfly(b_.CreateSelect(in_range, mine, identity), 32);
+    // The scratch may be written again by the next reduction.
+    b_.CreateCall(llvm::Intrinsic::getDeclaration(&mod_, llvm::Intrinsic::nvvm_barrier0));
+  }
+  b_.CreateStore(v, slot);
+}
+
+llvm::Value *CodeGen::thread_index_value(int axis) { return vars_.at(gpu_thread_index_[axis]); }
+
+llvm::Value *CodeGen::linear_thread_index() {
+  llvm::Value *x = thread_index_value(0), *y = thread_index_value(1), *z = thread_index_value(2);
+  llvm::Value *bx = b_.getInt64(static_cast<uint64_t>(gpu_block_[0]));
+  llvm::Value *bxy = b_.getInt64(static_cast<uint64_t>(gpu_block_[0] * gpu_block_[1]));
+  return b_.CreateAdd(x, b_.CreateAdd(b_.CreateMul(y, bx), b_.CreateMul(z, bxy)));
 }
 
 llvm::Value *CodeGen::gpu_log2(llvm::Value *x, double scale) {

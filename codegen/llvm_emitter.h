@@ -10,6 +10,7 @@
 #include <llvm/IR/LLVMContext.h>
 #include <llvm/IR/Module.h>
 
+#include <array>
 #include <unordered_map>
 #include <vector>
 
@@ -231,6 +232,9 @@ class CodeGen : public ExprFunctor<llvm::Value *>, public StmtFunctor<void> {
 
   void visit(const BarrierNode *op, const Stmt &) override;
 
+  // Warp shuffles, and shared memory across the warps of a group (emit_cuda.cc).
+  void visit(const ThreadAllReduceNode *op, const Stmt &) override;
+
   void visit(const BlockNode *op, const Stmt &) override;
 
   // Frees this function's workspaces allocated after the first `keep`, newest first.
@@ -284,6 +288,12 @@ class CodeGen : public ExprFunctor<llvm::Value *>, public StmtFunctor<void> {
   int64_t auto_unroll_ = 0;
   const VarNode *vec_var_ = nullptr;
   bool gpu_ = false;  // emitting an NVPTX kernel
+  // The kernel's threadIdx variables and block shape (emit_kernel).
+  std::array<const VarNode *, 3> gpu_thread_index_ = {nullptr, nullptr, nullptr};
+  std::array<int64_t, 3> gpu_block_ = {1, 1, 1};
+  llvm::Value *thread_index_value(int axis);
+  // threadIdx.x + threadIdx.y * blockDim.x + threadIdx.z * blockDim.x * blockDim.y
+  llvm::Value *linear_thread_index();
   Expr vec_var_expr_;
 };
 

@@ -64,6 +64,7 @@ void IRVisitor::visit(const IfThenElseNode *op, const Stmt &) {
 }
 
 void IRVisitor::visit(const BarrierNode *, const Stmt &) {}
+void IRVisitor::visit(const ThreadAllReduceNode *, const Stmt &) {}
 
 // ---- IRMutator --------------------------------------------------------------------------
 template <typename T>
@@ -173,6 +174,12 @@ Stmt IRMutator::visit(const IfThenElseNode *op, const Stmt &self) {
 }
 
 Stmt IRMutator::visit(const BarrierNode *, const Stmt &self) { return self; }
+Stmt IRMutator::visit(const ThreadAllReduceNode *op, const Stmt &self) {
+  Buffer value = mutate_buffer(op->value);
+  Buffer scratch = op->scratch ? mutate_buffer(op->scratch) : op->scratch;
+  if (value == op->value && scratch == op->scratch) return self;
+  return make_thread_allreduce(op->combiner, value, scratch, op->axis, op->extent);
+}
 
 // ---- helpers ----------------------------------------------------------------------------
 namespace {

@@ -9,6 +9,7 @@
 #include "ir/functor.h"
 #include "ir/lower_passes.h"
 #include "ir/schedule/analysis.h"
+#include "ir/structural.h"
 
 namespace kiln::ir {
 namespace {
@@ -130,8 +131,9 @@ class LaunchShape : public IRVisitor {
 };
 
 // Global-scope intermediates allocated under a threadIdx loop are the thread's own:
-// they become local. Any other allocation inside a kernel must have a GPU scope that
-// matches where it is.
+// they become local; those allocated outside the thread loops (a row's statistics
+// computed at a blockIdx loop) are the block's: they become shared. A local buffer
+// outside the thread loops is refused.
 class ScopeAssigner : public IRMutator {
  protected:
   Stmt visit(const ForNode *op, const Stmt &self) override {
@@ -150,12 +152,9 @@ class ScopeAssigner : public IRMutator {
                                "its own copy of what all threads access: compute it under the threadIdx loops, or "
                                "make it shared");
       if (b->scope != MemoryScope::kGlobal) continue;
-      if (thread_depth_ == 0)
-        throw GpuLoweringError("intermediate '" + b->name +
-                               "' is allocated per thread block in global memory: give it a scope (cache_read or "
-                               "cache_write with 'shared' or 'local') or compute it inline");
-      Buffer local = make_buffer(b->name, b->dtype, b->shape, MemoryScope::kLocal);
-      out = RemapBuffer(b, local, [](std::vector<Expr> i) { return i; }).mutate(out);
+      Buffer scoped =
+          make_buffer(b->name, b->dtype, b->shape, thread_depth_ == 0 ? MemoryScope::kShared : MemoryScope::kLocal);
+      out = RemapBuffer(b, scoped, [](std::vector<Expr> i) { return i; }).mutate(out);
     }
     const auto *b = out.as<BlockNode>();
     Stmt body = mutate(b->body);
@@ -166,6 +165,157 @@ class ScopeAssigner : public IRMutator {
 
  private:
   int thread_depth_ = 0;
+};
+
+// A reduction whose reduce iterator a threadIdx loop drives (softmax's row maximum with
+// the row split over the threads): each thread accumulates its part into a local
+// partial, ThreadAllReduce combines the partials of the threads along that axis, and
+// thread 0 of each group stores the result. Read as loops, every thread would update
+// the same element, a race on a GPU.
+class CrossThreadReductions : public IRMutator {
+ public:
+  explicit CrossThreadReductions(const GpuKernel &k) : k_(k) {}
+
+ protected:
+  Stmt visit(const ForNode *op, const Stmt &self) override {
+    Stmt mutated = IRMutator::visit(op, self);
+    const auto *l = mutated.as<ForNode>();
+    if (l->for_kind != ForKind::kThreadBinding || parse_tag(l->thread_tag).kind != ThreadKind::kThread) return mutated;
+    const BlockNode *reduce = nullptr;
+    int found = 0;
+    for_each_stmt(l->body, [&](const Stmt &s) {
+      const auto *b = s.as<BlockNode>();
+      if (!b) return;
+      for (size_t k = 0; k < b->iter_vars.size(); ++k)
+        if (b->iter_vars[k].kind == IterKind::kReduce && uses_var(b->iter_values[k], l->loop_var.get())) {
+          if (reduce != b) ++found;
+          reduce = b;
+        }
+    });
+    if (!reduce) return mutated;
+    std::string what = "the reduction of block '" + reduce->name + "' across " + describe(l);
+    if (found > 1) throw GpuLoweringError(what + " has company: one reduction block per threadIdx loop");
+    int axis = parse_tag(l->thread_tag).axis;
+    if (axis != 0) throw GpuLoweringError(what + ": threads reduce across threadIdx.x only");
+    if (l->extent != k_.block[0])
+      throw GpuLoweringError(what + ": the block has " + std::to_string(k_.block[0]) +
+                             " threads along x, and all of them must take part");
+    bool power_of_two = (l->extent & (l->extent - 1)) == 0;
+    if (!(power_of_two && l->extent <= 32) && l->extent % 32 != 0)
+      throw GpuLoweringError(what + ": a group of threads must be a power of two up to a warp (32) or whole warps");
+    if (l->extent > 32 * 32) throw GpuLoweringError(what + ": at most 1024 threads");
+    if (k_.threads_per_block() > 32 && k_.threads_per_block() % 32 != 0)
+      throw GpuLoweringError(what + ": the block's " + std::to_string(k_.threads_per_block()) +
+                             " threads must fill whole warps");
+    // Serial loops down to the block, nothing else.
+    std::vector<const ForNode *> chain;
+    Stmt at = l->body;
+    while (const auto *f = at.as<ForNode>()) {
+      if (f->for_kind == ForKind::kThreadBinding)
+        throw GpuLoweringError(what + " has " + describe(f) + " inside: no thread loops below it");
+      chain.push_back(f);
+      at = f->body;
+    }
+    if (at.get() != reduce || reduce->init.defined())
+      throw GpuLoweringError(what +
+                             ": the block must be alone under the loop, inside serial loops only, and "
+                             "its init outside (a reduction loop of its own)");
+    const auto *store = reduce->body.as<StoreNode>();
+    Combiner combiner;
+    Expr contribution;
+    if (!store || !update_of(store, &combiner, &contribution))
+      throw GpuLoweringError(what + ": its body must be one update out = out + x (or max, min)");
+    std::unordered_set<const VarNode *> inner = {l->loop_var.get()};
+    for (const ForNode *f : chain) inner.insert(f->loop_var.get());
+    auto uses_inner = [&](const Expr &e) {
+      bool u = false;
+      for_each_subexpr(e, [&](const Expr &x) {
+        if (const auto *v = x.as<VarNode>()) u = u || inner.count(v) > 0;
+      });
+      return u;
+    };
+
+    const Buffer &out = store->buffer;
+    Buffer partial = make_buffer(out->name + "_partial", out->dtype, {1}, MemoryScope::kLocal);
+    Buffer scratch;
+    std::vector<Buffer> allocs = {partial};
+    if (l->extent > 32) {
+      int64_t groups = k_.threads_per_block() / l->extent;
+      scratch = make_buffer(out->name + "_warps", out->dtype, {groups * (l->extent / 32)}, MemoryScope::kShared);
+      allocs.push_back(scratch);
+    }
+    Expr partial_value = make_load(partial, {make_int(0)});
+    Stmt accumulate = make_block(reduce->name, reduce->iter_vars, reduce->iter_values, reduce->predicate, Stmt(),
+                                 make_store(partial, {make_int(0)}, combine(combiner, partial_value, contribution)),
+                                 reduce->alloc_buffers, reduce->annotations);
+    for (size_t i = chain.size(); i-- > 0;) accumulate = with_body(chain[i], accumulate);
+    // Thread 0 of the group stores the result, at the block's spatial iterators.
+    std::vector<IterVar> iters;
+    std::vector<Expr> values;
+    VarMap fresh;
+    for (size_t k = 0; k < reduce->iter_vars.size(); ++k) {
+      const IterVar &iv = reduce->iter_vars[k];
+      if (iv.kind != IterKind::kSpatial) continue;
+      if (uses_inner(reduce->iter_values[k]))
+        throw GpuLoweringError(what + ": its spatial iterator '" + iv.var.name() +
+                               "' varies inside the reduction's loops");
+      Var v(iv.var.name());
+      fresh[iv.var.get()] = v;
+      iters.push_back({v, iv.extent, IterKind::kSpatial});
+      values.push_back(reduce->iter_values[k]);
+    }
+    std::vector<Expr> terms;
+    conjuncts(reduce->predicate, &terms);
+    Expr predicate = make_cmp(ExprKind::kEQ, l->loop_var, make_int(0));
+    for (const Expr &t : terms)
+      if (!uses_inner(t) && !uses_reduce_iterator(reduce, t)) predicate = make_and(predicate, t);
+    std::vector<Expr> indices;
+    for (const Expr &i : store->indices) indices.push_back(substitute(i, fresh));
+    Stmt result = make_block(reduce->name + "_result", iters, values, predicate, Stmt(),
+                             make_store(out, indices, combine(combiner, make_load(out, indices), partial_value)));
+    Stmt body = make_seq({make_store(partial, {make_int(0)}, combiner_identity(combiner, out->dtype)), accumulate,
+                          make_thread_allreduce(combiner, partial, scratch, axis, l->extent), result});
+    return with_body(l, make_block(reduce->name + "_partial_alloc", {}, {}, Expr(), Stmt(), body, allocs));
+  }
+
+ private:
+  // store: out[i] = out[i] (+|max|min) x, either operand order.
+  static bool update_of(const StoreNode *store, Combiner *combiner, Expr *contribution) {
+    const Expr &v = store->value;
+    Expr a, b;
+    if (const auto *n = v.as<AddNode>()) {
+      *combiner = Combiner::kSum, a = n->a, b = n->b;
+    } else if (const auto *n = v.as<MaxNode>()) {
+      *combiner = Combiner::kMax, a = n->a, b = n->b;
+    } else if (const auto *n = v.as<MinNode>()) {
+      *combiner = Combiner::kMin, a = n->a, b = n->b;
+    } else {
+      return false;
+    }
+    auto is_self = [&](const Expr &e) {
+      const auto *ld = e.as<LoadNode>();
+      if (!ld || ld->buffer != store->buffer || ld->indices.size() != store->indices.size()) return false;
+      for (size_t d = 0; d < ld->indices.size(); ++d)
+        if (!structural_equal(ld->indices[d], store->indices[d])) return false;
+      return true;
+    };
+    if (is_self(a) && !is_self(b)) {
+      *contribution = b;
+      return true;
+    }
+    if (is_self(b) && !is_self(a)) {
+      *contribution = a;
+      return true;
+    }
+    return false;
+  }
+  static bool uses_reduce_iterator(const BlockNode *b, const Expr &e) {
+    for (const IterVar &iv : b->iter_vars)
+      if (iv.kind == IterKind::kReduce && uses_var(e, iv.var.get())) return true;
+    return false;
+  }
+
+  const GpuKernel &k_;
 };
 
 // Replaces bound loops by the kernel's indices (guarded where the launch is wider) and
@@ -192,12 +342,16 @@ class BindThreads : public IRMutator {
 };
 
 // Shared buffers a statement reads and writes.
+// Shared buffers a statement reads and writes, and whether it holds a cross-thread
+// reduction (which every thread must reach, like a barrier).
 struct SharedAccess {
   std::set<const BufferNode *> reads, writes;
-  bool empty() const { return reads.empty() && writes.empty(); }
+  bool collective = false;
+  bool empty() const { return reads.empty() && writes.empty() && !collective; }
   void add(const SharedAccess &o) {
     reads.insert(o.reads.begin(), o.reads.end());
     writes.insert(o.writes.begin(), o.writes.end());
+    collective = collective || o.collective;
   }
 };
 
@@ -228,6 +382,11 @@ class SyncPlanner {
       std::vector<Stmt> out;
       for (const Stmt &c : q->stmts) out.push_back(plan(c, pending));
       return make_seq(std::move(out));
+    }
+    // Across several warps it synchronizes the block itself.
+    if (const auto *r = s.as<ThreadAllReduceNode>()) {
+      if (r->scratch) pending = SharedAccess();
+      return s;
     }
     // A statement that conflicts with what ran before gets its barrier in front, not
     // deep inside its loops, where it would run once per iteration.
@@ -263,6 +422,9 @@ class SyncPlanner {
     }
     // Runs as a whole in each thread, possibly only in some of them.
     check_no_internal_exchange(s);
+    if (acc.collective)
+      throw GpuLoweringError("a cross-thread reduction is inside code only some threads of a block run (" +
+                             block_names(s) + "): all of them must take part");
     pending.add(acc);
     return s;
   }
@@ -282,6 +444,7 @@ class SyncPlanner {
     for_each_stmt(s, [&](const Stmt &x) {
       if (const auto *st = x.as<StoreNode>(); st && st->buffer->scope == MemoryScope::kShared)
         acc.writes.insert(st->buffer.get());
+      acc.collective = acc.collective || x.kind() == StmtKind::kThreadAllReduce;
     });
     for_each_expr(s, [&](const Expr &e) {
       if (const auto *ld = e.as<LoadNode>(); ld && ld->buffer->scope == MemoryScope::kShared)
@@ -393,7 +556,8 @@ GpuKernel make_kernel(const std::string &name, const Stmt &nest, const GpuLimits
   if (!shape.any_bound)
     throw GpuLoweringError("the loop nest of " + block_names(nest) +
                            " would run on one GPU thread: bind its outer loops to blockIdx.* and threadIdx.*");
-  Stmt body = ScopeAssigner().mutate(nest);
+  Stmt body = CrossThreadReductions(k).mutate(nest);
+  body = ScopeAssigner().mutate(body);
   body = BindThreads(k).mutate(body);
   SharedAccess pending;
   k.body = SyncPlanner(k).plan(body, pending);

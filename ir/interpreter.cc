@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <map>
 #include <sstream>
 #include <unordered_map>
 
@@ -96,6 +97,10 @@ class Interpreter : public ExprFunctor<Scalar>, public StmtFunctor<void> {
     return flat;
   }
 
+ public:
+  HostTensor *storage_of(const Buffer &b) { return storage(b); }
+
+ protected:
   HostTensor *storage(const Buffer &b) {
     auto it = buffers.find(b.get());
     if (it == buffers.end()) fail("buffer '" + b->name + "' is used outside the scope that allocates it");
@@ -290,6 +295,9 @@ class Interpreter : public ExprFunctor<Scalar>, public StmtFunctor<void> {
     t->set(idx, is_float(op->buffer->dtype) ? v.f : static_cast<double>(v.i));
   }
   void visit(const BarrierNode *, const Stmt &) override {}
+  void visit(const ThreadAllReduceNode *op, const Stmt &) override {
+    fail("the cross-thread reduction of '" + op->value->name + "' runs only in a GPU kernel (interpret_gpu)");
+  }
   void visit(const IfThenElseNode *op, const Stmt &) override {
     if (eval_bool(op->cond)) {
       visit_stmt(op->then_case);
@@ -307,7 +315,7 @@ class BlockRunner {
  public:
   BlockRunner(const GpuKernel &k, const std::unordered_map<const BufferNode *, HostTensor *> &globals,
               const std::array<int64_t, 3> &block_id)
-      : threads_(static_cast<size_t>(k.threads_per_block())) {
+      : kernel_(k), threads_(static_cast<size_t>(k.threads_per_block())) {
     for (const Buffer &b : k.shared) {
       shared_.emplace_back(b->dtype, b->shape);
       shared_.back().fill(is_float(b->dtype) ? std::numeric_limits<double>::quiet_NaN() : -123456789.0);
@@ -345,6 +353,8 @@ class BlockRunner {
       run(taken ? c->then_case : c->else_case);
     } else if (const auto *b = s.as<BlockNode>()) {
       run_block(b);
+    } else if (const auto *r = s.as<ThreadAllReduceNode>()) {
+      all_reduce(r);
     }
   }
 
@@ -353,7 +363,9 @@ class BlockRunner {
     auto it = memo_.find(s.get());
     if (it != memo_.end()) return it->second;
     bool found = false;
-    for_each_stmt(s, [&](const Stmt &x) { found = found || x.kind() == StmtKind::kBarrier; });
+    for_each_stmt(s, [&](const Stmt &x) {
+      found = found || x.kind() == StmtKind::kBarrier || x.kind() == StmtKind::kThreadAllReduce;
+    });
     memo_[s.get()] = found;
     return found;
   }
@@ -365,6 +377,35 @@ class BlockRunner {
         throw IRError(std::string("threads of a block disagree on ") + what + " '" + to_string(e) +
                       "': some would wait at the barrier forever");
     return first;
+  }
+
+  // Every group of threads along the axis (the other indices equal) combines its
+  // partials, in thread order, and each member receives the result.
+  void all_reduce(const ThreadAllReduceNode *r) {
+    std::map<std::vector<int64_t>, std::vector<Interpreter *>> groups;
+    for (Interpreter &t : threads_) {
+      std::vector<int64_t> key;
+      for (int a = 0; a < 3; ++a)
+        if (a != r->axis) key.push_back(t.env.at(kernel_.thread_index[a].get()));
+      groups[key].push_back(&t);
+    }
+    const DType t = r->value->dtype;
+    for (auto &[key, members] : groups) {
+      double acc = 0;
+      for (size_t i = 0; i < members.size(); ++i) {
+        double v = members[i]->storage_of(r->value)->get(0);
+        if (i == 0) {
+          acc = v;
+        } else if (r->combiner == Combiner::kSum) {
+          acc = is_float(t) ? round_to(t, acc + v) : static_cast<double>(wrap_to(t, static_cast<int64_t>(acc + v)));
+        } else if (r->combiner == Combiner::kMax) {
+          acc = v > acc ? v : acc;
+        } else {
+          acc = v < acc ? v : acc;
+        }
+      }
+      for (Interpreter *t : members) t->storage_of(r->value)->set(0, acc);
+    }
   }
 
   void run_block(const BlockNode *b) {
@@ -390,6 +431,7 @@ class BlockRunner {
     }
   }
 
+  const GpuKernel &kernel_;
   std::vector<Interpreter> threads_;
   std::vector<HostTensor> shared_;
   std::unordered_map<const StmtNode *, bool> memo_;

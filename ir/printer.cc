@@ -184,6 +184,13 @@ class Printer : public IRVisitor {
     line();
     os << "barrier\n";
   }
+  void visit(const ThreadAllReduceNode *op, const Stmt &) override {
+    line();
+    os << op->value->name << "[0] = " << combiner_name(op->combiner) << " over " << op->extent << " threads along "
+       << "xyz"[op->axis];
+    if (op->scratch) os << " (through " << op->scratch->name << ")";
+    os << "\n";
+  }
   void visit(const IfThenElseNode *op, const Stmt &) override {
     line();
     os << "if ";

@@ -86,6 +86,19 @@ Stmt make_if(Expr cond, Stmt then_case, Stmt else_case) {
 
 Stmt make_barrier() { return Stmt(std::make_shared<BarrierNode>()); }
 
+Stmt make_thread_allreduce(Combiner combiner, Buffer value, Buffer scratch, int axis, int64_t extent) {
+  if (!value || value->shape != std::vector<int64_t>{1})
+    throw IRError("a cross-thread reduction combines one-element buffers");
+  if (axis < 0 || axis > 2 || extent < 1) throw IRError("a cross-thread reduction needs a thread axis and extent");
+  auto n = std::make_shared<ThreadAllReduceNode>();
+  n->combiner = combiner;
+  n->value = std::move(value);
+  n->scratch = std::move(scratch);
+  n->axis = axis;
+  n->extent = extent;
+  return Stmt(std::move(n));
+}
+
 Stmt with_body(const ForNode *loop, Stmt body) {
   return make_for(loop->loop_var, loop->extent, loop->for_kind, std::move(body), loop->thread_tag, loop->annotations);
 }

@@ -22,7 +22,8 @@ namespace kiln::ir {
   X(Block)                 \
   X(Store)                 \
   X(IfThenElse)            \
-  X(Barrier)
+  X(Barrier)               \
+  X(ThreadAllReduce)
 
 enum class StmtKind : uint8_t {
 #define KILN_ENUM(N) k##N,
@@ -109,6 +110,21 @@ struct IfThenElseNode : StmtNodeOf<StmtKind::kIfThenElse> {
 /// every thread of the block reaches may hold one. Sequential execution ignores it.
 struct BarrierNode : StmtNodeOf<StmtKind::kBarrier> {};
 
+/// A reduction across the threads of a GPU block, made by ir::lower_for_gpu from a
+/// reduction loop bound to threadIdx: each thread holds a partial result in `value` (a
+/// local buffer of one element); afterwards every thread of each group of `extent`
+/// threads along thread axis `axis` (0, 1, 2 for x, y, z; the other indices equal)
+/// holds the group's partials combined. Every thread of the block reaches it.
+/// `scratch` (shared, one element per warp of each group) is there when a group spans
+/// several warps; sequential execution has no meaning for it.
+struct ThreadAllReduceNode : StmtNodeOf<StmtKind::kThreadAllReduce> {
+  Combiner combiner = Combiner::kSum;
+  Buffer value;
+  Buffer scratch;  // null when a group fits in one warp
+  int axis = 0;
+  int64_t extent = 1;
+};
+
 Stmt make_for(Var loop_var, int64_t extent, ForKind kind, Stmt body, std::string thread_tag = "",
               Annotations annotations = {});
 /// Flattens nested sequences; a one-element sequence is the element itself.
@@ -118,6 +134,7 @@ Stmt make_block(std::string name, std::vector<IterVar> iter_vars, std::vector<Ex
 Stmt make_store(Buffer buffer, std::vector<Expr> indices, Expr value);
 Stmt make_if(Expr cond, Stmt then_case, Stmt else_case = Stmt());
 Stmt make_barrier();
+Stmt make_thread_allreduce(Combiner combiner, Buffer value, Buffer scratch, int axis, int64_t extent);
 
 /// Copy-on-write helpers for schedule primitives.
 Stmt with_body(const ForNode *loop, Stmt body);

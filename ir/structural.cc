@@ -160,6 +160,12 @@ class EqualityChecker : public ExprFunctor<bool>, public StmtFunctor<bool> {
     return equal(op->cond, o->cond) && equal(op->then_case, o->then_case) && equal(op->else_case, o->else_case);
   }
   bool visit(const BarrierNode *, const Stmt &) override { return true; }
+  bool visit(const ThreadAllReduceNode *op, const Stmt &) override {
+    const ThreadAllReduceNode *o = other_stmt<ThreadAllReduceNode>();
+    return op->combiner == o->combiner && op->axis == o->axis && op->extent == o->extent &&
+           equal_buffer(op->value, o->value) && (op->scratch == nullptr) == (o->scratch == nullptr) &&
+           (!op->scratch || equal_buffer(op->scratch, o->scratch));
+  }
 
   bool by_identity_;
   Expr other_expr_;
@@ -313,6 +319,12 @@ class Hasher : public IRVisitor {
     stmt(op->else_case);
   }
   void visit(const BarrierNode *, const Stmt &) override {}
+  void visit(const ThreadAllReduceNode *op, const Stmt &) override {
+    mix(static_cast<uint64_t>(op->combiner) * 7 + static_cast<uint64_t>(op->axis));
+    mix(static_cast<uint64_t>(op->extent));
+    mix_buffer(op->value);
+    if (op->scratch) mix_buffer(op->scratch);
+  }
 
  private:
   std::unordered_map<const VarNode *, uint64_t> vars_;

@@ -217,7 +217,12 @@ PrimFunc set_loop_kind(const PrimFunc &f, const Var &loop, ForKind kind, const s
   if (kind == ForKind::kThreadBinding && !kThreadTags.count(thread_tag))
     throw ScheduleError(primitive, "cannot bind " + describe_loop(l) + " to unknown thread '" + thread_tag +
                                        "'; expected blockIdx.{x,y,z}, threadIdx.{x,y,z} or vthread.{x,y,z}");
-  if (kind == ForKind::kParallel || kind == ForKind::kVectorized || kind == ForKind::kThreadBinding) {
+  // A reduction loop bound to threads becomes a cross-thread reduction on the GPU
+  // (ir/gpu_lower.h); bound to blocks or virtual threads, or run in parallel or as
+  // vector lanes, its iterations would race.
+  bool cross_thread = kind == ForKind::kThreadBinding && thread_tag.rfind("threadIdx.", 0) == 0;
+  if ((kind == ForKind::kParallel || kind == ForKind::kVectorized || kind == ForKind::kThreadBinding) &&
+      !cross_thread) {
     // Iterations must be independent: the loop may not drive a reduction iterator.
     for (const BlockNode *b : blocks_under(stmt)) {
       for (size_t i = 0; i < b->iter_vars.size(); ++i) {

@@ -3,6 +3,8 @@
 // from its report), and refusals that name the reason.
 #include <gtest/gtest.h>
 
+#include <map>
+
 #include "codegen/codegen.h"
 #include "codegen/cuda.h"
 #include "ir/schedule/schedule.h"
@@ -61,6 +63,32 @@ TEST(CodegenCuda, SharedTileGemmBecomesPtxThatPtxasAcceptsForEachArch) {
     EXPECT_FALSE(r.cubin.empty());
     check_registers(m, r.kernels, target);
   }
+}
+
+TEST(CodegenCuda, SoftmaxReducesAcrossThreadsWithWarpShuffles) {
+  PrimFunc f = lower(Workload::single("softmax", {{{4096, 1000}, DType::kFloat32}}), "softmax");
+  Compiler compiler;
+  std::string ptxas = find_ptxas();
+  std::map<int64_t, int64_t> shared_bytes;
+  for (int64_t threads : {int64_t{32}, int64_t{256}}) {
+    SCOPED_TRACE(threads);
+    Schedule sch(f);
+    test_support::schedule_softmax_rows(sch, threads);
+    CudaModule m = compiler.build_cuda(sch.func(), Target::parse("cuda -arch=sm_90"));
+    ASSERT_EQ(m.launches.size(), 1u);
+    EXPECT_EQ(m.launches[0].grid[0], 4096);
+    EXPECT_NE(m.ptx.find("shfl.sync.bfly.b32"), std::string::npos);
+    shared_bytes[threads] = m.launches[0].shared_bytes;
+    if (!ptxas.empty()) {
+      PtxasResult r = run_ptxas(m.ptx, "sm_90", ptxas);
+      ASSERT_EQ(r.kernels.size(), 1u) << r.log;
+      EXPECT_EQ(r.kernels[0].spill_store_bytes, 0) << r.log;
+    }
+  }
+  // The row's maximum and sum (one float each, 16-byte aligned) and, across several
+  // warps, the warps' results of each reduction.
+  EXPECT_EQ(shared_bytes[32], 16 + 4);
+  EXPECT_GT(shared_bytes[256], shared_bytes[32]);
 }
 
 TEST(CodegenCuda, ElementwiseMathLowersWithoutLibm) {

@@ -56,6 +56,23 @@ void schedule_gemm_shared_tiles(ir::Schedule &sch, const std::string &block, con
   sch.unroll(j[2]);
 }
 
+void schedule_softmax_rows(ir::Schedule &sch, int64_t threads) {
+  BlockRV norm = sch.get_block("softmax_norm");
+  std::vector<LoopRV> l = sch.get_loops(norm);  // row, col
+  std::vector<LoopRV> cols = sch.split(l[1], {int64_t{-1}, threads});
+  sch.reorder({cols[1], cols[0]});
+  sch.bind(l[0], "blockIdx.x");
+  sch.bind(cols[1], "threadIdx.x");
+  for (const char *name : {"softmax_expsum", "softmax_max"}) {
+    BlockRV stat = sch.get_block(name);
+    sch.compute_at(stat, l[0]);
+    std::vector<LoopRV> s = sch.get_loops(stat);  // row, its kept axis (1), the reduction
+    std::vector<LoopRV> r = sch.split(s.back(), {int64_t{-1}, threads});
+    sch.reorder({r[1], r[0]});
+    sch.bind(r[1], "threadIdx.x");
+  }
+}
+
 void schedule_elementwise(ir::Schedule &sch, const std::string &block, int64_t threads) {
   BlockRV b = sch.get_block(block);
   std::vector<LoopRV> loops = sch.get_loops(b);

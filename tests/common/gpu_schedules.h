@@ -26,6 +26,13 @@ struct GemmTiles {
 /// multiples of the tiles.
 void schedule_gemm_shared_tiles(ir::Schedule &sch, const std::string &block, const GemmTiles &tiles);
 
+/// Softmax over the last axis of a [rows, cols] input (blocks softmax_max,
+/// softmax_expsum, softmax_norm): one thread block per row with `threads` threads along
+/// x; the row's maximum and sum are cross-thread reductions (each thread reduces every
+/// `threads`-th element, then the threads combine), kept in shared memory for the
+/// normalization, which the same threads share.
+void schedule_softmax_rows(ir::Schedule &sch, int64_t threads);
+
 /// Binds an element-wise block's loops: all fused, split into blocks of `threads`.
 void schedule_elementwise(ir::Schedule &sch, const std::string &block, int64_t threads);
 

@@ -109,6 +109,26 @@ TEST(GpuLower, ElementwiseProgramsBecomeOneKernelPerNest) {
   EXPECT_EQ(relative_l2_error(run_gpu(p, f, inputs)[0], interpret(f, inputs)[0]), 0.0);
 }
 
+TEST(GpuLower, SoftmaxRowsReduceAcrossThreads) {
+  for (int64_t threads : {int64_t{32}, int64_t{128}}) {
+    SCOPED_TRACE(threads);
+    Workload w = Workload::single("softmax", {{{5, 300}, DType::kFloat32}});
+    PrimFunc f = te::lower(w.build_dag(), "softmax");
+    Schedule sch(f);
+    test_support::schedule_softmax_rows(sch, threads);
+    GpuProgram p = lower_for_gpu(sch.func(), GpuLimits{});
+    ASSERT_EQ(p.kernels.size(), 1u) << to_string(p);
+    const GpuKernel &k = p.kernels[0];
+    EXPECT_EQ(k.grid[0], 5);
+    EXPECT_EQ(k.block[0], threads);
+    int reductions = 0;
+    for_each_stmt(k.body, [&](const Stmt &s) { reductions += s.kind() == StmtKind::kThreadAllReduce; });
+    EXPECT_EQ(reductions, 2) << to_string(p);
+    std::vector<HostTensor> inputs = random_inputs(f, 1, 11);
+    EXPECT_LT(relative_l2_error(run_gpu(p, f, inputs)[0], interpret(f, inputs)[0]), 1e-6) << to_string(p);
+  }
+}
+
 std::string lowering_error(const PrimFunc &f, const GpuLimits &limits = GpuLimits{}) {
   try {
     lower_for_gpu(f, limits);
