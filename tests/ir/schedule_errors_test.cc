@@ -109,11 +109,16 @@ TEST(ScheduleErrors, ParallelReductionLoop) {
   EXPECT_EQ(sch.loop(loops[0])->for_kind, ForKind::kParallel);
 }
 
-TEST(ScheduleErrors, BindReductionLoopToThreadIdx) {
+// Thread blocks cannot combine their results; the threads of one block can (a
+// cross-thread reduction, ir/gpu_lower.h).
+TEST(ScheduleErrors, BindReductionLoopToBlockIdx) {
   Schedule sch(dense());
   std::vector<LoopRV> loops = sch.get_loops(sch.get_block("dense"));
-  expect_rejected(sch, [&] { sch.bind(loops[2], "threadIdx.x"); }, "bind",
+  expect_rejected(sch, [&] { sch.bind(loops[2], "blockIdx.x"); }, "bind",
                   {"loop 'rk'", "reduction iterator", "block 'dense'"});
+  expect_rejected(sch, [&] { sch.bind(loops[2], "vthread.x"); }, "bind", {"loop 'rk'", "reduction iterator"});
+  sch.bind(loops[2], "threadIdx.x");
+  EXPECT_EQ(sch.loop(loops[2])->for_kind, ForKind::kThreadBinding);
 }
 
 TEST(ScheduleErrors, BindUnknownThreadName) {
