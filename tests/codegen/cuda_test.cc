@@ -65,6 +65,28 @@ TEST(CodegenCuda, SharedTileGemmBecomesPtxThatPtxasAcceptsForEachArch) {
   }
 }
 
+TEST(CodegenCuda, ConvolutionWithSharedWindowsAssemblesForEachArch) {
+  PrimFunc f = lower(Workload::single("conv2d", {{{1, 64, 56, 56}, DType::kFloat32}, {{64, 64, 3, 3}, DType::kFloat32}},
+                                      {{"pads", {1, 1, 1, 1}}}),
+                     "conv");
+  Schedule sch(f);
+  test_support::schedule_conv2d_shared_tiles(sch, test_support::ConvTiles{});
+  Compiler compiler;
+  std::string ptxas = find_ptxas();
+  for (const char *arch : kArchs) {
+    SCOPED_TRACE(arch);
+    CudaModule m = compiler.build_cuda(sch.func(), Target::parse(std::string("cuda -arch=") + arch));
+    ASSERT_EQ(m.launches.size(), 1u);
+    EXPECT_EQ(m.launches[0].grid[0], 4 * 14 * 4);
+    EXPECT_EQ(m.launches[0].block, (std::array<int64_t, 3>{14, 2, 8}));
+    if (ptxas.empty()) continue;
+    PtxasResult r = run_ptxas(m.ptx, arch, ptxas);
+    ASSERT_EQ(r.kernels.size(), 1u) << r.log;
+    EXPECT_EQ(r.kernels[0].spill_store_bytes, 0) << r.log;
+    EXPECT_EQ(r.kernels[0].stack_bytes, 0) << r.log;
+  }
+}
+
 TEST(CodegenCuda, SoftmaxReducesAcrossThreadsWithWarpShuffles) {
   PrimFunc f = lower(Workload::single("softmax", {{{4096, 1000}, DType::kFloat32}}), "softmax");
   Compiler compiler;

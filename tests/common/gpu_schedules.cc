@@ -56,6 +56,42 @@ void schedule_gemm_shared_tiles(ir::Schedule &sch, const std::string &block, con
   sch.unroll(j[2]);
 }
 
+void schedule_conv2d_shared_tiles(ir::Schedule &sch, const ConvTiles &t) {
+  BlockRV conv = sch.get_block("conv2d");
+  BlockRV write_back = sch.cache_write(conv, 0, "local");
+  std::vector<LoopRV> l = sch.get_loops(conv);  // n k oh ow rc ry rx
+  std::vector<LoopRV> k = sch.split(l[1], {int64_t{-1}, t.oc_threads, t.oc_per_thread});
+  std::vector<LoopRV> oh = sch.split(l[2], {int64_t{-1}, t.oh_threads, t.oh_per_thread});
+  std::vector<LoopRV> ow = sch.split(l[3], {int64_t{-1}, t.ow_threads});
+  std::vector<LoopRV> rc = sch.split(l[4], {int64_t{-1}, t.rc_slice});
+  sch.reorder({l[0], k[0], oh[0], ow[0], k[1], oh[1], ow[1], rc[0], rc[1], l[5], l[6], k[2], oh[2]});
+  LoopRV tiles = sch.fuse({l[0], k[0], oh[0], ow[0]});
+  sch.bind(tiles, "blockIdx.x");
+  sch.bind(k[1], "threadIdx.z");
+  sch.bind(oh[1], "threadIdx.y");
+  sch.bind(ow[1], "threadIdx.x");
+  sch.reverse_compute_at(write_back, ow[1]);
+  // The padded input's window and the weights of one slice of input channels; the
+  // padding is computed while copying.
+  BlockRV window = sch.cache_read(conv, 1, "shared");
+  BlockRV weights = sch.cache_read(conv, 2, "shared");
+  sch.compute_at(window, rc[0]);
+  sch.compute_at(weights, rc[0]);
+  sch.compute_inline(sch.get_block("pad"));
+  // Below rc[0]: blockIdx.x, threadIdx.z, threadIdx.y, threadIdx.x, rc0 = 5 loops.
+  for (const BlockRV &copy : {window, weights}) {
+    std::vector<LoopRV> loops = sch.get_loops(copy);
+    std::vector<LoopRV> inner(loops.begin() + 5, loops.end());
+    LoopRV fused = sch.fuse(inner);
+    std::vector<LoopRV> parts = sch.split(fused, {int64_t{-1}, t.oc_threads, t.oh_threads, t.ow_threads});
+    sch.bind(parts[1], "threadIdx.z");
+    sch.bind(parts[2], "threadIdx.y");
+    sch.bind(parts[3], "threadIdx.x");
+  }
+  sch.unroll(k[2]);
+  sch.unroll(oh[2]);
+}
+
 void schedule_softmax_rows(ir::Schedule &sch, int64_t threads) {
   BlockRV norm = sch.get_block("softmax_norm");
   std::vector<LoopRV> l = sch.get_loops(norm);  // row, col

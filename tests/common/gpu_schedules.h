@@ -26,6 +26,22 @@ struct GemmTiles {
 /// multiples of the tiles.
 void schedule_gemm_shared_tiles(ir::Schedule &sch, const std::string &block, const GemmTiles &tiles);
 
+/// A 2-D convolution's tiling (NCHW, stride 1, batch 1): a thread block computes
+/// oc_threads * oc_per_thread output channels x oh_threads * oh_per_thread rows x
+/// ow_threads columns; each thread oc_per_thread x oh_per_thread outputs of one column.
+/// Input channels are staged rc_slice at a time: the padded input window and the weights
+/// in shared memory.
+struct ConvTiles {
+  int64_t oc_threads = 8, oc_per_thread = 2;
+  int64_t oh_threads = 2, oh_per_thread = 2;
+  int64_t ow_threads = 14;
+  int64_t rc_slice = 8;
+};
+
+/// Schedules `conv2d` (with its `pad` stage) as described by ConvTiles; blockIdx.x runs
+/// over all tiles, threadIdx.z/y/x over output channels, rows and columns.
+void schedule_conv2d_shared_tiles(ir::Schedule &sch, const ConvTiles &tiles);
+
 /// Softmax over the last axis of a [rows, cols] input (blocks softmax_max,
 /// softmax_expsum, softmax_norm): one thread block per row with `threads` threads along
 /// x; the row's maximum and sum are cross-thread reductions (each thread reduces every

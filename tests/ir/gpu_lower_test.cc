@@ -109,6 +109,23 @@ TEST(GpuLower, ElementwiseProgramsBecomeOneKernelPerNest) {
   EXPECT_EQ(relative_l2_error(run_gpu(p, f, inputs)[0], interpret(f, inputs)[0]), 0.0);
 }
 
+TEST(GpuLower, ConvolutionWithSharedWindowsRunsAsTheSequentialProgram) {
+  Workload w = Workload::single("conv2d", {{{1, 16, 16, 16}, DType::kFloat32}, {{16, 16, 3, 3}, DType::kFloat32}},
+                                {{"pads", {1, 1, 1, 1}}});
+  PrimFunc f = te::lower(w.build_dag(), "conv");
+  Schedule sch(f);
+  test_support::schedule_conv2d_shared_tiles(sch, test_support::ConvTiles{4, 2, 2, 2, 8, 8});
+  GpuProgram p = lower_for_gpu(sch.func(), GpuLimits{});
+  ASSERT_EQ(p.kernels.size(), 1u) << to_string(p);
+  const GpuKernel &k = p.kernels[0];
+  EXPECT_EQ(k.block, (std::array<int64_t, 3>{8, 2, 4}));
+  EXPECT_EQ(k.grid[0], 2 * 4 * 2);
+  // The window: 8 channels x (4 + 2) rows x (8 + 2) columns; the weights 8 x 8 x 3 x 3.
+  EXPECT_EQ(k.shared_bytes, (8 * 6 * 10 + 8 * 8 * 3 * 3) * 4) << to_string(p);
+  std::vector<HostTensor> inputs = random_inputs(f, 2, 17);
+  EXPECT_LT(relative_l2_error(run_gpu(p, f, inputs)[0], interpret(f, inputs)[0]), 1e-6);
+}
+
 TEST(GpuLower, SoftmaxRowsReduceAcrossThreads) {
   for (int64_t threads : {int64_t{32}, int64_t{128}}) {
     SCOPED_TRACE(threads);
