@@ -11,18 +11,20 @@ using ir::LoopRV;
 namespace {
 
 // Fuses the copy loops of a cache block below `level` loops, splits them over the
-// block's threads (threadIdx.y, threadIdx.x) and vectorizes the innermost elements.
-void cooperative_fetch(ir::Schedule &sch, const BlockRV &copy, size_t level, int64_t threads_y, int64_t threads_x,
+// block's threads (`threads` from the outermost axis bound to threadIdx.z or .y down
+// to threadIdx.x) and vectorizes the innermost elements.
+void cooperative_fetch(ir::Schedule &sch, const BlockRV &copy, size_t level, const std::vector<int64_t> &threads,
                        int64_t vector) {
+  static const char *const kAxes[] = {"threadIdx.x", "threadIdx.y", "threadIdx.z"};
   std::vector<LoopRV> loops = sch.get_loops(copy);
   std::vector<LoopRV> inner(loops.begin() + static_cast<long>(level), loops.end());
   LoopRV fused = inner.size() == 1 ? inner[0] : sch.fuse(inner);
-  std::vector<Factor> factors = {int64_t{-1}, threads_y, threads_x};
+  std::vector<Factor> factors = {int64_t{-1}};
+  factors.insert(factors.end(), threads.begin(), threads.end());
   if (vector > 1) factors.push_back(vector);
   std::vector<LoopRV> parts = sch.split(fused, factors);
-  sch.bind(parts[1], "threadIdx.y");
-  sch.bind(parts[2], "threadIdx.x");
-  if (vector > 1) sch.vectorize(parts[3]);
+  for (size_t i = 0; i < threads.size(); ++i) sch.bind(parts[1 + i], kAxes[threads.size() - 1 - i]);
+  if (vector > 1) sch.vectorize(parts[1 + threads.size()]);
 }
 
 }  // namespace
@@ -49,8 +51,8 @@ void schedule_gemm_shared_tiles(ir::Schedule &sch, const std::string &block, con
   sch.compute_at(a_shared, k[0]);
   sch.compute_at(b_shared, k[0]);
   // Below k[0]: blockIdx.y, blockIdx.x, threadIdx.y, threadIdx.x, k0 = 5 loops.
-  cooperative_fetch(sch, a_shared, 5, threads_y, threads_x, t.fetch_vector);
-  cooperative_fetch(sch, b_shared, 5, threads_y, threads_x, t.fetch_vector);
+  cooperative_fetch(sch, a_shared, 5, {threads_y, threads_x}, t.fetch_vector);
+  cooperative_fetch(sch, b_shared, 5, {threads_y, threads_x}, t.fetch_vector);
   sch.unroll(k[1]);
   sch.unroll(i[2]);
   sch.unroll(j[2]);
@@ -79,15 +81,8 @@ void schedule_conv2d_shared_tiles(ir::Schedule &sch, const ConvTiles &t) {
   sch.compute_at(weights, rc[0]);
   sch.compute_inline(sch.get_block("pad"));
   // Below rc[0]: blockIdx.x, threadIdx.z, threadIdx.y, threadIdx.x, rc0 = 5 loops.
-  for (const BlockRV &copy : {window, weights}) {
-    std::vector<LoopRV> loops = sch.get_loops(copy);
-    std::vector<LoopRV> inner(loops.begin() + 5, loops.end());
-    LoopRV fused = sch.fuse(inner);
-    std::vector<LoopRV> parts = sch.split(fused, {int64_t{-1}, t.oc_threads, t.oh_threads, t.ow_threads});
-    sch.bind(parts[1], "threadIdx.z");
-    sch.bind(parts[2], "threadIdx.y");
-    sch.bind(parts[3], "threadIdx.x");
-  }
+  for (const BlockRV &copy : {window, weights})
+    cooperative_fetch(sch, copy, 5, {t.oc_threads, t.oh_threads, t.ow_threads}, 1);
   sch.unroll(k[2]);
   sch.unroll(oh[2]);
 }
