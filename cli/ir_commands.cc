@@ -8,6 +8,8 @@
 
 #include "cli/workload_args.h"
 #include "codegen/codegen.h"
+#include "codegen/cuda.h"
+#include "ir/gpu_lower.h"
 #include "ir/interpreter.h"
 #include "ir/lower_passes.h"
 #include "ir/schedule/schedule.h"
@@ -70,8 +72,9 @@ static void add_show(CLI::App &app) {
   auto target = std::make_shared<std::string>("llvm -mcpu=native");
   cmd->add_option("--emit", *emit,
                   "print what code generation makes of it instead: lowered (the loop program code generation sees), "
-                  "llvm (LLVM IR after optimization) or asm")
-      ->check(CLI::IsMember({"lowered", "llvm", "asm"}));
+                  "llvm (LLVM IR after optimization) or asm; for a cuda target: gpu (the kernels: launch shapes, "
+                  "barriers, shared buffers), ptx, or cuda-artifact (the NAME.cuda.json kiln-cuda-measure runs)")
+      ->check(CLI::IsMember({"lowered", "llvm", "asm", "gpu", "ptx", "cuda-artifact"}));
   cmd->add_option("--target", *target, "target for --emit llvm|asm and --untuned")->capture_default_str();
   cmd->callback([args, trace_file, key, untuned, emit, target] {
     ops::Workload w;
@@ -102,6 +105,17 @@ static void add_show(CLI::App &app) {
         ir::LayoutRewrite lowered = ir::lower_with_prepack(f);
         std::cout << ir::to_string(lowered.kernel);
         if (lowered.prepack) std::cout << "\n" << ir::to_string(*lowered.prepack);
+      } else if (*emit == "gpu" || *emit == "ptx" || *emit == "cuda-artifact") {
+        Target t = Target::parse(*target);
+        if (!t.is_cuda())
+          fail("--emit " + *emit + " needs a cuda target (--target 'cuda -arch=sm_90'), not " + t.str());
+        if (*emit == "gpu") {
+          std::cout << ir::to_string(ir::lower_for_gpu(f, codegen::gpu_limits(t)));
+        } else {
+          codegen::Compiler compiler;
+          codegen::CudaModule m = compiler.build_cuda(f, t);
+          std::cout << (*emit == "ptx" ? m.ptx : m.artifact_text() + "\n");
+        }
       } else if (*emit == "llvm" || *emit == "asm") {
         codegen::Compiler compiler;
         Target t = Target::parse(*target);

@@ -3,6 +3,7 @@
 #include <map>
 
 #include "codegen/codegen.h"
+#include "codegen/runtime/abi.h"
 
 namespace kiln::codegen {
 
@@ -34,6 +35,13 @@ nlohmann::json CudaModule::manifest() const {
   for (const CudaLaunch &l : launches)
     m["launches"].push_back({{"name", l.name}, {"grid", l.grid}, {"block", l.block}, {"shared_bytes", l.shared_bytes}});
   return m;
+}
+
+std::string CudaModule::artifact_text() const {
+  nlohmann::json a = manifest();
+  a["kiln_cuda_artifact"] = KILN_CUDA_ARTIFACT_VERSION;
+  a["ptx"] = ptx;
+  return a.dump();
 }
 
 void check_registers(const CudaModule &module, const std::vector<PtxasKernelReport> &reports, const Target &target) {

@@ -52,6 +52,9 @@ struct CudaModule {
   std::vector<CudaLaunch> launches;
   /// Everything but the PTX, as JSON (the artifact's manifest).
   nlohmann::json manifest() const;
+  /// The artifact file (`NAME.cuda.json`, measure/cuda_artifact.h reads it): the
+  /// manifest, the format version and the PTX.
+  std::string artifact_text() const;
 };
 
 /// Refuses, with CodegenError naming the kernel, a kernel that needs more registers

@@ -1,5 +1,6 @@
 #include "codegen/ptxas.h"
 
+#include <fcntl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -72,11 +73,13 @@ std::string read_file(const std::filesystem::path &p) {
 
 // Runs argv with stdout and stderr into `log`; returns the exit status (-1: not run).
 int run_captured(const std::vector<std::string> &argv, const std::filesystem::path &log) {
+  // The child must not flush a copy of this process's stdio buffers.
+  std::fflush(nullptr);
   pid_t pid = fork();
   if (pid < 0) return -1;
   if (pid == 0) {
-    FILE *out = std::freopen(log.c_str(), "w", stdout);
-    if (!out || dup2(fileno(stdout), 2) < 0) _exit(126);
+    int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0 || dup2(fd, 1) < 0 || dup2(fd, 2) < 0) _exit(126);
     std::vector<char *> args;
     for (const std::string &a : argv) args.push_back(const_cast<char *>(a.c_str()));
     args.push_back(nullptr);

@@ -105,6 +105,34 @@ TEST(KilnCommand, BadInputGivesAMessageAndExitCode) {
   EXPECT_NE(bad_target.text.find("unknown target kind"), std::string::npos) << bad_target.text;
 }
 
+// A schedule with thread bindings, shown for a GPU: its kernels, PTX for the arch, and
+// the artifact kiln-cuda-measure runs; on a CPU target, and unbound for a GPU, a clear
+// refusal.
+TEST(KilnCommand, ShowsGpuKernelsAndPtxForCudaTargets) {
+  std::string trace = ::testing::TempDir() + "/relu_gpu_trace.json";
+  std::ofstream(trace) << R"({"kiln_trace":1,"decisions":[],"instructions":[["get_block",[],{"name":"relu"},["b0"]],)"
+                          R"(["get_loops",["b0"],{},["l1"]],["split",["l1",-1,128],{},["l2","l3"]],)"
+                          R"(["bind",["l2"],{"thread":"blockIdx.x"},[]],["bind",["l3"],{"thread":"threadIdx.x"},[]]]})";
+  const std::string show = "show --op relu --shape 1000 --trace " + trace + " --target 'cuda -arch=sm_87' --emit ";
+  Output kernels = kiln(show + "gpu");
+  ASSERT_EQ(kernels.status, 0) << kernels.text;
+  EXPECT_NE(kernels.text.find("grid(8, 1, 1) block(128, 1, 1)"), std::string::npos) << kernels.text;
+  Output ptx = kiln(show + "ptx");
+  ASSERT_EQ(ptx.status, 0) << ptx.text;
+  EXPECT_NE(ptx.text.find(".target sm_87"), std::string::npos) << ptx.text;
+  EXPECT_NE(ptx.text.find("%ctaid.x"), std::string::npos) << ptx.text;
+  Output artifact = kiln(show + "cuda-artifact");
+  ASSERT_EQ(artifact.status, 0) << artifact.text;
+  EXPECT_NE(artifact.text.find("\"kiln_cuda_artifact\":1"), std::string::npos) << artifact.text;
+
+  Output unbound = kiln("show --op relu --shape 1000 --target 'cuda -arch=sm_87' --emit ptx");
+  EXPECT_EQ(unbound.status, 1);
+  EXPECT_NE(unbound.text.find("would run on one GPU thread"), std::string::npos) << unbound.text;
+  Output cpu = kiln("show --op relu --shape 1000 --trace " + trace + " --emit ptx");
+  EXPECT_EQ(cpu.status, 1);
+  EXPECT_NE(cpu.text.find("needs a cuda target"), std::string::npos) << cpu.text;
+}
+
 // KILN_HOST_CPU takes the host for another CPU whose code it runs: AVX2 code (ymm, 8
 // lanes) on an AVX-512 host, built, checked and timed there. A CPU whose vectors are
 // wider than the host's is refused, and so is a name LLVM does not know.
