@@ -16,6 +16,7 @@
 #include "ir/schedule/schedule.h"
 #include "measure/local_builder_pool.h"
 #include "measure/local_runner.h"
+#include "search/space.h"
 #include "te/flops.h"
 
 namespace kiln::cli {
@@ -61,11 +62,22 @@ void add_measure_command(CLI::App &app) {
       ->capture_default_str()
       ->check(seconds());
   cmd->callback([args] {
-    // The runner forks its server first, while this process has no other threads.
-    measure::LocalRunnerOptions ropts;
-    ropts.run_timeout_seconds = args->run_timeout;
-    ropts.num_threads = args->threads;
-    measure::LocalRunner runner(ropts);
+    // The CPU runner forks its server first, while this process has no other threads; a
+    // cuda target is measured by kiln-cuda-measure processes on this host's GPU.
+    std::unique_ptr<measure::Runner> runner;
+    bool cuda = false;
+    try {
+      cuda = Target::parse(args->target).is_cuda();
+    } catch (const std::exception &) {
+    }
+    if (cuda) {
+      runner = make_cuda_runner(Target::parse(args->target), args->run_timeout);
+    } else {
+      measure::LocalRunnerOptions ropts;
+      ropts.run_timeout_seconds = args->run_timeout;
+      ropts.num_threads = args->threads;
+      runner = std::make_unique<measure::LocalRunner>(ropts);
+    }
 
     ops::Workload w;
     te::ComputeDAG dag;
@@ -77,8 +89,10 @@ void add_measure_command(CLI::App &app) {
     } catch (const std::exception &e) {
       fail(e.what());
     }
-    refuse_targets_this_host_cannot_run(args->target);
+    if (!cuda) refuse_targets_this_host_cannot_run(args->target);
     ir::PrimFunc naive = te::lower(dag, w.ops.size() == 1 ? w.ops[0].op : "fused");
+    // A GPU cannot run the unscheduled program: the reference is the untuned one.
+    if (cuda) naive = search::untuned_schedule(naive, target);
     ir::PrimFunc scheduled = naive;
     if (!args->trace_file.empty()) {
       std::ifstream in(args->trace_file);
@@ -107,7 +121,7 @@ void add_measure_command(CLI::App &app) {
     in.timing.min_repeat_ms = args->min_repeat_ms;
     in.timing.flush_cache = args->flush_cache;
     in.timing.flush_args = args->flush_args;
-    measure::RunResult r = runner.run_one(in);
+    measure::RunResult r = runner->run({in})[0];
     cleanup();
     std::cout << "task:    " << w.summary() << "  (key " << w.key_hash().substr(0, 16) << ")\n"
               << "target:  " << target.str() << "\n"

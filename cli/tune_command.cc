@@ -12,6 +12,7 @@
 
 #include "cli/workload_args.h"
 #include "costmodel/xgb_model.h"
+#include "measure/cuda_runner.h"
 #include "measure/local_builder_pool.h"
 #include "measure/local_runner.h"
 #include "rpc/remote_runner.h"
@@ -139,7 +140,34 @@ void refuse_targets_this_host_cannot_run(const std::string &target_text) {
        "tracker://HOST:PORT/KEY");
 }
 
+std::unique_ptr<measure::Runner> make_cuda_runner(const Target &target, double run_timeout_seconds) {
+  measure::CudaRunnerOptions options;
+  options.run_timeout_seconds = run_timeout_seconds;
+  auto runner = std::make_unique<measure::CudaRunner>(options);
+  std::string arch, device;
+  try {
+    nlohmann::json probe = nlohmann::json::parse(runner->probe());
+    arch = probe.at("arch").get<std::string>();
+    device = probe.at("device").get<std::string>();
+  } catch (const std::exception &e) {
+    fail("cannot measure for '" + target.str() + "' on this host: " + e.what() +
+         ". Run kiln on a host with an NVIDIA GPU of that arch and its driver");
+  }
+  if (arch != target.arch)
+    fail("the GPU here is " + device + " (" + arch + "), not an " + target.arch +
+         ": measure for --target 'cuda -arch=" + arch + "' (or plain 'cuda'), or on an " + target.arch + " GPU");
+  return runner;
+}
+
 std::unique_ptr<measure::Runner> make_runner(TuningArgs &a) {
+  if (a.runner == "local" && !a.target.empty()) {
+    Target target;
+    try {
+      target = Target::parse(a.target);
+    } catch (const std::exception &) {
+    }
+    if (target.is_cuda()) return make_cuda_runner(target, a.run_timeout);
+  }
   if (a.runner == "local") {
     if (a.target.empty()) a.target = "llvm -mcpu=native";
     refuse_targets_this_host_cannot_run(a.target);  // exits: outside the try below

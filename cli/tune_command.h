@@ -11,6 +11,7 @@
 #include "measure/runner.h"
 #include "rpc/client_args.h"
 #include "scheduler/task_tuner.h"
+#include "target/target.h"
 
 namespace CLI {
 class App;
@@ -53,6 +54,9 @@ std::unique_ptr<measure::Runner> make_runner(TuningArgs &args);
 /// host cannot run code for `target` (another architecture, say): the local runner would
 /// only store load errors. A target that does not parse passes (its command says why).
 void refuse_targets_this_host_cannot_run(const std::string &target);
+/// The runner for a cuda target on this host's GPU; exits with the reason when there is
+/// no GPU here, or it is not of the target's arch.
+std::unique_ptr<measure::Runner> make_cuda_runner(const Target &target, double run_timeout_seconds);
 /// A warning on stderr when resuming passed over records the database could not read.
 void warn_about_passed_over_records(const std::vector<std::string> &messages);
 

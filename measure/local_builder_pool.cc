@@ -19,6 +19,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "codegen/cuda.h"
 #include "measure/subprocess.h"
 
 namespace kiln::measure {
@@ -171,7 +172,7 @@ static std::vector<std::filesystem::path> artifact_paths(const std::vector<Build
     std::string name = sanitize_name(input.name);
     int count = seen[name]++;
     if (count > 0) name += "-" + std::to_string(count);
-    paths.push_back(dir / (name + ".so"));
+    paths.push_back(dir / (name + (input.target.is_cuda() ? ".cuda.json" : ".so")));
   }
   return paths;
 }
@@ -215,6 +216,17 @@ double seconds_since(Clock::time_point start) { return std::chrono::duration<dou
 // The child's report: {"ok": true} or {"error": "build_error", "message": ...}.
 nlohmann::json build_and_report(codegen::Compiler &compiler, const BuildInput &input, const std::string &path) {
   try {
+    if (input.target.is_cuda()) {
+      codegen::CudaModule m = compiler.build_cuda(input.func, input.target);
+      // Where the toolkit is installed, ptxas's register count completes the GPU
+      // verification (a block needing more registers than an SM has never launches).
+      if (std::string ptxas = codegen::find_ptxas(); !ptxas.empty())
+        codegen::check_registers(m, codegen::run_ptxas(m.ptx, m.arch, ptxas).kernels, input.target);
+      std::ofstream out(path, std::ios::binary);
+      out << m.artifact_text();
+      if (!out) return {{"ok", false}, {"message", "cannot write " + path}};
+      return {{"ok", true}};
+    }
     compiler.build_artifact(input.func, input.target, path);
     return {{"ok", true}};
   } catch (const codegen::CodegenError &e) {

@@ -93,6 +93,9 @@ RuleList untuned_rules(const Target &target);
 /// decisions from a fixed seed; the same program compiles to the same code. `func`
 /// itself when nothing realizes.
 ir::PrimFunc untuned_schedule(const ir::PrimFunc &func, const Target &target);
+/// For a cuda target: every block's spatial loops fused over blocks of up to 256
+/// threads, reductions serial in each thread (correct, not fast; the reference GPU
+/// candidates are checked against).
 /// The trace untuned_schedule applies (after postprocessing), nullopt when none.
 std::optional<ir::Trace> untuned_trace(const ir::PrimFunc &func, const Target &target);
 

@@ -5,6 +5,7 @@
 //
 //   kiln-cuda-measure ARTIFACT [--device N] [--seed S] [--repeats N] [--number N]
 //                     [--no-flush] [--save DIR]
+//   kiln-cuda-measure --probe [--device N]     the GPU as JSON, or exit 3 saying why none
 //
 // Inputs are seeded random values (floats uniform in [-1, 1], integers in [-4, 4]);
 // --save writes them and the outputs as DIR/<buffer>.npy, for a reference to check.
@@ -110,7 +111,7 @@ void write_npy(const std::string &path, const CudaArtifactBuffer &b, const std::
 [[noreturn]] void usage(const std::string &why) {
   std::cerr << "kiln-cuda-measure: " << why
             << "\nusage: kiln-cuda-measure ARTIFACT.cuda.json [--device N] [--seed S] [--repeats N] [--number N] "
-               "[--no-flush] [--save DIR]\n";
+               "[--no-flush] [--save DIR]\n       kiln-cuda-measure --probe [--device N]\n";
   std::exit(2);
 }
 
@@ -118,6 +119,7 @@ void write_npy(const std::string &path, const CudaArtifactBuffer &b, const std::
 
 int main(int argc, char **argv) {
   std::string artifact_path, save_dir;
+  bool probe = false;
   int device = 0;
   uint64_t seed = 1;
   kiln::measure::CudaTimingOptions timing;
@@ -142,6 +144,8 @@ int main(int argc, char **argv) {
       timing.repeats = static_cast<int>(std::max(1LL, number_after(i, "--repeats")));
     } else if (a == "--number") {
       timing.number = number_after(i, "--number");
+    } else if (a == "--probe") {
+      probe = true;
     } else if (a == "--no-flush") {
       timing.flush_l2 = false;
     } else if (a == "--save") {
@@ -156,6 +160,20 @@ int main(int argc, char **argv) {
     } else {
       usage("one artifact at a time");
     }
+  }
+  if (probe) {
+    std::string why;
+    std::unique_ptr<kiln::measure::CudaDriver> driver = kiln::measure::CudaDriver::open(device, &why);
+    if (!driver) {
+      std::cerr << "no GPU here: " << why << "\n";
+      return 3;
+    }
+    std::cout << nlohmann::json{{"device", driver->device_name()},
+                                {"arch", driver->arch()},
+                                {"l2_bytes", driver->l2_bytes()}}
+                     .dump()
+              << "\n";
+    return 0;
   }
   if (artifact_path.empty()) usage("no artifact given");
   CudaArtifact artifact;

@@ -131,6 +131,14 @@ TEST(KilnCommand, ShowsGpuKernelsAndPtxForCudaTargets) {
   Output cpu = kiln("show --op relu --shape 1000 --trace " + trace + " --emit ptx");
   EXPECT_EQ(cpu.status, 1);
   EXPECT_NE(cpu.text.find("needs a cuda target"), std::string::npos) << cpu.text;
+
+  // Measuring needs this host's GPU, of the target's arch.
+  Output measured = kiln("measure --op relu --shape 1000 --trace " + trace + " --target 'cuda -arch=sm_87'");
+  if (measured.status == 0) {
+    EXPECT_NE(measured.text.find("check:   ok"), std::string::npos) << measured.text;
+  } else {
+    EXPECT_NE(measured.text.find("on this host"), std::string::npos) << measured.text;
+  }
 }
 
 // KILN_HOST_CPU takes the host for another CPU whose code it runs: AVX2 code (ymm, 8

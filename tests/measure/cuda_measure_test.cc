@@ -15,6 +15,8 @@
 #include "ir/schedule/schedule.h"
 #include "measure/cuda_artifact.h"
 #include "measure/cuda_driver.h"
+#include "measure/cuda_runner.h"
+#include "measure/local_builder_pool.h"
 #include "ops/workload.h"
 #include "te/te.h"
 #include "tests/common/gpu_schedules.h"
@@ -95,6 +97,41 @@ TEST(CudaMeasure, TheToolSaysClearlyWhenThereIsNoGpu) {
     EXPECT_EQ(WEXITSTATUS(status), 3) << output;
     EXPECT_NE(output.find("cannot measure on a GPU here"), std::string::npos) << output;
   }
+}
+
+// The builder pool writes CUDA artifacts for cuda targets and refuses, with the
+// reason, a program no GPU can run; the runner measures them through kiln-cuda-measure
+// (here, without a GPU, it says there is none).
+TEST(CudaMeasure, BuilderPoolAndRunnerHandleCudaTargets) {
+  ir::PrimFunc f = lower(Workload::single("matmul", {{{64, 32}, DType::kFloat32}, {{32, 64}, DType::kFloat32}}), "mm");
+  ir::Schedule sch(f);
+  test_support::schedule_gemm_shared_tiles(sch, "matmul", test_support::GemmTiles{32, 32, 8, 4, 4, 2});
+  Target target = Target::parse("cuda -arch=sm_90");
+  std::string dir = ::testing::TempDir() + "/cuda_pool";
+  LocalBuilderPool pool(1, dir, 60);
+  std::vector<BuildResult> built = pool.build({{sch.func(), target, "candidate"}, {f, target, "unbound"}});
+  ASSERT_TRUE(built[0].ok()) << built[0].message;
+  EXPECT_NE(built[0].artifact_path.find(".cuda.json"), std::string::npos);
+  EXPECT_EQ(read_cuda_artifact(built[0].artifact_path).launches.size(), 1u);
+  EXPECT_EQ(built[1].error, ErrorKind::kBuildError);
+  EXPECT_NE(built[1].message.find("would run on one GPU thread"), std::string::npos) << built[1].message;
+
+  CudaRunner runner(CudaRunnerOptions{});
+  RunInput in;
+  in.artifact_path = built[0].artifact_path;
+  std::string why;
+  if (CudaDriver::open(0, &why)) {
+    EXPECT_NE(runner.probe().find("\"arch\""), std::string::npos);
+    EXPECT_TRUE(runner.run_one(in).ok());
+  } else {
+    EXPECT_THROW(runner.probe(), std::runtime_error);
+    RunResult r = runner.run_one(in);
+    EXPECT_EQ(r.error, ErrorKind::kLoadError);
+    EXPECT_NE(r.message.find("cannot measure on a GPU here"), std::string::npos) << r.message;
+  }
+  RunInput missing;
+  missing.artifact_path = dir + "/nothing.cuda.json";
+  EXPECT_EQ(runner.run_one(missing).error, ErrorKind::kLoadError);
 }
 
 // Runs on the GPU and compares with the interpreter; skipped, with the reason, without one.

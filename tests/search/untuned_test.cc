@@ -9,6 +9,7 @@
 
 #include "ir/interpreter.h"
 #include "ir/schedule/instruction_kind.h"
+#include "ops/examples.h"
 #include "ops/workload.h"
 #include "search/block_info.h"
 #include "search/space.h"
@@ -130,6 +131,45 @@ TEST(UntunedSchedule, ProgramsWithoutAProductKeepTheUntunedRules) {
     if (!expected) expected = realize(func, sketch, default_postprocessors(target), 0);
   ASSERT_TRUE(expected.has_value());
   EXPECT_EQ(trace->to_json(), expected->trace.to_json());
+}
+
+}  // namespace
+}  // namespace kiln::search
+
+namespace kiln::search {
+namespace {
+
+// For a GPU, every example workload's untuned program (spatial loops over blocks of
+// threads, reductions serial per thread) lowers to kernels that the interpreter, run
+// thread by thread, agrees with the unscheduled program on.
+TEST(UntunedGpu, EveryExampleRunsAsKernelsThatAgreeWithTheProgram) {
+  Target target = Target::parse("cuda -arch=sm_87");
+  ir::GpuLimits limits;
+  int checked = 0;
+  for (const ops::NamedWorkload &w : ops::small_example_workloads()) {
+    SCOPED_TRACE(w.name);
+    ir::PrimFunc f = te::lower(w.workload.build_dag(), w.name);
+    std::optional<ir::Trace> trace = untuned_trace(f, target);
+    ASSERT_TRUE(trace.has_value());
+    ir::PrimFunc scheduled = ir::Schedule::replay(f, *trace).func();
+    ir::GpuProgram p = ir::lower_for_gpu(scheduled, limits);
+    std::mt19937_64 rng(5);
+    std::vector<ir::HostTensor> all;
+    size_t n_inputs = w.workload.inputs.size();
+    for (size_t i = 0; i < f.params.size(); ++i) {
+      all.push_back(ir::HostTensor::like(f.params[i]));
+      if (i < n_inputs) all.back().fill_random(rng, ir::is_float(f.params[i]->dtype) ? 0.1 : -3, 2.0);
+    }
+    std::vector<ir::HostTensor> inputs(all.begin(), all.begin() + static_cast<long>(n_inputs));
+    std::vector<ir::HostTensor> want = ir::interpret(f, inputs);
+    std::vector<ir::HostTensor *> args;
+    for (ir::HostTensor &t : all) args.push_back(&t);
+    ir::interpret_gpu(p, args);
+    for (size_t o = 0; o < want.size(); ++o)
+      EXPECT_EQ(ir::relative_l2_error(all[n_inputs + o], want[o]), 0.0) << ir::to_string(p);
+    ++checked;
+  }
+  EXPECT_GT(checked, 40);
 }
 
 }  // namespace
