@@ -144,18 +144,10 @@ std::unique_ptr<measure::Runner> make_cuda_runner(const Target &target, double r
   measure::CudaRunnerOptions options;
   options.run_timeout_seconds = run_timeout_seconds;
   auto runner = std::make_unique<measure::CudaRunner>(options);
-  std::string arch, device;
-  try {
-    nlohmann::json probe = nlohmann::json::parse(runner->probe());
-    arch = probe.at("arch").get<std::string>();
-    device = probe.at("device").get<std::string>();
-  } catch (const std::exception &e) {
-    fail("cannot measure for '" + target.str() + "' on this host: " + e.what() +
-         ". Run kiln on a host with an NVIDIA GPU of that arch and its driver");
-  }
-  if (arch != target.arch)
-    fail("the GPU here is " + device + " (" + arch + "), not an " + target.arch +
-         ": measure for --target 'cuda -arch=" + arch + "' (or plain 'cuda'), or on an " + target.arch + " GPU");
+  if (std::string why = runner->why_not(target); !why.empty())
+    fail("cannot measure for '" + target.str() + "' on this host: " + why +
+         ". Run kiln on a host with an NVIDIA GPU of that arch and its driver, or a GPU runner (kiln runner "
+         "--target cuda) behind a tracker");
   return runner;
 }
 

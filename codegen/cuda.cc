@@ -9,12 +9,8 @@ namespace kiln::codegen {
 
 ir::GpuLimits gpu_limits(const Target &target) {
   if (!target.is_cuda()) throw CodegenError("target '" + target.str() + "' is not a cuda target");
-  ir::GpuLimits limits;
-  limits.max_threads_per_block = target.max_threads_per_block;
-  limits.max_shared_bytes_per_block = target.max_shared_memory_bytes;
-  // A thread's buffers beyond what its registers hold go to (slow) local memory.
-  limits.max_local_bytes_per_thread = static_cast<int64_t>(target.max_registers_per_thread) * 4;
-  return limits;
+  return ir::GpuLimits::of(target.max_threads_per_block, target.max_shared_memory_bytes,
+                           target.max_registers_per_thread);
 }
 
 std::string ptx_isa_for(const std::string &arch) {

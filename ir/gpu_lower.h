@@ -35,6 +35,17 @@ struct GpuLimits {
   int64_t max_vector_bytes = 16;
   /// Local (per-thread) buffers beyond this would live in slow local memory, not registers.
   int64_t max_local_bytes_per_thread = 4096;
+
+  /// The limits of a device from its target's facts: threads and shared bytes per
+  /// block, and registers per thread (a thread's own buffers up to what they hold).
+  static GpuLimits of(int64_t max_threads_per_block, int64_t max_shared_bytes_per_block,
+                      int64_t max_registers_per_thread) {
+    GpuLimits l;
+    l.max_threads_per_block = max_threads_per_block;
+    l.max_shared_bytes_per_block = max_shared_bytes_per_block;
+    l.max_local_bytes_per_thread = max_registers_per_thread * 4;
+    return l;
+  }
 };
 
 /// One launch: what a thread runs, over which grid and block.

@@ -137,6 +137,22 @@ std::string CudaRunner::probe() const {
   return r.stdout_text;
 }
 
+std::string CudaRunner::why_not(const Target &target, std::string *device_name) const {
+  std::string arch, device;
+  try {
+    nlohmann::json probed = nlohmann::json::parse(probe());
+    arch = probed.at("arch").get<std::string>();
+    device = probed.at("device").get<std::string>();
+  } catch (const std::exception &e) {
+    return e.what();
+  }
+  if (device_name) *device_name = device;
+  if (arch != target.arch)
+    return "the GPU here is " + device + " (" + arch + "), not an " + target.arch +
+           ": use the target 'cuda -arch=" + arch + "' (or plain 'cuda'), or a host with an " + target.arch + " GPU";
+  return "";
+}
+
 std::vector<RunResult> CudaRunner::run(const std::vector<RunInput> &batch) {
   std::vector<RunResult> results;
   for (const RunInput &input : batch) results.push_back(run_one(input));

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "measure/runner.h"
+#include "target/target.h"
 
 namespace kiln::measure {
 
@@ -35,6 +36,10 @@ class CudaRunner : public Runner {
   /// The GPU kiln-cuda-measure sees ({"device", "arch", ...}); throws
   /// std::runtime_error saying why there is none.
   std::string probe() const;
+  /// Why this host cannot measure for `target` ("" when it can): no GPU, or one of
+  /// another arch (its timings would be recorded under the wrong device). Sets
+  /// `device_name` to the GPU's name when there is one.
+  std::string why_not(const Target &target, std::string *device_name = nullptr) const;
 
  private:
   CudaRunnerOptions options_;

@@ -11,6 +11,8 @@
 #include <sstream>
 #include <vector>
 
+#include "measure/cuda_runner.h"
+#include "measure/local_runner.h"
 #include "rpc/client_args.h"
 #include "rpc/runner_daemon.h"
 #include "support/flag_checks.h"
@@ -82,38 +84,48 @@ int run_runner(const RunnerArgs &a) {
   } catch (const std::exception &e) {
     fail(e.what());
   }
-  // A wrapper (qemu) runs the measurement server for another architecture.
-  if (std::string why = measure::why_this_host_cannot_run(target); a.exec_wrapper.empty() && !why.empty()) {
-    fail("this host cannot run code for --target '" + target.str() + "': " + why +
-         ". Start the runner on such a device, or measure here under an emulator with --exec-wrapper and "
-         "--measure-server (e.g. --exec-wrapper \"qemu-aarch64 -L /usr/aarch64-linux-gnu\" --measure-server "
-         "kiln-measure-server-aarch64)");
+  std::unique_ptr<measure::Runner> measurer;
+  std::string device_name;
+  if (target.is_cuda()) {
+    // A kiln-cuda-measure process per run on this host's GPU, which must be the target's.
+    measure::CudaRunnerOptions cuda;
+    cuda.run_timeout_seconds = a.run_timeout;
+    auto gpu = std::make_unique<measure::CudaRunner>(cuda);
+    if (std::string why = gpu->why_not(target, &device_name); !why.empty())
+      fail("this host cannot measure for --target '" + target.str() + "': " + why);
+    measurer = std::move(gpu);
+  } else {
+    // A wrapper (qemu) runs the measurement server for another architecture.
+    if (std::string why = measure::why_this_host_cannot_run(target); a.exec_wrapper.empty() && !why.empty()) {
+      fail("this host cannot run code for --target '" + target.str() + "': " + why +
+           ". Start the runner on such a device, or measure here under an emulator with --exec-wrapper and "
+           "--measure-server (e.g. --exec-wrapper \"qemu-aarch64 -L /usr/aarch64-linux-gnu\" --measure-server "
+           "kiln-measure-server-aarch64)");
+    }
+    // Forks its server before gRPC starts any thread.
+    measure::LocalRunnerOptions local;
+    local.run_timeout_seconds = a.run_timeout;
+    local.memory_limit_bytes = a.memory_limit_mb << 20;
+    local.num_threads = a.threads;
+    local.lock_path = a.measurement_lock;
+    if (!a.exec_wrapper.empty() && a.measure_server.empty()) {
+      fail(
+          "--exec-wrapper runs the measurement server under a wrapper: give the server with --measure-server "
+          "(e.g. kiln-measure-server-aarch64 for qemu-aarch64)");
+    }
+    // The server runs as its own program where one is at hand: forking this daemon again
+    // later (to replace a dead server) would fork a process that runs gRPC's threads.
+    std::string server = a.measure_server.empty() ? default_measure_server() : a.measure_server;
+    if (!server.empty()) {
+      local.server_command = split_words(a.exec_wrapper);
+      local.server_command.push_back(server);
+    }
+    try {
+      measurer = std::make_unique<measure::LocalRunner>(local);
+    } catch (const std::exception &e) {
+      fail(e.what());
+    }
   }
-  // Forks its server before gRPC starts any thread.
-  measure::LocalRunnerOptions local;
-  local.run_timeout_seconds = a.run_timeout;
-  local.memory_limit_bytes = a.memory_limit_mb << 20;
-  local.num_threads = a.threads;
-  local.lock_path = a.measurement_lock;
-  if (!a.exec_wrapper.empty() && a.measure_server.empty()) {
-    fail(
-        "--exec-wrapper runs the measurement server under a wrapper: give the server with --measure-server "
-        "(e.g. kiln-measure-server-aarch64 for qemu-aarch64)");
-  }
-  // The server runs as its own program where one is at hand: forking this daemon again
-  // later (to replace a dead server) would fork a process that runs gRPC's threads.
-  std::string server = a.measure_server.empty() ? default_measure_server() : a.measure_server;
-  if (!server.empty()) {
-    local.server_command = split_words(a.exec_wrapper);
-    local.server_command.push_back(server);
-  }
-  std::unique_ptr<measure::LocalRunner> measurer_holder;
-  try {
-    measurer_holder = std::make_unique<measure::LocalRunner>(local);
-  } catch (const std::exception &e) {
-    fail(e.what());
-  }
-  measure::LocalRunner &measurer = *measurer_holder;
 
   RunnerDaemonOptions options;
   options.key = a.key;
@@ -125,11 +137,12 @@ int run_runner(const RunnerArgs &a) {
   options.poll_wait_seconds = a.poll_wait;
   options.max_backoff_seconds = a.max_backoff;
   options.target = target.str();
+  options.device_name = device_name;
   try {
     options.tracker = a.client.options(a.tracker);
     std::signal(SIGINT, on_stop_signal);
     std::signal(SIGTERM, on_stop_signal);
-    RunnerDaemon daemon(options, measurer, std::cerr);
+    RunnerDaemon daemon(options, *measurer, a.run_timeout, std::cerr);
     int64_t jobs = daemon.run(stop_requested);
     std::cerr << "kiln runner: stopped after " << jobs << " jobs\n";
   } catch (const std::exception &e) {
@@ -152,8 +165,9 @@ void add_runner_command(CLI::App &app, bool as_main) {
   a->client.add_flags(*cmd);
   cmd->add_option("--runner-id", a->runner_id, "stable name of this runner (default: kept in the cache directory)");
   cmd->add_option("--target", a->target,
-                  "target reported to the tracker (default: this host, e.g. llvm -mcpu=znver4); tuners without "
-                  "--target compile for it");
+                  "target reported to the tracker (default: this host, e.g. llvm -mcpu=znver4; `cuda` for this "
+                  "host's GPU, measured through its driver by kiln-cuda-measure); tuners without --target compile "
+                  "for it");
   cmd->add_option("--cache-dir", a->cache_dir, "where fetched artifacts are kept (default: ~/.cache/kiln/runner)");
   cmd->add_option("--run-timeout", a->run_timeout, "seconds one run (load, check, timing) may take before it is killed")
       ->capture_default_str()

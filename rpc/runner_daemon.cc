@@ -98,7 +98,8 @@ v1::DeviceFacts host_device_facts(const std::string &target) {
   return facts;
 }
 
-RunnerDaemon::RunnerDaemon(RunnerDaemonOptions options, measure::LocalRunner &measurer, std::ostream &log)
+RunnerDaemon::RunnerDaemon(RunnerDaemonOptions options, measure::Runner &measurer, double run_timeout_seconds,
+                           std::ostream &log)
     : options_(std::move(options)), measurer_(measurer), log_(log) {
   if (std::string why = why_not_a_name(options_.key); !why.empty())
     throw std::invalid_argument("--key '" + options_.key + "' " + why);
@@ -116,7 +117,8 @@ RunnerDaemon::RunnerDaemon(RunnerDaemonOptions options, measure::LocalRunner &me
   channel_ = make_channel(options_.tracker);
   stub_ = v1::Tracker::NewStub(channel_);
   facts_ = host_device_facts(options_.target);
-  facts_.set_run_timeout_seconds(measurer_.options().run_timeout_seconds);
+  facts_.set_run_timeout_seconds(run_timeout_seconds);
+  facts_.set_device_name(options_.device_name);
 }
 
 v1::RunnerPollRequest RunnerDaemon::poll_request(double wait_seconds, uint64_t held_lease) const {
@@ -257,7 +259,7 @@ v1::JobResult RunnerDaemon::measure_job(const v1::Assignment &assignment) {
       input.timing.flush_cache = t.flush_cache();
       input.timing.flush_args = t.flush_args();
       input.timing.give_up_after_seconds = t.give_up_after_seconds();
-      measure::RunResult run = measurer_.run_one(input);
+      measure::RunResult run = measurer_.run({input})[0];
       result.set_code(code_of(run.error));
       result.set_message(run.message);
       for (double s : run.repeat_seconds) result.add_repeat_seconds(s);

@@ -1,7 +1,8 @@
 // `kiln runner`: a daemon on the measured device. It connects out to the tracker
 // (devices sit behind NAT), polls for jobs of its key, fetches their artifacts into a
 // cache by digest, measures them with measure::LocalRunner (a child process per run,
-// timeouts, memory limit, correctness against the reference run on this device) and
+// timeouts, memory limit, correctness against the reference run on this device) or,
+// for a GPU, measure::CudaRunner (a kiln-cuda-measure process per run), and
 // reports the results until the tracker acknowledges them. It needs no compiler.
 #pragma once
 
@@ -12,7 +13,7 @@
 #include <ostream>
 #include <string>
 
-#include "measure/local_runner.h"
+#include "measure/runner.h"
 #include "rpc/connection.h"
 #include "rpc/proto/kiln_tracker.grpc.pb.h"
 
@@ -27,6 +28,8 @@ struct RunnerDaemonOptions {
   std::string runner_id;
   /// Reported to the tracker; tuners that give no --target compile for it.
   std::string target;
+  /// The GPU's name, for a cuda target (reported beside the target).
+  std::string device_name;
   /// Fetched blobs, by digest.
   std::filesystem::path cache_dir;
   /// Past this, the least recently used blobs are deleted.
@@ -44,8 +47,10 @@ struct RunnerDaemonOptions {
 
 class RunnerDaemon {
  public:
-  /// `measurer` runs the jobs; create it before anything starts threads (it forks).
-  RunnerDaemon(RunnerDaemonOptions options, measure::LocalRunner &measurer, std::ostream &log);
+  /// `measurer` runs the jobs (measure::LocalRunner for CPUs: create it before anything
+  /// starts threads, it forks; measure::CudaRunner for a GPU); `run_timeout_seconds` is
+  /// its run timeout, reported to the tracker.
+  RunnerDaemon(RunnerDaemonOptions options, measure::Runner &measurer, double run_timeout_seconds, std::ostream &log);
 
   /// Serves until `stop` becomes true (checked between calls and during waits) or
   /// max_jobs are done. Returns the number of jobs run.
@@ -68,7 +73,7 @@ class RunnerDaemon {
   v1::RunnerPollRequest poll_request(double wait_seconds, uint64_t held_lease) const;
 
   RunnerDaemonOptions options_;
-  measure::LocalRunner &measurer_;
+  measure::Runner &measurer_;
   std::ostream &log_;
   std::string runner_id_;
   std::string process_id_;

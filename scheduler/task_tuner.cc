@@ -7,6 +7,7 @@
 
 #include "ir/lower_passes.h"
 #include "scheduler/measured_programs.h"
+#include "search/space.h"
 #include "support/clock.h"
 #include "te/flops.h"
 #include "te/te.h"
@@ -163,10 +164,12 @@ void TaskTuner::prepare() {
   if (options_.warm_start) warm_start_from_other_tasks();
   resume_from_database();
   if (progress_.best_seconds > 0) progress_.best_gflops = flops_ / progress_.best_seconds / 1e9;
-  // The unscheduled program, built once, is every candidate's correctness reference.
+  // The unscheduled program, built once, is every candidate's correctness reference; a
+  // GPU cannot run it unbound, so there the untuned GPU program is.
   double t0 = support::now_seconds();
+  ir::PrimFunc reference = target_.is_cuda() ? search::untuned_schedule(func_, target_) : func_;
   std::vector<measure::BuildResult> ref =
-      builder_.build({measure::BuildInput{func_, target_, artifact_name("reference")}});
+      builder_.build({measure::BuildInput{reference, target_, artifact_name("reference")}});
   progress_.time.build += support::now_seconds() - t0;
   if (!ref[0].ok()) throw std::runtime_error("cannot build the reference program: " + ref[0].message);
   reference_artifact_ = ref[0].artifact_path;

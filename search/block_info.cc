@@ -47,6 +47,23 @@ std::vector<LoopKind> loop_kinds(const Schedule &sch, const std::string &block) 
   return kinds;
 }
 
+bool bind_spatial_loops(Schedule &sch, const std::string &block, const Factor &threads) {
+  std::vector<LoopKind> kinds = loop_kinds(sch, block);
+  std::vector<LoopRV> loops = sch.get_loops(sch.get_block(block));
+  std::vector<LoopRV> spatial;
+  for (size_t i = 0; i < loops.size(); ++i) {
+    if (sch.loop(loops[i])->for_kind == ForKind::kThreadBinding) return false;
+    if (kinds[i] != LoopKind::kSpatial) break;
+    spatial.push_back(loops[i]);
+  }
+  if (spatial.empty()) return false;
+  LoopRV fused = spatial.size() == 1 ? spatial[0] : sch.fuse(spatial);
+  std::vector<LoopRV> parts = sch.split(fused, {int64_t{-1}, threads});
+  sch.bind(parts[0], "blockIdx.x");
+  sch.bind(parts[1], "threadIdx.x");
+  return true;
+}
+
 std::vector<std::string> consumers_of(const Schedule &sch, const std::string &block) {
   NodeRef<BlockNode> b = find_block(sch, block);
   std::vector<std::string> out;

@@ -36,6 +36,11 @@ bool is_padding(const ir::BlockNode *b);
 enum class LoopKind { kSpatial, kReduce, kMixed };
 /// The kind of each loop above the block, outermost first.
 std::vector<LoopKind> loop_kinds(const ir::Schedule &sch, const std::string &block);
+/// For a GPU: fuses the block's outer loops that drive spatial iterators only, splits
+/// them into blocks of `threads` threads and binds them to blockIdx.x and threadIdx.x;
+/// the rest (its reduction) runs serially in each thread. False, changing nothing, when
+/// the block has no such loop or a loop of it is bound already.
+bool bind_spatial_loops(ir::Schedule &sch, const std::string &block, const ir::Factor &threads);
 /// Blocks that read what `block` writes.
 std::vector<std::string> consumers_of(const ir::Schedule &sch, const std::string &block);
 /// A table written out as selects: every select of the block compares an iterator (or its

@@ -15,6 +15,8 @@ std::shared_ptr<const ScheduleRule> multi_level_tiling_rule(const Target &target
 std::shared_ptr<const ScheduleRule> compute_location_rule();
 std::shared_ptr<const ScheduleRule> parallel_vectorize_unroll_rule(const Target &target);
 std::shared_ptr<const ScheduleRule> unroll_table_axes_rule(const Target &target);
+/// cuda targets: spatial loops over blocks of a sampled number of threads.
+std::shared_ptr<const ScheduleRule> auto_bind_rule(const Target &target);
 /// Untuned defaults only: a reduction's innermost spatial loop goes below its reduction loops.
 std::shared_ptr<const ScheduleRule> vector_loop_innermost_rule();
 
@@ -23,6 +25,9 @@ std::shared_ptr<const Postprocessor> reject_poor_register_tiles(const Target &ta
 std::shared_ptr<const Postprocessor> rewrite_parallel_vectorize_unroll(const Target &target);
 std::shared_ptr<const Postprocessor> reject_serial_nests(const Target &target);
 std::shared_ptr<const Postprocessor> verify_cpu();
+/// cuda targets: the program lowers to GPU kernels within the target's limits
+/// (ir::lower_for_gpu), or is rejected.
+std::shared_ptr<const Postprocessor> verify_gpu(const Target &target);
 
 // ---- mutators (mutators.cc) ----------------------------------------------------------------
 std::shared_ptr<const Mutator> mutate_tile_size();
@@ -30,5 +35,8 @@ std::shared_ptr<const Mutator> mutate_tile_size();
 /// `annotation_key`.
 std::shared_ptr<const Mutator> mutate_annotation_choice(std::string name, std::string annotation_key);
 std::shared_ptr<const Mutator> mutate_compute_location();
+/// Another candidate of a sample_categorical whose result is a split factor (the
+/// threads per block of auto_bind).
+std::shared_ptr<const Mutator> mutate_thread_extent();
 
 }  // namespace kiln::search

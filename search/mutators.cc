@@ -6,6 +6,7 @@
 //                          parallel extent, the unroll depth: one instance per key)
 //   MutateComputeLocation  a neighbouring sampled compute location
 #include <algorithm>
+#include <functional>
 
 #include "search/components.h"
 
@@ -66,20 +67,19 @@ class MutateTileSize : public Mutator {
   }
 };
 
-// A sample_categorical whose result feeds an annotation with `key`.
+// Another candidate of a sample_categorical whose result `feeds` a later instruction
+// (an annotation with a given key, a split).
 class MutateCategorical : public Mutator {
  public:
-  MutateCategorical(std::string name, std::string key) : name_(std::move(name)), key_(std::move(key)) {}
+  using Feeds = std::function<bool(const ir::Instruction &use, const std::string &sampled)>;
+  MutateCategorical(std::string name, Feeds feeds) : name_(std::move(name)), feeds_(std::move(feeds)) {}
   std::string name() const override { return name_; }
   std::optional<ir::Trace> apply(const ir::Trace &sketch, Rng &rng) const override {
     std::vector<size_t> cands;
     for (size_t i : sketch.decided(ir::instructions::kSampleCategorical)) {
       const std::string &out = sketch.instructions[i].outputs.at(0).name;
-      for (const ir::Instruction &use : sketch.instructions) {
-        if (use.kind == &ir::instructions::kAnnotate && use.inputs.size() == 2 && use.inputs[1] == out &&
-            use.attrs.value("key", std::string()) == key_)
-          cands.push_back(i);
-      }
+      for (const ir::Instruction &use : sketch.instructions)
+        if (feeds_(use, out)) cands.push_back(i);
     }
     if (cands.empty()) return std::nullopt;
     size_t inst = cands[rng() % cands.size()];
@@ -92,7 +92,8 @@ class MutateCategorical : public Mutator {
   }
 
  private:
-  std::string name_, key_;
+  std::string name_;
+  Feeds feeds_;
 };
 
 class MutateComputeLocation : public Mutator {
@@ -114,8 +115,19 @@ class MutateComputeLocation : public Mutator {
 
 std::shared_ptr<const Mutator> mutate_tile_size() { return std::make_shared<MutateTileSize>(); }
 std::shared_ptr<const Mutator> mutate_annotation_choice(std::string name, std::string annotation_key) {
-  return std::make_shared<MutateCategorical>(std::move(name), std::move(annotation_key));
+  return std::make_shared<MutateCategorical>(
+      std::move(name), [key = std::move(annotation_key)](const ir::Instruction &use, const std::string &sampled) {
+        return use.kind == &ir::instructions::kAnnotate && use.inputs.size() == 2 && use.inputs[1] == sampled &&
+               use.attrs.value("key", std::string()) == key;
+      });
 }
 std::shared_ptr<const Mutator> mutate_compute_location() { return std::make_shared<MutateComputeLocation>(); }
+std::shared_ptr<const Mutator> mutate_thread_extent() {
+  return std::make_shared<MutateCategorical>(
+      "mutate_thread_extent", [](const ir::Instruction &use, const std::string &sampled) {
+        return use.kind == &ir::instructions::kSplit &&
+               std::find(use.inputs.begin() + 1, use.inputs.end(), json(sampled)) != use.inputs.end();
+      });
+}
 
 }  // namespace kiln::search

@@ -9,6 +9,7 @@
 //   VerifyCpu                       rejects programs CPU code generation cannot run
 #include "ir/annotations.h"
 #include "ir/functor.h"
+#include "ir/gpu_lower.h"
 #include "search/block_info.h"
 #include "search/components.h"
 
@@ -217,7 +218,28 @@ class VerifyCpu : public Postprocessor {
   }
 };
 
+class VerifyGpu : public Postprocessor {
+ public:
+  explicit VerifyGpu(const Target &target)
+      : limits_(ir::GpuLimits::of(target.max_threads_per_block, target.max_shared_memory_bytes,
+                                  target.max_registers_per_thread)) {}
+  std::string name() const override { return "verify_gpu"; }
+  bool apply(Schedule &sch) const override {
+    try {
+      ir::lower_for_gpu(sch.func(), limits_);
+      return true;
+    } catch (const ir::GpuLoweringError &) {
+      return false;
+    }
+  }
+
+ private:
+  ir::GpuLimits limits_;
+};
+
 }  // namespace
+
+std::shared_ptr<const Postprocessor> verify_gpu(const Target &target) { return std::make_shared<VerifyGpu>(target); }
 
 std::shared_ptr<const Postprocessor> reject_poor_register_tiles(const Target &target) {
   return std::make_shared<RejectPoorRegisterTiles>(target);

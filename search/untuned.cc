@@ -12,8 +12,6 @@
 #include <algorithm>
 #include <numeric>
 
-#include "ir/functor.h"
-#include "ir/schedule/analysis.h"
 #include "ir/schedule/instruction_kind.h"
 #include "search/block_info.h"
 #include "search/space.h"
@@ -168,24 +166,8 @@ std::optional<ir::Trace> gpu_untuned_trace(const ir::PrimFunc &func, const Targe
   ir::Schedule sch(func);
   const int64_t most_threads = std::min<int64_t>(256, target.max_threads_per_block);
   for (const std::string &name : sch.block_names()) {
-    ir::BlockRV block = sch.get_block(name);
-    const auto *node = ir::sched::find_block(sch.func(), name, "untuned").as<ir::BlockNode>();
-    std::vector<ir::LoopRV> spatial;
-    for (const ir::LoopRV &l : sch.get_loops(block)) {
-      const ir::Var &v = sch.loop(l)->loop_var;
-      bool drives_reduction = false;
-      for (size_t k = 0; k < node->iter_vars.size(); ++k)
-        drives_reduction = drives_reduction || (node->iter_vars[k].kind == ir::IterKind::kReduce &&
-                                                ir::uses_var(node->iter_values[k], v.get()));
-      if (drives_reduction) break;
-      spatial.push_back(l);
-    }
-    if (spatial.empty()) return std::nullopt;
-    ir::LoopRV fused = spatial.size() == 1 ? spatial[0] : sch.fuse(spatial);
-    int64_t threads = std::min(most_threads, sch.loop(fused)->extent);
-    std::vector<ir::LoopRV> parts = sch.split(fused, {int64_t{-1}, threads});
-    sch.bind(parts[0], "blockIdx.x");
-    sch.bind(parts[1], "threadIdx.x");
+    int64_t threads = std::min(most_threads, spatial_size(find_block(sch, name).get()));
+    if (!bind_spatial_loops(sch, name, std::max<int64_t>(threads, 1))) return std::nullopt;
   }
   return sch.trace();
 }

@@ -141,6 +141,24 @@ TEST(KilnCommand, ShowsGpuKernelsAndPtxForCudaTargets) {
   }
 }
 
+// tune-op for a GPU, end to end but for the GPU itself: sampled GPU programs built as
+// CUDA artifacts, run by the CUDA runner (here through a stand-in for kiln-cuda-measure
+// that reports a time by threads per block), stored under the cuda target.
+TEST(KilnCommand, TunesForACudaTargetThroughTheCudaRunner) {
+  std::string db = (temp_dir() / "cuda.db").string();
+  std::string stand_in = std::string(KILN_SOURCE_DIR) + "/tests/cli/fixtures/stand_in_gpu.py";
+  Output tune = kiln("tune-op --op softmax --shape 64x300 --target 'cuda -arch=sm_90' --trials 12 -q --db " + db,
+                     "KILN_CUDA_MEASURE=" + stand_in);
+  ASSERT_EQ(tune.status, 0) << tune.text;
+  Output key = kiln("show --op softmax --shape 64x300 --key");
+  std::string hash = key.text.substr(key.text.find("key: ") + 5, 64);
+  Output best = kiln("db best --db " + db + " --workload " + hash + " --target 'cuda -arch=sm_90' --exact --json");
+  ASSERT_EQ(best.status, 0) << best.text;
+  EXPECT_NE(best.text.find("cuda -arch=sm_90"), std::string::npos) << best.text;
+  // The stand-in is fastest at 256 threads per block; the search finds them.
+  EXPECT_NE(best.text.find("threadIdx.x"), std::string::npos) << best.text;
+}
+
 // KILN_HOST_CPU takes the host for another CPU whose code it runs: AVX2 code (ymm, 8
 // lanes) on an AVX-512 host, built, checked and timed there. A CPU whose vectors are
 // wider than the host's is refused, and so is a name LLVM does not know.

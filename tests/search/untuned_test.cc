@@ -174,3 +174,50 @@ TEST(UntunedGpu, EveryExampleRunsAsKernelsThatAgreeWithTheProgram) {
 
 }  // namespace
 }  // namespace kiln::search
+
+namespace kiln::search {
+namespace {
+
+// The GPU space's floor (auto_bind with sampled threads per block, verify_gpu,
+// mutate_thread_extent): every example's sketches realize into programs that lower
+// to kernels and compute what the unscheduled program does, and a mutation changes
+// the threads per block.
+TEST(GpuSpace, SampledProgramsRunAsKernelsAndMutationsChangeTheirThreads) {
+  Target target = Target::parse("cuda -arch=sm_90");
+  SearchSpace space = default_search_space(target);
+  int realized = 0, mutated = 0;
+  for (const ops::NamedWorkload &w : ops::small_example_workloads()) {
+    SCOPED_TRACE(w.name);
+    ir::PrimFunc f = te::lower(w.workload.build_dag(), w.name);
+    std::vector<ir::Trace> sketches = generate_sketches(f, space.rules, 1);
+    ASSERT_FALSE(sketches.empty());
+    std::optional<Candidate> c = realize(f, sketches[0], space.postprocessors, 7);
+    ASSERT_TRUE(c.has_value());
+    ir::GpuProgram p = ir::lower_for_gpu(c->func, ir::GpuLimits::of(1024, 49152, 255));
+    std::mt19937_64 rng(9);
+    size_t n_inputs = w.workload.inputs.size();
+    std::vector<ir::HostTensor> all;
+    for (size_t i = 0; i < f.params.size(); ++i) {
+      all.push_back(ir::HostTensor::like(f.params[i]));
+      if (i < n_inputs) all.back().fill_random(rng, ir::is_float(f.params[i]->dtype) ? 0.1 : -3, 2.0);
+    }
+    std::vector<ir::HostTensor> want =
+        ir::interpret(f, std::vector<ir::HostTensor>(all.begin(), all.begin() + static_cast<long>(n_inputs)));
+    std::vector<ir::HostTensor *> args;
+    for (ir::HostTensor &t : all) args.push_back(&t);
+    ir::interpret_gpu(p, args);
+    for (size_t o = 0; o < want.size(); ++o) EXPECT_EQ(ir::relative_l2_error(all[n_inputs + o], want[o]), 0.0);
+    ++realized;
+    Rng mutation_rng(3);
+    if (std::optional<ir::Trace> m = space.mutators[0].mutator->apply(c->sketch, mutation_rng)) {
+      EXPECT_NE(m->to_json().dump(), c->sketch.to_json().dump());
+      EXPECT_TRUE(realize(f, *m, space.postprocessors, 7).has_value());
+      ++mutated;
+    }
+  }
+  EXPECT_GT(realized, 40);
+  EXPECT_GT(mutated, 40);
+}
+
+}  // namespace
+}  // namespace kiln::search

@@ -430,6 +430,28 @@ TEST_F(Network, TuneOpThroughTheTrackerStoresOneRecordPerCandidate) {
   EXPECT_NE(stats.log().find("48"), std::string::npos) << stats.log();
 }
 
+// A GPU runner: `kiln runner --target cuda…` measures CUDA artifacts with the CUDA
+// runner. Without a GPU here, a stand-in for kiln-cuda-measure answers for the device
+// (tests/cli/fixtures/stand_in_gpu.py: zeros, a time by threads per block); the rest is
+// real: the tuner takes the cuda target from the runner, samples GPU programs, builds
+// CUDA artifacts, ships them through the tracker, and stores what the runner reports.
+TEST_F(Network, TuneOpForACudaTargetRunsOnAGpuRunner) {
+  start_tracker();
+  std::string stand_in = std::string(KILN_SOURCE_DIR) + "/tests/cli/fixtures/stand_in_gpu.py";
+  setenv("KILN_CUDA_MEASURE", stand_in.c_str(), 1);
+  start_runner("gpu", {"--key", "h100", "--target", "cuda -arch=sm_90"});
+  unsetenv("KILN_CUDA_MEASURE");
+  fs::path db = dir_ / "gpu.db";
+  Process tune({kiln_binary(), "tune-op", "--op", "softmax", "--shape", "64x300", "--trials", "12", "--batch", "6",
+                "--runner", "tracker://" + address() + "/h100", "--db", db.string(), "--confirm-top", "0", "-q"},
+               dir_ / "tune.log");
+  ASSERT_EQ(tune.wait(), 0) << tune.log() << runners_[0]->log();
+  EXPECT_NE(tune.log().find("cuda -arch=sm_90"), std::string::npos) << tune.log();
+  Process stats({kiln_binary(), "db", "stats", "--db", db.string()}, dir_ / "stats.log");
+  ASSERT_EQ(stats.wait(), 0) << stats.log();
+  EXPECT_NE(stats.log().find("12 records, 12 successful"), std::string::npos) << stats.log();
+}
+
 TEST_F(Network, AnAArch64TuningJobRunsOnARunnerUnderQemu) {
   start_tracker();
   // "The board": an x86 runner whose measurement server is the AArch64 build, run
