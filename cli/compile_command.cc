@@ -65,6 +65,15 @@ void add_compile_command(CLI::App &app) {
                   "all cores)")
       ->check(at_least(1, 1024));
   cmd->callback([args, options, out, threads] {
+    try {
+      if (Target::parse(options->target).is_cuda())
+        fail(
+            "compiled models run on CPUs so far; a model for a cuda target (its steps GPU kernels) is not built "
+            "yet. Tuning for a GPU works (kiln tune --model … --target 'cuda …' stores its records); compile for "
+            "an llvm target meanwhile");
+    } catch (const std::invalid_argument &) {
+      // The compiler says what is wrong with the target where it parses it.
+    }
     frontend::PreparedModel model = prepare_model(*args);
     options->untuned_schedule = search::untuned_schedule;
     std::filesystem::path out_path(*out);

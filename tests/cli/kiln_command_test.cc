@@ -132,6 +132,12 @@ TEST(KilnCommand, ShowsGpuKernelsAndPtxForCudaTargets) {
   EXPECT_EQ(cpu.status, 1);
   EXPECT_NE(cpu.text.find("needs a cuda target"), std::string::npos) << cpu.text;
 
+  Output compile =
+      kiln("compile --model " + std::string(KILN_SOURCE_DIR) +
+           "/tests/frontend/models/tiny_cnn.onnx --target 'cuda -arch=sm_90' -o " + (temp_dir() / "gpu.kiln").string());
+  EXPECT_EQ(compile.status, 1);
+  EXPECT_NE(compile.text.find("compiled models run on CPUs so far"), std::string::npos) << compile.text;
+
   // Measuring needs this host's GPU, of the target's arch.
   Output measured = kiln("measure --op relu --shape 1000 --trace " + trace + " --target 'cuda -arch=sm_87'");
   if (measured.status == 0) {
