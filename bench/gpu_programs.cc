@@ -84,14 +84,19 @@ int main(int argc, char **argv) {
     ir::Schedule sch(f);
     c.schedule(sch);
     codegen::CudaModule m = compiler.build_cuda(sch.func(), target);
+    codegen::PtxasResult assembled;
+    if (!ptxas.empty()) {
+      assembled = codegen::run_ptxas(m.ptx, arch, ptxas);
+      m.cubin = assembled.cubin;
+      m.cubin_toolkit = assembled.toolkit;
+    }
     std::string path = out + "/" + c.name + ".cuda.json";
     std::ofstream(path) << m.artifact_text();
     nlohmann::json entry{{"name", c.name},           {"artifact", c.name + ".cuda.json"},
                          {"reference", c.reference}, {"workload", c.workload.to_json()},
                          {"flops", c.flops},         {"launches", m.manifest()["launches"]}};
     if (!ptxas.empty()) {
-      codegen::PtxasResult r = codegen::run_ptxas(m.ptx, arch, ptxas);
-      for (const codegen::PtxasKernelReport &k : r.kernels)
+      for (const codegen::PtxasKernelReport &k : assembled.kernels)
         entry["ptxas"].push_back({{"kernel", k.name},
                                   {"registers", k.registers},
                                   {"spill_store_bytes", k.spill_store_bytes},

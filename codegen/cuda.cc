@@ -37,6 +37,17 @@ std::string CudaModule::artifact_text() const {
   nlohmann::json a = manifest();
   a["kiln_cuda_artifact"] = KILN_CUDA_ARTIFACT_VERSION;
   a["ptx"] = ptx;
+  if (!cubin.empty()) {
+    static const char *const kDigits = "0123456789abcdef";
+    std::string hex;
+    hex.reserve(cubin.size() * 2);
+    for (unsigned char c : cubin) {
+      hex.push_back(kDigits[c >> 4]);
+      hex.push_back(kDigits[c & 15]);
+    }
+    a["cubin_hex"] = hex;
+    a["cubin_toolkit"] = cubin_toolkit;
+  }
   return a.dump();
 }
 

@@ -48,12 +48,16 @@ struct CudaModule {
   std::string arch;     ///< "sm_90"
   std::string ptx_isa;  ///< "7.8"
   std::string ptx;
+  /// The cubin ptxas made for exactly `arch`, and the CUDA release of that ptxas; empty
+  /// where the toolkit is not installed. A driver of that release or newer loads it
+  /// without JIT-compiling; others (a board's older driver) load the PTX.
+  std::string cubin, cubin_toolkit;
   std::vector<CudaBuffer> buffers;
   std::vector<CudaLaunch> launches;
   /// Everything but the PTX, as JSON (the artifact's manifest).
   nlohmann::json manifest() const;
   /// The artifact file (`NAME.cuda.json`, measure/cuda_artifact.h reads it): the
-  /// manifest, the format version and the PTX.
+  /// manifest, the format version, the PTX and the cubin (hex) when there is one.
   std::string artifact_text() const;
 };
 

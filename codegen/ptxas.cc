@@ -9,6 +9,8 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <mutex>
 #include <regex>
 #include <sstream>
 
@@ -122,6 +124,19 @@ PtxasResult run_ptxas(const std::string &ptx, const std::string &arch, const std
   if (status != 0) throw CodegenError("ptxas refused the PTX for " + arch + ": " + result.log);
   result.cubin = read_file(dir / "kernel.cubin");
   result.kernels = parse_ptxas_report(result.log);
+  // The release, once per ptxas.
+  static std::mutex mutex;
+  static std::map<std::string, std::string> releases;
+  std::lock_guard<std::mutex> lock(mutex);
+  auto known = releases.find(ptxas);
+  if (known == releases.end()) {
+    run_captured({ptxas, "--version"}, dir / "version");
+    static const std::regex release(R"(release (\d+\.\d+))");
+    std::smatch m;
+    std::string text = read_file(dir / "version");
+    known = releases.emplace(ptxas, std::regex_search(text, m, release) ? m[1].str() : "").first;
+  }
+  result.toolkit = known->second;
   return result;
 }
 

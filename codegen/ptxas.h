@@ -30,7 +30,10 @@ std::string find_ptxas();
 struct PtxasResult {
   std::vector<PtxasKernelReport> kernels;
   std::string cubin;  ///< the cubin for exactly `arch`
-  std::string log;    ///< ptxas's own output
+  /// The CUDA release of the ptxas ("13.0"): a driver of that release or newer loads
+  /// the cubin.
+  std::string toolkit;
+  std::string log;  ///< ptxas's own output
 };
 
 /// Assembles `ptx` for `arch` with `ptxas -v`; throws CodegenError with ptxas's

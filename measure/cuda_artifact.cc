@@ -55,6 +55,20 @@ CudaArtifact parse_cuda_artifact(const std::string &text) {
   a.arch = field(j, "arch", json::value_t::string, "the artifact").get<std::string>();
   a.ptx_isa = field(j, "ptx_isa", json::value_t::string, "the artifact").get<std::string>();
   a.ptx = field(j, "ptx", json::value_t::string, "the artifact").get<std::string>();
+  if (auto hex = j.find("cubin_hex"); hex != j.end()) {
+    if (!hex->is_string() || hex->get_ref<const std::string &>().size() % 2 != 0)
+      bad("\"cubin_hex\" is not an even number of hexadecimal digits");
+    const std::string &digits = hex->get_ref<const std::string &>();
+    auto value = [&](char c) -> int {
+      if (c >= '0' && c <= '9') return c - '0';
+      if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+      bad("\"cubin_hex\" holds '" + std::string(1, c) + "', not a lowercase hexadecimal digit");
+    };
+    a.cubin.reserve(digits.size() / 2);
+    for (size_t i = 0; i < digits.size(); i += 2)
+      a.cubin.push_back(static_cast<char>(value(digits[i]) * 16 + value(digits[i + 1])));
+    a.cubin_toolkit = field(j, "cubin_toolkit", json::value_t::string, "the artifact").get<std::string>();
+  }
   constexpr int64_t kMaxBytes = int64_t{1} << 40;
   for (const json &b : field(j, "buffers", json::value_t::array, "the artifact")) {
     if (!b.is_object()) bad("a buffer is not an object");

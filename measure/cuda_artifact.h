@@ -30,6 +30,9 @@ struct CudaArtifactLaunch {
 
 struct CudaArtifact {
   std::string name, target, arch, ptx_isa, ptx;
+  /// The cubin for exactly `arch` and the CUDA release that made it; empty when the
+  /// artifact carries PTX only.
+  std::string cubin, cubin_toolkit;
   std::vector<CudaArtifactBuffer> buffers;  ///< every kernel's arguments, in order
   std::vector<CudaArtifactLaunch> launches;
 };

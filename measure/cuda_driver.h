@@ -39,6 +39,8 @@ struct CudaMeasurement {
   int64_t number = 1;
   /// The output buffers' bytes after the runs, in the artifact's order.
   std::vector<std::vector<uint8_t>> outputs;
+  /// "cubin" or "ptx": what the driver loaded.
+  std::string loaded;
   double median_seconds() const;
 };
 

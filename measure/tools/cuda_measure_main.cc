@@ -210,6 +210,7 @@ int main(int argc, char **argv) {
                           {"arch", driver->arch()},
                           {"number", m.number},
                           {"median_seconds", m.median_seconds()},
+                          {"loaded", m.loaded},
                           {"seconds", m.seconds}};
     std::cout << result.dump() << "\n";
   } catch (const kiln::measure::CudaError &e) {

@@ -78,6 +78,13 @@ TEST(CudaArtifact, ReadsBackWhatCodegenWritesAndRefusesDamage) {
   EXPECT_NE(damaged([](auto &j) { j["launches"][0]["name"] = "other"; }).find("names no kernel of the PTX"),
             std::string::npos);
   EXPECT_NE(damaged([](auto &j) { j["launches"] = nlohmann::json::array(); }).find("no launches"), std::string::npos);
+  EXPECT_NE(damaged([](auto &j) { j["cubin_hex"] = "abc"; }).find("even number"), std::string::npos);
+  EXPECT_NE(damaged([](auto &j) {
+              j["cubin_hex"] = "zz";
+              j["cubin_toolkit"] = "13.0";
+            }).find("'z'"),
+            std::string::npos);
+  EXPECT_NE(damaged([](auto &j) { j["cubin_hex"] = "7f45"; }).find("cubin_toolkit"), std::string::npos);
 }
 
 TEST(CudaMeasure, TheToolSaysClearlyWhenThereIsNoGpu) {
@@ -112,7 +119,16 @@ TEST(CudaMeasure, BuilderPoolAndRunnerHandleCudaTargets) {
   std::vector<BuildResult> built = pool.build({{sch.func(), target, "candidate"}, {f, target, "unbound"}});
   ASSERT_TRUE(built[0].ok()) << built[0].message;
   EXPECT_NE(built[0].artifact_path.find(".cuda.json"), std::string::npos);
-  EXPECT_EQ(read_cuda_artifact(built[0].artifact_path).launches.size(), 1u);
+  CudaArtifact artifact = read_cuda_artifact(built[0].artifact_path);
+  EXPECT_EQ(artifact.launches.size(), 1u);
+  // Where the toolkit is installed the artifact also carries the cubin for its arch.
+  if (!codegen::find_ptxas().empty()) {
+    EXPECT_GT(artifact.cubin.size(), 100u);
+    EXPECT_EQ(artifact.cubin.substr(0, 4),
+              "\x7f"
+              "ELF");
+    EXPECT_FALSE(artifact.cubin_toolkit.empty());
+  }
   EXPECT_EQ(built[1].error, ErrorKind::kBuildError);
   EXPECT_NE(built[1].message.find("would run on one GPU thread"), std::string::npos) << built[1].message;
 
