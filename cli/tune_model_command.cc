@@ -201,6 +201,15 @@ void add_tune_model_command(CLI::App &app) {
       write_report();
       return;
     }
+    if (target.is_cuda()) {
+      // Compiled models run on CPUs so far (kiln compile says so): the records are stored.
+      std::printf(
+          "model not measured: compiled models for cuda targets are not built yet; the tuned records are "
+          "in %s\n",
+          a->db.c_str());
+      write_report();
+      return;
+    }
     // The model measured, not estimated: untuned defaults and tuned, alternating.
     std::filesystem::path dir =
         std::filesystem::temp_directory_path() / ("kiln_tune_models_" + std::to_string(getpid()));
