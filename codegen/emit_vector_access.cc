@@ -105,6 +105,29 @@ llvm::Value *CodeGen::strided_vector_load(const Buffer &buf, llvm::Value *first,
   return b_.CreateShuffleVector(llvm::concatenateVectors(b_, chunks), picks);
 }
 
+int64_t CodeGen::power_of_two_dividing(const Expr &e) {
+  static constexpr int64_t kAny = int64_t{1} << 20;  // divides zero; caps what a product gives
+  auto of_constant = [](int64_t c) { return c == 0 ? kAny : std::min(kAny, c & -c); };
+  if (const auto *i = e.as<IntImmNode>()) return of_constant(i->value);
+  if (const auto *v = e.as<VarNode>()) {
+    auto it = vars_.find(v);
+    if (it != vars_.end())
+      if (auto *c = llvm::dyn_cast<llvm::ConstantInt>(it->second)) return of_constant(c->getSExtValue());
+    return 1;
+  }
+  if (const auto *a = e.as<AddNode>()) return std::min(power_of_two_dividing(a->a), power_of_two_dividing(a->b));
+  if (const auto *s = e.as<SubNode>()) return std::min(power_of_two_dividing(s->a), power_of_two_dividing(s->b));
+  if (const auto *m = e.as<MulNode>()) return std::min(kAny, power_of_two_dividing(m->a) * power_of_two_dividing(m->b));
+  if (const auto *c = e.as<CastNode>(); c && !is_float(c->value.dtype())) return power_of_two_dividing(c->value);
+  return 1;
+}
+
+llvm::Align CodeGen::gpu_align(const Expr &flat, const Buffer &buf) {
+  // Every GPU buffer starts 16-byte aligned (kernel arguments, shared offsets, allocas).
+  int64_t bytes = dtype_bytes(buf->dtype);
+  return llvm::Align(static_cast<uint64_t>(std::min<int64_t>(16, bytes * power_of_two_dividing(flat))));
+}
+
 llvm::Value *CodeGen::visit(const LoadNode *op, const Expr &self) {
   const Access &access = access_of(self, Stmt(), op->buffer, op->indices);
   const Expr &flat = access.flat;
@@ -132,7 +155,7 @@ llvm::Value *CodeGen::visit(const LoadNode *op, const Expr &self) {
           v = b_.CreateAlignedLoad(elem, element_ptr(op->buffer, idx), align);
         }
       } else {
-        v = b_.CreateAlignedLoad(elem, element_ptr(op->buffer, gen(flat)), align);
+        v = b_.CreateAlignedLoad(elem, element_ptr(op->buffer, gen(flat)), gpu_ ? gpu_align(flat, op->buffer) : align);
       }
       tag(v, op->buffer);
       break;
@@ -204,7 +227,8 @@ void CodeGen::visit(const StoreNode *op, const Stmt &self) {
       llvm::Value *idx = gen_scalar(flat);
       // Every lane writes the same element: the last lane's value wins, as in order.
       if (is_vec(value)) value = b_.CreateExtractElement(value, static_cast<uint64_t>(lanes_ - 1));
-      tag(b_.CreateAlignedStore(value, element_ptr(op->buffer, idx), align), op->buffer);
+      tag(b_.CreateAlignedStore(value, element_ptr(op->buffer, idx), gpu_ ? gpu_align(flat, op->buffer) : align),
+          op->buffer);
       break;
     }
     case Pattern::kContiguous:

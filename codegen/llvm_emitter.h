@@ -148,6 +148,13 @@ class CodeGen : public ExprFunctor<llvm::Value *>, public StmtFunctor<void> {
   llvm::Value *intrinsic(llvm::Intrinsic::ID id, std::vector<llvm::Value *> args);
   // libm call applied lane by lane for vectors.
   llvm::Value *libm(const char *name, llvm::Value *x);
+  // The largest power of two (up to 2^20) known to divide the integer `e`: unrolled
+  // loops' variables are constants here.
+  int64_t power_of_two_dividing(const Expr &e);
+  // The alignment of a GPU thread's scalar access at `flat` in `buf`: what the index
+  // proves, up to 16 bytes, so that LLVM's load/store vectorizer can merge neighbouring
+  // accesses into ld/st.v2 and .v4 (it raises no alignment but an alloca's).
+  llvm::Align gpu_align(const Expr &flat, const Buffer &buf);
   // The GPU's approximate log2(x) * scale and 2^x (PTX lg2.approx / ex2.approx, about
   // 2 ulp): there is no libm on the device.
   llvm::Value *gpu_log2(llvm::Value *x, double scale);

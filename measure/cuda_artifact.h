@@ -13,6 +13,8 @@
 
 namespace kiln::measure {
 
+/// A kernel argument. Whoever launches passes every buffer 16-byte aligned (device
+/// allocations are): the kernels' vector loads and stores rely on it.
 struct CudaArtifactBuffer {
   std::string name;
   ir::DType dtype = ir::DType::kFloat32;

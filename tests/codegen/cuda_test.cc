@@ -44,6 +44,10 @@ TEST(CodegenCuda, SharedTileGemmBecomesPtxThatPtxasAcceptsForEachArch) {
     EXPECT_NE(m.ptx.find(".entry matmul_kernel0"), std::string::npos);
     EXPECT_NE(m.ptx.find("bar.sync"), std::string::npos);
     EXPECT_NE(m.ptx.find(".extern .shared"), std::string::npos);
+    // A thread's 4 neighbouring operands of a tile row are read as one vector, its
+    // results written back as vectors: their alignment is known from the indices.
+    EXPECT_NE(m.ptx.find("ld.shared.v4.f32"), std::string::npos);
+    EXPECT_NE(m.ptx.find("st.global.v4.f32"), std::string::npos);
     ASSERT_EQ(m.launches.size(), 1u);
     EXPECT_EQ(m.launches[0].grid, (std::array<int64_t, 3>{16, 16, 1}));
     EXPECT_EQ(m.launches[0].block, (std::array<int64_t, 3>{16, 16, 1}));
