@@ -138,9 +138,12 @@ void print_status(const StatusArgs &a) {
   std::printf("\n%-28s %-16s %-5s %9s %8s %7s %9s  %s\n", "runner", "key", "state", "last poll", "done", "failed",
               "jobs/s", "target");
   for (const auto &r : status.runners()) {
+    // A GPU runner's target names its arch; the GPU's own name follows.
+    std::string target = r.facts().target();
+    if (!r.facts().device_name().empty()) target += " (" + r.facts().device_name() + ")";
     std::printf("%-28s %-16s %-5s %7.1f s %8lld %7lld %9.2f  %s\n", r.runner_id().c_str(), r.key().c_str(),
                 r.state().c_str(), r.seconds_since_poll(), (long long)r.jobs_done(), (long long)r.jobs_failed(),
-                r.jobs_per_second(), r.facts().target().c_str());
+                r.jobs_per_second(), support::printable(target).c_str());
   }
 }
 

@@ -450,6 +450,9 @@ TEST_F(Network, TuneOpForACudaTargetRunsOnAGpuRunner) {
   Process stats({kiln_binary(), "db", "stats", "--db", db.string()}, dir_ / "stats.log");
   ASSERT_EQ(stats.wait(), 0) << stats.log();
   EXPECT_NE(stats.log().find("12 records, 12 successful"), std::string::npos) << stats.log();
+  Process status({kiln_binary(), "tracker", "status", "--tracker", address()}, dir_ / "status.log");
+  ASSERT_EQ(status.wait(), 0) << status.log();
+  EXPECT_NE(status.log().find("cuda -arch=sm_90 (stand-in GPU)"), std::string::npos) << status.log();
 }
 
 TEST_F(Network, AnAArch64TuningJobRunsOnARunnerUnderQemu) {
