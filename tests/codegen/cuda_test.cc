@@ -105,8 +105,13 @@ TEST(CodegenCuda, SoftmaxReducesAcrossThreadsWithWarpShuffles) {
     EXPECT_EQ(m.launches[0].grid[0], 4096);
     EXPECT_NE(m.ptx.find("shfl.sync.bfly.b32"), std::string::npos);
     shared_bytes[threads] = m.launches[0].shared_bytes;
-    if (!ptxas.empty()) {
-      PtxasResult r = run_ptxas(m.ptx, "sm_90", ptxas);
+    if (ptxas.empty()) continue;
+    for (const char *arch : kArchs) {
+      SCOPED_TRACE(arch);
+      CudaModule for_arch = arch == std::string("sm_90")
+                                ? m
+                                : compiler.build_cuda(sch.func(), Target::parse(std::string("cuda -arch=") + arch));
+      PtxasResult r = run_ptxas(for_arch.ptx, arch, ptxas);
       ASSERT_EQ(r.kernels.size(), 1u) << r.log;
       EXPECT_EQ(r.kernels[0].spill_store_bytes, 0) << r.log;
     }
