@@ -139,6 +139,26 @@ TEST(UntunedSchedule, ProgramsWithoutAProductKeepTheUntunedRules) {
 namespace kiln::search {
 namespace {
 
+// Runs `scheduled` (a schedule of `f`) as GPU kernels, thread by thread, on seeded
+// inputs and expects exactly the unscheduled program's outputs.
+void expect_kernels_agree(const ir::PrimFunc &f, const ir::PrimFunc &scheduled, size_t n_inputs, uint64_t seed,
+                          const ir::GpuLimits &limits) {
+  ir::GpuProgram p = ir::lower_for_gpu(scheduled, limits);
+  std::mt19937_64 rng(seed);
+  std::vector<ir::HostTensor> all;
+  for (size_t i = 0; i < f.params.size(); ++i) {
+    all.push_back(ir::HostTensor::like(f.params[i]));
+    if (i < n_inputs) all.back().fill_random(rng, ir::is_float(f.params[i]->dtype) ? 0.1 : -3, 2.0);
+  }
+  std::vector<ir::HostTensor> want =
+      ir::interpret(f, std::vector<ir::HostTensor>(all.begin(), all.begin() + static_cast<long>(n_inputs)));
+  std::vector<ir::HostTensor *> args;
+  for (ir::HostTensor &t : all) args.push_back(&t);
+  ir::interpret_gpu(p, args);
+  for (size_t o = 0; o < want.size(); ++o)
+    EXPECT_EQ(ir::relative_l2_error(all[n_inputs + o], want[o]), 0.0) << ir::to_string(p);
+}
+
 // For a GPU, every example workload's untuned program (spatial loops over blocks of
 // threads, reductions serial per thread) lowers to kernels that the interpreter, run
 // thread by thread, agrees with the unscheduled program on.
@@ -152,21 +172,7 @@ TEST(UntunedGpu, EveryExampleRunsAsKernelsThatAgreeWithTheProgram) {
     std::optional<ir::Trace> trace = untuned_trace(f, target);
     ASSERT_TRUE(trace.has_value());
     ir::PrimFunc scheduled = ir::Schedule::replay(f, *trace).func();
-    ir::GpuProgram p = ir::lower_for_gpu(scheduled, limits);
-    std::mt19937_64 rng(5);
-    std::vector<ir::HostTensor> all;
-    size_t n_inputs = w.workload.inputs.size();
-    for (size_t i = 0; i < f.params.size(); ++i) {
-      all.push_back(ir::HostTensor::like(f.params[i]));
-      if (i < n_inputs) all.back().fill_random(rng, ir::is_float(f.params[i]->dtype) ? 0.1 : -3, 2.0);
-    }
-    std::vector<ir::HostTensor> inputs(all.begin(), all.begin() + static_cast<long>(n_inputs));
-    std::vector<ir::HostTensor> want = ir::interpret(f, inputs);
-    std::vector<ir::HostTensor *> args;
-    for (ir::HostTensor &t : all) args.push_back(&t);
-    ir::interpret_gpu(p, args);
-    for (size_t o = 0; o < want.size(); ++o)
-      EXPECT_EQ(ir::relative_l2_error(all[n_inputs + o], want[o]), 0.0) << ir::to_string(p);
+    expect_kernels_agree(f, scheduled, w.workload.inputs.size(), 5, limits);
     ++checked;
   }
   EXPECT_GT(checked, 40);
@@ -193,20 +199,7 @@ TEST(GpuSpace, SampledProgramsRunAsKernelsAndMutationsChangeTheirThreads) {
     ASSERT_FALSE(sketches.empty());
     std::optional<Candidate> c = realize(f, sketches[0], space.postprocessors, 7);
     ASSERT_TRUE(c.has_value());
-    ir::GpuProgram p = ir::lower_for_gpu(c->func, ir::GpuLimits::of(1024, 49152, 255));
-    std::mt19937_64 rng(9);
-    size_t n_inputs = w.workload.inputs.size();
-    std::vector<ir::HostTensor> all;
-    for (size_t i = 0; i < f.params.size(); ++i) {
-      all.push_back(ir::HostTensor::like(f.params[i]));
-      if (i < n_inputs) all.back().fill_random(rng, ir::is_float(f.params[i]->dtype) ? 0.1 : -3, 2.0);
-    }
-    std::vector<ir::HostTensor> want =
-        ir::interpret(f, std::vector<ir::HostTensor>(all.begin(), all.begin() + static_cast<long>(n_inputs)));
-    std::vector<ir::HostTensor *> args;
-    for (ir::HostTensor &t : all) args.push_back(&t);
-    ir::interpret_gpu(p, args);
-    for (size_t o = 0; o < want.size(); ++o) EXPECT_EQ(ir::relative_l2_error(all[n_inputs + o], want[o]), 0.0);
+    expect_kernels_agree(f, c->func, w.workload.inputs.size(), 9, ir::GpuLimits::of(1024, 49152, 255));
     ++realized;
     Rng mutation_rng(3);
     if (std::optional<ir::Trace> m = space.mutators[0].mutator->apply(c->sketch, mutation_rng)) {
