@@ -30,7 +30,7 @@ import onnxruntime as ort
 
 
 def kiln_bench(kiln, model_dir, threads, repeat):
-    out = subprocess.run([kiln, "bench", "--model", model_dir, "--threads", str(threads), "--repeat", str(repeat)],
+    out = subprocess.run([kiln, "bench", "--compiled", model_dir, "--threads", str(threads), "--repeat", str(repeat)],
                          check=True, capture_output=True, text=True).stdout
     value, unit = re.search(r"median ([0-9.]+) (ms|us)", out).groups()
     return float(value) / (1e3 if unit == "us" else 1.0)

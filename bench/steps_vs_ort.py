@@ -38,7 +38,7 @@ def group_of(shape, nhwc=False):
 
 
 def kiln_steps(kiln, model_dir, threads, repeat, nhwc=False):
-    out = subprocess.run([kiln, "bench", "--model", model_dir, "--threads", str(threads), "--repeat", str(repeat),
+    out = subprocess.run([kiln, "bench", "--compiled", model_dir, "--threads", str(threads), "--repeat", str(repeat),
                           "--profile"], check=True, capture_output=True, text=True).stdout
     steps = []
     winograd_group = None

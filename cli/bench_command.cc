@@ -1,3 +1,4 @@
+#include "cli/common_flags.h"
 #include "cli/model_commands.h"
 #include "cli/workload_args.h"
 
@@ -53,16 +54,18 @@ void add_bench_command(CLI::App &app) {
   };
   auto args = std::make_shared<BenchArgs>();
   auto *cmd = app.add_subcommand("bench", "Time a compiled model on random inputs: median and min over repeats");
-  cmd->add_option("--model", args->model, "compiled model folder (kiln compile)")->required();
-  cmd->add_option("--threads", args->threads, "threads of the runtime pool (default: all cores)")
-      ->check(at_least(1, 1024));
-  cmd->add_option("--repeat", args->repeat, "timed inferences after 3 warm-up runs")
+  add_compiled_model_option(*cmd, args->model);
+  add_threads_option(*cmd, args->threads, "threads of the runtime pool");
+  cmd->add_option("--repeat", args->repeat,
+                  "timed inferences after 3 warm-up runs (many: a whole model is timed once per run, where "
+                  "kiln measure and tuning time a kernel's many calls per repeat)")
       ->capture_default_str()
       ->check(at_least(1, 1000000));
   cmd->add_flag("--profile", args->profile,
                 "then time every step inside the inferences (R more runs) and compare it with the latency its "
                 "kernel was tuned to");
   cmd->callback([args] {
+    check_compiled_model(args->model);
     executor::Model model = load_compiled_model(args->model);
     if (args->threads > 0) executor::Model::set_threads(args->threads);
     std::vector<ir::HostTensor> inputs = model.random_inputs();

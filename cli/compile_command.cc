@@ -1,3 +1,4 @@
+#include "cli/common_flags.h"
 #include "cli/model_commands.h"
 #include "cli/workload_args.h"
 
@@ -47,8 +48,13 @@ void add_compile_command(CLI::App &app) {
                                  "Compile an ONNX model into a folder that kiln run loads: each subgraph with "
                                  "its best schedule in the database, or the untuned default");
   add_pipeline_flags(*cmd, *args);
-  cmd->add_option("--db", options->db_path, "tuning database to take schedules from (default: none, all untuned)");
-  cmd->add_option("--target", options->target, "target to build for")->capture_default_str();
+  options->db_path = kDefaultDatabase;
+  auto db_flag = cmd->add_option("--db", options->db_path,
+                                 "tuning database to take schedules from, as kiln tune's (default: kiln.db when "
+                                 "that file exists, else every subgraph untuned)");
+  auto no_db = std::make_shared<bool>(false);
+  cmd->add_flag("--no-db", *no_db, "use no database: every subgraph gets the untuned default")->excludes(db_flag);
+  add_target_option(*cmd, options->target, "the target to build for");
   cmd->add_option("-o,--output", *out,
                   "output folder, e.g. m.kiln (an existing compiled model there is replaced; any other folder is "
                   "left alone and refused)")
@@ -60,11 +66,20 @@ void add_compile_command(CLI::App &app) {
       ->capture_default_str()
       ->check(at_least(0, 64));
   auto threads = std::make_shared<int>(0);
-  cmd->add_option("--threads", *threads,
-                  "threads to time programs with for --choose-in-model: those the model will run with (default: "
-                  "all cores)")
-      ->check(at_least(1, 1024));
-  cmd->callback([args, options, out, threads] {
+  add_threads_option(*cmd, *threads,
+                     "threads to time programs with for --choose-in-model: those the model will run with");
+  cmd->callback([args, options, out, threads, db_flag, no_db] {
+    bool default_db_missing = false;
+    if (*no_db) {
+      options->db_path.clear();
+    } else if (db_flag->count() == 0 && !std::filesystem::exists(options->db_path)) {
+      default_db_missing = true;
+      options->db_path.clear();
+    } else if (!std::filesystem::is_regular_file(options->db_path)) {
+      fail("--db " + options->db_path +
+           ": no such database file; give the file kiln tune wrote (its --db), or "
+           "--no-db to compile every subgraph untuned");
+    }
     try {
       if (Target::parse(options->target).is_cuda())
         fail(
@@ -100,7 +115,7 @@ void add_compile_command(CLI::App &app) {
     } remove_build_dir{build_dir};
     if (*threads > 0) executor::Model::set_threads(*threads);
     if (options->choose_in_model > 0 && options->db_path.empty())
-      fail("--choose-in-model chooses among a database's programs: give it one with --db");
+      fail("--choose-in-model chooses among a database's programs: give it one with --db (kiln tune's)");
     auto chosen = [](const executor::InModelChoice &c) {
       if (c.chosen_rank == 0)
         std::fprintf(stderr, "step %zu (%s): kept the best of %zu programs tried inside the model (%.3f ms)\n", c.step,
@@ -136,6 +151,17 @@ void add_compile_command(CLI::App &app) {
       std::printf(" (%zu unusable database record%s passed over)", report.unusable_records,
                   report.unusable_records == 1 ? "" : "s");
     std::printf("\n");
+    if (default_db_missing)
+      std::fprintf(stderr,
+                   "note: no %s here, so every subgraph is untuned: tune first (kiln tune --model %s) or give the "
+                   "database with --db FILE\n",
+                   kDefaultDatabase, args->model.c_str());
+    for (const auto &[other, count] : report.untuned_with_records_for)
+      std::fprintf(stderr,
+                   "note: %s holds records for %zu of the untuned subgraphs under target '%s', not '%s': if the "
+                   "model was tuned for that target, compile with --target '%s'\n",
+                   options->db_path.c_str(), count, other.c_str(), Target::parse(options->target).str().c_str(),
+                   other.c_str());
     for (const std::string &flags : report.tuned_with_other_options)
       std::fprintf(stderr,
                    "note: %s also holds records tuned for this target with other pipeline options (%s): if this "

@@ -239,9 +239,10 @@ static void add_import(CLI::App &db, Streams io) {
   CLI::App *cmd = db.add_subcommand("import", "add records from JSON Lines (all or nothing)");
   cmd->add_option("--db", *path, "database file")->required();
   cmd->add_flag("--create", *create, "create the database if it does not exist");
-  cmd->add_flag("!--no-replay-check", *replay_check,
-                "store records without replaying each trace on its workload first (by default a record of a Kiln "
-                "workload whose trace does not replay refuses the import)");
+  cmd->add_flag_callback(
+      "--no-replay-check", [replay_check] { *replay_check = false; },
+      "store records without replaying each trace on its workload first (by default a record of a Kiln "
+      "workload whose trace does not replay refuses the import)");
   cmd->add_option("input", *input, "JSON Lines file; - for stdin")->required();
   cmd->callback([path, input, create, replay_check, io] {
     std::function<void(const kiln::db::Record &)> check;

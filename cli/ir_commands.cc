@@ -6,6 +6,7 @@
 #include <memory>
 #include <random>
 
+#include "cli/common_flags.h"
 #include "cli/workload_args.h"
 #include "codegen/codegen.h"
 #include "codegen/cuda.h"
@@ -75,7 +76,7 @@ static void add_show(CLI::App &app) {
                   "llvm (LLVM IR after optimization) or asm; for a cuda target: gpu (the kernels: launch shapes, "
                   "barriers, shared buffers), ptx, or cuda-artifact (the NAME.cuda.json kiln-cuda-measure runs)")
       ->check(CLI::IsMember({"lowered", "llvm", "asm", "gpu", "ptx", "cuda-artifact"}));
-  cmd->add_option("--target", *target, "target for --emit llvm|asm and --untuned")->capture_default_str();
+  add_target_option(*cmd, *target, "the target for --emit and --untuned");
   cmd->callback([args, trace_file, key, untuned, emit, target] {
     ops::Workload w;
     ir::PrimFunc f = lower_or_fail(*args, &w);

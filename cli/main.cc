@@ -11,10 +11,18 @@
 #include "cli/model_commands.h"
 #include "cli/tracker_commands.h"
 #include "cli/tune_command.h"
+#include "codegen/runtime/abi.h"
+#include "database/schema.h"
+#include "executor/model.h"
 #include "support/flag_checks.h"
 
 int main(int argc, char **argv) {
   CLI::App app{"Kiln: an auto-tuner for tensor programs"};
+  // What a bug report or a mismatched board needs: the release and the formats it reads.
+  app.set_version_flag("--version", std::string("kiln ") + KILN_VERSION + " (compiled models v" +
+                                        std::to_string(kiln::executor::kModelFormatVersion) + ", artifact ABI " +
+                                        std::to_string(KILN_ABI_VERSION) + ", database schema " +
+                                        std::to_string(kiln::db::kSchemaVersion) + ")");
   app.require_subcommand(1);
   app.failure_message(kiln::support::printable_failure_message);
   kiln::cli::add_ir_commands(app);

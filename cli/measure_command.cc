@@ -11,6 +11,7 @@
 #include <memory>
 #include "support/flag_checks.h"
 
+#include "cli/common_flags.h"
 #include "cli/tune_command.h"
 #include "cli/workload_args.h"
 #include "ir/schedule/schedule.h"
@@ -41,17 +42,17 @@ void add_measure_command(CLI::App &app) {
   auto args = std::make_shared<MeasureArgs>();
   args->workload.add_to(*cmd);
   cmd->add_option("--trace", args->trace_file, "schedule trace JSON file (omit to measure the unscheduled program)");
-  cmd->add_option("--target", args->target, "target string, e.g. 'llvm -mcpu=native -num-cores=2'")
-      ->capture_default_str();
-  cmd->add_option("--repeat", args->repeat, "timed repeats (each is the mean of `number` calls)")
+  add_target_option(*cmd, args->target, "the target to build and measure for");
+  cmd->add_option("--repeat", args->repeat,
+                  "timed repeats, each the mean of enough calls to last --min-repeat-ms (more than tuning's: one "
+                  "program measured once, where tuning times thousands)")
       ->capture_default_str()
       ->check(at_least(1, 100000));
-  cmd->add_option("--min-repeat-ms", args->min_repeat_ms, "grow calls per repeat until a repeat lasts this long")
+  cmd->add_option("--min-repeat-ms", args->min_repeat_ms,
+                  "grow calls per repeat until a repeat lasts this long (longer than tuning's, for the same reason)")
       ->capture_default_str()
       ->check(finite_range(0, 60000));
-  cmd->add_option("--threads", args->threads, "threads for parallel loops (0: the runtime's default)")
-      ->capture_default_str()
-      ->check(at_least(0, 1024));
+  add_threads_option(*cmd, args->threads, "threads for parallel loops");
   cmd->add_flag("--flush-cache", args->flush_cache, "flush the last-level cache before every repeat");
   cmd->add_flag("--flush-args", args->flush_args,
                 "evict the kernel's buffers from the caches before every call and time each call alone");

@@ -27,6 +27,11 @@ void add_pipeline_flags(CLI::App &cmd, PipelineArgs &args);
 /// contradiction such as --winograd with --layout NCHW.
 frontend::PipelineOptions pipeline_options(const PipelineArgs &args);
 
+/// The `kiln compile` command line that builds the model `args` name with what a tune
+/// stored in `db`: the same shapes and pipeline flags, the database and target when they
+/// are not compile's defaults (`target` empty: this host), into NAME.kiln here.
+std::string compile_command_line(const PipelineArgs &args, const std::string &db, const std::string &target);
+
 /// Imports the model and runs the pipeline; fails with the importer's message.
 frontend::PreparedModel prepare_model(const PipelineArgs &args);
 

@@ -1,3 +1,4 @@
+#include "cli/common_flags.h"
 #include "cli/model_commands.h"
 #include "cli/workload_args.h"
 
@@ -102,7 +103,7 @@ void add_run_command(CLI::App &app) {
   };
   auto args = std::make_shared<RunArgs>();
   auto *cmd = app.add_subcommand("run", "Run a compiled model once on input files");
-  cmd->add_option("--model", args->model, "compiled model folder (kiln compile)")->required();
+  add_compiled_model_option(*cmd, args->model);
   cmd->add_option("--input", args->inputs,
                   "an input: NAME=FILE, or FILE for the inputs in order; a .npy file (C order; float64 converts "
                   "to float32, int64 to narrower integers when every value fits) or raw little-endian bytes in the "
@@ -118,6 +119,7 @@ void add_run_command(CLI::App &app) {
       ->capture_default_str()
       ->check(finite_range(0, 1e6));
   cmd->callback([args] {
+    check_compiled_model(args->model);
     executor::Model model = load_compiled_model(args->model);
     const std::vector<std::string> &in_names = model.input_names(), &out_names = model.output_names();
     std::vector<std::string> in_files = match_files(args->inputs, in_names, "--input", /*all=*/true);

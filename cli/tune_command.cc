@@ -10,6 +10,7 @@
 #include <memory>
 #include "support/flag_checks.h"
 
+#include "cli/common_flags.h"
 #include "cli/workload_args.h"
 #include "costmodel/xgb_model.h"
 #include "measure/cuda_runner.h"
@@ -28,14 +29,13 @@ struct TuneArgs : TuningArgs {
 
 void add_tuning_flags(CLI::App *cmd, TuningArgs &args) {
   TuningArgs *a = &args;
-  cmd->add_option("--target", a->target,
-                  "target string (default: this host, e.g. llvm -mcpu=znver4; with a tracker runner, the target "
-                  "its runners report)");
+  add_target_option(*cmd, a->target, "the target to tune for",
+                    std::string(kThisHost) + "; with a tracker runner, the target its runners report");
   cmd->add_option("--runner", a->runner,
                   "where candidates run: local (this machine) or tracker://HOST:PORT/KEY (the runners of KEY "
                   "behind a kiln tracker)")
       ->capture_default_str();
-  a->tracker_client.add_flags(*cmd, "tracker-");
+  a->tracker_client.add_flags(*cmd, /*hidden_alias_prefix=*/"tracker-");
   cmd->add_option("--queue-deadline", a->queue_deadline,
                   "with a tracker: seconds a candidate may wait for a runner before tuning stops with an error")
       ->capture_default_str()
@@ -56,7 +56,9 @@ void add_tuning_flags(CLI::App *cmd, TuningArgs &args) {
                   "candidate timed in its own process, one after the other)")
       ->capture_default_str()
       ->check(CLI::IsMember({"interleaved", "alone"}));
-  cmd->add_option("--db", a->db, "SQLite tuning database (created if missing; a rerun resumes)")->capture_default_str();
+  cmd->add_option("--db", a->db,
+                  "SQLite tuning database (created if missing; a rerun resumes; kiln compile reads the same default)")
+      ->capture_default_str();
   cmd->add_option("--trials", a->options.trials, "candidates to measure in this run")
       ->capture_default_str()
       ->check(at_least(1));
@@ -86,10 +88,12 @@ void add_tuning_flags(CLI::App *cmd, TuningArgs &args) {
   cmd->add_option("--eps", a->options.evolution.eps_greedy, "share of each batch picked at random")
       ->capture_default_str()
       ->check(finite_range(0, 1));
-  cmd->add_option("--repeat", a->options.timing.repeat, "timed repeats per candidate")
+  cmd->add_option("--repeat", a->options.timing.repeat,
+                  "timed repeats per candidate (few: a search times thousands; kiln measure's default is larger)")
       ->capture_default_str()
       ->check(at_least(1, 100000));
-  cmd->add_option("--min-repeat-ms", a->options.timing.min_repeat_ms, "minimum duration of one repeat")
+  cmd->add_option("--min-repeat-ms", a->options.timing.min_repeat_ms,
+                  "minimum duration of one repeat (calls per repeat grow until it lasts this long)")
       ->capture_default_str()
       ->check(finite_range(0, 60000));
   cmd->add_flag("--flush-args", a->options.timing.flush_args,

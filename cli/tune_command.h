@@ -29,14 +29,14 @@ struct TuningArgs {
   std::string target;
   /// local, or tracker://HOST:PORT/KEY.
   std::string runner = "local";
-  rpc::ClientArgs tracker_client;  ///< --tracker-token-file, --tracker-tls-ca, --tracker-insecure
+  rpc::ClientArgs tracker_client;  ///< --token-file, --tls-ca, --insecure
   double queue_deadline = 600;
   double run_timeout = 10;
   /// Local runner: address space one candidate's run may add.
   int64_t memory_limit_mb = 4096;
   /// interleaved (a batch's repeats round-robin in one process) or alone.
   std::string timing_mode = "interleaved";
-  std::string db = "kiln.db";
+  std::string db = "kiln.db";  ///< common_flags.h's kDefaultDatabase, which kiln compile reads
   int builders = 2;
   std::string cost_model = "xgb";
   /// The XGBoost model's loss: squared (Ansor's pack-sum) or rank.

@@ -103,7 +103,8 @@ void add_tune_model_command(CLI::App &app) {
                   "round (0: tasks share nothing)")
       ->capture_default_str()
       ->check(at_least(0));
-  cmd->add_flag("!--no-measure", a->measure, "skip compiling and timing the model untuned and tuned at the end");
+  cmd->add_flag_callback(
+      "--no-measure", [a] { a->measure = false; }, "skip compiling and timing the model untuned and tuned at the end");
   cmd->add_option("--report", a->report,
                   "write an HTML report of the job to this folder (index.html: latency curves, task table, time)");
   cmd->callback([a] {
@@ -197,8 +198,15 @@ void add_tune_model_command(CLI::App &app) {
         fail(e.what());
       }
     };
+    // The step after tuning, ready to paste: the target only when it is not this host.
+    const bool this_host = target.str() == Target::parse("llvm -mcpu=native").str();
+    const std::string next = compile_command_line(a->model, a->db, this_host ? std::string() : target.str());
+    auto print_next = [&] {
+      if (!target.is_cuda()) std::printf("next: %s\n", next.c_str());
+    };
     if (!a->measure || interrupted) {
       write_report();
+      print_next();
       return;
     }
     if (target.is_cuda()) {
@@ -236,6 +244,7 @@ void add_tune_model_command(CLI::App &app) {
     }
     std::filesystem::remove_all(dir);
     write_report();
+    print_next();
   });
 }
 

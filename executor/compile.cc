@@ -405,6 +405,13 @@ CompileReport compile_model(const frontend::PreparedModel &model, const CompileO
       programs[step_index].func = func;
       programs[step_index].alternatives = alternatives_of(*db, s, target, *used, options.choose_in_model);
     }
+    if (!used && db) {
+      std::set<std::string> others;
+      std::vector<std::string> unreadable;  // damaged records: warned about by the lookup above
+      for (const db::Record &r : db->records_of(s.workload.key_hash(), &unreadable))
+        if (r.ok() && r.target != target.str()) others.insert(r.target);
+      for (const std::string &other : others) ++report.untuned_with_records_for[other];
+    }
     if (!used) {
       try {
         ir::PrimFunc scheduled = options.untuned_schedule ? options.untuned_schedule(func, target) : func;

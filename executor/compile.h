@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -71,6 +72,9 @@ struct CompileReport {
   /// under other pipeline options (frontend::PipelineOptions), by those options' flags:
   /// the model was likely tuned with them (see compile_model).
   std::vector<std::string> tuned_with_other_options;
+  /// Untuned subgraphs whose workload the database holds successful records of for
+  /// other targets only, counted by target: the model was likely tuned for one of them.
+  std::map<std::string, size_t> untuned_with_records_for;
   double seconds = 0;
   int64_t arena_bytes = 0;              ///< activations after memory planning
   int64_t unplanned_bytes = 0;          ///< activations with one buffer each

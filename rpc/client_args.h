@@ -16,9 +16,10 @@ struct ClientArgs {
   std::string tls_ca;
   bool insecure = false;
 
-  /// Adds --<prefix>token-file, --<prefix>tls-ca and --<prefix>insecure to `cmd`
-  /// (`prefix` "tracker-" on commands whose other flags are not the tracker's).
-  void add_flags(CLI::App &cmd, const std::string &prefix = "");
+  /// Adds --token-file, --tls-ca and --insecure to `cmd`, the same on every command,
+  /// and, with `hidden_alias_prefix`, --<prefix>token-file … as hidden aliases (the
+  /// spellings `kiln tune` used to take).
+  void add_flags(CLI::App &cmd, const std::string &hidden_alias_prefix = "");
   /// The options for a tracker at `address`, with the files read. Throws
   /// std::runtime_error naming a missing, unreadable or empty file.
   ClientOptions options(const std::string &address) const;

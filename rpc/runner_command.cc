@@ -165,7 +165,8 @@ void add_runner_command(CLI::App &app, bool as_main) {
   a->client.add_flags(*cmd);
   cmd->add_option("--runner-id", a->runner_id, "stable name of this runner (default: kept in the cache directory)");
   cmd->add_option("--target", a->target,
-                  "target reported to the tracker (default: this host, e.g. llvm -mcpu=znver4; `cuda` for this "
+                  "target reported to the tracker (default: this host: llvm -mcpu=native, resolved to its CPU's name, "
+                  "e.g. znver4; `cuda` for this "
                   "host's GPU, measured through its driver by kiln-cuda-measure); tuners without --target compile "
                   "for it");
   cmd->add_option("--cache-dir", a->cache_dir, "where fetched artifacts are kept (default: ~/.cache/kiln/runner)");
@@ -175,8 +176,7 @@ void add_runner_command(CLI::App &app, bool as_main) {
   cmd->add_option("--memory-limit-mb", a->memory_limit_mb, "address space a kernel's process may add")
       ->capture_default_str()
       ->check(support::at_least(1, 1 << 24));
-  cmd->add_option("--threads", a->threads, "threads kernels use (0: all cores)")
-      ->capture_default_str()
+  cmd->add_option("--threads", a->threads, "threads kernels use (0, the default: every core of this host)")
       ->check(support::at_least(0, 1024));
   cmd->add_option("--max-blob-mb", a->max_blob_mb, "refuse larger artifacts without fetching them")
       ->capture_default_str()

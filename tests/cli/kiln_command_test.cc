@@ -299,7 +299,7 @@ TEST(KilnCommand, RunFeedsNamedInputsAndWritesEveryOutput) {
   std::string words = ids("words", {2, 29, 7, 0, 13, 13, 5, 1}), types = ids("types", {0, 0, 0, 0, 1, 1, 1, 1}),
               mask = ids("mask", {1, 1, 1, 1, 1, 1, 0, 0}), bad = ids("bad", {2, 30, 7, 0, 13, 13, 5, 1});
   fs::create_directories(dir / "out");
-  Output named = kiln("run --model " + compiled + " --input attention_mask=" + mask + " --input input_ids=" + words +
+  Output named = kiln("run --compiled " + compiled + " --input attention_mask=" + mask + " --input input_ids=" + words +
                       " --input token_type_ids=" + types + " --output " + (dir / "out").string());
   ASSERT_EQ(named.status, 0) << named.text;
   EXPECT_NE(named.text.find("output 'context': 1x8x16 float32"), std::string::npos) << named.text;
@@ -307,7 +307,7 @@ TEST(KilnCommand, RunFeedsNamedInputsAndWritesEveryOutput) {
   EXPECT_TRUE(fs::exists(dir / "out" / "context.npy") && fs::exists(dir / "out" / "probs3.npy")) << named.text;
 
   std::string context = (dir / "context_in_order.npy").string();
-  Output ordered = kiln("run --model " + compiled + " --input " + words + " --input " + types + " --input " + mask +
+  Output ordered = kiln("run --compiled " + compiled + " --input " + words + " --input " + types + " --input " + mask +
                         " --output " + context + " --compare probs3=" + (dir / "out" / "probs3.npy").string() +
                         " --compare " + (dir / "out" / "context.npy").string());
   ASSERT_EQ(ordered.status, 0) << ordered.text;
@@ -315,23 +315,25 @@ TEST(KilnCommand, RunFeedsNamedInputsAndWritesEveryOutput) {
   EXPECT_NE(ordered.text.find("compare 'context': max abs error 0"), std::string::npos) << ordered.text;
   EXPECT_NE(ordered.text.find("compare 'probs3': max abs error 0"), std::string::npos) << ordered.text;
 
-  Output missing = kiln("run --model " + compiled + " --input " + words);
+  Output missing = kiln("run --compiled " + compiled + " --input " + words);
   EXPECT_EQ(missing.status, 1) << missing.text;
   EXPECT_NE(missing.text.find("no --input for 'token_type_ids'; the model's inputs are 'input_ids', "
                               "'token_type_ids', 'attention_mask'"),
             std::string::npos)
       << missing.text;
-  Output extra = kiln("run --model " + compiled + " --input " + words + " --input " + types + " --input " + mask +
+  Output extra = kiln("run --compiled " + compiled + " --input " + words + " --input " + types + " --input " + mask +
                       " --input " + mask);
   EXPECT_EQ(extra.status, 1) << extra.text;
   EXPECT_NE(extra.text.find("is one more file than the model has"), std::string::npos) << extra.text;
-  Output out_of_range = kiln("run --model " + compiled + " --input " + bad + " --input " + types + " --input " + mask);
+  Output out_of_range =
+      kiln("run --compiled " + compiled + " --input " + bad + " --input " + types + " --input " + mask);
   EXPECT_EQ(out_of_range.status, 1) << out_of_range.text;
   EXPECT_NE(out_of_range.text.find("input 'input_ids' holds 30 at element 1, but it indexes a table of 30 rows"),
             std::string::npos)
       << out_of_range.text;
 
   // A small model's latency is printed in microseconds, not as 0.000 ms.
+  // --model: the former name of --compiled, still taken.
   Output bench = kiln("bench --model " + compiled + " --repeat 3 --threads 1");
   ASSERT_EQ(bench.status, 0) << bench.text;
   EXPECT_NE(bench.text.find(" us, min "), std::string::npos) << bench.text;
@@ -346,7 +348,7 @@ TEST(KilnCommand, BenchProfilesEveryStep) {
   const std::string compiled = (dir / "tiny_cnn.kiln").string();
   Output compile = kiln("compile --model " + model + " -o " + compiled);
   ASSERT_EQ(compile.status, 0) << compile.text;
-  Output bench = kiln("bench --model " + compiled + " --repeat 3 --threads 1 --profile");
+  Output bench = kiln("bench --compiled " + compiled + " --repeat 3 --threads 1 --profile");
   ASSERT_EQ(bench.status, 0) << bench.text;
   EXPECT_NE(bench.text.find("per step, median of 3 runs"), std::string::npos) << bench.text;
   size_t untuned_rows = 0;
@@ -522,6 +524,105 @@ TEST(KilnCommand, TuneOpWorkFoldersDoNotOutliveTheirRun) {
   EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM) << text;
   EXPECT_FALSE(fs::exists(own)) << "the work folder outlived SIGTERM";
   fs::remove_all(tmp.parent_path());
+}
+
+Output kiln_in(const fs::path &dir, const std::string &args) { return kiln(args, "--chdir=" + dir.string()); }
+
+// tune writes kiln.db by default and compile reads it by default; tune ends with the
+// compile command to paste; compile says why a subgraph is untuned when the database
+// holds its records for another target only.
+TEST(KilnCommand, CompileReadsTheDatabaseTuneWrote) {
+  fs::path dir = temp_dir() / "workflow";
+  fs::create_directories(dir);
+  const std::string model = std::string(KILN_SOURCE_DIR) + "/tests/frontend/models/mlp.onnx";
+  Output untuned = kiln_in(dir, "compile --model " + model + " -o first.kiln");
+  ASSERT_EQ(untuned.status, 0) << untuned.text;
+  EXPECT_NE(untuned.text.find("0 with tuned schedules"), std::string::npos) << untuned.text;
+  EXPECT_NE(untuned.text.find("note: no kiln.db here"), std::string::npos) << untuned.text;
+
+  Output tune = kiln_in(dir, "tune --model " + model + " --trials 16 --batch 8 --population 16 --generations 1 " +
+                                 "--repeat 2 --min-repeat-ms 1 --confirm-top 0 --no-measure -q");
+  ASSERT_EQ(tune.status, 0) << tune.text;
+  ASSERT_TRUE(fs::exists(dir / "kiln.db"));
+  const std::string next = "next: kiln compile --model " + model + " -o mlp.kiln\n";
+  ASSERT_NE(tune.text.find(next), std::string::npos) << tune.text;
+
+  Output tuned = kiln_in(dir, next.substr(std::string("next: kiln ").size()));
+  ASSERT_EQ(tuned.status, 0) << tuned.text;
+  EXPECT_EQ(tuned.text.find(" 0 with tuned schedules"), std::string::npos) << tuned.text;
+  EXPECT_EQ(tuned.text.find("note: no kiln.db"), std::string::npos) << tuned.text;
+  EXPECT_TRUE(fs::exists(dir / "mlp.kiln" / "model.json"));
+
+  // The same model for an AArch64 board: the records are x86's, which is said.
+  Output other = kiln_in(
+      dir, "compile --model " + model + " --target 'llvm -mcpu=neoverse-n1 -mtriple=aarch64-linux-gnu' -o arm.kiln");
+  ASSERT_EQ(other.status, 0) << other.text;
+  EXPECT_NE(other.text.find("0 with tuned schedules"), std::string::npos) << other.text;
+  EXPECT_NE(other.text.find("kiln.db holds records for"), std::string::npos) << other.text;
+  EXPECT_NE(other.text.find("compile with --target 'llvm -mcpu="), std::string::npos) << other.text;
+
+  Output none = kiln_in(dir, "compile --model " + model + " --no-db -o none.kiln");
+  ASSERT_EQ(none.status, 0) << none.text;
+  EXPECT_NE(none.text.find("0 with tuned schedules"), std::string::npos) << none.text;
+
+  Output missing = kiln_in(dir, "compile --model " + model + " --db elsewhere.db -o x.kiln");
+  EXPECT_EQ(missing.status, 1) << missing.text;
+  EXPECT_NE(missing.text.find("--db elsewhere.db: no such database file"), std::string::npos) << missing.text;
+  EXPECT_FALSE(fs::exists(dir / "elsewhere.db"));
+
+  Output onnx = kiln_in(dir, "run --compiled " + model + " --input x.npy");
+  EXPECT_EQ(onnx.status, 1) << onnx.text;
+  EXPECT_NE(onnx.text.find("is an ONNX model, not a compiled one: compile it first"), std::string::npos) << onnx.text;
+  fs::remove_all(dir);
+}
+
+// One vocabulary: the same flag names and defaults in every command's help, no
+// CLI11 default markers on switches, a version, and the old spellings still taken.
+TEST(KilnCommand, HelpTextsShareOneVocabulary) {
+  Output version = kiln("--version");
+  EXPECT_EQ(version.status, 0) << version.text;
+  EXPECT_EQ(version.text.rfind("kiln 0.", 0), 0u) << version.text;
+  EXPECT_NE(version.text.find("database schema "), std::string::npos) << version.text;
+
+  const std::vector<std::string> commands = {
+      "ops",     "show",    "demo",           "import",  "tune",   "compile",        "run",     "bench",
+      "measure", "tune-op", "tracker status", "tracker", "runner", "costmodel eval", "db best", "db import"};
+  for (const std::string &command : commands) {
+    Output help = kiln(command + " --help");
+    ASSERT_EQ(help.status, 0) << command << "\n" << help.text;
+    EXPECT_EQ(help.text.find("{false}"), std::string::npos) << command << "\n" << help.text;
+    EXPECT_EQ(help.text.find("--tracker-"), std::string::npos) << command << "\n" << help.text;
+    EXPECT_EQ(help.text.find("16 matrix products with weights"), std::string::npos) << command;
+    EXPECT_EQ(help.text.find("opsets 11-17"), std::string::npos) << command;
+    size_t threads = help.text.find("  --threads ");
+    if (threads != std::string::npos) {
+      std::string line = help.text.substr(threads, help.text.find('\n', help.text.find('\n', threads) + 1) - threads);
+      EXPECT_NE(line.find("0, the default: every core of this host"), std::string::npos) << command << "\n" << line;
+    }
+    size_t target = help.text.find("  --target ");
+    if (target != std::string::npos && command != "db best" && command != "costmodel eval") {
+      std::string line = help.text.substr(target, help.text.find('\n', help.text.find('\n', target) + 1) - target);
+      EXPECT_NE(line.find("default: this host: llvm -mcpu=native"), std::string::npos) << command << "\n" << line;
+    }
+  }
+  for (const std::string &command : {"tune", "tune-op", "tracker status", "runner"}) {
+    Output help = kiln(command + " --help");
+    for (const char *flag : {"  --token-file ", "  --tls-ca ", "  --insecure "})
+      EXPECT_NE(help.text.find(flag), std::string::npos) << command << " lacks " << flag;
+  }
+  for (const std::string &command : {"run", "bench"}) {
+    Output help = kiln(command + " --help");
+    EXPECT_NE(help.text.find("  --compiled "), std::string::npos) << help.text;
+    EXPECT_EQ(help.text.find("  --model "), std::string::npos) << help.text;
+  }
+  // The former spelling of the tuner's tracker flags: a missing token file is refused
+  // under either name.
+  for (const char *flag : {"--token-file", "--tracker-token-file"}) {
+    Output o = kiln(std::string("tune-op --op relu --shape 64 --runner tracker://127.0.0.1:1/k ") + flag +
+                    " /nonexistent/token -q");
+    EXPECT_EQ(o.status, 1) << flag << "\n" << o.text;
+    EXPECT_NE(o.text.find("/nonexistent/token"), std::string::npos) << flag << "\n" << o.text;
+  }
 }
 
 }  // namespace
