@@ -27,7 +27,7 @@ namespace {
 // folder is beside the output, so finished artifacts move into it by a rename.
 executor::BuildArtifact isolated_builder(measure::LocalBuilderPool &pool) {
   return [&pool](const ir::PrimFunc &func, const Target &target, const std::string &path) {
-    std::vector<measure::BuildResult> built = pool.build({{func, target, "step"}});
+    std::vector<measure::BuildResult> built = pool.build({{func, target, "step", /*needs_runtime_library=*/true}});
     if (!built.at(0).ok()) throw std::runtime_error(built[0].message);
     std::error_code ec;
     std::filesystem::rename(built[0].artifact_path, path, ec);

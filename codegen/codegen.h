@@ -40,7 +40,13 @@ class Compiler {
   Compiler &operator=(const Compiler &) = delete;
 
   /// Compiles `func` into a shared library at `output_path`; throws CodegenError.
-  BuildStats build_artifact(const ir::PrimFunc &func, const Target &target, const std::string &output_path);
+  /// With `needs_runtime_library`, the library records its dependency on
+  /// libkiln_runtime.so.1 (DT_NEEDED), so that it loads in a process that holds the
+  /// runtime in a local symbol scope (Python's ctypes, dlopen without RTLD_GLOBAL): a
+  /// compiled model's step. Candidates do without: the measurement server carries the
+  /// runtime in its own executable.
+  BuildStats build_artifact(const ir::PrimFunc &func, const Target &target, const std::string &output_path,
+                            bool needs_runtime_library = false);
   /// The LLVM IR text (after optimization) for inspection and tests.
   std::string emit_llvm_ir(const ir::PrimFunc &func, const Target &target);
   /// Target assembly text.

@@ -20,13 +20,18 @@
 #include <llvm/Target/TargetOptions.h>
 #include <llvm/TargetParser/Host.h>
 
+#include <unistd.h>
+
 #include <chrono>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <shared_mutex>
 #include <sstream>
+#include <thread>
 #include <unordered_set>
 
 #include "codegen/codegen.h"
@@ -252,9 +257,11 @@ std::string emit(llvm::Module &mod, llvm::TargetMachine &tm, llvm::CodeGenFileTy
 // same code links x86-64 and AArch64 artifacts. A fatal lld error (an unreadable object,
 // say) ends the process; builds run in a child process per candidate
 // (measure::LocalBuilderPool), so there it costs one build.
-void link_shared(const std::string &object_path, const std::string &output_path) {
+void link_shared(const std::string &object_path, const std::string &output_path,
+                 const std::vector<std::string> &extra_words = {}) {
   std::vector<std::string> words = {"ld.lld",    "-shared",  "--no-undefined-version", "--threads=1", "-o",
                                     output_path, object_path};
+  words.insert(words.end(), extra_words.begin(), extra_words.end());
   for (const std::string &w : llvm_option_words()) words.push_back("-mllvm=" + w);
   std::vector<const char *> args;
   for (const std::string &w : words) args.push_back(w.c_str());
@@ -266,6 +273,38 @@ void link_shared(const std::string &object_path, const std::string &output_path)
   bool ok = lld::elf::link(args, out, err, /*exitEarly=*/false, /*disableOutput=*/false);
   lld::CommonLinkerContext::destroy();
   if (!ok) throw CodegenError("linking " + output_path + " failed: " + err.str());
+}
+
+// The soname of libkiln_runtime (codegen/runtime/CMakeLists.txt: SOVERSION 1).
+constexpr const char *kRuntimeSoname = "libkiln_runtime.so.1";
+
+// A shared library named libkiln_runtime.so.1 for `tm`'s architecture, holding nothing:
+// linking an artifact against it records the dependency (DT_NEEDED) without the real
+// runtime, which may be built for another architecture than the target's. One per
+// triple in the temporary directory, shared by every process (written under another
+// name and renamed into place), so a build costs one extra link at most once.
+std::string runtime_stub(llvm::TargetMachine &tm, const std::function<std::string()> &empty_object) {
+  std::filesystem::path dir = std::filesystem::temp_directory_path() /
+                              ("kiln-runtime-stub-" + std::to_string(getuid())) / tm.getTargetTriple().str();
+  std::filesystem::path stub = dir / kRuntimeSoname;
+  std::error_code ec;
+  if (std::filesystem::is_regular_file(stub, ec)) return stub.string();
+  std::filesystem::create_directories(dir, ec);
+  if (ec) throw CodegenError("cannot create " + dir.string() + ": " + ec.message());
+  const std::string unique =
+      "." + std::to_string(getpid()) + "." + std::to_string(std::hash<std::thread::id>{}(std::this_thread::get_id()));
+  std::filesystem::path object = dir / ("stub.o" + unique), partial = dir / (std::string(kRuntimeSoname) + unique);
+  {
+    std::ofstream out(object, std::ios::binary);
+    std::string bytes = empty_object();
+    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    if (!out) throw CodegenError("cannot write " + object.string());
+  }
+  link_shared(object.string(), partial.string(), {std::string("-soname=") + kRuntimeSoname});
+  std::filesystem::remove(object, ec);
+  std::filesystem::rename(partial, stub, ec);
+  if (ec) throw CodegenError("cannot write " + stub.string() + ": " + ec.message());
+  return stub.string();
 }
 
 }  // namespace
@@ -286,7 +325,8 @@ struct Compiler::Impl {
 Compiler::Compiler() : impl_(std::make_unique<Impl>()) {}
 Compiler::~Compiler() = default;
 
-BuildStats Compiler::build_artifact(const ir::PrimFunc &func, const Target &target, const std::string &output_path) {
+BuildStats Compiler::build_artifact(const ir::PrimFunc &func, const Target &target, const std::string &output_path,
+                                    bool needs_runtime_library) {
   BuildStats stats;
   llvm::TargetMachine &tm = impl_->machine(target);
   auto t0 = std::chrono::steady_clock::now();
@@ -305,7 +345,16 @@ BuildStats Compiler::build_artifact(const ir::PrimFunc &func, const Target &targ
     out.write(object.data(), static_cast<std::streamsize>(object.size()));
     if (!out) throw CodegenError("cannot write " + object_path);
   }
-  link_shared(object_path, output_path);
+  std::vector<std::string> runtime;
+  if (needs_runtime_library) {
+    runtime.push_back(runtime_stub(tm, [&] {
+      llvm::Module empty("kiln_runtime_stub", impl_->ctx);
+      empty.setTargetTriple(tm.getTargetTriple().str());
+      empty.setDataLayout(tm.createDataLayout());
+      return emit(empty, tm, llvm::CGFT_ObjectFile);
+    }));
+  }
+  link_shared(object_path, output_path, runtime);
   std::remove(object_path.c_str());
   stats.link_seconds = seconds_since(t0);
   return stats;

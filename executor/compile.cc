@@ -372,7 +372,7 @@ CompileReport compile_model(const frontend::PreparedModel &model, const CompileO
   if (!build) {
     compiler.emplace();
     build = [&compiler](const ir::PrimFunc &func, const Target &t, const std::string &path) {
-      compiler->build_artifact(func, t, path);
+      compiler->build_artifact(func, t, path, /*needs_runtime_library=*/true);
     };
   }
   std::vector<StepPrograms> programs(steps.size());

@@ -16,6 +16,10 @@ struct BuildInput {
   /// Names the artifact file (<work_dir>/<name>.so); characters other than letters,
   /// digits, '-', '_' and '.' become '_'. Empty: "candidate".
   std::string name;
+  /// A compiled model's step: the library records its dependency on libkiln_runtime
+  /// (codegen::Compiler::build_artifact). Candidates are loaded by the measurement
+  /// server, which carries the runtime itself.
+  bool needs_runtime_library = false;
 };
 
 struct BuildResult {

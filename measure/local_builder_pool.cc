@@ -231,7 +231,7 @@ nlohmann::json build_and_report(codegen::Compiler &compiler, const BuildInput &i
       if (!out) return {{"ok", false}, {"message", "cannot write " + path}};
       return {{"ok", true}};
     }
-    compiler.build_artifact(input.func, input.target, path);
+    compiler.build_artifact(input.func, input.target, path, input.needs_runtime_library);
     return {{"ok", true}};
   } catch (const codegen::CodegenError &e) {
     return {{"ok", false}, {"message", std::string("codegen rejected the program: ") + e.what()}};
