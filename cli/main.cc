@@ -31,6 +31,7 @@ int main(int argc, char **argv) {
   kiln::cli::add_compile_command(app);
   kiln::cli::add_run_command(app);
   kiln::cli::add_bench_command(app);
+  kiln::cli::add_export_command(app);
   kiln::cli::add_measure_command(app);
   kiln::cli::add_tune_command(app);
   kiln::cli::add_db_commands(app);

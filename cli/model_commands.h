@@ -16,5 +16,7 @@ void add_run_command(CLI::App &app);
 /// "1.234 ms" from a millisecond; "56.7 us" below a millisecond (small models).
 std::string format_ms(double ms);
 void add_bench_command(CLI::App &app);
+/// `kiln export`: a workload's best record as an object file and a C header.
+void add_export_command(CLI::App &app);
 
 }  // namespace kiln::cli

@@ -23,6 +23,14 @@ struct CodegenError : std::runtime_error {
 
 struct CudaModule;  // cuda.h
 
+/// A kernel compiled into a relocatable object for linking into another program
+/// (`kiln export`): the artifact's functions under names of the caller's choosing.
+struct KernelObject {
+  std::string object;     ///< ELF relocatable object bytes
+  std::string info_json;  ///< what kiln_artifact_info holds: params, roles, dtypes, shapes
+  bool has_prepack = false;
+};
+
 struct BuildStats {
   double lower_seconds = 0;     // TIR -> LLVM IR
   double optimize_seconds = 0;  // LLVM optimization pipeline
@@ -47,6 +55,10 @@ class Compiler {
   /// runtime in its own executable.
   BuildStats build_artifact(const ir::PrimFunc &func, const Target &target, const std::string &output_path,
                             bool needs_runtime_library = false);
+  /// Compiles `func` into an object whose kiln_entry is named `symbol`, kiln_prepack
+  /// `symbol`_prepack and kiln_artifact_info `symbol`_info (abi.h otherwise), so that
+  /// several kernels link into one program. `symbol` must be a C identifier.
+  KernelObject build_object(const ir::PrimFunc &func, const Target &target, const std::string &symbol);
   /// The LLVM IR text (after optimization) for inspection and tests.
   std::string emit_llvm_ir(const ir::PrimFunc &func, const Target &target);
   /// Target assembly text.

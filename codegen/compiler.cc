@@ -22,6 +22,7 @@
 
 #include <unistd.h>
 
+#include <cctype>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -37,6 +38,7 @@
 #include "codegen/codegen.h"
 #include "codegen/cuda.h"
 #include "codegen/lower_llvm.h"
+#include "codegen/runtime/abi.h"
 #include "ir/functor.h"
 
 namespace kiln::codegen {
@@ -358,6 +360,38 @@ BuildStats Compiler::build_artifact(const ir::PrimFunc &func, const Target &targ
   std::remove(object_path.c_str());
   stats.link_seconds = seconds_since(t0);
   return stats;
+}
+
+KernelObject Compiler::build_object(const ir::PrimFunc &func, const Target &target, const std::string &symbol) {
+  auto identifier = [](const std::string &s) {
+    if (s.empty() || std::isdigit(static_cast<unsigned char>(s[0]))) return false;
+    for (char c : s)
+      if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_') return false;
+    return true;
+  };
+  if (!identifier(symbol)) throw CodegenError("'" + symbol + "' is not a C identifier: name the kernel with one");
+  if (target.is_cuda()) throw CodegenError("kernels for cuda targets are exported as PTX (kiln show --emit ptx)");
+  llvm::TargetMachine &tm = impl_->machine(target);
+  std::unique_ptr<llvm::Module> mod = lower_to_llvm(func, target, impl_->ctx, tm);
+  optimize(*mod, tm);
+  KernelObject out;
+  if (llvm::GlobalVariable *info = mod->getGlobalVariable(KILN_INFO_SYMBOL)) {
+    if (auto *text = llvm::dyn_cast<llvm::ConstantDataSequential>(info->getInitializer()))
+      out.info_json = text->getAsCString().str();
+    info->setName(symbol + "_info");
+  }
+  mod->getFunction(KILN_ENTRY_SYMBOL)->setName(symbol);
+  if (llvm::Function *prepack = mod->getFunction(KILN_PREPACK_SYMBOL)) {
+    prepack->setName(symbol + "_prepack");
+    out.has_prepack = true;
+  }
+  // Everything else the kernel defines (parallel task bodies) stays private to it.
+  for (llvm::Function &f : *mod) {
+    if (!f.isDeclaration() && f.getName() != symbol && f.getName() != symbol + "_prepack")
+      f.setLinkage(llvm::GlobalValue::InternalLinkage);
+  }
+  out.object = emit(*mod, tm, llvm::CGFT_ObjectFile);
+  return out;
 }
 
 CudaModule Compiler::build_cuda(const ir::PrimFunc &func, const Target &target) {
