@@ -181,6 +181,17 @@ void add_tune_model_command(CLI::App &app) {
                 trimmed(estimate_text(p)).c_str());
     std::printf("time: search %.1f s, features %.1f s, training %.1f s, build %.1f s, run %.1f s, database %.1f s\n",
                 time.search, time.features, time.training, time.build, time.run, time.database);
+    // A budget that barely gives every task its first programs tunes little: say so, with
+    // a budget that tunes (the search needs a few rounds per task after the warm-up).
+    constexpr int64_t kTrialsPerTask = 64;
+    const auto task_count = static_cast<int64_t>(tasks.size());
+    if (p.trials < kTrialsPerTask * task_count && !interrupted)
+      std::printf(
+          "note: %lld trials for %lld tasks mostly gave each task its first programs; for tuned results give "
+          "--trials %lld or more (%lld per task; jobs of thousands per task find faster programs), a rerun "
+          "resumes\n",
+          (long long)p.trials, (long long)task_count, (long long)(kTrialsPerTask * task_count * 4),
+          (long long)(kTrialsPerTask * 4));
     int64_t shared = 0, shared_best = 0;
     for (const scheduler::TuneResult &t : result.tasks) {
       shared += t.progress.adopted;

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# The README's quick start, literally: the commands between its quickstart markers, run
+# in a fresh folder with a fresh HOME (so `~/.local` is a new install prefix), on the
+# build this test belongs to. Only `scripts/setup-deps && scripts/build` is left out:
+# the packages are there and `build` is this build. Nothing else is changed: the
+# installed `kiln` is the one on PATH, the C program finds libkiln_model through what
+# pkg-config gives it (no LD_LIBRARY_PATH), Python imports the package pip installed.
+# Usage: run.sh SOURCE_DIR BUILD_DIR
+set -euo pipefail
+source_dir=$(cd "$1" && pwd) build_dir=$(cd "$2" && pwd)
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+mkdir "$work/home" "$work/checkout"
+cd "$work/checkout"
+ln -s "$source_dir/tests" tests
+ln -s "$source_dir/docs" docs
+ln -s "$build_dir" build
+cp -r "$source_dir/python" python  # pip writes its build files beside the package
+
+awk '/^<!-- quickstart -->$/ {on = 1; next} /^<!-- \/quickstart -->$/ {on = 0} on && !/^```/' \
+  "$source_dir/README.md" | grep -v '^scripts/setup-deps && scripts/build$' > "$work/quickstart.sh"
+lines=$(grep -cv '^\(#.*\)\?$' "$work/quickstart.sh")
+if [ "$lines" -lt 10 ]; then
+  echo "the README's quick start has $lines commands: the markers or the extraction broke" >&2
+  exit 1
+fi
+echo "running the README's quick start ($lines commands):"
+env -i HOME="$work/home" PATH=/usr/bin:/bin LANG=C.UTF-8 bash -euxo pipefail "$work/quickstart.sh"
+
+# What the walk must have left: the installed programs were the ones used, and every
+# step's output is there.
+test -x "$work/home/.local/bin/kiln"
+readelf -d "$work/home/.local/lib/libkiln_model.so.1" | grep -q 'RUNPATH.*\$ORIGIN'
+test -f kiln.db
+test -f tiny_cnn.kiln/model.json
+test -f my_dense.o && grep -q 'int32_t my_dense(void \*\*args);' my_dense.h
+echo "quick start passed"
