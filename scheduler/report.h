@@ -42,11 +42,16 @@ struct ReportContext {
   std::string allocation;
   ReportBudget budget;
   std::optional<MeasuredModel> measured;
+  /// The whole job's wall time (tuning, re-timing, measuring the model); the charts over
+  /// time and the time breakdown run to it. 0: the tuning's own.
+  double job_seconds = 0;
 };
 
-/// Writes DIR/index.html: the estimated model latency over trials and over wall time,
-/// each task's best latency over trials (relative to its first), the task table and
-/// where the time went. Creates DIR; throws std::runtime_error when it cannot write.
+/// Writes DIR/index.html: a headline (measured tuned and untuned latency, speedup, the
+/// estimate, trials and time), each task's share of the estimate as bars, the estimated
+/// model latency over trials and over wall time with the final re-timed figure, each
+/// task's best latency over trials (small charts, largest share first), the task table
+/// in the same order, and where the time went. Creates DIR; throws std::runtime_error when it cannot write.
 /// Returns the page's path.
 std::filesystem::path write_html_report(const std::filesystem::path &dir, const SchedulerResult &result,
                                         const ReportContext &context);

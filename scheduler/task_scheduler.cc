@@ -110,7 +110,8 @@ void TaskScheduler::record_round(TaskState &task, double best_seconds, bool spac
 }
 
 SchedulerResult TaskScheduler::run(const std::function<void(const SchedulerProgress &)> &on_round,
-                                   const std::function<bool()> &should_stop) {
+                                   const std::function<bool()> &should_stop,
+                                   const std::function<void(size_t task, size_t tasks)> &on_confirm) {
   double start = support::now_seconds();
   SchedulerResult result;
   SchedulerProgress &p = result.progress;
@@ -170,6 +171,7 @@ SchedulerResult TaskScheduler::run(const std::function<void(const SchedulerProgr
     if (on_round) on_round(p);
   }
   for (size_t i = 0; i < tuners_.size(); ++i) {
+    if (on_confirm) on_confirm(i, tuners_.size());
     result.tasks.push_back(tuners_[i]->finish());
     states_[i].progress = result.tasks.back().progress;
     if (states_[i].progress.best_seconds > 0) states_[i].best_curve.push_back(states_[i].progress.best_seconds);

@@ -112,8 +112,11 @@ class TaskScheduler {
 
   /// Tunes until a budget is spent, every task stopped, or `should_stop` returns true
   /// (checked between rounds: an interrupt ends the job after the running round).
+  /// `on_confirm` is told each task before the end-of-run re-timing of its best
+  /// programs (TuneOptions::confirm_top), the silent part after the last round.
   SchedulerResult run(const std::function<void(const SchedulerProgress &)> &on_round = {},
-                      const std::function<bool()> &should_stop = {});
+                      const std::function<bool()> &should_stop = {},
+                      const std::function<void(size_t task, size_t tasks)> &on_confirm = {});
 
   /// The gradient rule above for the current states (exposed for tests): the index of
   /// the task to tune next, or -1 when every task is stopped.

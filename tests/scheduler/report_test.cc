@@ -87,19 +87,100 @@ TEST(Report, HtmlPageIsSelfContainedWithCurvesAndTable) {
   std::string html = text.str();
   std::filesystem::remove_all(dir);
   EXPECT_NE(html.find("models/m&lt;1&gt;.onnx"), std::string::npos) << "names are escaped";
-  EXPECT_NE(html.find("tuned <b>4.500 ms</b> (2.00&times;)"), std::string::npos);
-  // Three charts: the model over trials and over time (one curve each), each task (two).
-  size_t charts = 0, curves = 0;
-  for (size_t at = html.find("<svg"); at != std::string::npos; at = html.find("<svg", at + 1)) ++charts;
+  // The headline: the measured speedup and latency, the estimate, trials and time.
+  const size_t headline = html.find("<div id=\"headline\">");
+  ASSERT_NE(headline, std::string::npos);
+  EXPECT_NE(html.find("<b>2.00&times;</b><span>faster tuned than untuned, measured", headline), std::string::npos);
+  EXPECT_NE(html.find("<b>4.500 ms</b>", headline), std::string::npos);
+  EXPECT_NE(html.find("<b>4.2500 ms</b>", headline), std::string::npos);
+  EXPECT_NE(html.find("runs 1.06&times; its estimate"), std::string::npos);
+  // Four charts: the model over trials and over time, then one per task; a curve each.
+  size_t charts = 0, curves = 0, markers = 0;
+  for (size_t at = html.find("<svg class=\"chart\""); at != std::string::npos;
+       at = html.find("<svg class=\"chart\"", at + 1))
+    ++charts;
   for (size_t at = html.find("<polyline"); at != std::string::npos; at = html.find("<polyline", at + 1)) ++curves;
-  EXPECT_EQ(charts, 3u);
+  for (size_t at = html.find("class=\"marker\""); at != std::string::npos; at = html.find("class=\"marker\"", at + 1))
+    ++markers;
+  EXPECT_EQ(charts, 4u);
   EXPECT_EQ(curves, 4u);
-  EXPECT_NE(html.find("<td>dense+bias 1x512</td>"), std::string::npos);
+  EXPECT_EQ(markers, 4u);  // the final figure on each chart
+  EXPECT_NE(html.find("final 4.2500 ms"), std::string::npos);
+  // Largest share first, in the bars, the small charts and the table.
+  size_t conv_row = html.find("<td>conv2d+relu 1x64x56x56</td>"), dense_row = html.find("<td>dense+bias 1x512</td>");
+  ASSERT_NE(conv_row, std::string::npos);
+  ASSERT_NE(dense_row, std::string::npos);
+  EXPECT_LT(conv_row, dense_row);
+  EXPECT_LT(html.find("#0 conv2d+relu"), html.find("#1 dense+bias"));
+  EXPECT_NE(html.find("<svg id=\"shares\""), std::string::npos);
+  // The breakdown covers the whole job: 25 s of named work in a 50 s job.
   EXPECT_NE(html.find("build 20.0 s"), std::string::npos);
+  EXPECT_NE(html.find("and 25.0 s else"), std::string::npos) << html.substr(html.find("Where the time went"));
+
   // Nothing loaded from elsewhere: no scripts, no links, no images by URL.
   EXPECT_EQ(html.find("<script"), std::string::npos);
   EXPECT_EQ(html.find("src="), std::string::npos);
   EXPECT_EQ(html.find("href="), std::string::npos);
+}
+
+// A short, flat job (a few rounds, the estimate moving in its fourth digit): the axes
+// start at 0 and their labels differ, tasks without a program or without FLOPs show
+// "—", and one round of trend says "round".
+TEST(Report, FlatShortJobsGetHonestAxesAndDashes) {
+  SchedulerResult job;
+  SchedulerProgress &p = job.progress;
+  TaskState copy, conv, waiting;
+  copy.summary = "transpose 1x3x32x32";
+  copy.progress.best_seconds = 2e-6;
+  conv.summary = "conv2d 1x32x32x3";
+  conv.flops = 1e6;
+  conv.progress.best_seconds = 7.59e-5;
+  waiting.summary = "dense 1x8192";
+  p.tasks = {copy, conv, waiting};
+  p.rounds = {{8, 1.0, 1, 7.6e-5, 7.792e-5}, {16, 2.0, 1, 7.59e-5, 7.791e-5}};
+  p.trials = 16;
+  p.round = 2;
+  p.elapsed_seconds = 2;
+  p.estimated_latency = 7.79e-5;
+  std::string table = progress_table(p, ReportBudget{64, 0});
+  EXPECT_NE(table.find("over the last round)"), std::string::npos) << table;
+  EXPECT_NE(table.find("transpose 1x3x32x32                       0       0      0.0020         —"), std::string::npos)
+      << table;
+  EXPECT_NE(table.find("dense 1x8192                              0       0           —         —      —"),
+            std::string::npos)
+      << table;
+
+  std::filesystem::path dir = std::filesystem::temp_directory_path() / ("kiln_flat_report_" + std::to_string(getpid()));
+  std::filesystem::path page =
+      write_html_report(dir, job, ReportContext{"m.onnx", "llvm", "gradient", {64, 0}, {}, 30});
+  std::ifstream in(page);
+  std::stringstream text;
+  text << in.rdbuf();
+  std::string html = text.str();
+  std::filesystem::remove_all(dir);
+  // Each chart's y labels: distinct, the first 0.
+  size_t labelled = 0;
+  for (size_t svg = html.find("<svg class=\"chart\""); svg != std::string::npos;
+       svg = html.find("<svg class=\"chart\"", svg + 1)) {
+    size_t end = html.find("</svg>", svg);
+    std::vector<std::string> labels;
+    for (size_t at = html.find("class=\"ytick\"", svg); at != std::string::npos && at < end;
+         at = html.find("class=\"ytick\"", at + 1)) {
+      size_t from = html.find('>', at) + 1;
+      labels.push_back(html.substr(from, html.find('<', from) - from));
+    }
+    if (labels.empty()) continue;  // a task without a program
+    ++labelled;
+    EXPECT_GE(labels.size(), 3u);
+    EXPECT_EQ(std::stod(labels.front()), 0.0) << labels.front();
+    std::vector<std::string> unique = labels;
+    std::sort(unique.begin(), unique.end());
+    EXPECT_EQ(std::unique(unique.begin(), unique.end()), unique.end()) << html.substr(svg, end - svg);
+  }
+  EXPECT_EQ(labelled, 4u);  // the model over trials and time, the two tasks with programs
+  // The wall-time chart runs to the job's end (30 s), not the last round's (2 s).
+  EXPECT_NE(html.find(">30</text>"), std::string::npos);
+  EXPECT_NE(html.find("<td>—</td><td>—</td><td>—</td>"), std::string::npos);  // the dense layer, unmeasured
 }
 
 TEST(Report, UnwritableFolderIsAClearError) {
