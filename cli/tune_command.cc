@@ -253,10 +253,14 @@ void add_tune_command(CLI::App &app) {
     std::filesystem::remove_all(work);
     const scheduler::Progress &p = r.progress;
     if (!a->quiet) std::cerr << "\n";
-    std::cout << "measured " << p.trials << " candidates (" << p.errors << " errors) in " << p.elapsed_seconds
-              << " s\n";
+    std::printf("measured %lld candidates (%lld errors) in %.1f s", (long long)p.trials, (long long)p.errors,
+                p.elapsed_seconds);
+    if (p.resumed_records > 0)
+      std::printf(", after resuming %lld records from %s", (long long)p.resumed_records, a->db.c_str());
+    std::printf("\n");
     if (p.best_seconds > 0) {
-      std::cout << "best: " << p.best_seconds * 1e3 << " ms, " << p.best_gflops << " GFLOP/s";
+      std::printf("best: %.4f ms, %.1f GFLOP/s", p.best_seconds * 1e3, p.best_gflops);
+      std::fflush(stdout);
       if (r.confirmed > 0)
         std::cout << " (median of its re-timings; the fastest of " << r.confirmed << " programs re-timed side by side)";
       std::cout << "\n";
@@ -265,9 +269,8 @@ void add_tune_command(CLI::App &app) {
     }
     if (p.warm_start_programs > 0)
       std::cout << "cost model warm-started with " << p.warm_start_programs << " programs of other workloads\n";
-    std::cout << "time: search " << p.time.search << " s, features " << p.time.features << " s, training "
-              << p.time.training << " s, build " << p.time.build << " s, run " << p.time.run << " s, database "
-              << p.time.database << " s\n";
+    std::printf("time: search %.1f s, features %.1f s, training %.1f s, build %.1f s, run %.1f s, database %.1f s\n",
+                p.time.search, p.time.features, p.time.training, p.time.build, p.time.run, p.time.database);
   });
 }
 

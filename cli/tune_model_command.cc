@@ -145,12 +145,28 @@ void add_tune_model_command(CLI::App &app) {
     bool tty = isatty(STDERR_FILENO);
     scheduler::ReportBudget budget{options.trials, options.time_limit_seconds};
     size_t table_lines = 0;  // of the live table last drawn
+    bool told_resumed = false;
     scheduler::SchedulerResult result;
     try {
       scheduler::TaskScheduler ts(jobs, target, options, &*database, pool, *runner, *model);
       result = ts.run(
           [&](const scheduler::SchedulerProgress &p) {
             if (a->quiet) return;
+            if (!told_resumed) {
+              // Once, before the first table: what a rerun picked up, per task.
+              told_resumed = true;
+              std::string per_task;
+              int64_t total = 0;
+              for (size_t i = 0; i < p.tasks.size(); ++i) {
+                int64_t n = p.tasks[i].progress.resumed_records;
+                if (n == 0) continue;
+                total += n;
+                per_task += (per_task.empty() ? "" : ", ") + ("#" + std::to_string(i)) + " " + std::to_string(n);
+              }
+              if (total > 0)
+                std::fprintf(stderr, "resumed %lld records from %s (task: records): %s\n", (long long)total,
+                             a->db.c_str(), per_task.c_str());
+            }
             if (tty) {
               // One table, redrawn in place: up over the last one, clear, draw.
               std::string table = scheduler::progress_table(p, budget);

@@ -105,6 +105,7 @@ void TaskTuner::resume_from_database() {
       next_anchor_ = Anchor{program, "", 0};  // built with the first round's candidates
     }
   }
+  progress_.resumed_records = static_cast<int64_t>(features.size());
   // Measurements carry their task, so that one model can learn from several tasks' tuners.
   std::vector<std::string> tasks(features.size(), workload_.key_hash());
   if (!features.empty()) model_.update({std::move(features), costmodel::throughputs_of(labels), std::move(tasks)});

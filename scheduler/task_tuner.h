@@ -88,6 +88,8 @@ struct Progress {
   double elapsed_seconds = 0;
   /// Programs of other tasks the cost model was warm-started with (TuneOptions::warm_start).
   int64_t warm_start_programs = 0;
+  /// This task's own records (this target) the run resumed from the database.
+  int64_t resumed_records = 0;
   /// Measured programs carried over from other tasks (TaskTuner::adopt), and how many
   /// of them became this task's best when measured.
   int64_t adopted = 0, adopted_best = 0;

@@ -375,6 +375,8 @@ TEST(KilnCommand, TuneOpStoresResultsAndResumes) {
   EXPECT_NE(first.text.find("best: "), std::string::npos) << first.text;
   Output second = kiln("tune-op " + task + " --trials 8 --seed 2");
   ASSERT_EQ(second.status, 0) << second.text;
+  EXPECT_NE(second.text.find("measured 8 candidates (0 errors) in "), std::string::npos) << second.text;
+  EXPECT_NE(second.text.find(" s, after resuming 16 records from " + db), std::string::npos) << second.text;
   Output stats = kiln("db stats --json --db " + db);
   ASSERT_EQ(stats.status, 0) << stats.text;
   EXPECT_NE(stats.text.find("\"records\":24"), std::string::npos) << stats.text;

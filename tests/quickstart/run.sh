@@ -34,4 +34,18 @@ readelf -d "$work/home/.local/lib/libkiln_model.so.1" | grep -q 'RUNPATH.*\$ORIG
 test -f kiln.db
 test -f tiny_cnn.kiln/model.json
 test -f my_dense.o && grep -q 'int32_t my_dense(void \*\*args);' my_dense.h
+
+# The CMake package of the same install: a project that finds Kiln and links the C API.
+mkdir "$work/consumer"
+cat > "$work/consumer/CMakeLists.txt" <<CMAKE
+cmake_minimum_required(VERSION 3.25)
+project(consumer C)
+find_package(Kiln 0.1 REQUIRED)
+add_executable(run_model $source_dir/docs/examples/run_model.c)
+target_link_libraries(run_model PRIVATE Kiln::kiln_model)
+CMAKE
+env -i HOME="$work/home" PATH=/usr/bin:/bin cmake -S "$work/consumer" -B "$work/consumer/build" -G Ninja \
+  -DCMAKE_PREFIX_PATH="$work/home/.local" > /dev/null
+env -i PATH=/usr/bin:/bin cmake --build "$work/consumer/build" > /dev/null
+env -i PATH=/usr/bin:/bin "$work/consumer/build/run_model" tiny_cnn.kiln tests/frontend/models/tiny_cnn.input.bin
 echo "quick start passed"
