@@ -32,7 +32,7 @@ void on_stop_signal(int) { stop_requested = true; }
 
 struct TrackerArgs {
   std::string listen = "127.0.0.1:9190";
-  std::string token_file;
+  std::string token_file, submitter_token_file, runner_token_file;
   std::string tls_cert;
   std::string tls_key;
   bool insecure = false;
@@ -64,12 +64,26 @@ void serve(const TrackerArgs &a) {
   std::unique_ptr<tracker::TrackerServer> server;
   try {
     rpc::parse_host_port(a.listen, "--listen", /*allow_any_port=*/true);
-    if (!a.token_file.empty()) options.token = rpc::read_token_file(a.token_file);
+    if (!a.token_file.empty()) {
+      options.tokens.submitter = options.tokens.runner = rpc::read_token_file(a.token_file);
+      if (!rpc::is_loopback_address(a.listen))
+        std::cerr << "warning: one --token-file for tuners and runners: a board that holds it can also submit code "
+                     "to every other board; give --submitter-token-file and --runner-token-file instead\n";
+    }
+    if (!a.submitter_token_file.empty()) options.tokens.submitter = rpc::read_token_file(a.submitter_token_file);
+    if (!a.runner_token_file.empty()) options.tokens.runner = rpc::read_token_file(a.runner_token_file);
+    if (!a.submitter_token_file.empty() && !a.runner_token_file.empty() &&
+        options.tokens.submitter == options.tokens.runner)
+      fail(
+          "--submitter-token-file and --runner-token-file hold the same token: give each role its own (e.g. "
+          "`openssl rand -hex 32 > runner.token`), or one --token-file for both");
     if (!a.tls_cert.empty()) options.tls_cert_pem = rpc::read_pem_file(a.tls_cert, "TLS certificate");
     if (!a.tls_key.empty()) options.tls_key_pem = rpc::read_pem_file(a.tls_key, "TLS key");
-    if (options.token.empty() && !rpc::is_loopback_address(a.listen)) {
-      std::cerr << "warning: no --token-file (--insecure): anyone who reaches " << a.listen
-                << " can submit code for the runners to execute\n";
+    if ((options.tokens.submitter.empty() || options.tokens.runner.empty()) && !rpc::is_loopback_address(a.listen)) {
+      std::cerr << "warning: " << (options.tokens.submitter.empty() ? "no submitter token" : "no runner token")
+                << " (--insecure): anyone who reaches " << a.listen
+                << (options.tokens.submitter.empty() ? " can submit code for the runners to execute\n"
+                                                     : " can pose as a runner and report any latency\n");
     }
     server = std::make_unique<tracker::TrackerServer>(options);
   } catch (const std::exception &e) {
@@ -78,7 +92,10 @@ void serve(const TrackerArgs &a) {
   std::string host = a.listen.substr(0, a.listen.rfind(':'));
   std::cerr << "kiln tracker " << server->dispatcher().instance_id() << " listening on " << host << ":"
             << server->port() << (options.tls_cert_pem.empty() ? " (plaintext)" : " (TLS)")
-            << (options.token.empty() ? "" : ", token required") << std::endl;
+            << (options.tokens.submitter.empty() && options.tokens.runner.empty() ? ""
+                : options.tokens.submitter == options.tokens.runner               ? ", token required"
+                                                                                  : ", a token per role required")
+            << std::endl;
   if (!a.port_file.empty()) {
     // Written whole under another name first: a reader never sees a partial number.
     std::string temporary = a.port_file + ".tmp";
@@ -155,8 +172,19 @@ void add_tracker_commands(CLI::App &app) {
                                  "candidates through it (`kiln tracker status` shows its state)");
   auto a = std::make_shared<TrackerArgs>();
   cmd->add_option("--listen", a->listen, "HOST:PORT to serve on (port 0: any free port)")->capture_default_str();
-  cmd->add_option("--token-file", a->token_file, "file whose first line is the token every caller must send")
-      ->check(CLI::ExistingFile);
+  auto *submitter = cmd->add_option("--submitter-token-file", a->submitter_token_file,
+                                    "file (mode 600) whose first line is the token tuners must send to submit jobs")
+                        ->check(CLI::ExistingFile);
+  auto *runner = cmd->add_option("--runner-token-file", a->runner_token_file,
+                                 "file (mode 600) whose first line is the token runners must send to take and report "
+                                 "jobs; another token than the submitters'")
+                     ->check(CLI::ExistingFile);
+  cmd->add_option("--token-file", a->token_file,
+                  "one token for tuners and runners alike (a board holding it can also submit code): prefer the two "
+                  "above")
+      ->check(CLI::ExistingFile)
+      ->excludes(submitter)
+      ->excludes(runner);
   cmd->add_option("--tls-cert", a->tls_cert, "PEM certificate of this tracker (with --tls-key: TLS)")
       ->check(CLI::ExistingFile);
   cmd->add_option("--tls-key", a->tls_key, "PEM private key of the certificate")->check(CLI::ExistingFile);

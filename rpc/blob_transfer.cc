@@ -29,7 +29,7 @@ grpc::Status fetch_blob(v1::Tracker::Stub &stub, const ClientOptions &options, c
   if (digest.size_bytes() > max_bytes) {
     return grpc::Status(grpc::RESOURCE_EXHAUSTED, "the blob is " + std::to_string(digest.size_bytes()) +
                                                       " bytes, over this runner's cap of " + std::to_string(max_bytes) +
-                                                      " bytes (kiln runner --max-blob-bytes)");
+                                                      " bytes (kiln runner --max-blob-mb)");
   }
   auto context = make_context(options, timeout_seconds);
   v1::FetchBlobRequest request;

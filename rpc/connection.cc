@@ -2,6 +2,9 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <sys/stat.h>
+
+#include <cstdio>
 
 #include <fstream>
 #include <sstream>
@@ -67,6 +70,15 @@ const char *code_name(grpc::StatusCode code) {
 std::string read_token_file(const std::filesystem::path &path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw std::runtime_error("cannot read the token file " + path.string());
+  struct stat info {};
+  if (stat(path.c_str(), &info) == 0 && S_ISREG(info.st_mode) && (info.st_mode & (S_IRGRP | S_IROTH)) != 0) {
+    char mode[8];
+    std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(info.st_mode & 07777));
+    throw std::runtime_error("the token file " + path.string() + " may be read by other users (mode " + mode +
+                             "): whoever holds the token may run code on the boards or report their latencies; "
+                             "make it private with `chmod 600 " +
+                             path.string() + "`");
+  }
   std::string line;
   char c = 0;
   while (line.size() <= kMaxTokenBytes && in.get(c) && c != '\n') line += c;
@@ -202,20 +214,34 @@ std::unique_ptr<grpc::ClientContext> make_context(const ClientOptions &options, 
   return context;
 }
 
-grpc::Status check_token(const grpc::ServerContext &context, const std::string &expected) {
-  if (expected.empty()) return grpc::Status::OK;
+grpc::Status check_role(const grpc::ServerContext &context, const RoleTokens &tokens, std::optional<Role> role) {
+  auto name = [](Role r) { return r == Role::kSubmitter ? "submitter" : "runner"; };
+  if (role ? tokens.of(*role).empty() : tokens.submitter.empty() || tokens.runner.empty()) return grpc::Status::OK;
   const auto &metadata = context.client_metadata();
   auto it = metadata.find("authorization");
   if (it == metadata.end()) {
-    return grpc::Status(grpc::UNAUTHENTICATED,
-                        "this tracker requires a token: pass --token-file with the tracker's token");
+    return grpc::Status(grpc::UNAUTHENTICATED, std::string("this tracker requires a token: pass --token-file with the "
+                                                           "tracker's ") +
+                                                   (role ? name(*role) : "submitter or runner") + " token");
   }
   std::string presented(it->second.data(), it->second.size());
   const std::string prefix = "Bearer ";
-  if (presented.rfind(prefix, 0) != 0 || !secrets_equal(presented.substr(prefix.size()), expected)) {
-    return grpc::Status(grpc::UNAUTHENTICATED, "the token was refused: check --token-file");
+  if (presented.rfind(prefix, 0) != 0) return grpc::Status(grpc::UNAUTHENTICATED, "the token was refused");
+  presented.erase(0, prefix.size());
+  // Every comparison runs, whatever matches: the time taken says nothing of which.
+  const bool submitter = !tokens.submitter.empty() && secrets_equal(presented, tokens.submitter);
+  const bool runner = !tokens.runner.empty() && secrets_equal(presented, tokens.runner);
+  if (role ? (*role == Role::kSubmitter ? submitter : runner) : submitter || runner) return grpc::Status::OK;
+  if (role && (submitter || runner)) {
+    return grpc::Status(grpc::PERMISSION_DENIED,
+                        std::string("this is a ") + name(*role) + "'s call and the token given is the " +
+                            name(*role == Role::kSubmitter ? Role::kRunner : Role::kSubmitter) + " token: " +
+                            (*role == Role::kSubmitter ? "a runner's token cannot submit jobs; tuners give the "
+                                                         "submitter token (the tracker's --submitter-token-file)"
+                                                       : "a submitter's token cannot take or report jobs; runners "
+                                                         "give the runner token (the tracker's --runner-token-file)"));
   }
-  return grpc::Status::OK;
+  return grpc::Status(grpc::UNAUTHENTICATED, "the token was refused: check --token-file");
 }
 
 std::string describe(const grpc::Status &status) {

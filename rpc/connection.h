@@ -35,7 +35,9 @@ struct ClientOptions {
 /// Reads a token file: its first line, surrounding blanks removed. Throws
 /// std::runtime_error with a message for a missing, unreadable or empty file, a first
 /// line longer than kMaxTokenBytes (read no further: /dev/zero ends nowhere) and a token
-/// with bytes outside visible ASCII, which gRPC refuses to send in a header.
+/// with bytes outside visible ASCII, which gRPC refuses to send in a header, and a file
+/// its group or others may read (the message says to chmod 600 it): a token is the key
+/// to run code on every board, or to report any latency.
 std::string read_token_file(const std::filesystem::path &path);
 constexpr size_t kMaxTokenBytes = 4096;
 
@@ -72,9 +74,24 @@ std::shared_ptr<grpc::Channel> make_channel(const ClientOptions &options);
 /// A context for one call: the token and a deadline (none for 0).
 std::unique_ptr<grpc::ClientContext> make_context(const ClientOptions &options, double timeout_seconds);
 
-/// Server side: OK when `context` carries `expected` (always OK when `expected` is
-/// empty); UNAUTHENTICATED with a message otherwise. Compared in constant time.
-grpc::Status check_token(const grpc::ServerContext &context, const std::string &expected);
+/// Who may make a tracker call: tuners submit jobs (and upload their artifacts, read
+/// their results); runners take jobs, fetch artifacts and report results. Each role has
+/// its own token, so a board's token cannot send code to the other boards and a tuner's
+/// cannot pose as a board.
+enum class Role { kSubmitter, kRunner };
+
+/// The token each role must present; an empty one: that role needs none (loopback, or
+/// --insecure). The same token for both is one token for everything.
+struct RoleTokens {
+  std::string submitter, runner;
+  const std::string &of(Role role) const { return role == Role::kSubmitter ? submitter : runner; }
+};
+
+/// Server side: OK when `context` carries the token of `role` (any role's when `role`
+/// is empty); UNAUTHENTICATED when it carries none or an unknown one, PERMISSION_DENIED
+/// when it carries the other role's, each with a message saying which token to give.
+/// Compared in constant time.
+grpc::Status check_role(const grpc::ServerContext &context, const RoleTokens &tokens, std::optional<Role> role);
 
 /// "host:port: <status message> (<code name>)", for error messages.
 std::string describe(const grpc::Status &status);

@@ -156,8 +156,9 @@ int64_t RunnerDaemon::run(const std::atomic<bool> &stop) {
     auto context = make_context(options_.tracker, options_.poll_wait_seconds + kCallTimeoutSeconds);
     grpc::Status status = stub_->RunnerPoll(context.get(), request, &response);
     if (!status.ok()) {
-      if (status.error_code() == grpc::UNAUTHENTICATED || status.error_code() == grpc::FAILED_PRECONDITION) {
-        // Retrying cannot fix a refused token or another protocol version.
+      if (status.error_code() == grpc::UNAUTHENTICATED || status.error_code() == grpc::PERMISSION_DENIED ||
+          status.error_code() == grpc::FAILED_PRECONDITION) {
+        // Retrying cannot fix a refused token, another role's token or another protocol version.
         throw std::runtime_error("the tracker at " + options_.tracker.address +
                                  " refused this runner: " + describe(status));
       }
@@ -357,8 +358,11 @@ void RunnerDaemon::report(const v1::JobResult &result, const std::atomic<bool> &
     if (status.ok()) {
       if (!response.accepted()) {
         log_ << "kiln runner: the tracker did not take the result of job " << result.job_id()
-             << (attempt == 0 ? " (the job was given to another runner or cancelled)"
-                              : " (an earlier try may have delivered it)")
+             << (attempt == 0
+                     ? " (the job was given to another runner or cancelled)"
+                     : " (the tracker no longer holds the job: it restarted, gave the job to another runner or "
+                       "cancelled it while this runner retried, or took this result on a try whose answer was "
+                       "lost)")
              << std::endl;
       }
       return;

@@ -31,7 +31,7 @@ std::optional<std::string> BlobStore::check_upload(const v1::Digest &digest) con
   if (digest.size_bytes() < 0) return "the blob's declared size is negative";
   if (digest.size_bytes() > options_.max_blob_bytes) {
     return "the blob is " + std::to_string(digest.size_bytes()) + " bytes, over the tracker's cap of " +
-           std::to_string(options_.max_blob_bytes) + " bytes (kiln tracker --max-blob-bytes)";
+           std::to_string(options_.max_blob_bytes) + " bytes (kiln tracker --max-blob-mb)";
   }
   return std::nullopt;
 }

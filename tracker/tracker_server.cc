@@ -58,12 +58,12 @@ grpc::Status check_target(const std::string &target) {
 
 class TrackerServer::Service final : public v1::Tracker::Service {
  public:
-  Service(Dispatcher &dispatcher, BlobStore &blobs, std::string token)
-      : dispatcher_(dispatcher), blobs_(blobs), token_(std::move(token)) {}
+  Service(Dispatcher &dispatcher, BlobStore &blobs, rpc::RoleTokens tokens)
+      : dispatcher_(dispatcher), blobs_(blobs), tokens_(std::move(tokens)) {}
 
   grpc::Status FindMissingBlobs(grpc::ServerContext *context, const v1::FindMissingBlobsRequest *request,
                                 v1::FindMissingBlobsResponse *response) override {
-    if (auto status = rpc::check_token(*context, token_); !status.ok()) return status;
+    if (auto status = rpc::check_role(*context, tokens_, rpc::Role::kSubmitter); !status.ok()) return status;
     for (const v1::Digest &digest : request->digests()) {
       if (!blobs_.contains(digest)) *response->add_missing() = digest;
     }
@@ -72,7 +72,7 @@ class TrackerServer::Service final : public v1::Tracker::Service {
 
   grpc::Status UploadBlob(grpc::ServerContext *context, grpc::ServerReader<v1::BlobChunk> *reader,
                           v1::UploadBlobResponse *response) override {
-    if (auto status = rpc::check_token(*context, token_); !status.ok()) return status;
+    if (auto status = rpc::check_role(*context, tokens_, rpc::Role::kSubmitter); !status.ok()) return status;
     v1::BlobChunk chunk;
     if (!reader->Read(&chunk)) return grpc::Status(grpc::INVALID_ARGUMENT, "the upload carried no chunk");
     v1::Digest digest = chunk.digest();
@@ -96,7 +96,7 @@ class TrackerServer::Service final : public v1::Tracker::Service {
 
   grpc::Status FetchBlob(grpc::ServerContext *context, const v1::FetchBlobRequest *request,
                          grpc::ServerWriter<v1::BlobChunk> *writer) override {
-    if (auto status = rpc::check_token(*context, token_); !status.ok()) return status;
+    if (auto status = rpc::check_role(*context, tokens_, rpc::Role::kRunner); !status.ok()) return status;
     std::shared_ptr<const std::string> bytes = blobs_.get(request->digest());
     if (!bytes) {
       return grpc::Status(grpc::NOT_FOUND, "the tracker does not hold blob " + request->digest().sha256());
@@ -116,7 +116,7 @@ class TrackerServer::Service final : public v1::Tracker::Service {
 
   grpc::Status Submit(grpc::ServerContext *context, const v1::SubmitRequest *request,
                       v1::SubmitResponse *response) override {
-    if (auto status = rpc::check_token(*context, token_); !status.ok()) return status;
+    if (auto status = rpc::check_role(*context, tokens_, rpc::Role::kSubmitter); !status.ok()) return status;
     if (auto status = check_version(request->protocol_version()); !status.ok()) return status;
     if (request->session_id().empty() || request->key().empty()) {
       return grpc::Status(grpc::INVALID_ARGUMENT, "a submission needs a session_id and a key");
@@ -135,21 +135,21 @@ class TrackerServer::Service final : public v1::Tracker::Service {
 
   grpc::Status PollResults(grpc::ServerContext *context, const v1::PollResultsRequest *request,
                            v1::PollResultsResponse *response) override {
-    if (auto status = rpc::check_token(*context, token_); !status.ok()) return status;
+    if (auto status = rpc::check_role(*context, tokens_, rpc::Role::kSubmitter); !status.ok()) return status;
     *response = dispatcher_.poll_results(request->session_id(), std::min(request->wait_seconds(), 60.0));
     return grpc::Status::OK;
   }
 
   grpc::Status AckResults(grpc::ServerContext *context, const v1::AckResultsRequest *request,
                           v1::AckResultsResponse *) override {
-    if (auto status = rpc::check_token(*context, token_); !status.ok()) return status;
+    if (auto status = rpc::check_role(*context, tokens_, rpc::Role::kSubmitter); !status.ok()) return status;
     dispatcher_.ack_results(request->session_id(), {request->job_ids().begin(), request->job_ids().end()});
     return grpc::Status::OK;
   }
 
   grpc::Status Cancel(grpc::ServerContext *context, const v1::CancelRequest *request,
                       v1::CancelResponse *response) override {
-    if (auto status = rpc::check_token(*context, token_); !status.ok()) return status;
+    if (auto status = rpc::check_role(*context, tokens_, rpc::Role::kSubmitter); !status.ok()) return status;
     response->set_cancelled(
         dispatcher_.cancel(request->session_id(), {request->job_ids().begin(), request->job_ids().end()}));
     return grpc::Status::OK;
@@ -157,14 +157,14 @@ class TrackerServer::Service final : public v1::Tracker::Service {
 
   grpc::Status GetTarget(grpc::ServerContext *context, const v1::GetTargetRequest *request,
                          v1::GetTargetResponse *response) override {
-    if (auto status = rpc::check_token(*context, token_); !status.ok()) return status;
+    if (auto status = rpc::check_role(*context, tokens_, rpc::Role::kSubmitter); !status.ok()) return status;
     *response = dispatcher_.target_of(request->key());
     return grpc::Status::OK;
   }
 
   grpc::Status RunnerPoll(grpc::ServerContext *context, const v1::RunnerPollRequest *request,
                           v1::RunnerPollResponse *response) override {
-    if (auto status = rpc::check_token(*context, token_); !status.ok()) return status;
+    if (auto status = rpc::check_role(*context, tokens_, rpc::Role::kRunner); !status.ok()) return status;
     if (auto status = check_version(request->protocol_version()); !status.ok()) return status;
     if (request->runner_id().empty() || request->key().empty()) {
       return grpc::Status(grpc::INVALID_ARGUMENT, "a runner poll needs a runner_id and a key");
@@ -184,13 +184,13 @@ class TrackerServer::Service final : public v1::Tracker::Service {
 
   grpc::Status ReportResult(grpc::ServerContext *context, const v1::ReportResultRequest *request,
                             v1::ReportResultResponse *response) override {
-    if (auto status = rpc::check_token(*context, token_); !status.ok()) return status;
+    if (auto status = rpc::check_role(*context, tokens_, rpc::Role::kRunner); !status.ok()) return status;
     response->set_accepted(dispatcher_.report_result(request->runner_id(), request->result()));
     return grpc::Status::OK;
   }
 
   grpc::Status Status(grpc::ServerContext *context, const v1::StatusRequest *, v1::StatusResponse *response) override {
-    if (auto status = rpc::check_token(*context, token_); !status.ok()) return status;
+    if (auto status = rpc::check_role(*context, tokens_, std::nullopt); !status.ok()) return status;
     *response = dispatcher_.status();
     response->set_blobs(blobs_.count());
     response->set_blob_bytes(blobs_.total_bytes());
@@ -200,7 +200,7 @@ class TrackerServer::Service final : public v1::Tracker::Service {
  private:
   Dispatcher &dispatcher_;
   BlobStore &blobs_;
-  std::string token_;
+  rpc::RoleTokens tokens_;
 };
 
 TrackerServer::TrackerServer(TrackerOptions options) : options_(std::move(options)) {
@@ -215,15 +215,16 @@ TrackerServer::TrackerServer(TrackerOptions options) : options_(std::move(option
                                " in plaintext: runners execute the code they receive, so give --tls-cert and "
                                "--tls-key (and a --token-file), or pass --insecure on a network you trust");
     }
-    if (options_.token.empty()) {
+    if (options_.tokens.submitter.empty() || options_.tokens.runner.empty()) {
       throw std::runtime_error("refusing to listen on " + options_.listen_address +
-                               " without a token: anyone who reaches it could make the runners execute code; give "
-                               "--token-file, or pass --insecure on a network you trust");
+                               " without a token for each role: anyone who reaches it could make the runners execute "
+                               "code, or report latencies; give --submitter-token-file and --runner-token-file, or "
+                               "pass --insecure on a network you trust");
     }
   }
   dispatcher_ = std::make_unique<Dispatcher>(options_.dispatcher, monotonic_seconds, rpc::random_id());
   blobs_ = std::make_unique<BlobStore>(options_.blobs, [this] { return dispatcher_->blobs_in_use(); });
-  service_ = std::make_unique<Service>(*dispatcher_, *blobs_, options_.token);
+  service_ = std::make_unique<Service>(*dispatcher_, *blobs_, options_.tokens);
 
   std::shared_ptr<grpc::ServerCredentials> credentials = grpc::InsecureServerCredentials();
   if (tls) {

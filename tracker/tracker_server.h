@@ -7,6 +7,7 @@
 #include <string>
 #include <thread>
 
+#include "rpc/connection.h"
 #include "tracker/blob_store.h"
 #include "tracker/dispatcher.h"
 
@@ -19,8 +20,9 @@ namespace kiln::tracker {
 struct TrackerOptions {
   /// host:port; port 0 picks a free port (see TrackerServer::port).
   std::string listen_address = "127.0.0.1:9190";
-  /// Required from every caller when not empty.
-  std::string token;
+  /// The tokens tuners (submitter) and runners must present; an empty one: that role
+  /// needs none. The same one for both: one token for everything (`--token-file`).
+  rpc::RoleTokens tokens;
   /// PEM certificate and key; both empty: plaintext, allowed only on loopback
   /// addresses unless `insecure`.
   std::string tls_cert_pem;

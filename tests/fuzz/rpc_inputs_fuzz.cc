@@ -49,6 +49,8 @@ void token_file(const std::string &bytes) {
   static const std::filesystem::path path =
       std::filesystem::temp_directory_path() / ("kiln-token-fuzz-" + std::to_string(getpid()));
   std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
+  // Private, as token files must be: the bytes decide the rest.
+  std::filesystem::permissions(path, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
   std::string token;
   try {
     token = kiln::rpc::read_token_file(path);

@@ -23,6 +23,7 @@ class TokenFile : public ::testing::Test {
   ~TokenFile() override { fs::remove(path_); }
   const fs::path &write(const std::string &bytes) {
     std::ofstream(path_, std::ios::binary) << bytes;
+    fs::permissions(path_, fs::perms::owner_read | fs::perms::owner_write);
     return path_;
   }
   std::string refusal(const fs::path &path) {
@@ -47,6 +48,19 @@ TEST_F(TokenFile, BytesGrpcCannotSendAreRefusedWithAMessage) {
   EXPECT_NE(refusal(write("two words\n")).find("must be visible ASCII"), std::string::npos);
   EXPECT_NE(refusal(write("caf\xc3\xa9\n")).find("must be visible ASCII"), std::string::npos);
   EXPECT_NE(refusal(write(" \t\r\n")).find("is empty"), std::string::npos);
+}
+
+// A token others can read is refused with the fix; the owner's alone is taken.
+TEST_F(TokenFile, OtherUsersMustNotReadIt) {
+  write("s3cret\n");
+  for (fs::perms others : {fs::perms::group_read, fs::perms::others_read}) {
+    fs::permissions(path_, fs::perms::owner_read | fs::perms::owner_write | others);
+    std::string why = refusal(path_);
+    EXPECT_NE(why.find("may be read by other users"), std::string::npos) << why;
+    EXPECT_NE(why.find("chmod 600 " + path_.string()), std::string::npos) << why;
+  }
+  fs::permissions(path_, fs::perms::owner_read);
+  EXPECT_EQ(read_token_file(path_), "s3cret");
 }
 
 TEST_F(TokenFile, AnEndlessFileIsRefusedAfterItsFirstKilobytes) {

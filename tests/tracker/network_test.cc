@@ -100,6 +100,12 @@ class Network : public ::testing::Test {
 
   std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
 
+  /// A token file as it must be: the token on its first line, readable by its owner alone.
+  static void write_token(const fs::path &path, const std::string &token) {
+    std::ofstream(path, std::ios::binary) << token << "\n";
+    fs::permissions(path, fs::perms::owner_read | fs::perms::owner_write);
+  }
+
   rpc::RemoteRunnerOptions remote_options() const {
     rpc::RemoteRunnerOptions options;
     options.tracker.address = address();
@@ -199,9 +205,50 @@ TEST_F(Network, FailingKernelsAreClassifiedAndAHangIsKilledByTheRunnersTimeout) 
   EXPECT_EQ(results[4].error, measure::ErrorKind::kLoadError) << results[4].message;
 }
 
+// Tuners and runners hold different tokens: a board's token cannot submit jobs (code
+// for the other boards), a tuner's cannot take or report them; each is told which
+// token it needs. The two roles' files may not hold one token.
+TEST_F(Network, SubmittersAndRunnersHoldTokensOfTheirOwn) {
+  write_token(dir_ / "submitter.token", "submit-7f3a");
+  write_token(dir_ / "runner.token", "measure-91c2");
+  Process same({kiln_binary(), "tracker", "--listen", "127.0.0.1:0", "--submitter-token-file",
+                (dir_ / "submitter.token").string(), "--runner-token-file", (dir_ / "submitter.token").string()},
+               dir_ / "same.log");
+  EXPECT_EQ(same.wait_for(30), 1) << same.log();
+  EXPECT_NE(same.log().find("hold the same token"), std::string::npos) << same.log();
+
+  start_tracker({"--submitter-token-file", (dir_ / "submitter.token").string(), "--runner-token-file",
+                 (dir_ / "runner.token").string()});
+  Process &tuner_as_runner = start_runner("impostor", {"--token-file", (dir_ / "submitter.token").string()});
+  EXPECT_EQ(tuner_as_runner.wait_for(30), 1);
+  EXPECT_NE(tuner_as_runner.log().find("a submitter's token cannot take or report jobs"), std::string::npos)
+      << tuner_as_runner.log();
+  start_runner("board", {"--token-file", (dir_ / "runner.token").string()});
+
+  rpc::RemoteRunnerOptions board_as_tuner = remote_options();
+  board_as_tuner.tracker.token = "measure-91c2";
+  try {
+    rpc::RemoteRunner(board_as_tuner).run({job("good_add")});
+    ADD_FAILURE() << "a runner's token submitted a job";
+  } catch (const std::runtime_error &e) {
+    EXPECT_NE(std::string(e.what()).find("a runner's token cannot submit jobs"), std::string::npos) << e.what();
+  }
+  rpc::RemoteRunnerOptions tuner = remote_options();
+  tuner.tracker.token = "submit-7f3a";
+  std::vector<measure::RunResult> results = rpc::RemoteRunner(tuner).run({job("good_add")});
+  EXPECT_TRUE(results.at(0).ok()) << results[0].message;
+  // Either role reads the tracker's status.
+  for (const char *token : {"submitter.token", "runner.token"}) {
+    Process status(
+        {kiln_binary(), "tracker", "status", "--tracker", address(), "--token-file", (dir_ / token).string()},
+        dir_ / "status.log");
+    EXPECT_EQ(status.wait_for(30), 0) << token << "\n" << status.log();
+  }
+}
+
 TEST_F(Network, CallersWithoutTheTokenAreRefused) {
-  std::ofstream(dir_ / "token") << "s3cret-token\n";
-  std::ofstream(dir_ / "wrong") << "guess\n";
+  write_token(dir_ / "token", "s3cret-token");
+  write_token(dir_ / "wrong", "guess");
   start_tracker({"--token-file", (dir_ / "token").string()});
   Process &intruder = start_runner("intruder", {"--token-file", (dir_ / "wrong").string()});
   EXPECT_EQ(intruder.wait_for(30), 1);
@@ -234,7 +281,7 @@ TEST_F(Network, CallersWithBadAddressesNamesOrTokensAreRefusedAtStart) {
   for (const std::string listen : {"127.0.0.1:", "127.0.0.1:99999", "localhost:abc", ""}) {
     refused({kiln_binary(), "tracker", "--listen", listen}, "give HOST:PORT");
   }
-  std::ofstream(dir_ / "nul.token", std::ios::binary) << std::string("abc\0def\n", 8);
+  write_token(dir_ / "nul.token", std::string("abc\0def", 7));
   refused({kiln_binary(), "tracker", "--listen", "127.0.0.1:0", "--token-file", (dir_ / "nul.token").string()},
           "must be visible ASCII");
 
@@ -301,7 +348,7 @@ TEST_F(Network, TlsWithACertificateMadeForTheTest) {
       "-addext subjectAltName=DNS:localhost,IP:127.0.0.1 -keyout " +
       (dir_ / "key.pem").string() + " -out " + (dir_ / "cert.pem").string() + " 2>/dev/null";
   ASSERT_EQ(std::system(command.c_str()), 0) << "openssl could not make a certificate";
-  std::ofstream(dir_ / "token") << "tls-token\n";
+  write_token(dir_ / "token", "tls-token");
   start_tracker({"--tls-cert", (dir_ / "cert.pem").string(), "--tls-key", (dir_ / "key.pem").string(), "--token-file",
                  (dir_ / "token").string()});
   start_runner("tls", {"--tls-ca", (dir_ / "cert.pem").string(), "--token-file", (dir_ / "token").string()});
