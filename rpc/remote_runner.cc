@@ -30,6 +30,10 @@ measure::ErrorKind error_kind_of(v1::ResultCode code) {
       return measure::ErrorKind::kRunTimeout;
     case v1::WRONG_RESULT:
       return measure::ErrorKind::kWrongResult;
+    case v1::RUNNER_LOST:
+    case v1::INTERNAL:
+    case v1::CANCELLED:
+      return measure::ErrorKind::kInfrastructure;
     default:
       return measure::ErrorKind::kRuntimeError;
   }

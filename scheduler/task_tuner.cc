@@ -16,6 +16,10 @@ namespace kiln::scheduler {
 
 namespace {
 
+// A record()'s label for a candidate the infrastructure failed to measure (errors are
+// 0: evidence against the program; this is none).
+constexpr double kNotMeasured = -1;
+
 double mean(const std::vector<double> &v) {
   double s = 0;
   for (double x : v) s += x;
@@ -197,7 +201,17 @@ std::vector<search::Candidate> TaskTuner::propose(int n) {
     std::vector<float> p = model_.predict(feats);
     return std::vector<double>(p.begin(), p.end());
   };
-  std::vector<search::Candidate> batch = search_->next_batch(n, scorer, model_.ready());
+  // Candidates the infrastructure failed to measure go first; the search fills the rest.
+  std::vector<search::Candidate> batch;
+  for (auto &[candidate, failures] : retry_) {
+    (void)failures;
+    if (static_cast<int>(batch.size()) < n) batch.push_back(candidate);
+  }
+  if (static_cast<int>(batch.size()) < n) {
+    std::vector<search::Candidate> fresh =
+        search_->next_batch(n - static_cast<int>(batch.size()), scorer, model_.ready());
+    batch.insert(batch.end(), std::make_move_iterator(fresh.begin()), std::make_move_iterator(fresh.end()));
+  }
   progress_.time.features += featurizing;
   progress_.time.search += support::now_seconds() - t0 - featurizing;
   return batch;
@@ -282,7 +296,25 @@ std::vector<double> TaskTuner::record(const std::vector<search::Candidate> &batc
     progress_.last_anchor_ratio = m.anchor_ratio;
   }
   std::optional<size_t> new_best;
+  std::vector<std::pair<search::Candidate, int>> retry_next;
   for (size_t i = 0; i < batch.size(); ++i) {
+    int failed_before = 0;
+    for (auto it = retry_.begin(); it != retry_.end(); ++it) {
+      if (it->first.trace.to_json() == batch[i].trace.to_json()) {
+        failed_before = it->second;
+        retry_.erase(it);
+        break;
+      }
+    }
+    if (m.built[i].ok() && m.ran[i] && m.ran[i]->error == measure::ErrorKind::kInfrastructure) {
+      // The measurement failed, not the program: nothing stored or learned; measured again
+      // in a later round, a few times at most.
+      ++progress_.trials;
+      ++progress_.infrastructure_failures;
+      if (failed_before + 1 < kInfrastructureRetries) retry_next.emplace_back(batch[i], failed_before + 1);
+      labels.push_back(kNotMeasured);
+      continue;
+    }
     db::Record rec;
     rec.workload = workload_record_;
     rec.target = target_.str();
@@ -330,6 +362,7 @@ std::vector<double> TaskTuner::record(const std::vector<search::Candidate> &batc
     best_gflops_curve_.push_back(progress_.best_gflops);
     labels.push_back(label);
   }
+  retry_.insert(retry_.end(), std::make_move_iterator(retry_next.begin()), std::make_move_iterator(retry_next.end()));
   if (new_best) next_anchor_ = Anchor{batch[*new_best].func, m.built[*new_best].artifact_path, 0};
   double t0 = support::now_seconds();
   if (db_) db_->commit(records);
@@ -341,12 +374,18 @@ std::vector<double> TaskTuner::record(const std::vector<search::Candidate> &batc
 void TaskTuner::train(const std::vector<search::Candidate> &batch, const std::vector<double> &labels) {
   double t0 = support::now_seconds();
   std::vector<ir::PrimFunc> funcs;
-  for (const search::Candidate &c : batch) funcs.push_back(c.func);
+  std::vector<double> measured;
+  for (size_t i = 0; i < batch.size(); ++i) {
+    if (labels[i] == kNotMeasured) continue;  // the infrastructure failed it: no evidence
+    funcs.push_back(batch[i].func);
+    measured.push_back(labels[i]);
+  }
+  if (funcs.empty()) return;
   std::vector<costmodel::ProgramFeatures> feats = costmodel::extract_features_batch(funcs, options_.feature_threads);
   progress_.time.features += support::now_seconds() - t0;
   t0 = support::now_seconds();
   std::vector<std::string> tasks(feats.size(), workload_.key_hash());
-  model_.update({std::move(feats), costmodel::throughputs_of(labels), std::move(tasks)});
+  model_.update({std::move(feats), costmodel::throughputs_of(measured), std::move(tasks)});
   progress_.time.training += support::now_seconds() - t0;
 }
 

@@ -88,6 +88,10 @@ struct Progress {
   double elapsed_seconds = 0;
   /// Programs of other tasks the cost model was warm-started with (TuneOptions::warm_start).
   int64_t warm_start_programs = 0;
+  /// Measurements that failed for the infrastructure's sake (a runner lost, the tracker
+  /// failing): not stored, not evidence, their candidates measured again in a later
+  /// round (up to kInfrastructureRetries times each).
+  int64_t infrastructure_failures = 0;
   /// This task's own records (this target) the run resumed from the database.
   int64_t resumed_records = 0;
   /// Measured programs carried over from other tasks (TaskTuner::adopt), and how many
@@ -185,6 +189,10 @@ class TaskTuner {
   std::unique_ptr<search::EvolutionarySearch> search_;
   std::string reference_artifact_;
   Progress progress_;
+  /// Candidates whose measurement failed for the infrastructure's sake, to go first into
+  /// the next batch, with how often each has failed so.
+  std::vector<std::pair<search::Candidate, int>> retry_;
+  static constexpr int kInfrastructureRetries = 3;
   std::string best_trace_;
   ir::Trace best_sketch_;
   /// Without a database: this run's successful measurements (latency, trace), the

@@ -18,6 +18,9 @@ enum class ErrorKind {
   kRuntimeError,  // the candidate crashed (signal), returned non-zero or ran out of memory
   kRunTimeout,    // the candidate exceeded the run timeout and was killed
   kWrongResult,   // the output differs from the reference
+  // The measurement, not the program, failed: its runner was lost, the tracker failed or
+  // the job was cancelled. Never evidence against the program: it is measured again.
+  kInfrastructure,
 };
 
 /// "none", "build_error", ... (the stored spelling).
@@ -37,15 +40,17 @@ inline const char *to_string(ErrorKind kind) {
       return "run_timeout";
     case ErrorKind::kWrongResult:
       return "wrong_result";
+    case ErrorKind::kInfrastructure:
+      return "infrastructure_error";
   }
   return "unknown";
 }
 
 /// Inverse of to_string; nullopt for any other text.
 inline std::optional<ErrorKind> error_kind_from_string(std::string_view name) {
-  constexpr std::array<ErrorKind, 7> kAll = {ErrorKind::kNone,       ErrorKind::kBuildError,   ErrorKind::kBuildTimeout,
-                                             ErrorKind::kLoadError,  ErrorKind::kRuntimeError, ErrorKind::kRunTimeout,
-                                             ErrorKind::kWrongResult};
+  constexpr std::array<ErrorKind, 8> kAll = {
+      ErrorKind::kNone,         ErrorKind::kBuildError, ErrorKind::kBuildTimeout, ErrorKind::kLoadError,
+      ErrorKind::kRuntimeError, ErrorKind::kRunTimeout, ErrorKind::kWrongResult,  ErrorKind::kInfrastructure};
   for (ErrorKind kind : kAll)
     if (name == to_string(kind)) return kind;
   return std::nullopt;

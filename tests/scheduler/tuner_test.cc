@@ -88,6 +88,61 @@ TEST_F(TaskTunerTest, FindsValidProgramsAndResumesWithoutRemeasuring) {
   EXPECT_EQ(traces.size(), all.size()) << "a program was measured twice";
 }
 
+// The measurements of a tracker whose runners drop off: the real local runner's results,
+// the first `lost` of them replaced by what a lost runner reports (RUNNER_LOST becomes
+// ErrorKind::kInfrastructure in rpc::RemoteRunner).
+class RunnersLostOnTheWay : public measure::Runner {
+ public:
+  explicit RunnersLostOnTheWay(int lost) : lost_(lost) {}
+  std::vector<measure::RunResult> run(const std::vector<measure::RunInput> &batch) override {
+    std::vector<measure::RunResult> results = runner().run(batch);
+    for (measure::RunResult &r : results) {
+      if (lost_ <= 0) break;
+      --lost_;
+      r = measure::RunResult{};
+      r.error = measure::ErrorKind::kInfrastructure;
+      r.message = "RUNNER_LOST: the runner stopped answering";
+    }
+    return results;
+  }
+
+ private:
+  int lost_;
+};
+
+// A measurement the infrastructure failed is not the program's failure: nothing is
+// stored for it, the cost model does not learn from it, and the program is measured
+// again in a later round.
+TEST_F(TaskTunerTest, InfrastructureFailuresAreRetriedNotStored) {
+  costmodel::XGBoostCostModel model;
+  RunnersLostOnTheWay flaky(5);
+  TaskTuner tuner(small_dense(), target, quick_options(3), &database, pool, flaky, model);
+  TuneResult r = tuner.run();
+  EXPECT_EQ(r.progress.trials, 24);
+  EXPECT_EQ(r.progress.infrastructure_failures, 5);
+  std::vector<db::Record> all = database.records_of(small_dense().key_hash());
+  EXPECT_EQ(all.size(), 19u) << "the 5 lost measurements were stored";
+  for (const db::Record &rec : all)
+    if (!rec.ok()) {
+      EXPECT_NE(rec.error().kind, measure::ErrorKind::kInfrastructure) << rec.error().message;
+    }
+  std::set<std::string> stored;
+  for (const db::Record &rec : all) stored.insert(rec.trace_json);
+  EXPECT_EQ(stored.size(), all.size()) << "a program was stored twice";
+  // The first batch is the seed's, whatever happens to it: the same job without losses
+  // measures it first. Every program of it, the five lost ones too, ended up stored.
+  db::Database clean = db::Database::open(dir / "clean.db", db::OpenMode::kCreate);
+  costmodel::XGBoostCostModel clean_model;
+  TuneOptions first_batch = quick_options(3);
+  first_batch.trials = 8;
+  TaskTuner reference(small_dense(), target, first_batch, &clean, pool, runner(), clean_model);
+  reference.run();
+  std::vector<db::Record> first = clean.records_of(small_dense().key_hash());
+  ASSERT_EQ(first.size(), 8u);
+  for (const db::Record &rec : first)
+    EXPECT_EQ(stored.count(rec.trace_json), 1u) << "a lost program was never measured";
+}
+
 // Timed with every buffer evicted before each call, records say so; their latencies are
 // not on the hot protocol's scale, so a database never mixes the two for one task.
 TEST_F(TaskTunerTest, EvictedBufferTimingsAreMarkedAndNeverRankedWithHotOnes) {
