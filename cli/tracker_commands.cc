@@ -41,6 +41,7 @@ struct TrackerArgs {
   int64_t max_store_mb = 2048;
   int max_runner_losses = 2;
   double heartbeat = 5;
+  double session_timeout = tracker::DispatcherOptions{}.session_idle_seconds;
   double runner_lost_after = 15;
   double queue_deadline = 600;
 };
@@ -59,6 +60,7 @@ void serve(const TrackerArgs &a) {
   options.blobs.max_total_bytes = a.max_store_mb << 20;
   options.dispatcher.max_runner_losses = a.max_runner_losses;
   options.dispatcher.heartbeat_seconds = a.heartbeat;
+  options.dispatcher.session_idle_seconds = a.session_timeout;
   options.dispatcher.runner_lost_after_seconds = a.runner_lost_after;
   options.dispatcher.default_queue_deadline_seconds = a.queue_deadline;
   std::unique_ptr<tracker::TrackerServer> server;
@@ -201,6 +203,11 @@ void add_tracker_commands(CLI::App &app) {
       ->capture_default_str()
       ->check(at_least(1, 1000));
   cmd->add_option("--heartbeat", a->heartbeat, "seconds between a busy runner's polls")
+      ->capture_default_str()
+      ->check(seconds());
+  cmd->add_option("--session-timeout", a->session_timeout,
+                  "seconds a tuner may be silent before its session and its jobs are dropped (it submits them again "
+                  "when it comes back)")
       ->capture_default_str()
       ->check(seconds());
   cmd->add_option("--runner-lost-after", a->runner_lost_after, "seconds of silence after which a runner is lost")

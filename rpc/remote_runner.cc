@@ -282,16 +282,23 @@ void RemoteRunner::wait_for_results(const std::vector<v1::JobSpec> &jobs, const 
       auto context = make_context(options_.tracker, kResultWaitSeconds + kCallTimeoutSeconds);
       return stub_->PollResults(context.get(), request, &response);
     });
-    if (response.tracker_instance_id() != instance) {
-      // The tracker restarted and forgot the jobs: submit what is not done again, under
-      // the same ids (blobs first: its store is empty).
+    // A tracker that answers for no session, or for none of our jobs, forgot them: it
+    // restarted, or dropped this session after a silence longer than its session timeout
+    // (a suspended tuner). Polling on would spin forever; submit what is not done again,
+    // under the same ids (blobs first: a restarted tracker's store is empty).
+    const bool restarted = response.tracker_instance_id() != instance;
+    const bool dropped = response.session_dropped() || (response.results_size() == 0 && response.pending_jobs() == 0);
+    if (restarted || dropped) {
       std::vector<v1::JobSpec> again;
       for (const v1::JobSpec &job : jobs) {
         if (!done.count(job.job_id())) again.push_back(job);
       }
       if (options_.log) {
-        *options_.log << "remote runner: the tracker restarted; submitting " << again.size() << " jobs again"
-                      << std::endl;
+        *options_.log << "remote runner: "
+                      << (restarted ? "the tracker restarted"
+                                    : "the tracker dropped this tuner's session (no call from it for longer than the "
+                                      "tracker's --session-timeout: was it suspended?)")
+                      << "; submitting " << again.size() << " jobs again" << std::endl;
       }
       upload_missing(blobs);
       instance = submit_all(again, blobs, done);

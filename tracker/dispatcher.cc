@@ -40,6 +40,7 @@ v1::SubmitResponse Dispatcher::submit(const v1::SubmitRequest &request,
       request.queue_deadline_seconds() > 0 ? request.queue_deadline_seconds() : options_.default_queue_deadline_seconds;
   Session &session = sessions_[request.session_id()];
   session.last_seen = now;
+  session.hung_up_at = 0;
   for (const v1::JobSpec &spec : request.jobs()) {
     std::string id = job_key(request.session_id(), spec.job_id());
     if (jobs_.count(id)) {
@@ -323,12 +324,14 @@ void Dispatcher::expire_locked(double now) {
   }
   std::vector<std::string> idle;
   for (const auto &[id, session] : sessions_) {
-    if (now - session.last_seen > options_.session_idle_seconds) idle.push_back(id);
+    bool gone = session.hung_up_at > 0 && now - session.hung_up_at > options_.hang_up_grace_seconds;
+    if (gone || now - session.last_seen > options_.session_idle_seconds) idle.push_back(id);
   }
   for (const std::string &id : idle) drop_session(id);
 }
 
-v1::PollResultsResponse Dispatcher::poll_results(const std::string &session_id, double wait_seconds) {
+v1::PollResultsResponse Dispatcher::poll_results(const std::string &session_id, double wait_seconds,
+                                                 const std::function<bool()> &hung_up) {
   std::unique_lock<std::mutex> lock(mutex_);
   auto wait_until = std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                                                            std::chrono::duration<double>(std::max(0.0, wait_seconds)));
@@ -337,8 +340,16 @@ v1::PollResultsResponse Dispatcher::poll_results(const std::string &session_id, 
   expire_locked(clock_());
   for (;;) {
     auto session = sessions_.find(session_id);
-    if (session == sessions_.end()) break;
+    if (session == sessions_.end()) {
+      response.set_session_dropped(true);
+      break;
+    }
     session->second.last_seen = clock_();
+    session->second.hung_up_at = 0;
+    if (hung_up && hung_up()) {
+      session->second.hung_up_at = clock_();
+      break;
+    }
     if (!session->second.resolved.empty() || session->second.unresolved == 0) {
       for (const std::string &job_id : session->second.resolved) {
         if (response.results_size() >= options_.max_results_per_poll) break;
@@ -359,6 +370,7 @@ void Dispatcher::ack_results(const std::string &session_id, const std::vector<st
   auto session = sessions_.find(session_id);
   if (session == sessions_.end()) return;
   session->second.last_seen = clock_();
+  session->second.hung_up_at = 0;
   std::set<std::string> acked(job_ids.begin(), job_ids.end());
   auto &resolved = session->second.resolved;
   for (auto it = resolved.begin(); it != resolved.end();) {

@@ -38,7 +38,11 @@ struct DispatcherOptions {
   double lease_grace_seconds = 300;
   /// A session whose submitter has not called for this long is dropped with its jobs
   /// (the tuner died or gave up).
-  double session_idle_seconds = 900;
+  double session_idle_seconds = 900;  ///< `kiln tracker --session-timeout`
+  /// A session whose tuner hung up in the middle of waiting for results (its process
+  /// died: the connection closed) and did not call again for this long is dropped with
+  /// its jobs at once, rather than after the session timeout: its boards go back to work.
+  double hang_up_grace_seconds = 30;
   /// Jobs a runner gave back with RETRY are queued again this often, then end as
   /// INTERNAL.
   int max_retries = 3;
@@ -79,9 +83,13 @@ class Dispatcher {
   /// unknown result (discarded).
   bool report_result(const std::string &runner_id, v1::JobResult result);
 
+  /// `hung_up`, polled while waiting, tells when the caller went away (a closed
+  /// connection): the session is then dropped unless it calls again within
+  /// DispatcherOptions::hang_up_grace_seconds.
   /// The session's resolved, unacknowledged results; waits up to `wait_seconds` while
   /// there are none but jobs are pending.
-  v1::PollResultsResponse poll_results(const std::string &session_id, double wait_seconds);
+  v1::PollResultsResponse poll_results(const std::string &session_id, double wait_seconds,
+                                       const std::function<bool()> &hung_up = {});
 
   /// Forgets acknowledged results.
   void ack_results(const std::string &session_id, const std::vector<std::string> &job_ids);
@@ -140,6 +148,8 @@ class Dispatcher {
     std::deque<std::string> resolved;  // job ids, oldest first
     int64_t unresolved = 0;
     double last_seen = 0;
+    /// When its tuner hung up in the middle of a call (0: it did not since its last call).
+    double hung_up_at = 0;
   };
 
   static std::string job_key(const std::string &session_id, const std::string &job_id);

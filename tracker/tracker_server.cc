@@ -136,7 +136,8 @@ class TrackerServer::Service final : public v1::Tracker::Service {
   grpc::Status PollResults(grpc::ServerContext *context, const v1::PollResultsRequest *request,
                            v1::PollResultsResponse *response) override {
     if (auto status = rpc::check_role(*context, tokens_, rpc::Role::kSubmitter); !status.ok()) return status;
-    *response = dispatcher_.poll_results(request->session_id(), std::min(request->wait_seconds(), 60.0));
+    *response = dispatcher_.poll_results(request->session_id(), std::min(request->wait_seconds(), 60.0),
+                                         [context] { return context->IsCancelled(); });
     return grpc::Status::OK;
   }
 

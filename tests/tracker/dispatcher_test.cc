@@ -189,12 +189,35 @@ TEST_F(DispatcherTest, JobsGivenBackForRetryAreQueuedAgainThenEndAsInternal) {
 TEST_F(DispatcherTest, ASessionWhoseTunerWentAwayIsDroppedWithItsJobs) {
   submit({"1", "2"});
   auto running = take("r1");
+  EXPECT_FALSE(dispatcher_.poll_results("s", 0).session_dropped());
   now_ += options().session_idle_seconds + 1;
   auto heartbeat = poll("r1", {running.lease_id()});
+  // The tuner, back, learns that its jobs are gone (and submits them again) instead of
+  // polling an empty session forever.
+  v1::PollResultsResponse back = dispatcher_.poll_results("s", 0);
+  EXPECT_TRUE(back.session_dropped());
+  EXPECT_EQ(back.results_size(), 0);
   ASSERT_EQ(heartbeat.revoked_leases_size(), 1);
   EXPECT_EQ(poll("r2").assignments_size(), 0);
   EXPECT_EQ(dispatcher_.status().keys_size(), 1);  // the key's runners, no jobs
   EXPECT_EQ(dispatcher_.status().keys(0).queued(), 0);
+}
+
+// A tuner that hung up while waiting (its process died) frees its boards after a short
+// grace, not the session timeout; one that calls again within the grace keeps its jobs.
+TEST_F(DispatcherTest, ASessionWhoseTunerHungUpIsDroppedAfterAGrace) {
+  submit({"1", "2"});
+  auto running = take("r1");
+  dispatcher_.poll_results("s", 0, [] { return true; });  // the connection closed mid-call
+  now_ += options().hang_up_grace_seconds / 2;
+  EXPECT_FALSE(dispatcher_.poll_results("s", 0).session_dropped()) << "a call within the grace keeps the session";
+  dispatcher_.poll_results("s", 0, [] { return true; });
+  now_ += options().hang_up_grace_seconds + 1;
+  ASSERT_LT(options().hang_up_grace_seconds + 1, options().session_idle_seconds);
+  auto heartbeat = poll("r1", {running.lease_id()});
+  ASSERT_EQ(heartbeat.revoked_leases_size(), 1) << "the board still runs a dead tuner's job";
+  EXPECT_EQ(dispatcher_.status().keys(0).queued(), 0);
+  EXPECT_TRUE(dispatcher_.poll_results("s", 0).session_dropped());
 }
 
 TEST_F(DispatcherTest, ResultsAreDeliveredInPages) {

@@ -482,6 +482,49 @@ TEST_F(Network, TuneOpThroughTheTrackerStoresOneRecordPerCandidate) {
 // (tests/cli/fixtures/stand_in_gpu.py: zeros, a time by threads per block); the rest is
 // real: the tuner takes the cuda target from the runner, samples GPU programs, builds
 // CUDA artifacts, ships them through the tracker, and stores what the runner reports.
+// A tuner suspended for longer than the tracker's session timeout (a laptop's lid, a
+// Ctrl-Z) finds its session dropped when it resumes: it submits its jobs again and
+// finishes, instead of polling an empty session forever.
+TEST_F(Network, ASuspendedTunerSubmitsItsDroppedJobsAgain) {
+  start_tracker({"--session-timeout", "1"});
+  fs::path db = dir_ / "suspended.db";
+  Process tune({kiln_binary(),
+                "tune-op",
+                "--op",
+                "relu",
+                "--shape",
+                "256",
+                "--trials",
+                "4",
+                "--batch",
+                "4",
+                "--runner",
+                "tracker://" + address() + "/cpu",
+                "--target",
+                "llvm -mcpu=native",
+                "--db",
+                db.string(),
+                "--repeat",
+                "1",
+                "--min-repeat-ms",
+                "1",
+                "--confirm-top",
+                "0"},
+               dir_ / "suspended.log");
+  // Its jobs queued (no runner yet), the tuner stops: its long poll of results, already
+  // at the tracker, keeps the session alive for up to 10 s, then the session timeout runs.
+  for (int i = 0; i < 200 && tune.log().find("jobs wait for one") == std::string::npos; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ASSERT_NE(tune.log().find("jobs wait for one"), std::string::npos) << tune.log();
+  tune.signal(SIGSTOP);
+  std::this_thread::sleep_for(std::chrono::seconds(13));
+  tune.signal(SIGCONT);
+  start_runner("late");
+  ASSERT_EQ(tune.wait_for(120), 0) << tune.log();
+  EXPECT_NE(tune.log().find("the tracker dropped this tuner's session"), std::string::npos) << tune.log();
+  EXPECT_NE(tune.log().find("measured 4 candidates"), std::string::npos) << tune.log();
+}
+
 TEST_F(Network, TuneOpForACudaTargetRunsOnAGpuRunner) {
   start_tracker();
   std::string stand_in = std::string(KILN_SOURCE_DIR) + "/tests/cli/fixtures/stand_in_gpu.py";
