@@ -100,6 +100,20 @@ class Network : public ::testing::Test {
 
   std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
 
+  /// `kiln tune-op` of `op_args` through the tracker's key "cpu", timed quickly, nothing
+  /// re-timed, into `db`; `extra` appended.
+  std::vector<std::string> tune_op_args(std::vector<std::string> op_args, const fs::path &db,
+                                        std::vector<std::string> extra = {}) const {
+    std::vector<std::string> args = {kiln_binary(), "tune-op"};
+    args.insert(args.end(), op_args.begin(), op_args.end());
+    for (const std::string &a : {std::string("--runner"), "tracker://" + address() + "/cpu", std::string("--db"),
+                                 db.string(), std::string("--repeat"), std::string("1"), std::string("--min-repeat-ms"),
+                                 std::string("1"), std::string("--confirm-top"), std::string("0")})
+      args.push_back(a);
+    args.insert(args.end(), extra.begin(), extra.end());
+    return args;
+  }
+
   /// A token file as it must be: the token on its first line, readable by its owner alone.
   static void write_token(const fs::path &path, const std::string &token) {
     std::ofstream(path, std::ios::binary) << token << "\n";
@@ -445,30 +459,10 @@ TEST_F(Network, TuneOpThroughTheTrackerStoresOneRecordPerCandidate) {
   start_runner("a");
   start_runner("b");
   fs::path db = dir_ / "tune.db";
-  Process tune({kiln_binary(),
-                "tune-op",
-                "--op",
-                "matmul",
-                "--shape",
-                "32x32",
-                "--shape",
-                "32x32",
-                "--trials",
-                "48",
-                "--batch",
-                "16",
-                "--runner",
-                "tracker://" + address() + "/cpu",
-                "--db",
-                db.string(),
-                "--repeat",
-                "1",
-                "--min-repeat-ms",
-                "1",
-                "--confirm-top",
-                "0",
-                "-q"},
-               dir_ / "tune.log");
+  Process tune(
+      tune_op_args({"--op", "matmul", "--shape", "32x32", "--shape", "32x32", "--trials", "48", "--batch", "16"}, db,
+                   {"-q"}),
+      dir_ / "tune.log");
   ASSERT_EQ(tune.wait(), 0) << tune.log();
   // The target came from the runners: this host's concrete CPU, not "native".
   EXPECT_EQ(tune.log().find("-mcpu=native"), std::string::npos) << tune.log();
@@ -488,28 +482,8 @@ TEST_F(Network, TuneOpThroughTheTrackerStoresOneRecordPerCandidate) {
 TEST_F(Network, ASuspendedTunerSubmitsItsDroppedJobsAgain) {
   start_tracker({"--session-timeout", "1"});
   fs::path db = dir_ / "suspended.db";
-  Process tune({kiln_binary(),
-                "tune-op",
-                "--op",
-                "relu",
-                "--shape",
-                "256",
-                "--trials",
-                "4",
-                "--batch",
-                "4",
-                "--runner",
-                "tracker://" + address() + "/cpu",
-                "--target",
-                "llvm -mcpu=native",
-                "--db",
-                db.string(),
-                "--repeat",
-                "1",
-                "--min-repeat-ms",
-                "1",
-                "--confirm-top",
-                "0"},
+  Process tune(tune_op_args({"--op", "relu", "--shape", "256", "--trials", "4", "--batch", "4"}, db,
+                            {"--target", "llvm -mcpu=native"}),
                dir_ / "suspended.log");
   // Its jobs queued (no runner yet), the tuner stops: its long poll of results, already
   // at the tracker, keeps the session alive for up to 10 s, then the session timeout runs.
