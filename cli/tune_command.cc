@@ -12,6 +12,7 @@
 
 #include "cli/common_flags.h"
 #include "cli/workload_args.h"
+#include "codegen/runtime/abi.h"
 #include "costmodel/xgb_model.h"
 #include "measure/cuda_runner.h"
 #include "measure/local_builder_pool.h"
@@ -184,6 +185,10 @@ std::unique_ptr<measure::Runner> make_runner(TuningArgs &a) {
     options.run_timeout_seconds = a.run_timeout;
     options.log = &std::cerr;
     if (a.target.empty()) a.target = rpc::remote_target(options.tracker, uri.key);
+    // The jobs say what they were built for; the tracker matches them to runners.
+    Target target = Target::parse(a.target);
+    options.target = target.str();
+    options.abi_version = target.is_cuda() ? 0 : KILN_ABI_VERSION;
     return std::make_unique<rpc::RemoteRunner>(options);
   } catch (const std::exception &e) {
     fail(e.what());

@@ -18,6 +18,7 @@ nlohmann::json RecordMetadata::to_json() const {
   if (adopted) j["adopted"] = true;
   if (fitted) j["fitted"] = true;
   if (!pipeline.is_null()) j["pipeline"] = pipeline;
+  if (!measured_by.is_null()) j["measured_by"] = measured_by;
   return j;
 }
 
@@ -46,9 +47,9 @@ RecordMetadata RecordMetadata::from_json(const nlohmann::json &j) {
     } else if (key == "build_seconds" || key == "run_seconds") {
       if (!value.is_number()) throw wrong(key, "a number", value);
       (key == "build_seconds" ? m.build_seconds : m.run_seconds) = value.get<double>();
-    } else if (key == "pipeline") {
+    } else if (key == "pipeline" || key == "measured_by") {
       if (!value.is_object()) throw wrong(key, "an object", value);
-      m.pipeline = value;
+      (key == "pipeline" ? m.pipeline : m.measured_by) = value;
     } else {
       m.other[key] = value;
     }

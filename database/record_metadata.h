@@ -32,6 +32,10 @@ struct RecordMetadata {
   /// The frontend pipeline options of the model job that tuned it
   /// (frontend::PipelineOptions::to_json); null for single operators.
   nlohmann::json pipeline;
+  /// Where the timings were measured: {"runner": id, "hostname": ..., "target": ...,
+  /// "kiln_version": ..., "device_name": ...} (measure::RunResult::measured_by); null
+  /// when not known (records of the local runner before this field).
+  nlohmann::json measured_by;
   /// Keys this Kiln does not know (another tool's, or a later Kiln's): kept as they were.
   nlohmann::json other = nlohmann::json::object();
 

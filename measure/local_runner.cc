@@ -10,6 +10,8 @@
 #include <cstring>
 #include <stdexcept>
 
+#include <nlohmann/json.hpp>
+
 #include "measure/runner_server.h"
 #include "measure/subprocess.h"
 #include "measure/wire_format.h"
@@ -161,14 +163,23 @@ void LocalRunner::stop_server() {
 }
 
 std::vector<RunResult> LocalRunner::run(const std::vector<RunInput> &batch) {
+  std::vector<RunResult> results;
   if (options_.interleave_batches && batch.size() > 1) {
     std::lock_guard<std::mutex> serialize(mutex_);
     MeasurementLock::Guard alone = lock_.exclusive();
-    return run_batch_locked(batch);
+    results = run_batch_locked(batch);
+  } else {
+    results.reserve(batch.size());
+    for (const RunInput &input : batch) results.push_back(run_one(input));
   }
-  std::vector<RunResult> results;
-  results.reserve(batch.size());
-  for (const RunInput &input : batch) results.push_back(run_one(input));
+  // Records say where their timings come from: this machine.
+  static const std::string here = [] {
+    char name[256] = {};
+    gethostname(name, sizeof name - 1);
+    return nlohmann::json{{"runner", "local"}, {"hostname", std::string(name)}}.dump(
+        -1, ' ', false, nlohmann::json::error_handler_t::replace);
+  }();
+  for (RunResult &r : results) r.measured_by = here;
   return results;
 }
 

@@ -42,6 +42,9 @@ struct RunResult {
   double run_seconds = 0;
   ErrorKind error = ErrorKind::kNone;
   std::string message;
+  /// Where it was measured, as JSON text: {"runner": id, "hostname": ..., "target": ...,
+  /// "kiln_version": ..., "device_name": ...}; empty where the runner does not say.
+  std::string measured_by;
 
   bool ok() const { return error == ErrorKind::kNone; }
 };

@@ -7,6 +7,8 @@
 #include <stdexcept>
 #include <thread>
 
+#include <nlohmann/json.hpp>
+
 #include "rpc/blob_transfer.h"
 #include "rpc/digest.h"
 
@@ -51,6 +53,15 @@ measure::RunResult run_result_of(const v1::JobResult &job) {
   result.number = job.number();
   result.calibration_calls = job.calibration_calls();
   result.run_seconds = job.run_seconds();
+  if (!job.runner_id().empty()) {
+    nlohmann::json by = {{"runner", job.runner_id()}};
+    const v1::DeviceFacts &f = job.runner_facts();
+    if (!f.hostname().empty()) by["hostname"] = f.hostname();
+    if (!f.target().empty()) by["target"] = f.target();
+    if (!f.kiln_version().empty()) by["kiln_version"] = f.kiln_version();
+    if (!f.device_name().empty()) by["device_name"] = f.device_name();
+    result.measured_by = by.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  }
   return result;
 }
 
@@ -189,6 +200,8 @@ std::vector<measure::RunResult> RemoteRunner::run(const std::vector<measure::Run
     job.set_rtol(input.tolerance.rtol);
     job.set_atol(input.tolerance.atol);
     job.set_run_timeout_seconds(options_.run_timeout_seconds);
+    job.set_target(options_.target);
+    job.set_abi_version(options_.abi_version);
     job.set_label(fs::path(input.artifact_path).stem().string());
     index_of_job[job.job_id()] = i;
     jobs.push_back(std::move(job));

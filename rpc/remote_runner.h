@@ -25,6 +25,10 @@ TrackerUri parse_tracker_uri(const std::string &text);
 struct RemoteRunnerOptions {
   ClientOptions tracker;
   std::string key;
+  /// Sent with every job: the target its artifact was built for (canonical) and the
+  /// artifact ABI; the tracker gives it only to a runner reporting both. Empty / 0: any.
+  std::string target;
+  int abi_version = 0;
   /// A job no runner of the key takes within this long fails the batch (the tuner
   /// stops with an error naming the key; a rerun resumes).
   double queue_deadline_seconds = 600;

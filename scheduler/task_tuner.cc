@@ -335,6 +335,8 @@ std::vector<double> TaskTuner::record(const std::vector<search::Candidate> &batc
       const measure::RunResult &r = *m.ran[i];
       meta.number = r.number;
       meta.run_seconds = r.run_seconds;
+      if (!r.measured_by.empty()) meta.measured_by = nlohmann::json::parse(r.measured_by, nullptr, false);
+      if (meta.measured_by.is_discarded()) meta.measured_by = nullptr;
       if (m.anchor_ratio > 0) meta.anchor_ratio = m.anchor_ratio;
       if (r.ok()) {
         rec.outcome = r.repeat_seconds;

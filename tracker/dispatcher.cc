@@ -62,6 +62,24 @@ v1::SubmitResponse Dispatcher::submit(const v1::SubmitRequest &request,
       why = "the tracker does not hold the reference " + spec.reference().sha256() + "; upload it first";
     } else if (spec.run_timeout_seconds() <= 0) {
       why = "run_timeout_seconds must be positive";
+    } else {
+      // The key's runners are one device (poll_runner sees to it): a job built for
+      // another target or ABI would wait for a runner that never comes.
+      const Runner *serving = nullptr;
+      for (const auto &[id, runner] : runners_) {
+        if (runner.key != request.key() || runner.facts.target().empty()) continue;
+        serving = &runner;
+        if (runs_on(spec, runner.facts)) {
+          serving = nullptr;
+          break;
+        }
+      }
+      if (serving) {
+        why = "the runners of key '" + request.key() + "' are '" + serving->facts.target() + "' with artifact ABI " +
+              std::to_string(serving->facts.abi_version()) + ", and this job was built for '" + spec.target() +
+              "' with ABI " + std::to_string(spec.abi_version()) +
+              ": tune for the key's target (omit --target) with a Kiln of the runners' ABI";
+      }
     }
     if (!why.empty()) {
       *response.add_rejected() = failure(job, v1::ARTIFACT_REJECTED, why);
@@ -78,15 +96,32 @@ v1::SubmitResponse Dispatcher::submit(const v1::SubmitRequest &request,
   return response;
 }
 
+bool Dispatcher::runs_on(const v1::JobSpec &job, const v1::DeviceFacts &facts) {
+  return (job.target().empty() || job.target() == facts.target()) &&
+         (job.abi_version() == 0 || job.abi_version() == facts.abi_version());
+}
+
 bool Dispatcher::assign(const std::string &runner_id, Runner &runner, double now, v1::RunnerPollResponse &response) {
   auto queue = queues_.find(runner.key);
   if (queue == queues_.end()) return false;
+  std::vector<std::string> skipped;
+  struct PutBack {
+    std::deque<std::string> &queue;
+    std::vector<std::string> &ids;
+    ~PutBack() { queue.insert(queue.begin(), ids.begin(), ids.end()); }
+  } put_back{queue->second, skipped};
   while (!queue->second.empty()) {
     std::string id = queue->second.front();
     queue->second.pop_front();
     auto it = jobs_.find(id);
     if (it == jobs_.end() || it->second.state != JobState::kQueued) continue;  // cancelled or resolved
     Job &job = it->second;
+    if (!runs_on(job.spec, runner.facts)) {
+      // Built for another device or ABI than this runner's: left for one that matches
+      // (the key's runners agree on their target, so this is a runner of another ABI).
+      skipped.push_back(id);
+      continue;
+    }
     job.state = JobState::kLeased;
     job.lease_id = next_lease_id_++;
     job.runner_id = runner_id;
@@ -131,6 +166,18 @@ v1::RunnerPollResponse Dispatcher::poll_runner(const v1::RunnerPollRequest &requ
     }
     if (runner.replaced_processes.size() > 64) runner.replaced_processes.clear();
     runner.replaced_processes.insert(runner.process_id);
+  }
+  // One key, one device: timings of boards of different kinds under one key would mix,
+  // or their code would crash on each other's instructions.
+  for (const auto &[other_id, other] : runners_) {
+    if (other_id == runner_id || other.key != request.key() || other.facts.target().empty()) continue;
+    if (other.facts.target() != request.facts().target()) {
+      refusal = "the key '" + request.key() + "' is served by runners of target '" + other.facts.target() +
+                "' (runner '" + other_id + "'), and this runner's target is '" + request.facts().target() +
+                "': give it a key of its own (--key), one per kind of device";
+      if (runner.last_seen == 0) runners_.erase(runner_id);
+      return response;
+    }
   }
   if (!process.empty()) runner.process_id = process;
   if (runner.key != request.key()) {
@@ -208,6 +255,7 @@ bool Dispatcher::report_result(const std::string &runner_id, v1::JobResult resul
   if (runner != runners_.end()) {
     ++runner->second.done;
     if (result.code() != v1::OK) ++runner->second.failed;
+    *result.mutable_runner_facts() = runner->second.facts;  // where the timings come from
   }
   result.set_runner_id(runner_id);
   resolve(job, std::move(result));

@@ -158,6 +158,8 @@ class Dispatcher {
   void resolve(Job &job, v1::JobResult result);
   v1::JobResult failure(const Job &job, v1::ResultCode code, const std::string &message) const;
   bool assign(const std::string &runner_id, Runner &runner, double now, v1::RunnerPollResponse &response);
+  /// Whether a runner reporting `facts` may run `job` (its target and ABI, when given).
+  static bool runs_on(const v1::JobSpec &job, const v1::DeviceFacts &facts);
   void requeue(Job &job);
   void drop_session(const std::string &session_id);
   void erase_if_done(const std::string &session_id);

@@ -380,6 +380,9 @@ TEST(KilnCommand, TuneOpStoresResultsAndResumes) {
   Output stats = kiln("db stats --json --db " + db);
   ASSERT_EQ(stats.status, 0) << stats.text;
   EXPECT_NE(stats.text.find("\"records\":24"), std::string::npos) << stats.text;
+  Output records = kiln("db export --db " + db);
+  EXPECT_NE(records.text.find("\"measured_by\":{\"hostname\":"), std::string::npos) << records.text.substr(0, 2000);
+  EXPECT_NE(records.text.find(",\"runner\":\"local\"}"), std::string::npos) << records.text.substr(0, 2000);
 
   // A record another tool damaged is passed over with a warning; the job resumes.
   sqlite3 *raw = nullptr;

@@ -29,7 +29,7 @@ class DispatcherTest : public ::testing::Test {
   }
 
   v1::SubmitResponse submit(const std::vector<std::string> &ids, const std::string &session = "s",
-                            const std::string &key = "cpu") {
+                            const std::string &key = "cpu", const std::string &target = "", int abi = 0) {
     v1::SubmitRequest request;
     request.set_protocol_version(v1::PROTOCOL_VERSION_1);
     request.set_session_id(session);
@@ -39,18 +39,23 @@ class DispatcherTest : public ::testing::Test {
       job->set_job_id(id);
       *job->mutable_artifact() = digest('a');
       job->set_run_timeout_seconds(10);
+      job->set_target(target);
+      job->set_abi_version(abi);
     }
     return dispatcher_.submit(request, [](const v1::Digest &d) { return d.sha256()[0] == 'a'; });
   }
 
   v1::RunnerPollResponse poll(const std::string &runner, std::vector<uint64_t> held = {},
-                              const std::string &key = "cpu", const std::string &process = "") {
+                              const std::string &key = "cpu", const std::string &process = "",
+                              const std::string &target = "llvm -mcpu=znver3", int abi = 2) {
     v1::RunnerPollRequest request;
     request.set_protocol_version(v1::PROTOCOL_VERSION_1);
     request.set_runner_id(runner);
     request.set_process_id(process.empty() ? runner + "-process" : process);
     request.set_key(key);
-    request.mutable_facts()->set_target("llvm -mcpu=znver3");
+    request.mutable_facts()->set_target(target);
+    request.mutable_facts()->set_abi_version(abi);
+    request.mutable_facts()->set_hostname(runner + ".lan");
     for (uint64_t lease : held) request.add_held_leases(lease);
     request.set_wait_seconds(0);
     refusal_.clear();
@@ -218,6 +223,34 @@ TEST_F(DispatcherTest, ASessionWhoseTunerHungUpIsDroppedAfterAGrace) {
   ASSERT_EQ(heartbeat.revoked_leases_size(), 1) << "the board still runs a dead tuner's job";
   EXPECT_EQ(dispatcher_.status().keys(0).queued(), 0);
   EXPECT_TRUE(dispatcher_.poll_results("s", 0).session_dropped());
+}
+
+// One key, one kind of device: a runner of another target is refused with the reason;
+// a job built for another target or ABI than the key's runners is refused at
+// submission instead of waiting for ever; results say which runner measured them.
+TEST_F(DispatcherTest, JobsGoOnlyToRunnersOfTheirTargetAndAbi) {
+  poll("zen3");
+  poll("xeon", {}, "cpu", "", "llvm -mcpu=sapphirerapids");
+  EXPECT_NE(refusal_.find("the key 'cpu' is served by runners of target 'llvm -mcpu=znver3'"), std::string::npos)
+      << refusal_;
+  EXPECT_NE(refusal_.find("give it a key of its own"), std::string::npos) << refusal_;
+  EXPECT_EQ(dispatcher_.status().runners_size(), 1);
+
+  v1::SubmitResponse other_target = submit({"1"}, "s", "cpu", "llvm -mcpu=sapphirerapids", 2);
+  ASSERT_EQ(other_target.rejected_size(), 1);
+  EXPECT_NE(other_target.rejected(0).message().find("are 'llvm -mcpu=znver3' with artifact ABI 2"), std::string::npos)
+      << other_target.rejected(0).message();
+  EXPECT_EQ(submit({"2"}, "s", "cpu", "llvm -mcpu=znver3", 1).rejected_size(), 1);  // an older ABI
+
+  ASSERT_EQ(submit({"3"}, "s", "cpu", "llvm -mcpu=znver3", 2).accepted_job_ids_size(), 1);
+  v1::Assignment job = take("zen3");
+  EXPECT_EQ(job.job().target(), "llvm -mcpu=znver3");
+  ASSERT_TRUE(report("zen3", job));
+  v1::PollResultsResponse results = dispatcher_.poll_results("s", 0);
+  ASSERT_EQ(results.results_size(), 1);
+  EXPECT_EQ(results.results(0).runner_id(), "zen3");
+  EXPECT_EQ(results.results(0).runner_facts().hostname(), "zen3.lan");
+  EXPECT_EQ(results.results(0).runner_facts().target(), "llvm -mcpu=znver3");
 }
 
 TEST_F(DispatcherTest, ResultsAreDeliveredInPages) {

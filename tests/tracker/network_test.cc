@@ -469,13 +469,21 @@ TEST_F(Network, TuneOpThroughTheTrackerStoresOneRecordPerCandidate) {
   Process stats({kiln_binary(), "db", "stats", "--db", db.string()}, dir_ / "stats.log");
   ASSERT_EQ(stats.wait(), 0) << stats.log();
   EXPECT_NE(stats.log().find("48"), std::string::npos) << stats.log();
+  // Each record says which runner measured it, and what that runner is.
+  Process records({kiln_binary(), "db", "export", "--db", db.string()}, dir_ / "records.log");
+  ASSERT_EQ(records.wait(), 0) << records.log();
+  size_t by_a = 0, by_b = 0;
+  for (size_t at = records.log().find("\"measured_by\":{"); at != std::string::npos;
+       at = records.log().find("\"measured_by\":{", at + 1)) {
+    std::string by = records.log().substr(at, records.log().find('}', at) - at);
+    EXPECT_NE(by.find("\"hostname\":"), std::string::npos) << by;
+    EXPECT_NE(by.find("\"target\":\"llvm -mcpu="), std::string::npos) << by;
+    by_a += by.find("\"runner\":\"a\"") != std::string::npos;
+    by_b += by.find("\"runner\":\"b\"") != std::string::npos;
+  }
+  EXPECT_EQ(by_a + by_b, 48u) << records.log().substr(0, 3000);
 }
 
-// A GPU runner: `kiln runner --target cuda…` measures CUDA artifacts with the CUDA
-// runner. Without a GPU here, a stand-in for kiln-cuda-measure answers for the device
-// (tests/cli/fixtures/stand_in_gpu.py: zeros, a time by threads per block); the rest is
-// real: the tuner takes the cuda target from the runner, samples GPU programs, builds
-// CUDA artifacts, ships them through the tracker, and stores what the runner reports.
 // A tuner suspended for longer than the tracker's session timeout (a laptop's lid, a
 // Ctrl-Z) finds its session dropped when it resumes: it submits its jobs again and
 // finishes, instead of polling an empty session forever.
@@ -499,6 +507,11 @@ TEST_F(Network, ASuspendedTunerSubmitsItsDroppedJobsAgain) {
   EXPECT_NE(tune.log().find("measured 4 candidates"), std::string::npos) << tune.log();
 }
 
+// A GPU runner: `kiln runner --target cuda…` measures CUDA artifacts with the CUDA
+// runner. Without a GPU here, a stand-in for kiln-cuda-measure answers for the device
+// (tests/cli/fixtures/stand_in_gpu.py: zeros, a time by threads per block); the rest is
+// real: the tuner takes the cuda target from the runner, samples GPU programs, builds
+// CUDA artifacts, ships them through the tracker, and stores what the runner reports.
 TEST_F(Network, TuneOpForACudaTargetRunsOnAGpuRunner) {
   start_tracker();
   std::string stand_in = std::string(KILN_SOURCE_DIR) + "/tests/cli/fixtures/stand_in_gpu.py";
