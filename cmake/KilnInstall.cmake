@@ -22,6 +22,9 @@ install(TARGETS ${KILN_INSTALLED_LIBRARIES} EXPORT KilnTargets
   PUBLIC_HEADER DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
   INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(FILES ${PROJECT_SOURCE_DIR}/codegen/runtime/abi.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/kiln)
+# The runner's systemd unit, naming the installed kiln-runner.
+configure_file(${PROJECT_SOURCE_DIR}/rpc/kiln-runner.service.in ${CMAKE_CURRENT_BINARY_DIR}/kiln-runner.service @ONLY)
+install(FILES ${CMAKE_CURRENT_BINARY_DIR}/kiln-runner.service DESTINATION ${CMAKE_INSTALL_DATADIR}/kiln)
 
 set(KILN_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/Kiln)
 install(EXPORT KilnTargets NAMESPACE Kiln:: DESTINATION ${KILN_CMAKE_DIR})

@@ -48,6 +48,7 @@ static void apply_limits(const ChildLimits &limits) {
     // and the cached reference) so the limit means the same in every process.
     limit_address_space(limits.memory_limit_bytes);
   }
+  enter_sandbox(limits.sandbox);
   if (limits.num_threads > 0) {
     // Looked up rather than linked so this file does not depend on the runtime's
     // presence; the runner makes sure libkiln_runtime is loaded globally.
@@ -73,12 +74,18 @@ static void send_result(int socket, ErrorKind error, const std::string &message,
   send_json(socket, {{"result", std::move(result)}});
 }
 
+// The path to open an artifact by once the sandbox may have taken the right to open it.
+static std::string openable(const std::string &path, const ChildLimits &limits) {
+  return limits.sandbox.enabled ? keep_readable(path) : path;
+}
+
 void reference_job(int socket, const std::string &path, uint64_t seed, const ChildLimits &limits) {
+  const std::string artifact_path = openable(path, limits);
   apply_limits(limits);
   send_phase(socket, "loading");
   LoadedArtifact artifact;
   try {
-    artifact = load_artifact(path);
+    artifact = load_artifact(artifact_path);
   } catch (const std::exception &e) {
     send_result(socket, ErrorKind::kLoadError, e.what());
     return;
@@ -118,11 +125,12 @@ static std::vector<MemorySpan> memory_spans(const std::vector<AlignedBuffer> &bu
 
 void candidate_job(int socket, const RunInput &input, const ReferenceOutputs *reference, const ChildLimits &limits,
                    CandidateTiming mode) {
+  const std::string artifact_path = openable(input.artifact_path, limits);
   apply_limits(limits);
   send_phase(socket, "loading");
   LoadedArtifact artifact;
   try {
-    artifact = load_artifact(input.artifact_path);
+    artifact = load_artifact(artifact_path);
   } catch (const std::exception &e) {
     send_result(socket, ErrorKind::kLoadError, e.what());
     return;
@@ -180,6 +188,8 @@ void candidate_job(int socket, const RunInput &input, const ReferenceOutputs *re
 
 void interleaved_timing_job(int socket, const std::vector<InterleavedCandidate> &candidates,
                             const ChildLimits &limits) {
+  std::vector<std::string> artifact_paths;
+  for (const InterleavedCandidate &c : candidates) artifact_paths.push_back(openable(c.artifact_path, limits));
   apply_limits(limits);
   struct Loaded {
     LoadedArtifact artifact;
@@ -200,7 +210,7 @@ void interleaved_timing_job(int socket, const std::vector<InterleavedCandidate> 
   for (size_t i = 0; i < candidates.size(); ++i) {
     send_json(socket, {{"phase", "loading"}, {"candidate", i}});
     try {
-      loaded[i].artifact = load_artifact(candidates[i].artifact_path);
+      loaded[i].artifact = load_artifact(artifact_paths[i]);
     } catch (const std::exception &e) {
       loaded[i].failed = true;
       fail(i, ErrorKind::kLoadError, e.what());

@@ -10,6 +10,7 @@
 
 #include "measure/artifact.h"
 #include "measure/runner.h"
+#include "measure/sandbox.h"
 
 namespace kiln::measure::detail {
 
@@ -25,6 +26,8 @@ struct ChildLimits {
   int64_t memory_limit_bytes = 0;
   /// kiln_rt_set_num_threads before running; 0: the runtime's default.
   int num_threads = 0;
+  /// Entered after the limits, before any artifact is opened.
+  SandboxOptions sandbox;
 };
 
 /// Frames sent: {"phase": ...} while progressing; then either {"reference": params}

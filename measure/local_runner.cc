@@ -68,6 +68,7 @@ void LocalRunner::start_server() {
   server_options.num_threads = options_.num_threads;
   server_options.reference_cache_bytes = options_.reference_cache_bytes;
   server_options.runtime_library = options_.runtime_library;
+  server_options.sandbox = options_.sandbox;
   // Built before the fork: the child of a threaded process must not allocate.
   std::vector<std::string> exec_args;
   if (!options_.server_command.empty()) {
@@ -79,6 +80,8 @@ void LocalRunner::start_server() {
           std::string("--reference-cache"), std::to_string(options_.reference_cache_bytes)}) {
       exec_args.push_back(arg);
     }
+    if (options_.sandbox.enabled) exec_args.push_back("--sandbox");
+    for (const std::string &file : options_.sandbox.hidden_files) exec_args.insert(exec_args.end(), {"--hide", file});
   }
   std::vector<char *> exec_argv;
   for (std::string &arg : exec_args) exec_argv.push_back(arg.data());

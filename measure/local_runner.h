@@ -13,6 +13,7 @@
 
 #include "measure/measurement_lock.h"
 #include "measure/runner.h"
+#include "measure/sandbox.h"
 #include "target/target.h"
 
 namespace kiln::measure {
@@ -33,6 +34,8 @@ struct LocalRunnerOptions {
   int64_t memory_limit_bytes = int64_t{4} << 30;
   /// Threads kernels use (kiln_rt_set_num_threads); 0 keeps the runtime's default.
   int num_threads = 0;
+  /// Candidates run sandboxed (measure/sandbox.h): what a runner serving a tracker does.
+  SandboxOptions sandbox;
   /// Held exclusively while a candidate runs; empty: no coordination with builds.
   std::filesystem::path lock_path = default_measurement_lock_path();
   /// Waiting longer than this for the lock is an error naming its holders.

@@ -100,6 +100,7 @@ class Server {
   explicit Server(const ServerOptions &options) : options_(options) {
     limits_.memory_limit_bytes = options.memory_limit_bytes;
     limits_.num_threads = options.num_threads;
+    limits_.sandbox = options.sandbox;
   }
 
   RunResult run(const RunInput &input, CandidateTiming timing = CandidateTiming::kFull,

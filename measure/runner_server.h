@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <string>
 
+#include "measure/sandbox.h"
+
 namespace kiln::measure::detail {
 
 struct ServerOptions {
@@ -15,6 +17,8 @@ struct ServerOptions {
   int64_t reference_cache_bytes = 0;
   /// Loaded with RTLD_GLOBAL at start unless the process already provides kiln_rt_*.
   std::string runtime_library;
+  /// Candidates (and references) run in a sandbox (measure/sandbox.h).
+  SandboxOptions sandbox;
 };
 
 /// Serves requests (RunInput JSON frames) on `socket` until the peer closes it.

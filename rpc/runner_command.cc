@@ -43,6 +43,7 @@ struct RunnerArgs {
   std::string measurement_lock = measure::default_measurement_lock_path().string();
   std::string measure_server;
   std::string exec_wrapper;
+  bool sandbox = true;
 };
 
 std::vector<std::string> split_words(const std::string &text) {
@@ -108,6 +109,19 @@ int run_runner(const RunnerArgs &a) {
     local.memory_limit_bytes = a.memory_limit_mb << 20;
     local.num_threads = a.threads;
     local.lock_path = a.measurement_lock;
+    local.sandbox.enabled = a.sandbox;
+    if (!a.client.token_file.empty()) {
+      std::error_code ec;
+      std::filesystem::path token = std::filesystem::canonical(a.client.token_file, ec);
+      local.sandbox.hidden_files.push_back(ec ? a.client.token_file : token.string());
+    }
+    if (a.sandbox) {
+      // Said once, before any job: what a kernel sent here can and cannot do.
+      measure::SandboxReport sandbox = measure::probe_sandbox(local.sandbox);
+      std::cerr << "kiln runner: candidates run sandboxed: " << sandbox.summary() << "\n";
+    } else {
+      std::cerr << "kiln runner: --no-sandbox: candidates run as this runner's user, with its network and files\n";
+    }
     if (!a.exec_wrapper.empty() && a.measure_server.empty()) {
       fail(
           "--exec-wrapper runs the measurement server under a wrapper: give the server with --measure-server "
@@ -204,6 +218,10 @@ void add_runner_command(CLI::App &app, bool as_main) {
   cmd->add_option("--exec-wrapper", a->exec_wrapper,
                   "command that runs the measurement server, e.g. \"qemu-aarch64 -L /usr/aarch64-linux-gnu\" to "
                   "measure AArch64 artifacts on an x86 host (correctness only: emulated timings mean nothing)");
+  cmd->add_flag_callback(
+      "--no-sandbox", [a] { a->sandbox = false; },
+      "run candidates as this runner's user with its network and files (by default each runs in a network "
+      "namespace of its own, as nobody when the runner is root, the token file hidden: rpc/README.md)");
   cmd->callback([a] { run_runner(*a); });
 }
 

@@ -100,17 +100,27 @@ std::string detect_host_cpu() {
   if (named.empty() || x86_vector_bits(named) != x86_vector_bits(level)) return level;
   return named;
 }
-#elif defined(__aarch64__)
-std::string detect_host_cpu() {
-  std::ifstream cpuinfo("/proc/cpuinfo");
+#endif
+
+}  // namespace
+
+std::string aarch64_cpu_from_cpuinfo(std::istream &cpuinfo) {
   std::string line, implementer, part;
   while (std::getline(cpuinfo, line)) {
     auto value = [&] { return line.substr(line.find(':') + 1); };
     if (line.rfind("CPU implementer", 0) == 0 && implementer.empty()) implementer = value();
     if (line.rfind("CPU part", 0) == 0 && part.empty()) part = value();
   }
-  auto number = [](const std::string &s) { return s.empty() ? 0ul : std::stoul(s, nullptr, 0); };
-  if (number(implementer) != 0x41)  // Arm Ltd. designs; others get the generic model
+  auto number = [](const std::string &s) {
+    try {
+      return s.empty() ? 0ul : std::stoul(s, nullptr, 0);
+    } catch (const std::exception &) {
+      return 0ul;
+    }
+  };
+  // NVIDIA's Carmel (Jetson Xavier): its own design, which LLVM models.
+  if (number(implementer) == 0x4e && number(part) == 0x004) return "carmel";
+  if (number(implementer) != 0x41)  // other Arm Ltd. designs; the rest get the generic model
     return "generic";
   switch (number(part)) {
     case 0xd03:
@@ -157,7 +167,15 @@ std::string detect_host_cpu() {
       return "generic";
   }
 }
-#else
+
+namespace {
+
+#if defined(__aarch64__)
+std::string detect_host_cpu() {
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  return aarch64_cpu_from_cpuinfo(cpuinfo);
+}
+#elif !defined(__x86_64__)
 std::string detect_host_cpu() { return "generic"; }
 #endif
 

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <istream>
 #include <string>
 #include <string_view>
 
@@ -98,6 +99,11 @@ std::string host_triple();
 /// for that CPU's features rather than the host's); a CPU with wider vectors than the
 /// host's throws std::invalid_argument.
 const std::string &host_cpu();
+
+/// The LLVM CPU name of an AArch64 core from /proc/cpuinfo's first "CPU implementer"
+/// and "CPU part": Arm's designs by part number, NVIDIA's Carmel (Jetson Xavier) as
+/// "carmel", anything else "generic". How host_cpu() names an AArch64 host.
+std::string aarch64_cpu_from_cpuinfo(std::istream &cpuinfo);
 
 /// Whether host_cpu() is the CPU KILN_HOST_CPU names rather than the detected one.
 bool host_cpu_stands_in();

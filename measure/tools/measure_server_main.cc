@@ -7,6 +7,7 @@
 //
 // Usage: kiln-measure-server --fd N [--run-timeout S] [--memory-limit BYTES]
 //                            [--threads N] [--reference-cache BYTES]
+//                            [--sandbox [--hide FILE]...]  (measure/sandbox.h)
 // Serves RunInput frames on descriptor N until the peer closes it.
 #include <cstdio>
 #include <cstdlib>
@@ -18,8 +19,17 @@
 int main(int argc, char **argv) {
   kiln::measure::detail::ServerOptions options;
   int fd = -1;
-  for (int i = 1; i + 1 < argc; i += 2) {
+  for (int i = 1; i < argc; i += 2) {
     const char *flag = argv[i];
+    if (std::strcmp(flag, "--sandbox") == 0) {
+      options.sandbox.enabled = true;
+      --i;  // a switch: no value
+      continue;
+    }
+    if (i + 1 >= argc) {
+      std::fprintf(stderr, "kiln-measure-server: %s needs a value\n", flag);
+      return 2;
+    }
     const char *value = argv[i + 1];
     if (std::strcmp(flag, "--fd") == 0) {
       fd = std::atoi(value);
@@ -31,15 +41,17 @@ int main(int argc, char **argv) {
       options.num_threads = std::atoi(value);
     } else if (std::strcmp(flag, "--reference-cache") == 0) {
       options.reference_cache_bytes = std::atoll(value);
+    } else if (std::strcmp(flag, "--hide") == 0) {
+      options.sandbox.hidden_files.push_back(value);
     } else {
       std::fprintf(stderr, "kiln-measure-server: unknown flag %s\n", flag);
       return 2;
     }
   }
-  if (fd < 0 || argc % 2 == 0) {
+  if (fd < 0) {
     std::fprintf(stderr,
                  "usage: kiln-measure-server --fd N [--run-timeout S] [--memory-limit BYTES] [--threads N] "
-                 "[--reference-cache BYTES]\n");
+                 "[--reference-cache BYTES] [--sandbox [--hide FILE]...]\n");
     return 2;
   }
   kiln::measure::detail::serve(fd, options);

@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <sstream>
+
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -187,6 +189,29 @@ TEST(Target, OverlongFlagValuesAreRefusedSoCanonicalFormsReadBack) {
       "llvm -mcpu=" + std::string(128, 'a') + " -mtriple=" + std::string(128, 'b') + " -num-cores=2147483647",
       NativeCpu::kKeepAsStored);
   EXPECT_EQ(Target::parse(longest_accepted.str(), NativeCpu::kKeepAsStored).str(), longest_accepted.str());
+}
+
+// AArch64 boards name their cores in /proc/cpuinfo: Arm's designs by part number,
+// NVIDIA's Carmel (Jetson Xavier) by its own implementer; anything else is generic.
+TEST(Target, Aarch64CoresAreNamedFromCpuinfo) {
+  auto cpu_of = [](const std::string &text) {
+    std::istringstream in(text);
+    return aarch64_cpu_from_cpuinfo(in);
+  };
+  const std::string orin =
+      "processor\t: 0\nBogoMIPS\t: 62.50\nCPU implementer\t: 0x41\nCPU architecture: 8\n"
+      "CPU variant\t: 0x1\nCPU part\t: 0xd42\nCPU revision\t: 1\n";
+  EXPECT_EQ(cpu_of(orin), "cortex-a78");
+  const std::string xavier =
+      "processor\t: 0\nCPU implementer\t: 0x4e\nCPU architecture: 8\nCPU variant\t: 0x0\n"
+      "CPU part\t: 0x004\nCPU revision\t: 0\n";
+  EXPECT_EQ(cpu_of(xavier), "carmel");
+  EXPECT_EQ(cpu_of("CPU implementer\t: 0x41\nCPU part\t: 0xd0c\n"), "neoverse-n1");
+  EXPECT_EQ(cpu_of("CPU implementer\t: 0x61\nCPU part\t: 0x022\n"), "generic");  // Apple
+  EXPECT_EQ(cpu_of("CPU implementer\t: garbage\nCPU part\t: \n"), "generic");
+  EXPECT_EQ(cpu_of(""), "generic");
+  // What Kiln names, LLVM knows: the AArch64 target parses and keeps it.
+  EXPECT_EQ(Target::parse("llvm -mtriple=aarch64-linux-gnu -mcpu=carmel").mcpu, "carmel");
 }
 
 }  // namespace
