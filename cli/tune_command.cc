@@ -272,6 +272,7 @@ void add_tune_command(CLI::App &app) {
     } else {
       std::cout << "no valid candidate yet\n";
     }
+    for (const std::string &line : r.disagreements) std::fprintf(stderr, "warning: %s\n", line.c_str());
     if (p.warm_start_programs > 0)
       std::cout << "cost model warm-started with " << p.warm_start_programs << " programs of other workloads\n";
     std::printf("time: search %.1f s, features %.1f s, training %.1f s, build %.1f s, run %.1f s, database %.1f s\n",

@@ -230,6 +230,8 @@ void add_tune_model_command(CLI::App &app) {
           "resumes\n",
           (long long)p.trials, (long long)task_count, (long long)(kTrialsPerTask * task_count * 4),
           (long long)(kTrialsPerTask * 4));
+    for (const scheduler::TuneResult &t : result.tasks)
+      for (const std::string &line : t.disagreements) std::fprintf(stderr, "warning: %s\n", line.c_str());
     int64_t shared = 0, shared_best = 0;
     for (const scheduler::TuneResult &t : result.tasks) {
       shared += t.progress.adopted;

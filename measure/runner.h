@@ -29,6 +29,10 @@ struct RunInput {
   /// Seeds the random inputs; the reference's outputs are cached per (reference, seed).
   uint64_t input_seed = 0;
   Tolerance tolerance;
+  /// A runner (its id, RunResult::measured_by's "runner") to keep the run away from
+  /// when another can take it: the re-timing of a program on a device it was not first
+  /// measured on. Runners of one device (the local runner) ignore it.
+  std::string avoid_runner;
 };
 
 struct RunResult {

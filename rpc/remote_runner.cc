@@ -201,6 +201,7 @@ std::vector<measure::RunResult> RemoteRunner::run(const std::vector<measure::Run
     job.set_atol(input.tolerance.atol);
     job.set_run_timeout_seconds(options_.run_timeout_seconds);
     job.set_target(options_.target);
+    job.set_avoid_runner(input.avoid_runner);
     job.set_abi_version(options_.abi_version);
     job.set_label(fs::path(input.artifact_path).stem().string());
     index_of_job[job.job_id()] = i;

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <map>
+#include <set>
 #include <stdexcept>
 
 #include "ir/lower_passes.h"
@@ -19,6 +21,10 @@ namespace {
 // A record()'s label for a candidate the infrastructure failed to measure (errors are
 // 0: evidence against the program; this is none).
 constexpr double kNotMeasured = -1;
+
+// A re-timing on another runner this far from the first measurement (either way) is
+// more than noise between two boards of one kind.
+constexpr double kDisagreement = 1.25;
 
 double mean(const std::vector<double> &v) {
   double s = 0;
@@ -393,7 +399,7 @@ void TaskTuner::train(const std::vector<search::Candidate> &batch, const std::ve
 
 TuneResult TaskTuner::finish() {
   TuneResult result;
-  result.confirmed = confirm_best(start_);
+  result.confirmed = confirm_best(start_, result.disagreements);
   progress_.elapsed_seconds = support::now_seconds() - start_;
   result.progress = progress_;
   result.best_trace_json = best_trace_;
@@ -420,18 +426,27 @@ measure::RunInput TaskTuner::run_input(const std::string &artifact) const {
   return in;
 }
 
-int TaskTuner::confirm_best(double started) {
+// The runner id a record's timings come from (RecordMetadata::measured_by), "" if none.
+static std::string runner_of(const db::Record &r) {
+  const nlohmann::json &by = r.metadata.measured_by;
+  return by.is_object() && by.contains("runner") && by["runner"].is_string() ? by["runner"].get<std::string>() : "";
+}
+
+int TaskTuner::confirm_best(double started, std::vector<std::string> &disagreements) {
   if (options_.confirm_top <= 0 || options_.confirm_runs <= 0 || reference_artifact_.empty()) return 0;
   if (options_.time_limit_seconds > 0 && support::now_seconds() - started >= options_.time_limit_seconds) return 0;
   auto k = static_cast<size_t>(options_.confirm_top);
   std::vector<std::pair<double, std::string>> top;
+  std::map<std::string, std::string> first_runner;  // trace -> the runner that measured it
   if (db_) {
     // This target's records only: a sibling device's latencies compare with nothing here.
     // By this run's measurements: a program confirmed in an earlier run competes only
     // when its measurement still ranks it among the fastest.
     for (const db::Record &r :
-         db_->top_k(workload_.key_hash(), target_.str(), k, db::TargetMatch::kExactOnly, db::Ranking::kMeasured))
+         db_->top_k(workload_.key_hash(), target_.str(), k, db::TargetMatch::kExactOnly, db::Ranking::kMeasured)) {
       top.emplace_back(r.mean_latency(), r.trace_json);
+      first_runner[r.trace_json] = runner_of(r);
+    }
     // The incumbent (the best of the last confirmation) is re-timed beside them.
     std::optional<db::Record> incumbent = db_->best(workload_.key_hash(), target_.str(), db::TargetMatch::kExactOnly);
     if (incumbent && incumbent->confirmed_latency &&
@@ -461,18 +476,27 @@ int TaskTuner::confirm_best(double started) {
   // again, so slow host drift falls on all of them alike. The first measurement is left
   // out: it is what put the program among the fastest, so it leans low.
   std::vector<std::vector<double>> runs(top.size());
+  std::vector<std::set<std::string>> retimed_on(top.size());
   std::vector<measure::RunInput> inputs;
   std::vector<size_t> program_of_input;
   for (size_t b = 0; b < built.size(); ++b) {
     if (!built[b].ok()) continue;
     inputs.push_back(run_input(built[b].artifact_path));
+    // On another device of the key than the first measurement's, where there is one: a
+    // board that times fast (or wrongly) cannot confirm its own figures.
+    inputs.back().avoid_runner = first_runner[top[program_of_build[b]].second];
     program_of_input.push_back(program_of_build[b]);
   }
   t0 = support::now_seconds();
   for (int r = 0; r < options_.confirm_runs; ++r) {
     std::vector<measure::RunResult> ran = runner_.run(inputs);
-    for (size_t j = 0; j < ran.size(); ++j)
-      if (ran[j].ok()) runs[program_of_input[j]].push_back(mean(ran[j].repeat_seconds));
+    for (size_t j = 0; j < ran.size(); ++j) {
+      if (!ran[j].ok()) continue;
+      runs[program_of_input[j]].push_back(mean(ran[j].repeat_seconds));
+      nlohmann::json by = nlohmann::json::parse(ran[j].measured_by, nullptr, false);
+      if (by.is_object() && by.contains("runner") && by["runner"].is_string())
+        retimed_on[program_of_input[j]].insert(by["runner"].get<std::string>());
+    }
   }
   progress_.time.run += support::now_seconds() - t0;
   double best = 0;
@@ -481,6 +505,24 @@ int TaskTuner::confirm_best(double started) {
     const std::vector<double> &v = runs[i];
     if (v.empty()) continue;  // never re-timed: no confirmed figure to compare
     double confirmed = median(v);
+    // Two devices of one key disagreeing beyond timing noise: one of them is not what
+    // the key says (another clock, a thermal limit, another part), which the records
+    // must not hide.
+    const std::string &first = first_runner[top[i].second];
+    if (!first.empty() && !retimed_on[i].empty() && !retimed_on[i].count(first) && top[i].first > 0) {
+      double ratio = confirmed / top[i].first;
+      if (ratio > kDisagreement || ratio < 1 / kDisagreement) {
+        std::string others;
+        for (const std::string &id : retimed_on[i]) others += (others.empty() ? "" : ", ") + id;
+        char line[512];
+        std::snprintf(line, sizeof line,
+                      "%s: a program measured %.4f ms on runner %s was re-timed at %.4f ms on %s (%.2fx): the "
+                      "key's runners disagree beyond noise; check that they are one kind of device",
+                      workload_.summary().c_str(), top[i].first * 1e3, first.c_str(), confirmed * 1e3, others.c_str(),
+                      ratio);
+        disagreements.push_back(line);
+      }
+    }
     if (best == 0 || confirmed < best) {
       best = confirmed;
       best_trace_ = top[i].second;

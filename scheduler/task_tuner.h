@@ -111,6 +111,9 @@ struct TuneResult {
   /// Programs re-timed by the confirmation (TuneOptions::confirm_top); when non-zero,
   /// progress.best_seconds is the best program's median over its re-timings.
   int confirmed = 0;
+  /// Programs whose re-timing on another runner of the key disagreed with their first
+  /// measurement beyond noise, one line each (runners, latencies, ratio).
+  std::vector<std::string> disagreements;
   /// Best GFLOP/s after each measured trial of this run (the best-so-far curve).
   std::vector<double> best_gflops_curve;
 };
@@ -170,7 +173,7 @@ class TaskTuner {
   void resume_from_database();
   void refuse_buffers_over_the_memory_limit() const;
   void warm_start_from_other_tasks();
-  int confirm_best(double started);
+  int confirm_best(double started, std::vector<std::string> &disagreements);
   std::string artifact_name(const std::string &what) const;
   /// Checked against the reference, timed with the task's options.
   measure::RunInput run_input(const std::string &artifact) const;

@@ -96,6 +96,12 @@ v1::SubmitResponse Dispatcher::submit(const v1::SubmitRequest &request,
   return response;
 }
 
+bool Dispatcher::another_runner_of(const std::string &key, const std::string &runner_id, double now) const {
+  for (const auto &[id, other] : runners_)
+    if (id != runner_id && other.key == key && now - other.last_seen <= options_.runner_lost_after_seconds) return true;
+  return false;
+}
+
 bool Dispatcher::runs_on(const v1::JobSpec &job, const v1::DeviceFacts &facts) {
   return (job.target().empty() || job.target() == facts.target()) &&
          (job.abi_version() == 0 || job.abi_version() == facts.abi_version());
@@ -116,7 +122,8 @@ bool Dispatcher::assign(const std::string &runner_id, Runner &runner, double now
     auto it = jobs_.find(id);
     if (it == jobs_.end() || it->second.state != JobState::kQueued) continue;  // cancelled or resolved
     Job &job = it->second;
-    if (!runs_on(job.spec, runner.facts)) {
+    if (!runs_on(job.spec, runner.facts) ||
+        (job.spec.avoid_runner() == runner_id && another_runner_of(runner.key, runner_id, now))) {
       // Built for another device or ABI than this runner's: left for one that matches
       // (the key's runners agree on their target, so this is a runner of another ABI).
       skipped.push_back(id);

@@ -160,6 +160,8 @@ class Dispatcher {
   bool assign(const std::string &runner_id, Runner &runner, double now, v1::RunnerPollResponse &response);
   /// Whether a runner reporting `facts` may run `job` (its target and ABI, when given).
   static bool runs_on(const v1::JobSpec &job, const v1::DeviceFacts &facts);
+  /// Whether a runner of `key` other than `runner_id` was heard from recently.
+  bool another_runner_of(const std::string &key, const std::string &runner_id, double now) const;
   void requeue(Job &job);
   void drop_session(const std::string &session_id);
   void erase_if_done(const std::string &session_id);

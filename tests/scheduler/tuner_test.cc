@@ -143,6 +143,53 @@ TEST_F(TaskTunerTest, InfrastructureFailuresAreRetriedNotStored) {
     EXPECT_EQ(stored.count(rec.trace_json), 1u) << "a lost program was never measured";
 }
 
+// Two boards under one key: the round's measurements come from runner "a", the
+// re-timings from "b", three times slower (a board that is not what the key says).
+class TwoBoards : public measure::Runner {
+ public:
+  std::vector<measure::RunResult> run(const std::vector<measure::RunInput> &batch) override {
+    for (const measure::RunInput &input : batch) avoided.insert(input.avoid_runner);
+    std::vector<measure::RunResult> results = runner().run(batch);
+    const bool first = calls_++ == 0;
+    for (measure::RunResult &r : results) {
+      r.measured_by = first ? R"({"runner":"a"})" : R"({"runner":"b"})";
+      if (!first)
+        for (double &s : r.repeat_seconds) s *= 3;
+    }
+    return results;
+  }
+  std::set<std::string> avoided;
+
+ private:
+  int calls_ = 0;
+};
+
+// The end-of-run re-timing goes to another runner of the key than the one that first
+// measured a program, and a disagreement beyond noise is reported, not silently stored.
+TEST_F(TaskTunerTest, ReTimingsOnAnotherRunnerThatDisagreeAreReported) {
+  costmodel::XGBoostCostModel model;
+  TwoBoards boards;
+  TuneOptions options = quick_options(5);
+  options.trials = 8;
+  options.confirm_top = 3;
+  options.confirm_runs = 2;
+  TaskTuner tuner(small_dense(), target, options, &database, pool, boards, model);
+  TuneResult r = tuner.run();
+  EXPECT_TRUE(boards.avoided.count("a")) << "the re-timings did not ask to avoid the first runner";
+  ASSERT_GE(r.confirmed, 2);
+  ASSERT_FALSE(r.disagreements.empty());
+  for (const std::string &line : r.disagreements) {
+    EXPECT_NE(line.find("on runner a was re-timed"), std::string::npos) << line;
+    EXPECT_NE(line.find(" on b ("), std::string::npos) << line;
+  }
+  // Where a record's timings come from is stored with it.
+  for (const db::Record &rec : database.records_of(small_dense().key_hash())) {
+    if (rec.ok()) {
+      EXPECT_EQ(rec.metadata.measured_by.value("runner", ""), "a");
+    }
+  }
+}
+
 // Timed with every buffer evicted before each call, records say so; their latencies are
 // not on the hot protocol's scale, so a database never mixes the two for one task.
 TEST_F(TaskTunerTest, EvictedBufferTimingsAreMarkedAndNeverRankedWithHotOnes) {

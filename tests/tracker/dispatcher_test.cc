@@ -253,6 +253,33 @@ TEST_F(DispatcherTest, JobsGoOnlyToRunnersOfTheirTargetAndAbi) {
   EXPECT_EQ(results.results(0).runner_facts().target(), "llvm -mcpu=znver3");
 }
 
+// A re-timing meant for another device waits for another runner of the key while one is
+// connected, and takes the first one when it is alone.
+TEST_F(DispatcherTest, AJobAvoidsTheRunnerItNamesWhileAnotherCanTakeIt) {
+  poll("first");
+  poll("second");
+  v1::SubmitRequest request;
+  request.set_protocol_version(v1::PROTOCOL_VERSION_1);
+  request.set_session_id("s");
+  request.set_key("cpu");
+  v1::JobSpec *job = request.add_jobs();
+  job->set_job_id("retime");
+  *job->mutable_artifact() = digest('a');
+  job->set_run_timeout_seconds(10);
+  job->set_avoid_runner("first");
+  ASSERT_EQ(dispatcher_.submit(request, [](const v1::Digest &) { return true; }).accepted_job_ids_size(), 1);
+  EXPECT_EQ(poll("first").assignments_size(), 0);
+  v1::Assignment retime = take("second");
+  EXPECT_EQ(retime.job().job_id(), "retime");
+  ASSERT_TRUE(report("second", retime));
+
+  job->set_job_id("alone");
+  ASSERT_EQ(dispatcher_.submit(request, [](const v1::Digest &) { return true; }).accepted_job_ids_size(), 1);
+  now_ += options().runner_lost_after_seconds + 1;  // "second" went silent
+  poll("first", {}, "cpu", "first-process");        // (and "first" stays)
+  EXPECT_EQ(take("first").job().job_id(), "alone");
+}
+
 TEST_F(DispatcherTest, ResultsAreDeliveredInPages) {
   std::vector<std::string> ids;
   for (int i = 0; i < 300; ++i) ids.push_back(std::to_string(i));
