@@ -83,9 +83,13 @@ TEST(Sandbox, AKernelCannotReachTheNetworkTheTokenOrTheFiles) {
   EXPECT_EQ((found & 2) != 0, !report.files_hidden) << report.summary();
   // As nobody it cannot create files in the runner's folders (a read-only root alone
   // does not cover a /tmp mounted apart).
-  if (report.user_dropped) EXPECT_EQ(found & 4, 0) << report.summary();
+  if (report.user_dropped) {
+    EXPECT_EQ(found & 4, 0) << report.summary();
+  }
   // Root in a container can do it all; say so plainly where it did.
-  if (geteuid() == 0 && report.not_done.empty()) EXPECT_EQ(found, 0) << report.summary();
+  if (geteuid() == 0 && report.not_done.empty()) {
+    EXPECT_EQ(found, 0) << report.summary();
+  }
   unsetenv("KILN_NOSY_PORT");
   unsetenv("KILN_NOSY_SECRET");
   unsetenv("KILN_NOSY_WRITE");
