@@ -156,12 +156,13 @@ void add_compile_command(CLI::App &app) {
                    "note: no %s here, so every subgraph is untuned: tune first (kiln tune --model %s) or give the "
                    "database with --db FILE\n",
                    kDefaultDatabase, args->model.c_str());
+    const std::string resolved_target =
+        report.untuned_with_records_for.empty() ? "" : Target::parse(options->target).str();
     for (const auto &[other, count] : report.untuned_with_records_for)
       std::fprintf(stderr,
                    "note: %s holds records for %zu of the untuned subgraphs under target '%s', not '%s': if the "
                    "model was tuned for that target, compile with --target '%s'\n",
-                   options->db_path.c_str(), count, other.c_str(), Target::parse(options->target).str().c_str(),
-                   other.c_str());
+                   options->db_path.c_str(), count, other.c_str(), resolved_target.c_str(), other.c_str());
     for (const std::string &flags : report.tuned_with_other_options)
       std::fprintf(stderr,
                    "note: %s also holds records tuned for this target with other pipeline options (%s): if this "

@@ -214,11 +214,12 @@ void add_tune_model_command(CLI::App &app) {
         (long long)p.trials, p.elapsed_seconds, p.elapsed_seconds > 0 ? p.trials / p.elapsed_seconds : 0.0,
         trimmed(estimate_text(p)).c_str());
     const double accounted = time.search + time.features + time.training + time.build + time.run + time.database;
+    const double job_so_far = support::now_seconds() - job_start;
     std::printf(
         "time: search %.1f s, features %.1f s, training %.1f s, build %.1f s, run %.1f s, database %.1f s, else %.1f "
         "s (preparing, scheduling, re-timing): %.1f s\n",
         time.search, time.features, time.training, time.build, time.run, time.database,
-        std::max(0.0, support::now_seconds() - job_start - accounted), support::now_seconds() - job_start);
+        std::max(0.0, job_so_far - accounted), job_so_far);
     // A budget that barely gives every task its first programs tunes little: say so, with
     // a budget that tunes (the search needs a few rounds per task after the warm-up).
     constexpr int64_t kTrialsPerTask = 64;

@@ -22,7 +22,6 @@
 
 #include <unistd.h>
 
-#include <cctype>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -40,6 +39,7 @@
 #include "codegen/lower_llvm.h"
 #include "codegen/runtime/abi.h"
 #include "ir/functor.h"
+#include "support/c_identifier.h"
 
 namespace kiln::codegen {
 namespace {
@@ -363,13 +363,8 @@ BuildStats Compiler::build_artifact(const ir::PrimFunc &func, const Target &targ
 }
 
 KernelObject Compiler::build_object(const ir::PrimFunc &func, const Target &target, const std::string &symbol) {
-  auto identifier = [](const std::string &s) {
-    if (s.empty() || std::isdigit(static_cast<unsigned char>(s[0]))) return false;
-    for (char c : s)
-      if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_') return false;
-    return true;
-  };
-  if (!identifier(symbol)) throw CodegenError("'" + symbol + "' is not a C identifier: name the kernel with one");
+  if (!support::is_c_identifier(symbol))
+    throw CodegenError("'" + symbol + "' is not a C identifier: name the kernel with one");
   if (target.is_cuda()) throw CodegenError("kernels for cuda targets are exported as PTX (kiln show --emit ptx)");
   llvm::TargetMachine &tm = impl_->machine(target);
   std::unique_ptr<llvm::Module> mod = lower_to_llvm(func, target, impl_->ctx, tm);

@@ -17,19 +17,13 @@
 #include "ir/schedule/schedule.h"
 #include "ir/schedule/trace.h"
 #include "ops/workload.h"
+#include "support/c_identifier.h"
 #include "target/target.h"
 #include "te/te.h"
 
 namespace kiln::executor {
 
 namespace {
-
-bool is_identifier(const std::string &s) {
-  if (s.empty() || std::isdigit(static_cast<unsigned char>(s[0]))) return false;
-  for (char c : s)
-    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_') return false;
-  return true;
-}
 
 // "conv2d+bias+relu" -> "kiln_conv2d_bias_relu".
 std::string default_symbol(const std::string &summary) {
@@ -175,7 +169,7 @@ void write_file(const std::string &path, const std::string &bytes) {
 }  // namespace
 
 ExportedKernel export_kernel(const ExportRequest &request) {
-  if (!request.symbol.empty() && !is_identifier(request.symbol))
+  if (!request.symbol.empty() && !support::is_c_identifier(request.symbol))
     throw ExportBadRequest("'" + request.symbol +
                            "' is not a C identifier: name the kernel with letters, digits and _");
   Target target;

@@ -82,7 +82,7 @@ SandboxReport enter_sandbox(const SandboxOptions &options) {
       // setuid made the process undumpable, which closes /proc/self/fd to it: the
       // artifact kept open by keep_readable is reached through there.
       prctl(PR_SET_DUMPABLE, 1);
-      if (!report.files_hidden) report.files_hidden = true;  // nobody cannot read the runner's 600 files
+      report.files_hidden = true;  // nobody cannot read the runner's 600 files
     } else {
       report.not_done.push_back("cannot become nobody (" + why("setuid") + ")");
     }

@@ -208,11 +208,10 @@ std::vector<search::Candidate> TaskTuner::propose(int n) {
     return std::vector<double>(p.begin(), p.end());
   };
   // Candidates the infrastructure failed to measure go first; the search fills the rest.
-  std::vector<search::Candidate> batch;
-  for (auto &[candidate, failures] : retry_) {
-    (void)failures;
-    if (static_cast<int>(batch.size()) < n) batch.push_back(candidate);
-  }
+  const auto retried = static_cast<std::ptrdiff_t>(std::min(retry_.size(), static_cast<size_t>(std::max(n, 0))));
+  std::vector<search::Candidate> batch(std::make_move_iterator(retry_.begin()),
+                                       std::make_move_iterator(retry_.begin() + retried));
+  retry_.erase(retry_.begin(), retry_.begin() + retried);
   if (static_cast<int>(batch.size()) < n) {
     std::vector<search::Candidate> fresh =
         search_->next_batch(n - static_cast<int>(batch.size()), scorer, model_.ready());
@@ -302,29 +301,21 @@ std::vector<double> TaskTuner::record(const std::vector<search::Candidate> &batc
     progress_.last_anchor_ratio = m.anchor_ratio;
   }
   std::optional<size_t> new_best;
-  std::vector<std::pair<search::Candidate, int>> retry_next;
   for (size_t i = 0; i < batch.size(); ++i) {
-    int failed_before = 0;
-    for (auto it = retry_.begin(); it != retry_.end(); ++it) {
-      if (it->first.trace.to_json() == batch[i].trace.to_json()) {
-        failed_before = it->second;
-        retry_.erase(it);
-        break;
-      }
-    }
+    std::string trace_json = batch[i].trace.to_json().dump();
     if (m.built[i].ok() && m.ran[i] && m.ran[i]->error == measure::ErrorKind::kInfrastructure) {
       // The measurement failed, not the program: nothing stored or learned; measured again
       // in a later round, a few times at most.
       ++progress_.trials;
       ++progress_.infrastructure_failures;
-      if (failed_before + 1 < kInfrastructureRetries) retry_next.emplace_back(batch[i], failed_before + 1);
+      if (++infrastructure_failures_[trace_json] < kInfrastructureRetries) retry_.push_back(batch[i]);
       labels.push_back(kNotMeasured);
       continue;
     }
     db::Record rec;
     rec.workload = workload_record_;
     rec.target = target_.str();
-    rec.trace_json = batch[i].trace.to_json().dump();
+    rec.trace_json = std::move(trace_json);
     db::RecordMetadata &meta = rec.metadata;
     meta.sketch_instructions = static_cast<int64_t>(batch[i].sketch.instructions.size());
     meta.build_seconds = m.built[i].build_seconds;
@@ -370,7 +361,6 @@ std::vector<double> TaskTuner::record(const std::vector<search::Candidate> &batc
     best_gflops_curve_.push_back(progress_.best_gflops);
     labels.push_back(label);
   }
-  retry_.insert(retry_.end(), std::make_move_iterator(retry_next.begin()), std::make_move_iterator(retry_next.end()));
   if (new_best) next_anchor_ = Anchor{batch[*new_best].func, m.built[*new_best].artifact_path, 0};
   double t0 = support::now_seconds();
   if (db_) db_->commit(records);

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -193,8 +194,9 @@ class TaskTuner {
   std::string reference_artifact_;
   Progress progress_;
   /// Candidates whose measurement failed for the infrastructure's sake, to go first into
-  /// the next batch, with how often each has failed so.
-  std::vector<std::pair<search::Candidate, int>> retry_;
+  /// the next batch, and how often each program (by trace) has failed so.
+  std::vector<search::Candidate> retry_;
+  std::map<std::string, int> infrastructure_failures_;
   static constexpr int kInfrastructureRetries = 3;
   std::string best_trace_;
   ir::Trace best_sketch_;
