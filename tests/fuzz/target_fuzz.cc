@@ -1,11 +1,19 @@
 // Target strings (--target, records read back from a database): any text is refused
 // with a clear error or parses to a target whose canonical form reads back the same.
+// Also /proc/cpuinfo texts, which name an AArch64 host's CPU.
+#include <sstream>
 #include <stdexcept>
 
 #include "target/target.h"
 #include "tests/fuzz/fuzz_target.h"
 
 KILN_FUZZ_TARGET(target_string) {
+  // The same bytes as an AArch64 board's /proc/cpuinfo: the CPU named from it must be
+  // one a target takes.
+  std::istringstream cpuinfo(input);
+  const std::string cpu = kiln::aarch64_cpu_from_cpuinfo(cpuinfo);
+  if (kiln::Target::parse("llvm -mtriple=aarch64-linux-gnu -mcpu=" + cpu).mcpu != cpu)
+    throw std::logic_error("the CPU named from a cpuinfo does not parse as a target: " + cpu);
   for (kiln::NativeCpu native : {kiln::NativeCpu::kResolve, kiln::NativeCpu::kKeepAsStored}) {
     kiln::Target target;
     try {
