@@ -39,6 +39,8 @@ struct TrackerArgs {
   std::string port_file;
   int64_t max_blob_mb = 64;
   int64_t max_store_mb = 2048;
+  int64_t blob_memory_kb = tracker::BlobStoreOptions{}.max_memory_blob_bytes >> 10;
+  std::string blob_dir;
   int max_runner_losses = 2;
   double heartbeat = 5;
   double session_timeout = tracker::DispatcherOptions{}.session_idle_seconds;
@@ -58,6 +60,8 @@ void serve(const TrackerArgs &a) {
   options.insecure = a.insecure;
   options.blobs.max_blob_bytes = a.max_blob_mb << 20;
   options.blobs.max_total_bytes = a.max_store_mb << 20;
+  options.blobs.max_memory_blob_bytes = a.blob_memory_kb << 10;
+  options.blobs.spill_directory = a.blob_dir;
   options.dispatcher.max_runner_losses = a.max_runner_losses;
   options.dispatcher.heartbeat_seconds = a.heartbeat;
   options.dispatcher.session_idle_seconds = a.session_timeout;
@@ -195,9 +199,15 @@ void add_tracker_commands(CLI::App &app) {
   cmd->add_option("--max-blob-mb", a->max_blob_mb, "refuse larger artifacts before receiving them")
       ->capture_default_str()
       ->check(at_least(1, 1 << 20));
-  cmd->add_option("--max-store-mb", a->max_store_mb, "memory for artifacts of queued jobs")
+  cmd->add_option("--max-store-mb", a->max_store_mb, "memory and disk for artifacts of queued jobs")
       ->capture_default_str()
       ->check(at_least(1, 1 << 24));
+  cmd->add_option("--blob-memory-kb", a->blob_memory_kb,
+                  "artifacts larger than this are kept in files under --blob-dir, not in memory")
+      ->capture_default_str()
+      ->check(at_least(0, 1 << 20));
+  cmd->add_option("--blob-dir", a->blob_dir,
+                  "directory for the large artifacts (default: a private directory under $TMPDIR, removed at exit)");
   cmd->add_option("--max-runner-losses", a->max_runner_losses,
                   "a job whose runner is lost this often fails as RUNNER_LOST instead of being re-dispatched")
       ->capture_default_str()

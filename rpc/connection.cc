@@ -214,7 +214,7 @@ std::unique_ptr<grpc::ClientContext> make_context(const ClientOptions &options, 
   return context;
 }
 
-grpc::Status check_role(const grpc::ServerContext &context, const RoleTokens &tokens, std::optional<Role> role) {
+grpc::Status check_role(const grpc::ServerContextBase &context, const RoleTokens &tokens, std::optional<Role> role) {
   auto name = [](Role r) { return r == Role::kSubmitter ? "submitter" : "runner"; };
   if (role ? tokens.of(*role).empty() : tokens.submitter.empty() || tokens.runner.empty()) return grpc::Status::OK;
   const auto &metadata = context.client_metadata();

@@ -91,7 +91,7 @@ struct RoleTokens {
 /// is empty); UNAUTHENTICATED when it carries none or an unknown one, PERMISSION_DENIED
 /// when it carries the other role's, each with a message saying which token to give.
 /// Compared in constant time.
-grpc::Status check_role(const grpc::ServerContext &context, const RoleTokens &tokens, std::optional<Role> role);
+grpc::Status check_role(const grpc::ServerContextBase &context, const RoleTokens &tokens, std::optional<Role> role);
 
 /// "host:port: <status message> (<code name>)", for error messages.
 std::string describe(const grpc::Status &status);

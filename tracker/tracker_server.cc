@@ -4,7 +4,10 @@
 
 #include <chrono>
 #include <initializer_list>
+#include <memory>
+#include <mutex>
 #include <stdexcept>
+#include <string_view>
 #include <utility>
 
 #include "rpc/connection.h"
@@ -56,7 +59,54 @@ grpc::Status check_target(const std::string &target) {
 
 }  // namespace
 
-class TrackerServer::Service final : public v1::Tracker::Service {
+/// The two long polls are served by the callback API: a waiting poll is a callback held
+/// by the dispatcher, not a thread. Blob transfers and short calls stay synchronous.
+using ServiceBase =
+    v1::Tracker::WithCallbackMethod_RunnerPoll<v1::Tracker::WithCallbackMethod_PollResults<v1::Tracker::Service>>;
+
+/// A long poll's gRPC side: finished by the dispatcher's done-callback; a client that
+/// goes away ends the dispatcher's wait.
+class LongPoll : public grpc::ServerUnaryReactor {
+ public:
+  explicit LongPoll(Dispatcher &dispatcher) : dispatcher_(dispatcher), state_(std::make_shared<State>()) {}
+
+  /// Tells the reactor which wait is its; called once, after the poll started.
+  void waiting_as(Dispatcher::WaitId id) {
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    state_->id = id;
+    if (state_->cancelled && id != 0) dispatcher_.end_wait(id, /*caller_gone=*/true);
+  }
+
+  void OnCancel() override {
+    Dispatcher::WaitId id;
+    {
+      std::lock_guard<std::mutex> lock(state_->mutex);
+      state_->cancelled = true;
+      id = state_->id;
+    }
+    if (id != 0) dispatcher_.end_wait(id, /*caller_gone=*/true);
+  }
+  void OnDone() override { delete this; }
+
+ private:
+  // Shared with nobody but kept apart from the reactor's own storage: OnCancel may run
+  // on another thread while waiting_as is called.
+  struct State {
+    std::mutex mutex;
+    Dispatcher::WaitId id = 0;
+    bool cancelled = false;
+  };
+  Dispatcher &dispatcher_;
+  std::shared_ptr<State> state_;
+};
+
+grpc::ServerUnaryReactor *finished(grpc::CallbackServerContext *context, const grpc::Status &status) {
+  grpc::ServerUnaryReactor *reactor = context->DefaultReactor();
+  reactor->Finish(status);
+  return reactor;
+}
+
+class TrackerServer::Service final : public ServiceBase {
  public:
   Service(Dispatcher &dispatcher, BlobStore &blobs, rpc::RoleTokens tokens)
       : dispatcher_(dispatcher), blobs_(blobs), tokens_(std::move(tokens)) {}
@@ -78,16 +128,14 @@ class TrackerServer::Service final : public v1::Tracker::Service {
     v1::Digest digest = chunk.digest();
     // Refused before any more bytes are read: the declared size is over the cap.
     if (auto error = blobs_.check_upload(digest)) return grpc::Status(grpc::RESOURCE_EXHAUSTED, *error);
-    std::string bytes;
-    bytes.reserve(std::min(static_cast<size_t>(digest.size_bytes()), rpc::kBlobChunkBytes));
+    std::string error;
+    std::unique_ptr<BlobStore::Upload> upload = blobs_.begin_upload(digest, error);
+    if (!upload) return grpc::Status(grpc::INTERNAL, error);
     do {
-      if (static_cast<int64_t>(bytes.size() + chunk.data().size()) > digest.size_bytes()) {
-        return grpc::Status(grpc::INVALID_ARGUMENT, "the upload carries more bytes than its digest declares");
-      }
-      bytes += chunk.data();
+      if (auto error = upload->append(chunk.data())) return grpc::Status(grpc::INVALID_ARGUMENT, *error);
     } while (reader->Read(&chunk));
     bool stored = false;
-    if (auto error = blobs_.put(digest, std::move(bytes), &stored)) {
+    if (auto error = blobs_.finish_upload(std::move(upload), &stored)) {
       return grpc::Status(grpc::INVALID_ARGUMENT, *error);
     }
     response->set_stored(stored);
@@ -97,20 +145,20 @@ class TrackerServer::Service final : public v1::Tracker::Service {
   grpc::Status FetchBlob(grpc::ServerContext *context, const v1::FetchBlobRequest *request,
                          grpc::ServerWriter<v1::BlobChunk> *writer) override {
     if (auto status = rpc::check_role(*context, tokens_, rpc::Role::kRunner); !status.ok()) return status;
-    std::shared_ptr<const std::string> bytes = blobs_.get(request->digest());
-    if (!bytes) {
-      return grpc::Status(grpc::NOT_FOUND, "the tracker does not hold blob " + request->digest().sha256());
-    }
     v1::BlobChunk chunk;
     *chunk.mutable_digest() = request->digest();
-    size_t offset = 0;
-    do {
-      size_t n = std::min(rpc::kBlobChunkBytes, bytes->size() - offset);
-      chunk.set_data(bytes->substr(offset, n));
-      if (!writer->Write(chunk)) return grpc::Status(grpc::CANCELLED, "the runner went away");
+    bool went_away = false;
+    bool held = blobs_.read(request->digest(), rpc::kBlobChunkBytes, [&](std::string_view bytes) {
+      chunk.set_data(std::string(bytes));
+      if (!writer->Write(chunk)) {
+        went_away = true;
+        return false;
+      }
       chunk.clear_digest();
-      offset += n;
-    } while (offset < bytes->size());
+      return true;
+    });
+    if (!held) return grpc::Status(grpc::NOT_FOUND, "the tracker does not hold blob " + request->digest().sha256());
+    if (went_away) return grpc::Status(grpc::CANCELLED, "the runner went away");
     return grpc::Status::OK;
   }
 
@@ -133,12 +181,18 @@ class TrackerServer::Service final : public v1::Tracker::Service {
     return grpc::Status::OK;
   }
 
-  grpc::Status PollResults(grpc::ServerContext *context, const v1::PollResultsRequest *request,
-                           v1::PollResultsResponse *response) override {
-    if (auto status = rpc::check_role(*context, tokens_, rpc::Role::kSubmitter); !status.ok()) return status;
-    *response = dispatcher_.poll_results(request->session_id(), std::min(request->wait_seconds(), 60.0),
-                                         [context] { return context->IsCancelled(); });
-    return grpc::Status::OK;
+  grpc::ServerUnaryReactor *PollResults(grpc::CallbackServerContext *context, const v1::PollResultsRequest *request,
+                                        v1::PollResultsResponse *response) override {
+    if (auto status = rpc::check_role(*context, tokens_, rpc::Role::kSubmitter); !status.ok()) {
+      return finished(context, status);
+    }
+    auto *reactor = new LongPoll(dispatcher_);
+    reactor->waiting_as(dispatcher_.start_poll_results(request->session_id(), std::min(request->wait_seconds(), 60.0),
+                                                       [reactor, response](v1::PollResultsResponse result) {
+                                                         *response = std::move(result);
+                                                         reactor->Finish(grpc::Status::OK);
+                                                       }));
+    return reactor;
   }
 
   grpc::Status AckResults(grpc::ServerContext *context, const v1::AckResultsRequest *request,
@@ -163,24 +217,22 @@ class TrackerServer::Service final : public v1::Tracker::Service {
     return grpc::Status::OK;
   }
 
-  grpc::Status RunnerPoll(grpc::ServerContext *context, const v1::RunnerPollRequest *request,
-                          v1::RunnerPollResponse *response) override {
-    if (auto status = rpc::check_role(*context, tokens_, rpc::Role::kRunner); !status.ok()) return status;
-    if (auto status = check_version(request->protocol_version()); !status.ok()) return status;
-    if (request->runner_id().empty() || request->key().empty()) {
-      return grpc::Status(grpc::INVALID_ARGUMENT, "a runner poll needs a runner_id and a key");
-    }
-    if (auto status = check_names({{"key", request->key()}, {"runner_id", request->runner_id()}}); !status.ok()) {
-      return status;
-    }
-    if (auto status = check_target(request->facts().target()); !status.ok()) return status;
+  grpc::ServerUnaryReactor *RunnerPoll(grpc::CallbackServerContext *context, const v1::RunnerPollRequest *request,
+                                       v1::RunnerPollResponse *response) override {
+    if (auto status = check_runner_poll(*context, *request); !status.ok()) return finished(context, status);
     v1::RunnerPollRequest bounded = *request;
     bounded.set_wait_seconds(std::min(request->wait_seconds(), 60.0));
-    std::string refusal;
-    *response = dispatcher_.poll_runner(
-        bounded, [context] { return context->IsCancelled(); }, refusal);
-    if (!refusal.empty()) return grpc::Status(grpc::FAILED_PRECONDITION, refusal);
-    return grpc::Status::OK;
+    auto *reactor = new LongPoll(dispatcher_);
+    reactor->waiting_as(
+        dispatcher_.start_runner_poll(bounded, [reactor, response](v1::RunnerPollResponse result, std::string refusal) {
+          if (!refusal.empty()) {
+            reactor->Finish(grpc::Status(grpc::FAILED_PRECONDITION, refusal));
+            return;
+          }
+          *response = std::move(result);
+          reactor->Finish(grpc::Status::OK);
+        }));
+    return reactor;
   }
 
   grpc::Status ReportResult(grpc::ServerContext *context, const v1::ReportResultRequest *request,
@@ -199,6 +251,18 @@ class TrackerServer::Service final : public v1::Tracker::Service {
   }
 
  private:
+  grpc::Status check_runner_poll(const grpc::ServerContextBase &context, const v1::RunnerPollRequest &request) {
+    if (auto status = rpc::check_role(context, tokens_, rpc::Role::kRunner); !status.ok()) return status;
+    if (auto status = check_version(request.protocol_version()); !status.ok()) return status;
+    if (request.runner_id().empty() || request.key().empty()) {
+      return grpc::Status(grpc::INVALID_ARGUMENT, "a runner poll needs a runner_id and a key");
+    }
+    if (auto status = check_names({{"key", request.key()}, {"runner_id", request.runner_id()}}); !status.ok()) {
+      return status;
+    }
+    return check_target(request.facts().target());
+  }
+
   Dispatcher &dispatcher_;
   BlobStore &blobs_;
   rpc::RoleTokens tokens_;
@@ -223,8 +287,10 @@ TrackerServer::TrackerServer(TrackerOptions options) : options_(std::move(option
                                "pass --insecure on a network you trust");
     }
   }
-  dispatcher_ = std::make_unique<Dispatcher>(options_.dispatcher, monotonic_seconds, rpc::random_id());
-  blobs_ = std::make_unique<BlobStore>(options_.blobs, [this] { return dispatcher_->blobs_in_use(); });
+  blobs_ = std::make_unique<BlobStore>(options_.blobs);
+  dispatcher_ =
+      std::make_unique<Dispatcher>(options_.dispatcher, monotonic_seconds, rpc::random_id(),
+                                   [this](const v1::Digest &digest, int delta) { blobs_->pin(digest, delta); });
   service_ = std::make_unique<Service>(*dispatcher_, *blobs_, options_.tokens);
 
   std::shared_ptr<grpc::ServerCredentials> credentials = grpc::InsecureServerCredentials();
@@ -238,7 +304,7 @@ TrackerServer::TrackerServer(TrackerOptions options) : options_(std::move(option
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 10000);
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
-  // Each waiting long poll holds a thread of the sync server; bound them.
+  // Long polls hold no thread (callback API); blob transfers and short calls do.
   grpc::ResourceQuota quota("kiln-tracker");
   quota.SetMaxThreads(512);
   builder.SetResourceQuota(quota);
@@ -254,7 +320,8 @@ TrackerServer::TrackerServer(TrackerOptions options) : options_(std::move(option
   expiry_ = std::thread([this] {
     while (!stopping_) {
       dispatcher_->expire();
-      std::this_thread::sleep_for(std::chrono::milliseconds(250));
+      // Also the resolution of long polls' waits: each ends within this of its time.
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
   });
 }

@@ -213,10 +213,10 @@ TEST_F(DispatcherTest, ASessionWhoseTunerWentAwayIsDroppedWithItsJobs) {
 TEST_F(DispatcherTest, ASessionWhoseTunerHungUpIsDroppedAfterAGrace) {
   submit({"1", "2"});
   auto running = take("r1");
-  dispatcher_.poll_results("s", 0, [] { return true; });  // the connection closed mid-call
+  dispatcher_.poll_results("s", 5, [] { return true; });  // the connection closed mid-wait
   now_ += options().hang_up_grace_seconds / 2;
   EXPECT_FALSE(dispatcher_.poll_results("s", 0).session_dropped()) << "a call within the grace keeps the session";
-  dispatcher_.poll_results("s", 0, [] { return true; });
+  dispatcher_.poll_results("s", 5, [] { return true; });
   now_ += options().hang_up_grace_seconds + 1;
   ASSERT_LT(options().hang_up_grace_seconds + 1, options().session_idle_seconds);
   auto heartbeat = poll("r1", {running.lease_id()});
@@ -359,6 +359,121 @@ TEST_F(DispatcherTest, LongResultMessagesAreCut) {
   result.set_message(std::string(100000, 'x'));
   EXPECT_TRUE(dispatcher_.report_result("r1", result));
   EXPECT_EQ(dispatcher_.poll_results("s", 0).results(0).message().size(), options().max_message_bytes);
+}
+
+// Two tuners sharing a key's boards take turns, whatever order their jobs came in; a
+// job given back goes first again.
+TEST_F(DispatcherTest, TunersSharingAKeyTakeTurns) {
+  submit({"a1", "a2", "a3", "a4"}, "a");
+  submit({"b1", "b2"}, "b");
+  std::vector<std::string> order;
+  for (int i = 0; i < 6; ++i) {
+    auto assignment = take("r1");
+    order.push_back(assignment.job().job_id());
+    ASSERT_TRUE(report("r1", assignment));
+  }
+  EXPECT_EQ(order, (std::vector<std::string>{"a1", "b1", "a2", "b2", "a3", "a4"}));
+
+  submit({"c1", "c2"}, "c");
+  submit({"d1"}, "d");
+  auto first = take("r1");
+  EXPECT_EQ(first.job().job_id(), "c1");
+  report("r1", first, v1::RETRY);
+  EXPECT_EQ(take("r2").job().job_id(), "c1") << "a job given back keeps its place at the front";
+}
+
+// A waiting poll is a callback: it gets the job submitted while it waits, it ends at its
+// deadline with nothing, and ends at once when its caller goes away; a runner waiting
+// longer than the lost-runner timeout is not lost.
+TEST_F(DispatcherTest, WaitingPollsAreAnsweredWhenAJobArrivesOrTheirWaitEnds) {
+  v1::RunnerPollRequest request;
+  request.set_protocol_version(v1::PROTOCOL_VERSION_1);
+  request.set_runner_id("r1");
+  request.set_key("cpu");
+  request.mutable_facts()->set_target("llvm -mcpu=znver3");
+  request.set_wait_seconds(60);
+  std::vector<v1::RunnerPollResponse> answers;
+  auto record = [&](v1::RunnerPollResponse response, std::string refusal) {
+    EXPECT_EQ(refusal, "");
+    answers.push_back(std::move(response));
+  };
+  Dispatcher::WaitId waiting = dispatcher_.start_runner_poll(request, record);
+  ASSERT_NE(waiting, 0u);
+  EXPECT_TRUE(answers.empty());
+  now_ += options().runner_lost_after_seconds + 20;  // waiting longer than a lost runner's silence
+  dispatcher_.expire();
+  EXPECT_EQ(dispatcher_.status().runners_size(), 1) << "a runner waiting in a poll was taken for lost";
+  submit({"1"});
+  ASSERT_EQ(answers.size(), 1u) << "the job submitted did not reach the waiting runner";
+  ASSERT_EQ(answers[0].assignments_size(), 1);
+  EXPECT_EQ(answers[0].assignments(0).job().job_id(), "1");
+  report("r1", answers[0].assignments(0));
+
+  request.set_runner_id("r2");
+  waiting = dispatcher_.start_runner_poll(request, record);
+  now_ += 59;
+  dispatcher_.expire();
+  EXPECT_EQ(answers.size(), 1u);
+  now_ += 2;
+  dispatcher_.expire();
+  ASSERT_EQ(answers.size(), 2u) << "the wait did not end at its deadline";
+  EXPECT_EQ(answers[1].assignments_size(), 0);
+  dispatcher_.end_wait(waiting, /*caller_gone=*/true);  // ended already: nothing happens
+  EXPECT_EQ(answers.size(), 2u);
+
+  waiting = dispatcher_.start_runner_poll(request, record);
+  dispatcher_.end_wait(waiting, /*caller_gone=*/true);
+  ASSERT_EQ(answers.size(), 3u);
+  submit({"2"});
+  EXPECT_EQ(answers.size(), 3u) << "a job went to a poll whose caller was gone";
+  EXPECT_EQ(poll("r3").assignments(0).job().job_id(), "2");
+}
+
+// A tuner's waiting PollResults is answered by the result that resolves its job, and
+// learns at once that its session was dropped.
+TEST_F(DispatcherTest, WaitingResultPollsAreAnsweredByTheResult) {
+  submit({"1"});
+  std::vector<v1::PollResultsResponse> answers;
+  auto record = [&](v1::PollResultsResponse response) { answers.push_back(std::move(response)); };
+  ASSERT_NE(dispatcher_.start_poll_results("s", 30, record), 0u);
+  auto assignment = take("r1");
+  EXPECT_TRUE(answers.empty());
+  now_ += 10;
+  report("r1", assignment);
+  ASSERT_EQ(answers.size(), 1u);
+  ASSERT_EQ(answers[0].results_size(), 1) << answers[0].DebugString();
+  EXPECT_EQ(answers[0].pending_jobs(), 0);
+
+  submit({"2"}, "t");
+  ASSERT_NE(dispatcher_.start_poll_results("t", 60, record), 0u);
+  dispatcher_.cancel("t", {});
+  ASSERT_EQ(answers.size(), 2u);
+  EXPECT_EQ(answers[1].results(0).code(), v1::CANCELLED);
+}
+
+// Queue deadlines count from the key's last runner: jobs queued behind busy runners
+// never time out, and time out once the key's runners have been gone for the deadline.
+TEST_F(DispatcherTest, QueueDeadlinesCountFromTheKeysLastRunner) {
+  auto busy = [&] { return poll("r1", {}, "cpu"); };
+  submit({"1", "2", "3"});
+  auto running = busy().assignments(0);
+  for (int i = 0; i < 30; ++i) {
+    now_ += 10;
+    poll("r1", {running.lease_id()});
+  }
+  EXPECT_EQ(dispatcher_.status().keys(0).queued(), 2) << "queued jobs timed out while a runner served the key";
+  report("r1", running);
+  // The runner goes away: its key's jobs time out the deadline after its last poll.
+  double last_poll = now_;
+  now_ = last_poll + options().default_queue_deadline_seconds - 1;
+  dispatcher_.expire();
+  EXPECT_EQ(dispatcher_.poll_results("s", 0).results_size(), 1);
+  now_ = last_poll + options().default_queue_deadline_seconds + 1;
+  dispatcher_.expire();
+  auto results = dispatcher_.poll_results("s", 0);
+  ASSERT_EQ(results.results_size(), 3);
+  EXPECT_EQ(results.results(1).code(), v1::NO_RUNNER);
+  EXPECT_EQ(results.results(2).code(), v1::NO_RUNNER);
 }
 
 }  // namespace

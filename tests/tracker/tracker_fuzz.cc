@@ -29,9 +29,13 @@ void run_script(const std::string &script) {
   double now = 0;
   DispatcherOptions options;
   options.max_jobs_per_submit = 64;
+  BlobStoreOptions blob_options;
+  blob_options.max_blob_bytes = 4096;
+  blob_options.max_total_bytes = 16384;
+  blob_options.max_memory_blob_bytes = 1024;  // the larger blobs go through files
+  BlobStore blobs(blob_options);
   Dispatcher dispatcher(
-      options, [&] { return now; }, "fuzz");
-  BlobStore blobs({/*max_blob_bytes=*/4096, /*max_total_bytes=*/16384}, [&] { return dispatcher.blobs_in_use(); });
+      options, [&] { return now; }, "fuzz", [&](const v1::Digest &digest, int delta) { blobs.pin(digest, delta); });
   size_t at = 0;
   while (at + 3 <= script.size()) {
     uint8_t op = static_cast<uint8_t>(script[at]) % kOpCount;
