@@ -46,8 +46,8 @@ struct LocalRunnerOptions {
   std::string runtime_library = default_runtime_library_path();
   /// Empty: the server is a fork of this process. Otherwise the server is this
   /// program (kiln-measure-server, or a wrapper and its arguments before it, e.g.
-  /// `qemu-aarch64 -L /usr/aarch64-linux-gnu kiln-measure-server-aarch64` to measure
-  /// AArch64 artifacts here); it gets its socket and the options above as flags.
+  /// `qemu-aarch64 -L /usr/aarch64-linux-gnu -E LD_LIBRARY_PATH=/usr/aarch64-linux-gnu/lib kiln-measure-server-aarch64`
+  /// to measure AArch64 artifacts here); it gets its socket and the options above as flags.
   std::vector<std::string> server_command;
   /// Batches of more than one candidate: each candidate is loaded, checked and
   /// calibrated in its own process as always, then the batch's timed repeats run

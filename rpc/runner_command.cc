@@ -100,7 +100,8 @@ int run_runner(const RunnerArgs &a) {
     if (std::string why = measure::why_this_host_cannot_run(target); a.exec_wrapper.empty() && !why.empty()) {
       fail("this host cannot run code for --target '" + target.str() + "': " + why +
            ". Start the runner on such a device, or measure here under an emulator with --exec-wrapper and "
-           "--measure-server (e.g. --exec-wrapper \"qemu-aarch64 -L /usr/aarch64-linux-gnu\" --measure-server "
+           "--measure-server (e.g. --exec-wrapper \"qemu-aarch64 -L /usr/aarch64-linux-gnu -E "
+           "LD_LIBRARY_PATH=/usr/aarch64-linux-gnu/lib\" --measure-server "
            "kiln-measure-server-aarch64)");
     }
     // Forks its server before gRPC starts any thread.
@@ -216,7 +217,8 @@ void add_runner_command(CLI::App &app, bool as_main) {
                   "the AArch64 build with --exec-wrapper to measure AArch64 artifacts)")
       ->check(CLI::ExistingFile);
   cmd->add_option("--exec-wrapper", a->exec_wrapper,
-                  "command that runs the measurement server, e.g. \"qemu-aarch64 -L /usr/aarch64-linux-gnu\" to "
+                  "command that runs the measurement server, e.g. \"qemu-aarch64 -L /usr/aarch64-linux-gnu -E "
+                  "LD_LIBRARY_PATH=/usr/aarch64-linux-gnu/lib\" to "
                   "measure AArch64 artifacts on an x86 host (correctness only: emulated timings mean nothing)");
   cmd->add_flag_callback(
       "--no-sandbox", [a] { a->sandbox = false; },

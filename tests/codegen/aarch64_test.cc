@@ -93,8 +93,9 @@ TEST_P(CodegenAArch64, CrossBuiltArtifactsMatchInterpreterUnderQemu) {
     cases.push_back(std::move(c));
   }
   manifest.close();
-  std::string cmd = std::string(KILN_QEMU_AARCH64) + " -L /usr/aarch64-linux-gnu " + KILN_RUN_ARTIFACTS_AARCH64 + " " +
-                    (dir / "manifest").string() + " 2>" + (dir / "stderr").string();
+  std::string cmd = std::string(KILN_QEMU_AARCH64) +
+                    " -L /usr/aarch64-linux-gnu -E LD_LIBRARY_PATH=/usr/aarch64-linux-gnu/lib " +
+                    KILN_RUN_ARTIFACTS_AARCH64 + " " + (dir / "manifest").string() + " 2>" + (dir / "stderr").string();
   int rc = std::system(cmd.c_str());
   std::ifstream err_in(dir / "stderr");
   std::string err((std::istreambuf_iterator<char>(err_in)), std::istreambuf_iterator<char>());

@@ -535,7 +535,9 @@ TEST_F(Network, AnAArch64TuningJobRunsOnARunnerUnderQemu) {
   // is checked against the reference run under emulation too.
   start_runner("board", {"--key", "arm", "--target", "llvm -mtriple=aarch64-linux-gnu -mcpu=cortex-a72",
                          "--measure-server", KILN_MEASURE_SERVER_AARCH64, "--exec-wrapper",
-                         std::string(KILN_QEMU_AARCH64) + " -L /usr/aarch64-linux-gnu", "--run-timeout", "60"});
+                         std::string(KILN_QEMU_AARCH64) +
+                             " -L /usr/aarch64-linux-gnu -E LD_LIBRARY_PATH=/usr/aarch64-linux-gnu/lib",
+                         "--run-timeout", "60"});
   fs::path db = dir_ / "arm.db";
   Process tune({kiln_binary(),
                 "tune-op",
