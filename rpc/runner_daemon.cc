@@ -289,31 +289,20 @@ fs::path RunnerDaemon::cached_blob(const v1::Digest &digest, std::string &error,
     fs::last_write_time(path, fs::file_time_type::clock::now(), ec);  // most recently used
     return path;
   }
+  trim_cache();
+  // Fetched under a temporary name and renamed: a file at `path` is always whole, and
+  // its bytes were checked against the digest as they arrived.
+  fs::path temporary = path;
+  temporary += ".part-" + std::to_string(getpid());
   auto start = std::chrono::steady_clock::now();
-  std::string bytes;
-  grpc::Status status = fetch_blob(*stub_, options_.tracker, digest, options_.max_blob_bytes, 120, bytes);
+  grpc::Status status = fetch_blob(*stub_, options_.tracker, digest, options_.max_blob_bytes, 120, temporary);
   fetch_seconds += seconds_since(start);
   if (!status.ok()) {
     error = "cannot fetch blob " + sha + ": " + describe(status);
     // A blob too large or not matching its digest is refused for good; anything else
-    // (the tracker away or restarted) may work on another try.
+    // (the tracker away or restarted, a full disk here) may work on another try.
     retryable = status.error_code() != grpc::RESOURCE_EXHAUSTED && status.error_code() != grpc::DATA_LOSS;
     return {};
-  }
-  trim_cache();
-  // Written under a temporary name and renamed: a file at `path` is always whole, and
-  // its bytes were checked against the digest above.
-  fs::path temporary = path;
-  temporary += ".part-" + std::to_string(getpid());
-  {
-    std::ofstream out(temporary, std::ios::binary);
-    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    out.close();  // a full disk shows only at the flush
-    if (!out) {
-      error = "cannot write " + temporary.string();
-      retryable = true;
-      return {};
-    }
   }
   fs::rename(temporary, path, ec);
   if (ec) {
