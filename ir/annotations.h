@@ -30,6 +30,14 @@ inline constexpr const char *kRegisterTile = "kiln.register_tile";
 /// The position among the block's loops where the register tile (S2) begins.
 inline constexpr const char *kRegisterTileLoop = "kiln.register_tile_loop";
 
+/// GPU: a shared-memory copy block filled by all threads of its thread block together;
+/// the value is the elements per thread and copy (1, 2 or 4: a vector load). Applied by
+/// rewrite_cooperative_fetch once the thread count is known.
+inline constexpr const char *kCooperativeFetch = "kiln.cooperative_fetch";
+/// GPU: how many loops above a cooperative copy belong to its consumer's nest (the copy's
+/// own loops start there).
+inline constexpr const char *kFetchLevel = "kiln.fetch_level";
+
 /// Values of kRegisterTile.
 enum class RegisterTile : int64_t {
   kNone = 0,

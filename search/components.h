@@ -17,6 +17,9 @@ std::shared_ptr<const ScheduleRule> parallel_vectorize_unroll_rule(const Target 
 std::shared_ptr<const ScheduleRule> unroll_table_axes_rule(const Target &target);
 /// cuda targets: spatial loops over blocks of a sampled number of threads.
 std::shared_ptr<const ScheduleRule> auto_bind_rule(const Target &target);
+/// cuda targets: blocks with a reduction tiled for thread blocks and threads, inputs
+/// staged in shared memory, accumulators in registers (rules/gpu_multi_level_tiling.cc).
+std::shared_ptr<const ScheduleRule> gpu_multi_level_tiling_rule();
 /// Untuned defaults only: a reduction's innermost spatial loop goes below its reduction loops.
 std::shared_ptr<const ScheduleRule> vector_loop_innermost_rule();
 
@@ -28,6 +31,9 @@ std::shared_ptr<const Postprocessor> verify_cpu();
 /// cuda targets: the program lowers to GPU kernels within the target's limits
 /// (ir::lower_for_gpu), or is rejected.
 std::shared_ptr<const Postprocessor> verify_gpu(const Target &target);
+/// cuda targets: lays out the shared-memory copies gpu_multi_level_tiling marked over the
+/// threads of their block, with the sampled vector length.
+std::shared_ptr<const Postprocessor> rewrite_cooperative_fetch();
 
 // ---- mutators (mutators.cc) ----------------------------------------------------------------
 std::shared_ptr<const Mutator> mutate_tile_size();

@@ -218,6 +218,41 @@ class VerifyCpu : public Postprocessor {
   }
 };
 
+// The cooperative copies GpuMultiLevelTiling asked for: a shared-memory copy's own
+// loops fused and spread over the threads of its thread block (the threadIdx.x loop
+// above it gives their number), each thread copying `vector` neighbouring elements
+// per step where the copy's length allows, else one.
+class RewriteCooperativeFetch : public Postprocessor {
+ public:
+  std::string name() const override { return "rewrite_cooperative_fetch"; }
+  bool apply(Schedule &sch) const override {
+    for (const std::string &name : sch.block_names()) {
+      ir::NodeRef<ir::BlockNode> b = find_block(sch, name);
+      if (!b) continue;
+      int64_t vector = annotation(b.get(), ir::annotation::kCooperativeFetch, 0);
+      auto level = static_cast<size_t>(annotation(b.get(), ir::annotation::kFetchLevel, 0));
+      if (vector == 0) continue;
+      std::vector<LoopRV> loops = sch.get_loops(sch.get_block(name));
+      int64_t threads = 0;
+      for (size_t i = 0; i < std::min(level, loops.size()); ++i) {
+        ir::NodeRef<ir::ForNode> loop = sch.loop(loops[i]);
+        if (loop->for_kind == ir::ForKind::kThreadBinding && loop->thread_tag == "threadIdx.x") threads = loop->extent;
+      }
+      if (threads == 0 || level >= loops.size()) return false;
+      std::vector<LoopRV> own(loops.begin() + static_cast<std::ptrdiff_t>(level), loops.end());
+      LoopRV fused = own.size() == 1 ? own[0] : sch.fuse(own);
+      int64_t extent = sch.loop(fused)->extent;
+      if (extent % (threads * vector) != 0) vector = 1;
+      std::vector<ir::Factor> factors = {int64_t{-1}, threads};
+      if (vector > 1) factors.push_back(vector);
+      std::vector<LoopRV> parts = sch.split(fused, factors);
+      sch.bind(parts[1], "threadIdx.x");
+      if (vector > 1) sch.vectorize(parts[2]);
+    }
+    return true;
+  }
+};
+
 class VerifyGpu : public Postprocessor {
  public:
   explicit VerifyGpu(const Target &target)
@@ -240,6 +275,7 @@ class VerifyGpu : public Postprocessor {
 }  // namespace
 
 std::shared_ptr<const Postprocessor> verify_gpu(const Target &target) { return std::make_shared<VerifyGpu>(target); }
+std::shared_ptr<const Postprocessor> rewrite_cooperative_fetch() { return std::make_shared<RewriteCooperativeFetch>(); }
 
 std::shared_ptr<const Postprocessor> reject_poor_register_tiles(const Target &target) {
   return std::make_shared<RejectPoorRegisterTiles>(target);

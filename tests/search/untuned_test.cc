@@ -4,6 +4,8 @@
 // program does; programs with nothing to tile keep the untuned rules.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <nlohmann/json.hpp>
 #include <random>
 
@@ -140,9 +142,10 @@ namespace kiln::search {
 namespace {
 
 // Runs `scheduled` (a schedule of `f`) as GPU kernels, thread by thread, on seeded
-// inputs and expects exactly the unscheduled program's outputs.
+// inputs and expects the unscheduled program's outputs: exactly, or within `tolerance`
+// (relative L2) where the schedule reorders a reduction (tiles of its loops).
 void expect_kernels_agree(const ir::PrimFunc &f, const ir::PrimFunc &scheduled, size_t n_inputs, uint64_t seed,
-                          const ir::GpuLimits &limits) {
+                          const ir::GpuLimits &limits, double tolerance = 0) {
   ir::GpuProgram p = ir::lower_for_gpu(scheduled, limits);
   std::mt19937_64 rng(seed);
   std::vector<ir::HostTensor> all;
@@ -156,7 +159,7 @@ void expect_kernels_agree(const ir::PrimFunc &f, const ir::PrimFunc &scheduled, 
   for (ir::HostTensor &t : all) args.push_back(&t);
   ir::interpret_gpu(p, args);
   for (size_t o = 0; o < want.size(); ++o)
-    EXPECT_EQ(ir::relative_l2_error(all[n_inputs + o], want[o]), 0.0) << ir::to_string(p);
+    EXPECT_LE(ir::relative_l2_error(all[n_inputs + o], want[o]), tolerance) << ir::to_string(p);
 }
 
 // For a GPU, every example workload's untuned program (spatial loops over blocks of
@@ -197,12 +200,24 @@ TEST(GpuSpace, SampledProgramsRunAsKernelsAndMutationsChangeTheirThreads) {
     ir::PrimFunc f = te::lower(w.workload.build_dag(), w.name);
     std::vector<ir::Trace> sketches = generate_sketches(f, space.rules, 1);
     ASSERT_FALSE(sketches.empty());
-    std::optional<Candidate> c = realize(f, sketches[0], space.postprocessors, 7);
+    // A tiled sketch's sample may be refused (too many threads, too much shared
+    // memory); the floor (the last sketch, auto_bind alone) never is.
+    for (const ir::Trace &sketch : sketches) {
+      for (uint64_t seed = 7; seed < 10; ++seed) {
+        if (std::optional<Candidate> c = realize(f, sketch, space.postprocessors, seed)) {
+          expect_kernels_agree(f, c->func, w.workload.inputs.size(), 9, ir::GpuLimits::of(1024, 49152, 255), 1e-5);
+          break;
+        }
+      }
+    }
+    std::optional<Candidate> c = realize(f, sketches.back(), space.postprocessors, 7);
     ASSERT_TRUE(c.has_value());
-    expect_kernels_agree(f, c->func, w.workload.inputs.size(), 9, ir::GpuLimits::of(1024, 49152, 255));
     ++realized;
     Rng mutation_rng(3);
-    if (std::optional<ir::Trace> m = space.mutators[0].mutator->apply(c->sketch, mutation_rng)) {
+    auto thread_extent = std::find_if(space.mutators.begin(), space.mutators.end(),
+                                      [](const auto &m) { return m.mutator->name() == "mutate_thread_extent"; });
+    ASSERT_NE(thread_extent, space.mutators.end());
+    if (std::optional<ir::Trace> m = thread_extent->mutator->apply(c->sketch, mutation_rng)) {
       EXPECT_NE(m->to_json().dump(), c->sketch.to_json().dump());
       EXPECT_TRUE(realize(f, *m, space.postprocessors, 7).has_value());
       ++mutated;

@@ -1,0 +1,194 @@
+// The GPU search space on the programs #47 names (a GEMM, a convolution, a dense layer
+// with GELU, a softmax), without a GPU: golden sketches for sm_90 and sm_87, and every
+// sampled candidate either refused by the postprocessors or lowered to kernels that the
+// interpreter, run thread by thread, agrees with the unscheduled program on, and that
+// ptxas assembles.
+//
+// Regenerate the golden only for an intended change of the GPU rules, and say so:
+//   KILN_UPDATE_GOLDEN=1 build/tests/kiln_codegen_tests --gtest_filter='CodegenCudaSearch.Golden*'
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <random>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "codegen/codegen.h"
+#include "codegen/cuda.h"
+#include "codegen/ptxas.h"
+#include "ir/gpu_lower.h"
+#include "ir/interpreter.h"
+#include "ops/workload.h"
+#include "search/space.h"
+#include "te/te.h"
+
+namespace kiln::codegen {
+namespace {
+
+using nlohmann::json;
+
+json f32(std::vector<int64_t> shape) { return json{{"dtype", "float32"}, {"shape", shape}}; }
+
+json single(const std::string &op, std::vector<json> inputs, json attrs = json::object()) {
+  json args = json::array();
+  for (size_t i = 0; i < inputs.size(); ++i) args.push_back("in" + std::to_string(i));
+  return {{"kiln_workload", 1},
+          {"inputs", inputs},
+          {"ops", {{{"op", op}, {"args", args}, {"attrs", attrs}}}},
+          {"outputs", {"op0"}}};
+}
+
+struct Program {
+  std::string name;
+  ops::Workload workload;
+};
+
+// Small enough for the interpreter to run every thread of every candidate.
+std::vector<Program> programs() {
+  json dense_gelu = {{"kiln_workload", 1},
+                     {"inputs", {f32({32, 64}), f32({48, 64}), f32({48})}},
+                     {"ops",
+                      {{{"op", "dense"}, {"args", {"in0", "in1", "in2"}}, {"attrs", json::object()}},
+                       {{"op", "gelu"}, {"args", {"op0"}}, {"attrs", json::object()}}}},
+                     {"outputs", {"op1"}}};
+  return {
+      {"gemm", ops::Workload::from_json(single("matmul", {f32({64, 32}), f32({32, 64})}))},
+      {"conv2d", ops::Workload::from_json(single("conv2d", {f32({1, 8, 10, 10}), f32({16, 8, 3, 3})},
+                                                 {{"strides", {1, 1}}, {"pads", {1, 1, 1, 1}}, {"groups", 1}}))},
+      {"dense_gelu", ops::Workload::from_json(dense_gelu)},
+      {"softmax", ops::Workload::from_json(single("softmax", {f32({8, 100})}, {{"axis", -1}}))},
+  };
+}
+
+const char *const kArchs[] = {"sm_90", "sm_87"};
+
+bool updating() {
+  const char *v = std::getenv("KILN_UPDATE_GOLDEN");
+  return v && std::string(v) == "1";
+}
+
+// The sketches' instructions (what the rules decided, not the samples).
+json sketch_summary(const std::vector<ir::Trace> &sketches) {
+  json out = json::array();
+  for (const ir::Trace &t : sketches) {
+    json kinds = json::array();
+    for (const ir::Instruction &inst : t.instructions) {
+      std::string line(inst.kind->name);
+      if (inst.attrs.contains("thread")) line += " " + inst.attrs["thread"].get<std::string>();
+      if (inst.attrs.contains("scope")) line += " " + inst.attrs["scope"].get<std::string>();
+      if (inst.attrs.contains("key")) line += " " + inst.attrs["key"].get<std::string>();
+      kinds.push_back(line);
+    }
+    out.push_back(kinds);
+  }
+  return out;
+}
+
+TEST(CodegenCudaSearch, GoldenSketches) {
+  const std::string path = std::string(KILN_SOURCE_DIR) + "/tests/search/golden/gpu_sketches.json";
+  json actual = json::object();
+  for (const char *arch : kArchs) {
+    Target target = Target::parse(std::string("cuda -arch=") + arch);
+    search::SearchSpace space = search::default_search_space(target);
+    for (const Program &p : programs()) {
+      ir::PrimFunc f = te::lower(p.workload.build_dag(), p.name);
+      actual[arch][p.name] = sketch_summary(search::generate_sketches(f, space.rules, 0));
+    }
+  }
+  if (updating()) {
+    std::ofstream(path) << actual.dump(1) << "\n";
+    GTEST_SKIP() << "golden written: " << path;
+  }
+  std::ifstream in(path);
+  ASSERT_TRUE(in) << "missing " << path << "; write it with KILN_UPDATE_GOLDEN=1";
+  json expected = json::parse(in);
+  for (const char *arch : kArchs) {
+    for (const Program &p : programs()) {
+      EXPECT_EQ(actual[arch][p.name], expected[arch][p.name]) << arch << " " << p.name;
+    }
+  }
+  // What the golden holds, said in words: the reductions' first sketch is tiled for
+  // thread blocks with shared-memory inputs, GELU joins the dense layer's write-back.
+  auto has = [&](const std::string &program, const std::string &line) {
+    std::string text = actual["sm_90"][program][0].dump();
+    return text.find(line) != std::string::npos;
+  };
+  for (const char *program : {"gemm", "conv2d", "dense_gelu"}) {
+    SCOPED_TRACE(program);
+    EXPECT_TRUE(has(program, "cache_read shared"));
+    EXPECT_TRUE(has(program, "cache_write local"));
+    EXPECT_TRUE(has(program, "bind blockIdx.x"));
+    EXPECT_TRUE(has(program, "kiln.cooperative_fetch"));
+  }
+  EXPECT_TRUE(has("dense_gelu", "reverse_compute_inline"));
+  EXPECT_FALSE(has("softmax", "cache_read shared")) << "softmax has no tiled sketch (no cross-thread reduction yet)";
+}
+
+// Runs the candidate's kernels thread by thread and compares with the program itself.
+void expect_kernels_agree(const ir::PrimFunc &f, const ir::PrimFunc &scheduled, size_t n_inputs, uint64_t seed,
+                          const ir::GpuLimits &limits) {
+  ir::GpuProgram p = ir::lower_for_gpu(scheduled, limits);
+  std::mt19937_64 rng(seed);
+  std::vector<ir::HostTensor> all;
+  for (size_t i = 0; i < f.params.size(); ++i) {
+    all.push_back(ir::HostTensor::like(f.params[i]));
+    if (i < n_inputs) all.back().fill_random(rng, 0.1, 2.0);
+  }
+  std::vector<ir::HostTensor> want =
+      ir::interpret(f, std::vector<ir::HostTensor>(all.begin(), all.begin() + static_cast<long>(n_inputs)));
+  std::vector<ir::HostTensor *> args;
+  for (ir::HostTensor &t : all) args.push_back(&t);
+  ir::interpret_gpu(p, args);
+  for (size_t o = 0; o < want.size(); ++o) EXPECT_LT(ir::relative_l2_error(all[n_inputs + o], want[o]), 1e-5);
+}
+
+TEST(CodegenCudaSearch, SampledCandidatesAreRefusedOrRunAndAssemble) {
+  std::string ptxas = find_ptxas();
+  Compiler compiler;
+  for (const char *arch : kArchs) {
+    Target target = Target::parse(std::string("cuda -arch=") + arch);
+    search::SearchSpace space = search::default_search_space(target);
+    ir::GpuLimits limits = ir::GpuLimits::of(target.max_threads_per_block, target.max_shared_memory_bytes,
+                                             target.max_registers_per_thread);
+    for (const Program &p : programs()) {
+      SCOPED_TRACE(std::string(arch) + " " + p.name);
+      ir::PrimFunc f = te::lower(p.workload.build_dag(), p.name);
+      std::vector<ir::Trace> sketches = search::generate_sketches(f, space.rules, 0);
+      ASSERT_FALSE(sketches.empty());
+      int realized = 0, refused = 0, tiled = 0, assembled = 0;
+      for (size_t s = 0; s < sketches.size(); ++s) {
+        for (uint64_t seed = 0; seed < 6; ++seed) {
+          std::optional<search::Candidate> c = search::realize(f, sketches[s], space.postprocessors, seed);
+          if (!c) {
+            ++refused;  // a tiling over the thread or shared-memory limits: verify_gpu said no
+            continue;
+          }
+          ++realized;
+          if (c->trace.to_json().dump().find("\"shared\"") != std::string::npos) ++tiled;
+          expect_kernels_agree(f, c->func, p.workload.inputs.size(), seed, limits);
+          if (ptxas.empty() || seed % 3 != 0) continue;
+          CudaModule m = compiler.build_cuda(c->func, target);
+          PtxasResult r = run_ptxas(m.ptx, arch, ptxas);
+          EXPECT_FALSE(r.kernels.empty()) << r.log;
+          for (const auto &kernel : r.kernels) EXPECT_EQ(kernel.arch, arch);
+          ++assembled;
+        }
+      }
+      std::printf("%s %s: %d sketches, %d candidates realized (%d tiled), %d refused, %d assembled\n", arch,
+                  p.name.c_str(), static_cast<int>(sketches.size()), realized, tiled, refused, assembled);
+      EXPECT_GT(realized, 0) << refused << " refused";
+      if (p.name != "softmax") {
+        EXPECT_GT(tiled, 0) << "no tiled candidate realized (" << refused << " refused)";
+      }
+      if (!ptxas.empty()) {
+        EXPECT_GT(assembled, 0);
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace kiln::codegen
