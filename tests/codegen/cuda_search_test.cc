@@ -125,6 +125,14 @@ TEST(CodegenCudaSearch, GoldenSketches) {
   }
   EXPECT_TRUE(has("dense_gelu", "reverse_compute_inline"));
   EXPECT_FALSE(has("softmax", "cache_read shared")) << "softmax has no tiled sketch (no cross-thread reduction yet)";
+  // Rows reduced to one value each read every element once: with many rows still no
+  // tiling (nothing to share), while a product as small as the example is tiled.
+  Target target = Target::parse("cuda -arch=sm_90");
+  search::SearchSpace space = search::default_search_space(target);
+  ir::PrimFunc rows =
+      te::lower(ops::Workload::from_json(single("softmax", {f32({256, 512})}, {{"axis", -1}})).build_dag(), "softmax");
+  EXPECT_EQ(sketch_summary(search::generate_sketches(rows, space.rules, 0)).dump().find("cache_read shared"),
+            std::string::npos);
 }
 
 // Runs the candidate's kernels thread by thread and compares with the program itself.
