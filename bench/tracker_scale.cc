@@ -34,6 +34,7 @@
 #include <thread>
 #include <vector>
 
+#include "rpc/blob_transfer.h"
 #include "rpc/connection.h"
 #include "rpc/digest.h"
 #include "rpc/proto/kiln_tracker.grpc.pb.h"
@@ -341,21 +342,8 @@ std::shared_ptr<grpc::Channel> channel_to(const std::string &address, int index)
 }
 
 void upload(v1::Tracker::Stub &stub, const std::string &bytes) {
-  grpc::ClientContext context;
-  v1::UploadBlobResponse response;
-  auto writer = stub.UploadBlob(&context, &response);
-  v1::BlobChunk chunk;
-  *chunk.mutable_digest() = kiln::rpc::digest_of(bytes);
-  size_t offset = 0;
-  do {
-    size_t n = std::min(kiln::rpc::kBlobChunkBytes, bytes.size() - offset);
-    chunk.set_data(bytes.substr(offset, n));
-    writer->Write(chunk);
-    chunk.clear_digest();
-    offset += n;
-  } while (offset < bytes.size());
-  writer->WritesDone();
-  grpc::Status status = writer->Finish();
+  kiln::rpc::ClientOptions options;
+  grpc::Status status = kiln::rpc::upload_blob(stub, options, kiln::rpc::digest_of(bytes), bytes, 300);
   if (!status.ok()) throw std::runtime_error("upload: " + status.error_message());
 }
 

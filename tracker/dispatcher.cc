@@ -326,13 +326,8 @@ void Dispatcher::finish_runner_wait(WaitId id, double now) {
   auto runner = runners_.find(wait->second.runner_id);
   if (runner != runners_.end()) {
     // A waiting poll is a sign of life until it ends.
-    if (--runner->second.polling == 0) runner_expiry_.erase({runner->second.last_seen, runner->first});
-    runner->second.last_seen = std::max(runner->second.last_seen, now);
-    if (runner->second.polling == 0) runner_expiry_.emplace(runner->second.last_seen, runner->first);
-    if (!runner->second.key.empty()) {
-      Key &key = keys_[runner->second.key];
-      key.last_alive = std::max(key.last_alive, now);
-    }
+    --runner->second.polling;
+    touch_runner(runner->first, runner->second, std::max(runner->second.last_seen, now));
   }
   completions_.push_back([done = std::move(wait->second.done), response = std::move(wait->second.response)]() mutable {
     done(std::move(response), "");
