@@ -612,7 +612,8 @@ TEST(CodegenX86Targets, HostCodeIsScheduledForANamedCpu) {
 // float32 exp, tanh, sigmoid and GELU's erf are polynomials in the vector registers
 // (codegen/vector_math.h), scalar and vectorized alike. Checked element by element
 // against double-precision libm over their whole useful range, the tiny values, the
-// saturated tails, infinities and NaN.
+// saturated tails, infinities and NaN; exp gives exactly 0 where the true value is a
+// denormal.
 TEST(CodegenX86Math, TranscendentalsMatchLibmElementwise) {
   struct Case {
     const char *op;
@@ -650,6 +651,9 @@ TEST(CodegenX86Math, TranscendentalsMatchLibmElementwise) {
         std::string where = std::string(c.op) + (vectorized ? " (vectorized)" : "") + " at x = " + std::to_string(in);
         if (std::isnan(want)) {
           EXPECT_TRUE(std::isnan(out)) << where << ": " << out;
+        } else if (c.op == std::string("exp") && in < -87.34) {
+          // No denormal results: each costs a microcode assist when produced or read.
+          EXPECT_EQ(out, 0.0) << where;
         } else if (std::isinf(static_cast<float>(want))) {  // past the float range
           EXPECT_EQ(out, static_cast<float>(want)) << where;
         } else {
