@@ -6,14 +6,17 @@ untuned defaults), then ROUNDS alternating blocks at each thread count: `kiln be
 (REPEAT timed runs, median) and ONNX Runtime on the same input (same thread count,
 REPEAT runs, median). Prints per model and thread count the median of the blocks'
 medians and the ratio ONNX Runtime time / Kiln time (above 1: Kiln is faster).
-With --against-db (and --against-layout, --against-no-winograd), a second compiled model
-of the same ONNX file runs in every block too, so two databases or layouts compare in
-one time window (columns "other ms" and "ort/other"). --no-winograd compiles with kiln's
+With --against-db (and --against-layout, --against-no-winograd, --against-kiln), a second
+compiled model of the same ONNX file runs in every block too, so two databases, layouts
+or builds of kiln compare in one time window (columns "other ms" and "ort/other");
+--against-kiln compiles and times the second model with another kiln program (a build
+of another commit, with its own database). --no-winograd compiles with kiln's
 --no-winograd (tune and compile with the same choice).
 
 Needs ONNX Runtime from PyPI: pip install onnxruntime numpy
 Usage: bench/models_vs_ort.py [--kiln build/cli/kiln] [--models DIR] [--db FILE] [--layout L] [--no-winograd]
-                              [--against-db FILE [--against-layout L] [--against-no-winograd]]
+                              [--against-db FILE [--against-layout L] [--against-no-winograd]
+                               [--against-kiln PROGRAM]]
                               [--threads 1,2] [--rounds 3] [--repeat 20] NAME...
 """
 import argparse
@@ -84,6 +87,7 @@ def main():
     p.add_argument("--against-db", default="", help="a second database, timed in the same blocks")
     p.add_argument("--against-layout", default="", help="kiln compile's --layout for --against-db")
     p.add_argument("--against-no-winograd", action="store_true", help="kiln compile's --no-winograd for --against-db")
+    p.add_argument("--against-kiln", default="", help="the kiln program for --against-db (default: --kiln)")
     p.add_argument("--threads", default="1,2")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--repeat", type=int, default=20)
@@ -91,6 +95,7 @@ def main():
     a = p.parse_args()
     threads = [int(t) for t in a.threads.split(",")]
     other = bool(a.against_db)
+    other_kiln = a.against_kiln or a.kiln
     print(f"{'model':<12} {'threads':>7} {'kiln ms':>9} {'ort ms':>9} {'ort/kiln':>9}" +
           (f" {'other ms':>9} {'ort/other':>9}" if other else ""))
     with tempfile.TemporaryDirectory() as tmp:
@@ -100,7 +105,8 @@ def main():
             kiln_compile(a.kiln, onnx_path, compiled, a.db, a.layout, a.no_winograd)
             compiled_other = os.path.join(tmp, name + ".other.kiln")
             if other:
-                kiln_compile(a.kiln, onnx_path, compiled_other, a.against_db, a.against_layout, a.against_no_winograd)
+                kiln_compile(other_kiln, onnx_path, compiled_other, a.against_db, a.against_layout,
+                             a.against_no_winograd)
             feed = model_feed(a.models, name, onnx_path)
             for t in threads:
                 options = ort.SessionOptions()
@@ -111,7 +117,7 @@ def main():
                 for _ in range(a.rounds):
                     kiln_ms.append(kiln_bench(a.kiln, compiled, t, a.repeat))
                     if other:
-                        other_ms.append(kiln_bench(a.kiln, compiled_other, t, a.repeat))
+                        other_ms.append(kiln_bench(other_kiln, compiled_other, t, a.repeat))
                     ort_ms.append(ort_bench(session, feed, a.repeat))
                 k, o = statistics.median(kiln_ms), statistics.median(ort_ms)
                 line = f"{name:<12} {t:>7} {k:>9.3f} {o:>9.3f} {o / k:>9.3f}"

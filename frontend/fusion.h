@@ -3,8 +3,10 @@
 // (ops::OpDef::pattern): an operator with data reuse (convolution, matrix products,
 // pooling, reductions, softmax, layer norm) or an element-wise operator starts a
 // group; element-wise and broadcast consumers join their producer's group while the
-// producer has no other reader; layout operators (reshape, transpose, flatten,
-// concat) and opaque ones are groups of their own.
+// producer has no other reader; a transpose that keeps the innermost axis joins the
+// group that computes its input (stored transposed) or, failing that, the matrix
+// product that alone reads it (loaded through the permutation); other layout operators (reshape, flatten, concat) and
+// opaque ones are groups of their own.
 #pragma once
 
 #include <string>

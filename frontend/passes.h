@@ -28,10 +28,20 @@ int rewrite_gelu(Graph &graph);
 int rewrite_layer_norm(Graph &graph);
 
 /// Moves a reshape below a unary element-wise operation, and below a binary one whose
-/// other operand is a constant varying along the last axis alone (kept by the
-/// reshape): add(reshape(y), bias) becomes reshape(add(y, bias)), so a bias and an
-/// activation join their matrix product's subgraph. Returns how many.
+/// other operand is a single value (a scale), a tensor varying along the last axis
+/// alone (kept by the reshape: a bias, an attention mask), or a computed tensor of the
+/// reshaped shape (a residual); a computed operand is then read through a reshape of
+/// its own, a view. add(reshape(y), bias) becomes
+/// reshape(add(y, bias)), so a scale, a mask, a bias, a residual and an activation join their
+/// matrix product's subgraph. Returns how many.
 int sink_reshapes_below_bias(Graph &graph);
+
+/// Swaps a transpose with a reshape beside it that only adds or drops axes of extent 1
+/// (the exporters' 4-d attention tensors viewed as 3-d batches), so the transpose sits
+/// next to what fusion folds it into: reshape(transpose(x)) read by a matrix product
+/// becomes transpose(reshape(x)), and transpose(reshape(x)) of a computed x becomes
+/// reshape(transpose(x)). Returns how many were moved.
+int move_transposes_past_unit_reshapes(Graph &graph);
 
 /// A reshape (or flatten) of a reshape reads the inner one's input; a reshape to its
 /// input's own shape disappears. Returns how many were merged or removed.
@@ -70,7 +80,8 @@ struct GraphPass {
   int (*run)(Graph &graph);
 };
 
-/// CSE, batch-norm folding, the pattern rewrites, reshape sinking and merging, then
+/// CSE, batch-norm folding, the pattern rewrites, reshape sinking, transposes moved past
+/// unit reshapes, reshape merging, then
 /// dead-node elimination: what every imported model gets, in this order.
 const std::vector<GraphPass> &default_passes();
 

@@ -11,6 +11,7 @@ const std::vector<GraphPass> &default_passes() {
       {"rewrite_layer_norm", rewrite_layer_norm},
       {"rewrite_gelu", rewrite_gelu},
       {"sink_reshapes_below_bias", sink_reshapes_below_bias},
+      {"move_transposes_past_unit_reshapes", move_transposes_past_unit_reshapes},
       {"merge_reshapes", merge_reshapes},
       {"eliminate_dead_nodes", eliminate_dead_nodes},
   };

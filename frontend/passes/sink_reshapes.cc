@@ -31,16 +31,32 @@ int sink_reshapes_below_bias(Graph &graph) {
       const std::vector<int64_t> &from = graph.values[static_cast<size_t>(source)].type.shape;
       const std::vector<int64_t> &to = graph.values[static_cast<size_t>(reshaped)].type.shape;
       const std::vector<int64_t> &out = graph.values[static_cast<size_t>(op.output)].type.shape;
-      // The constant varies along the last axis only, the reshape keeps that axis, and
-      // the operation's result has the reshaped shape (the constant does not grow it).
-      // A unary operation commutes with any reshape.
+      // A unary operation commutes with any reshape, and so does a binary one whose
+      // other operand is a single value (a scale), a constant varying along the last
+      // axis only that the reshape keeps (a bias), or a tensor of the reshaped shape (a
+      // residual: it is read through a reshape to y's shape, a view). The operation's
+      // result must have the reshaped shape (the operand does not grow it).
+      // (A computed mask varying along the last axis is read through a view too, of
+      // rank 1 where its own rank would grow y's.)
+      std::optional<ValueId> operand_view_of;
+      std::vector<int64_t> view_shape;
       if (!unary) {
-        const Value &c = graph.values[static_cast<size_t>(op.inputs[static_cast<size_t>(1 - side)])];
-        bool last_axis_only =
-            c.is_constant() && !c.type.shape.empty() && !from.empty() && !to.empty() && from.back() == to.back() &&
-            out == to && c.type.shape.size() <= from.size() &&
-            std::all_of(c.type.shape.begin(), c.type.shape.end() - 1, [](int64_t d) { return d == 1; });
-        if (!last_axis_only) continue;
+        ValueId other = op.inputs[static_cast<size_t>(1 - side)];
+        const Value &c = graph.values[static_cast<size_t>(other)];
+        auto ones = [](auto begin, auto end) { return std::all_of(begin, end, [](int64_t d) { return d == 1; }); };
+        bool scalar = c.type.shape.size() <= from.size() && ones(c.type.shape.begin(), c.type.shape.end());
+        bool last_axis_only = !c.type.shape.empty() && !from.empty() && !to.empty() && from.back() == to.back() &&
+                              (c.type.shape.size() <= from.size() || !c.is_constant()) &&
+                              ones(c.type.shape.begin(), c.type.shape.end() - 1);
+        bool same_shape = !c.is_constant() && c.type.shape == to && other != reshaped;
+        if (out != to || !(scalar || last_axis_only || same_shape)) continue;
+        if (same_shape && !scalar) {
+          operand_view_of = other;
+          view_shape = from;
+        } else if (!scalar && c.type.shape.size() > from.size()) {
+          operand_view_of = other;
+          view_shape = {c.type.shape.back()};
+        }
       }
       // op(reshape(y), c) -> reshape(op(y, c)): the operation takes y's shape and the
       // reshape moves to its result.
@@ -49,6 +65,17 @@ int sink_reshapes_below_bias(Graph &graph) {
       narrow.type.shape = from;
       narrow.name += "_unreshaped";
       ValueId inner = graph.add_value(std::move(narrow));
+      if (operand_view_of) {
+        // The residual, reshaped to y's shape right before the operation reads it.
+        Value view = graph.values[static_cast<size_t>(*operand_view_of)];
+        view.type.shape = view_shape;
+        view.name += "_reshaped";
+        ValueId viewed = graph.add_value(std::move(view));
+        graph.nodes.insert(graph.nodes.begin() + static_cast<long>(i),
+                           Node{"reshape", {{"shape", view_shape}}, {*operand_view_of}, viewed, graph.nodes[i].source});
+        ++i;
+        graph.nodes[i].inputs[static_cast<size_t>(1 - side)] = viewed;
+      }
       Node &reshape = graph.nodes[*r];
       Node &binary = graph.nodes[i];
       binary.inputs[static_cast<size_t>(side)] = source;

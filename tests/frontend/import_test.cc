@@ -6,6 +6,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include <onnx/onnx_pb.h>
@@ -91,6 +92,21 @@ TEST(FixtureGraphs, PassesAndFusionShapeTheTasks) {
   EXPECT_EQ(bert13.nodes.size(), bert17.nodes.size()) << bert13.to_string() << "\n" << bert17.to_string();
   std::vector<Task> bert_tasks = extract_tasks(fuse(bert13));
   EXPECT_EQ(bert_tasks.size(), extract_tasks(fuse(bert17)).size());
+  // Q's transpose is read through its permutation by the scores' product (which takes
+  // the scale too), V's by the context's product, which stores the context transposed;
+  // Kᵀ, which moves the innermost axis, stays a copy of its own; the residual adds join
+  // the output projections.
+  std::map<std::string, int> groups;
+  for (const Subgraph &s : fuse(bert13)) {
+    std::string ops;
+    for (size_t k : s.nodes) ops += (ops.empty() ? "" : "+") + bert13.nodes[k].op;
+    ++groups[ops];
+  }
+  EXPECT_EQ(groups["transpose"], 2);
+  EXPECT_EQ(groups["transpose+batch_matmul+mul"], 2);
+  EXPECT_EQ(groups["transpose+batch_matmul+transpose"], 2);
+  EXPECT_EQ(groups["matmul+add+add"], 4);
+  EXPECT_EQ(groups["add"], 0);
 
   Graph cnn = import_onnx_file(models_dir() + "/tiny_cnn.onnx");
   run_default_passes(cnn);
@@ -101,7 +117,8 @@ TEST(FixtureGraphs, PassesAndFusionShapeTheTasks) {
   EXPECT_EQ(summaries, (std::vector<std::string>{"conv2d+relu", "conv2d+relu", "avg_pool2d", "flatten", "dense"}));
 
   // In NHWC: one transpose in, the convolutions and the pool channels-last with their
-  // activations fused as before, one transpose out before the flatten.
+  // activations fused as before, one transpose out before the flatten (it moves the
+  // channels, the innermost axis, so it is not folded into the pool's stores).
   EXPECT_EQ(convert_images_to_nhwc(cnn), 3);
   summaries.clear();
   for (const Subgraph &s : fuse(cnn))
