@@ -65,8 +65,16 @@ std::pair<llvm::Value *, llvm::Value *> exp2_integral(llvm::IRBuilder<> &b, llvm
 llvm::Value *emit_exp_f32(llvm::IRBuilder<> &b, llvm::Value *x) {
   // exp(x) = 2^k e^r with k = round(x / ln 2), r = x - k ln 2 in [-ln2/2, ln2/2]; ln 2
   // in two parts (the first exact in 9 bits) so that k ln 2 is subtracted exactly.
+  // Below ln(FLT_MIN) the true value is a denormal; the result is 0 instead, and the
+  // argument is clamped to just above that bound so that no step computes a denormal
+  // either. Producing or reading one takes a microcode assist of ~100 cycles on x86
+  // (unless the caller flushes them), and a masked softmax exponentiates a whole row of
+  // hugely negative scores: BERT's softmax ran 7-9x slower inside the model than tuned
+  // on unmasked inputs.
+  const double smallest_normal_argument = -87.3365;  // ln(FLT_MIN) = -87.33654475...
   llvm::Value *xc =
-      call(b, llvm::Intrinsic::minnum, {call(b, llvm::Intrinsic::maxnum, {x, constant(x, -104.0)}), constant(x, 89.0)});
+      call(b, llvm::Intrinsic::minnum,
+           {call(b, llvm::Intrinsic::maxnum, {x, constant(x, smallest_normal_argument)}), constant(x, 89.0)});
   llvm::Value *k = call(b, llvm::Intrinsic::floor, {mul_add(b, xc, constant(x, 1.4426950408889634), constant(x, 0.5))});
   llvm::Value *r = mul_add(b, k, constant(x, -0.693359375), xc);
   r = mul_add(b, k, constant(x, 2.12194440e-4), r);
@@ -75,11 +83,7 @@ llvm::Value *emit_exp_f32(llvm::IRBuilder<> &b, llvm::Value *x) {
   llvm::Value *er = mul_add(b, b.CreateFMul(r, r), p, b.CreateFAdd(r, constant(x, 1.0)));
   auto [scale_a, scale_b] = exp2_integral(b, k);
   llvm::Value *result = b.CreateFMul(b.CreateFMul(er, scale_a), scale_b);
-  // Below ln(FLT_MIN) the true value is a denormal: 0 instead. Producing or reading a
-  // denormal takes a microcode assist of ~100 cycles on x86 (unless the caller flushes
-  // them), and a masked softmax exponentiates a whole row of hugely negative scores:
-  // BERT's softmax ran 7-9x slower inside the model than tuned on unmasked inputs.
-  result = b.CreateSelect(b.CreateFCmpOLT(x, constant(x, -87.33654)), constant(x, 0.0), result);
+  result = b.CreateSelect(b.CreateFCmpOLT(x, constant(x, smallest_normal_argument)), constant(x, 0.0), result);
   return propagate_nan(b, x, result);
 }
 
