@@ -8,15 +8,18 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <thread>
 
 #include "cli/workload_args.h"
 #include "costmodel/cost_model.h"
 #include "costmodel/evaluation.h"
+#include "costmodel/features.h"
 #include "database/database.h"
 #include "ops/workload.h"
 #include "scheduler/measured_programs.h"
+#include "scheduler/task_tuner.h"
 #include "target/target.h"
 
 namespace kiln::cli {
@@ -61,8 +64,11 @@ void print_per_task(const costmodel::RankingReport &r, const std::map<std::strin
 
 void run_eval(const EvalArgs &args) {
   std::string target;
+  std::optional<costmodel::GpuLimits> gpu;
   try {
-    target = Target::parse(args.target).str();
+    Target parsed = Target::parse(args.target);
+    target = parsed.str();
+    if (parsed.is_cuda()) gpu = scheduler::gpu_limits_of(parsed);
   } catch (const std::exception &e) {
     fail(std::string("bad --target: ") + e.what());
   }
@@ -74,6 +80,7 @@ void run_eval(const EvalArgs &args) {
   options.split = args.split == "task" ? costmodel::SplitBy::kTask : costmodel::SplitBy::kRecord;
   options.model = args.model;
   options.model.loss = args.loss == "squared" ? costmodel::Loss::kSquaredError : costmodel::Loss::kPairwiseRank;
+  options.model.num_features = costmodel::feature_names(gpu.has_value()).size();
 
   scheduler::MeasuredPrograms loaded;
   try {
@@ -97,7 +104,7 @@ void run_eval(const EvalArgs &args) {
   }
 
   costmodel::Measurements data;
-  data.programs = costmodel::extract_features_batch(loaded.programs, 0);
+  data.programs = costmodel::extract_features_batch(loaded.programs, 0, gpu ? &*gpu : nullptr);
   data.throughputs = costmodel::throughputs_of(loaded.latencies);
   data.tasks = loaded.tasks;
   size_t failed = 0;

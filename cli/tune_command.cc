@@ -13,6 +13,7 @@
 #include "cli/common_flags.h"
 #include "cli/workload_args.h"
 #include "codegen/runtime/abi.h"
+#include "costmodel/features.h"
 #include "costmodel/xgb_model.h"
 #include "measure/cuda_runner.h"
 #include "measure/local_builder_pool.h"
@@ -195,9 +196,11 @@ std::unique_ptr<measure::Runner> make_runner(TuningArgs &a) {
   }
 }
 
-std::unique_ptr<costmodel::CostModel> make_cost_model(const TuningArgs &a) {
+std::unique_ptr<costmodel::CostModel> make_cost_model(const TuningArgs &a, const Target &target) {
   if (a.cost_model == "random") return std::make_unique<costmodel::RandomCostModel>(a.options.seed);
   costmodel::XGBoostOptions options;
+  // GPU programs' rows carry the GPU columns: a model of their own.
+  options.num_features = costmodel::feature_names(target.is_cuda()).size();
   options.loss = a.cost_model_loss == "rank" ? costmodel::Loss::kPairwiseRank : costmodel::Loss::kSquaredError;
   return std::make_unique<costmodel::XGBoostCostModel>(options);
 }
@@ -235,7 +238,7 @@ void add_tune_command(CLI::App &app) {
     // without leaving the folder; a SIGKILL's is removed by the next run's pool.
     measure::remove_on_interrupt(work);
     measure::LocalBuilderPool pool(a->builders, work, 60.0);
-    std::unique_ptr<costmodel::CostModel> model = make_cost_model(*a);
+    std::unique_ptr<costmodel::CostModel> model = make_cost_model(*a, target);
     const scheduler::TuneOptions &opts = a->options;
     std::cerr << "tuning " << w.summary() << " on " << target.str() << " (key " << w.key_hash().substr(0, 16)
               << ", database " << a->db << ")\n";

@@ -45,7 +45,7 @@ struct TuningArgs {
   scheduler::TuneOptions options;
 };
 void add_tuning_flags(CLI::App *cmd, TuningArgs &args);
-std::unique_ptr<costmodel::CostModel> make_cost_model(const TuningArgs &args);
+std::unique_ptr<costmodel::CostModel> make_cost_model(const TuningArgs &args, const Target &target);
 /// The runner --runner names, and the target when --target was not given (asking the
 /// tracker for a remote key's). Call it first: a local runner forks its server, which
 /// must happen before the process starts threads. Exits with a message on bad flags.

@@ -137,7 +137,7 @@ void add_tune_model_command(CLI::App &app) {
     options.task.pipeline = prepared.options.to_json();
     std::filesystem::path work = std::filesystem::temp_directory_path() / ("kiln_tune_" + std::to_string(getpid()));
     measure::LocalBuilderPool pool(a->builders, work, 60.0);
-    std::unique_ptr<costmodel::CostModel> model = make_cost_model(*a);
+    std::unique_ptr<costmodel::CostModel> model = make_cost_model(*a, target);
     std::signal(SIGINT, on_interrupt);
     std::signal(SIGTERM, on_interrupt);
     std::cerr << "tuning " << tasks.size() << " tasks of " << a->model.model << " on " << target.str() << " (database "

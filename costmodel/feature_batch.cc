@@ -3,9 +3,10 @@
 
 namespace kiln::costmodel {
 
-std::vector<ProgramFeatures> extract_features_batch(const std::vector<ir::PrimFunc> &programs, int threads) {
+std::vector<ProgramFeatures> extract_features_batch(const std::vector<ir::PrimFunc> &programs, int threads,
+                                                    const GpuLimits *gpu) {
   std::vector<ProgramFeatures> results(programs.size());
-  ir::parallel_for(programs.size(), threads, [&](size_t i) { results[i] = extract_features(programs[i]); });
+  ir::parallel_for(programs.size(), threads, [&](size_t i) { results[i] = extract_features(programs[i], gpu); });
   return results;
 }
 

@@ -30,6 +30,13 @@ inline constexpr size_t kOuterBegin = kAllocBegin + kNumAlloc;
 inline constexpr size_t kCurveBegin = kOuterBegin + kNumOuter;
 inline constexpr size_t kNumFeatures = kCurveBegin + kCurvePoints;
 
+/// GPU programs only (feature rows for cuda targets): the launch, occupancy and memory
+/// traffic of the program, the same in each of its rows, after the CPU columns. The CPU
+/// layout, and the models trained on it, stay as they are.
+inline constexpr size_t kNumGpuProgram = 10;
+inline constexpr size_t kGpuProgramBegin = kNumFeatures;
+inline constexpr size_t kNumGpuFeatures = kNumFeatures + kNumGpuProgram;
+
 /// Positions of an annotated loop (the one-hot "pos" features).
 enum class LoopPosition : size_t {
   kNone,

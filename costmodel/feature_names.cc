@@ -62,15 +62,30 @@ static std::vector<std::string> build_names() {
   return names;
 }
 
-const std::vector<std::string> &feature_names() {
-  static const std::vector<std::string> names = build_names();
-  return names;
+const std::vector<std::string> &feature_names(bool gpu) {
+  static const std::vector<std::string> cpu = build_names();
+  static const std::vector<std::string> with_gpu = [] {
+    static const char *const kGpuProgramNames[layout::kNumGpuProgram] = {"gpu.threads_per_block",
+                                                                         "gpu.blocks",
+                                                                         "gpu.shared_bytes_per_block",
+                                                                         "gpu.local_bytes_per_thread",
+                                                                         "gpu.registers_estimate",
+                                                                         "gpu.occupancy",
+                                                                         "gpu.waves",
+                                                                         "gpu.global_bytes",
+                                                                         "gpu.shared_bytes",
+                                                                         "gpu.local_bytes"};
+    std::vector<std::string> names = build_names();
+    for (const char *n : kGpuProgramNames) names.emplace_back(n);
+    return names;
+  }();
+  return gpu ? with_gpu : cpu;
 }
 
 size_t feature_index(std::string_view name) {
   static const std::unordered_map<std::string, size_t> index = [] {
     std::unordered_map<std::string, size_t> m;
-    const auto &names = feature_names();
+    const auto &names = feature_names(/*gpu=*/true);  // the CPU columns come first
     for (size_t i = 0; i < names.size(); ++i) m.emplace(names[i], i);
     return m;
   }();
@@ -80,7 +95,7 @@ size_t feature_index(std::string_view name) {
 }
 
 std::span<const float> ProgramFeatures::row(size_t i) const {
-  return std::span<const float>(values).subspan(i * layout::kNumFeatures, layout::kNumFeatures);
+  return std::span<const float>(values).subspan(i * num_columns, num_columns);
 }
 
 }  // namespace kiln::costmodel

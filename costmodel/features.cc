@@ -329,7 +329,65 @@ static void write_curve(const StoreSites &s, const StoreSite &site, const std::v
   }
 }
 
-ProgramFeatures extract_features_lowered(const ir::PrimFunc &lowered) {
+/// The program-level GPU columns (costmodel/README.md, "GPU programs"): the launch (per
+/// thread tag, the largest extent among the program's kernels), the on-chip memory its
+/// blocks and threads hold,
+/// the occupancy that leaves, and the bytes every store's accesses move per memory level.
+static void write_gpu_program(const StoreSites &s, const std::vector<std::vector<AccessGeometry>> &geometry,
+                              const GpuLimits &limits, float *out) {
+  // The launch: per thread tag, the largest extent bound to it (a cooperative fetch
+  // binds the block's threads again, inside the loops that bound them first).
+  std::unordered_map<std::string, double> launch;
+  for (const LoopInfo &loop : s.loops)
+    if (loop.kind == ir::ForKind::kThreadBinding)
+      launch[loop.thread_tag] = std::max(launch[loop.thread_tag], static_cast<double>(loop.extent));
+  double threads = 1, blocks = 1;
+  for (const auto &[tag, extent] : launch) {
+    if (tag.rfind("threadIdx", 0) == 0) threads *= extent;
+    if (tag.rfind("blockIdx", 0) == 0) blocks *= extent;
+  }
+  std::unordered_map<const ir::BufferNode *, double> on_chip;  // shared and local buffers: their bytes
+  double moved[3] = {0, 0, 0};                                 // by MemoryScope
+  for (size_t k = 0; k < s.sites.size(); ++k) {
+    const StoreSite &site = s.sites[k];
+    double outer_prod = 1;
+    for (int id : site.loops) outer_prod *= static_cast<double>(s.loops[id].extent);
+    for (const AccessGeometry &g : geometry[k]) {
+      const ir::Buffer &b = g.access->buffer;
+      moved[static_cast<size_t>(b->scope)] +=
+          outer_prod * static_cast<double>(g.elem_bytes) * static_cast<double>(g.forms.size());
+      if (b->scope != ir::MemoryScope::kGlobal)
+        on_chip[b.get()] = static_cast<double>(b->num_elements() * ir::dtype_bytes(b->dtype));
+    }
+  }
+  double shared = 0, local = 0;
+  for (const auto &[buffer, bytes] : on_chip) (buffer->scope == ir::MemoryScope::kShared ? shared : local) += bytes;
+  // Registers: the local buffers (accumulators) in 32-bit words, plus the addresses,
+  // indices and loop counters every kernel keeps (ptxas reports 16-30 for Kiln's
+  // untiled kernels); ptxas itself runs only on the programs that get measured.
+  const double registers = std::min(255.0, 24 + std::ceil(local / 4));
+  const double warp = std::max(1, limits.warp_size);
+  const double warps = std::ceil(threads / warp);
+  double resident = limits.max_blocks_per_sm;
+  resident = std::min(resident, std::floor(limits.max_threads_per_sm / (warps * warp)));
+  if (shared > 0)
+    resident = std::min(resident, std::floor(static_cast<double>(limits.shared_memory_per_sm_bytes) / shared));
+  resident = std::min(resident, std::floor(limits.registers_per_sm / (registers * warps * warp)));
+  resident = std::max(resident, 0.0);
+  const double max_warps = limits.max_threads_per_sm / warp;
+  out[0] = slog(threads);
+  out[1] = slog(blocks);
+  out[2] = slog(shared);
+  out[3] = slog(local);
+  out[4] = slog(registers);
+  out[5] = static_cast<float>(std::min(1.0, resident * warps / max_warps));
+  out[6] = resident > 0 ? static_cast<float>(blocks / (resident * std::max(1, limits.sm_count))) : 0.0f;
+  out[7] = slog(moved[static_cast<size_t>(ir::MemoryScope::kGlobal)]);
+  out[8] = slog(moved[static_cast<size_t>(ir::MemoryScope::kShared)]);
+  out[9] = slog(moved[static_cast<size_t>(ir::MemoryScope::kLocal)]);
+}
+
+ProgramFeatures extract_features_lowered(const ir::PrimFunc &lowered, const GpuLimits *gpu) {
   StoreSites s = collect_store_sites(lowered);
   std::vector<std::vector<AccessGeometry>> geometry(s.sites.size());
   std::vector<LoopTouches> touches(s.loops.size());
@@ -346,10 +404,14 @@ ProgramFeatures extract_features_lowered(const ir::PrimFunc &lowered) {
   }
 
   ProgramFeatures result;
-  result.values.assign(s.sites.size() * layout::kNumFeatures, 0.0f);
+  result.num_columns = gpu ? layout::kNumGpuFeatures : layout::kNumFeatures;
+  result.values.assign(s.sites.size() * result.num_columns, 0.0f);
+  std::vector<float> gpu_program(layout::kNumGpuProgram, 0.0f);
+  if (gpu) write_gpu_program(s, geometry, *gpu, gpu_program.data());
   for (size_t k = 0; k < s.sites.size(); ++k) {
     const StoreSite &site = s.sites[k];
-    float *row = result.values.data() + k * layout::kNumFeatures;
+    float *row = result.values.data() + k * result.num_columns;
+    if (gpu) std::copy(gpu_program.begin(), gpu_program.end(), row + layout::kGpuProgramBegin);
     result.store_names.push_back(site.buffer->name);
     double outer_prod = 1;
     for (int id : site.loops) outer_prod *= static_cast<double>(s.loops[id].extent);
@@ -397,11 +459,12 @@ ProgramFeatures extract_features_lowered(const ir::PrimFunc &lowered) {
   return result;
 }
 
-ProgramFeatures extract_features(const ir::PrimFunc &scheduled) {
+ProgramFeatures extract_features(const ir::PrimFunc &scheduled, const GpuLimits *gpu) {
   try {
-    return extract_features_lowered(ir::lower_for_analysis(scheduled));
+    return extract_features_lowered(ir::lower_for_analysis(scheduled), gpu);
   } catch (const std::exception &e) {
     ProgramFeatures failed;
+    failed.num_columns = gpu ? layout::kNumGpuFeatures : layout::kNumFeatures;
     failed.error = e.what();
     return failed;
   }

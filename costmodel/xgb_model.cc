@@ -23,6 +23,7 @@ namespace {
 
 /// Rows of many programs in one matrix, with the program of every row.
 struct PackedRows {
+  size_t num_columns = 0;
   std::vector<float> values;
   std::vector<size_t> program_of_row;
   size_t num_rows() const { return program_of_row.size(); }
@@ -32,7 +33,7 @@ class DMatrix {
  public:
   explicit DMatrix(const PackedRows &rows) {
     // NaN marks missing values, so that 0 is an ordinary feature value.
-    check(XGDMatrixCreateFromMat(rows.values.data(), rows.num_rows(), feature_names().size(),
+    check(XGDMatrixCreateFromMat(rows.values.data(), rows.num_rows(), rows.num_columns,
                                  std::numeric_limits<float>::quiet_NaN(), &handle_),
           "cannot create a matrix");
   }
@@ -68,7 +69,7 @@ struct XGBoostCostModel::Booster {
     // Rows are summed per program, so each row starts from 0, not from a global mean.
     set("base_score", "0");
     // The raw booster interface learns the column count from nothing else.
-    set("num_feature", std::to_string(feature_names().size()));
+    set("num_feature", std::to_string(o.num_features));
     set("seed", std::to_string(o.seed));
     set("verbosity", "0");
     if (o.threads > 0) set("nthread", std::to_string(o.threads));
@@ -84,10 +85,15 @@ struct XGBoostCostModel::Booster {
   }
 };
 
-static PackedRows pack(const std::vector<ProgramFeatures> &programs) {
+static PackedRows pack(const std::vector<ProgramFeatures> &programs, size_t num_columns) {
   PackedRows rows;
+  rows.num_columns = num_columns;
   for (size_t p = 0; p < programs.size(); ++p) {
     if (!programs[p].ok()) continue;
+    if (programs[p].num_columns != num_columns)
+      throw std::logic_error("a cost model for rows of " + std::to_string(num_columns) +
+                             " features was given rows of " + std::to_string(programs[p].num_columns) +
+                             ": programs of CPU and GPU targets need a cost model each");
     rows.values.insert(rows.values.end(), programs[p].values.begin(), programs[p].values.end());
     rows.program_of_row.insert(rows.program_of_row.end(), programs[p].num_rows(), p);
   }
@@ -95,6 +101,7 @@ static PackedRows pack(const std::vector<ProgramFeatures> &programs) {
 }
 
 XGBoostCostModel::XGBoostCostModel(XGBoostOptions options) : options_(options), rng_(options.seed) {
+  if (options_.num_features == 0) options_.num_features = feature_names().size();
   if (options_.loss == Loss::kPairwiseRank && options_.pairs_per_program == 0)
     throw std::invalid_argument("cost model: the pairwise rank loss needs pairs_per_program >= 1");
 }
@@ -209,7 +216,7 @@ std::vector<OrderedPair> draw_pairs(const std::vector<float> &labels, const std:
 /// hessian q (1 - q) for both. With early stopping, stops after that many rounds
 /// without a lower training loss.
 void XGBoostCostModel::boost(int max_rounds, int early_stopping_rounds) {
-  PackedRows rows = pack(data_.programs);
+  PackedRows rows = pack(data_.programs, options_.num_features);
   DMatrix matrix(rows);
   // Labels against each task's best throughput seen so far.
   std::vector<float> labels = normalized_per_group(data_.throughputs, data_.task_of);
@@ -278,7 +285,7 @@ std::vector<float> XGBoostCostModel::predict(const std::vector<ProgramFeatures> 
     for (size_t p = 0; p < programs.size(); ++p) scores[p] = programs[p].ok() ? uniform(rng_) : kFailed;
     return scores;
   }
-  PackedRows rows = pack(programs);
+  PackedRows rows = pack(programs, options_.num_features);
   if (rows.num_rows() > 0) {
     DMatrix matrix(rows);
     std::vector<float> preds = booster_->predict_rows(matrix, false);
@@ -295,7 +302,7 @@ static constexpr const char *kRoundsAttr = "kiln_rounds";
 
 void XGBoostCostModel::save(const std::filesystem::path &path) const {
   if (booster_ == nullptr) throw std::runtime_error("cannot save a cost model that has not been trained");
-  check(XGBoosterSetAttr(booster_->handle, kFeatureCountAttr, std::to_string(feature_names().size()).c_str()),
+  check(XGBoosterSetAttr(booster_->handle, kFeatureCountAttr, std::to_string(options_.num_features).c_str()),
         "cannot set an attribute");
   check(XGBoosterSetAttr(booster_->handle, kRoundsAttr, std::to_string(rounds_).c_str()), "cannot set an attribute");
   bst_ulong len = 0;
@@ -319,7 +326,7 @@ void XGBoostCostModel::load(const std::filesystem::path &path) {
   const char *value = nullptr;
   int found = 0;
   check(XGBoosterGetAttr(booster->handle, kFeatureCountAttr, &value, &found), "cannot read an attribute");
-  std::string expected = std::to_string(feature_names().size());
+  std::string expected = std::to_string(options_.num_features);
   if (!found || expected != value) {
     throw std::runtime_error("cost model file '" + path.string() + "' was trained on " +
                              (found ? std::string(value) : std::string("an unknown number of")) +

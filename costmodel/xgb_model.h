@@ -62,6 +62,9 @@ struct XGBoostOptions {
   size_t pairs_per_program = 16;
   int threads = 0;  ///< XGBoost threads; 0: its default
   uint64_t seed = 43;
+  /// Columns of the rows it learns from: feature_names(true).size() for a GPU
+  /// target's programs (one model per target kind); 0 for the CPU layout's.
+  size_t num_features = 0;
 };
 
 class XGBoostCostModel final : public CostModel {

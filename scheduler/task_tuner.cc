@@ -49,6 +49,17 @@ ir::Trace sketch_of(const ir::Trace &full, size_t n) {
   return t;
 }
 
+costmodel::GpuLimits gpu_limits_of(const Target &target) {
+  costmodel::GpuLimits limits;
+  limits.warp_size = target.warp_size;
+  limits.max_threads_per_sm = target.max_threads_per_sm;
+  limits.max_blocks_per_sm = target.max_blocks_per_sm;
+  limits.shared_memory_per_sm_bytes = target.shared_memory_per_sm_bytes;
+  limits.registers_per_sm = target.registers_per_sm;
+  limits.sm_count = target.sm_count;
+  return limits;
+}
+
 TaskTuner::TaskTuner(ops::Workload workload, Target target, TuneOptions options, db::Database *database,
                      measure::Builder &builder, measure::Runner &runner, costmodel::CostModel &model)
     : workload_(std::move(workload)),
@@ -58,6 +69,7 @@ TaskTuner::TaskTuner(ops::Workload workload, Target target, TuneOptions options,
       builder_(builder),
       runner_(runner),
       model_(model) {
+  if (target_.is_cuda()) gpu_limits_ = gpu_limits_of(target_);
   te::ComputeDAG dag = workload_.build_dag();
   func_ = te::lower(dag, workload_.ops.size() == 1 ? workload_.ops[0].op : "fused");
   flops_ = te::estimate_flops(dag);
@@ -106,7 +118,7 @@ void TaskTuner::resume_from_database() {
     double latency = label_latency(r, LatencyLabel::kAnchoredMean);
     double label = label_latency(r);
     search_->add_measured(sketch_of(full, n), program, full.to_json().dump(), label > 0 ? 1.0 / label : 0);
-    features.push_back(costmodel::extract_features(program));
+    features.push_back(costmodel::extract_features(program, gpu_limits()));
     labels.push_back(label);
     if (latency > 0 && (progress_.best_seconds == 0 || latency < progress_.best_seconds)) {
       progress_.best_seconds = latency;
@@ -131,7 +143,7 @@ void TaskTuner::warm_start_from_other_tasks() {
   MeasuredPrograms other = load_measured_programs(*db_, target_.str(), load);
   if (other.programs.empty()) return;
   std::vector<costmodel::ProgramFeatures> features =
-      costmodel::extract_features_batch(other.programs, options_.feature_threads);
+      costmodel::extract_features_batch(other.programs, options_.feature_threads, gpu_limits());
   progress_.time.features += support::now_seconds() - t0;
   t0 = support::now_seconds();
   model_.warm_start({std::move(features), costmodel::throughputs_of(other.latencies), other.tasks});
@@ -202,7 +214,8 @@ std::vector<search::Candidate> TaskTuner::propose(int n) {
   double featurizing = 0;  // counted under features, not twice
   search::Scorer scorer = [&](const std::vector<ir::PrimFunc> &funcs) {
     double f0 = support::now_seconds();
-    std::vector<costmodel::ProgramFeatures> feats = costmodel::extract_features_batch(funcs, options_.feature_threads);
+    std::vector<costmodel::ProgramFeatures> feats =
+        costmodel::extract_features_batch(funcs, options_.feature_threads, gpu_limits());
     featurizing += support::now_seconds() - f0;
     std::vector<float> p = model_.predict(feats);
     return std::vector<double>(p.begin(), p.end());
@@ -379,7 +392,8 @@ void TaskTuner::train(const std::vector<search::Candidate> &batch, const std::ve
     measured.push_back(labels[i]);
   }
   if (funcs.empty()) return;
-  std::vector<costmodel::ProgramFeatures> feats = costmodel::extract_features_batch(funcs, options_.feature_threads);
+  std::vector<costmodel::ProgramFeatures> feats =
+      costmodel::extract_features_batch(funcs, options_.feature_threads, gpu_limits());
   progress_.time.features += support::now_seconds() - t0;
   t0 = support::now_seconds();
   std::vector<std::string> tasks(feats.size(), workload_.key_hash());

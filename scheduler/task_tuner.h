@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "costmodel/cost_model.h"
+#include "costmodel/features.h"
 #include "database/database.h"
 #include "measure/builder.h"
 #include "measure/runner.h"
@@ -119,6 +120,9 @@ struct TuneResult {
   std::vector<double> best_gflops_curve;
 };
 
+/// The limits a GPU program's occupancy features take from a cuda target.
+costmodel::GpuLimits gpu_limits_of(const Target &target);
+
 class TaskTuner {
  public:
   /// `database` may be null (nothing stored, nothing resumed).
@@ -182,6 +186,9 @@ class TaskTuner {
   ops::Workload workload_;
   std::vector<std::string> passed_over_records_;
   Target target_;
+  /// Set for cuda targets: their programs' feature rows carry the GPU columns.
+  std::optional<costmodel::GpuLimits> gpu_limits_;
+  const costmodel::GpuLimits *gpu_limits() const { return gpu_limits_ ? &*gpu_limits_ : nullptr; }
   TuneOptions options_;
   db::Database *db_;
   measure::Builder &builder_;

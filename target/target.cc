@@ -186,6 +186,7 @@ static Target parse_cuda(const std::map<std::string, std::string> &flags, std::s
   t.max_blocks_per_sm = facts->max_blocks_per_sm;
   t.max_shared_memory_optin_bytes = facts->shared_per_block_optin;
   t.registers_per_sm = facts->registers_per_sm;
+  t.shared_memory_per_sm_bytes = facts->shared_per_sm;
   t.max_registers_per_thread = facts->max_registers_per_thread;
   auto sms = given.find("sm-count");
   t.sm_count = sms == given.end() ? facts->sm_count : parse_positive_int("sm-count", sms->second, text);

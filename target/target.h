@@ -58,6 +58,7 @@ struct Target {
   int max_blocks_per_sm = 0;
   int64_t max_shared_memory_optin_bytes = 0;  ///< per block with the opt-in attribute
   int registers_per_sm = 0;
+  int64_t shared_memory_per_sm_bytes = 0;  ///< what the blocks resident on one SM share
   int max_registers_per_thread = 0;
   int sm_count = 0;           ///< the arch's typical board unless -sm-count says otherwise
   int64_t l2_bytes = 0;       ///< the same, -l2-bytes

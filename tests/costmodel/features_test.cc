@@ -9,10 +9,12 @@
 #include <cmath>
 #include <random>
 
+#include "costmodel/xgb_model.h"
 #include "ir/lower_passes.h"
 #include "ir/schedule/schedule.h"
 #include "ops/examples.h"
 #include "te/te.h"
+#include "tests/common/gpu_schedules.h"
 #include "tests/common/random_schedule.h"
 #include "tests/costmodel/gemm_schedules.h"
 
@@ -158,6 +160,107 @@ TEST(Features, FastOnATiledGemm) {
   std::printf("feature extraction of a tiled GEMM: %.3f ms, %.3f ms with lowering\n", ms, with_lowering);
   EXPECT_LT(ms, 50);
   EXPECT_LT(with_lowering, 50);
+}
+
+// ---- GPU programs --------------------------------------------------------------------
+
+ir::PrimFunc gpu_gemm(int64_t n, const test_support::GemmTiles &tiles) {
+  ops::Workload w = ops::Workload::single("matmul", {{{n, n}, ir::DType::kFloat32}, {{n, n}, ir::DType::kFloat32}});
+  ir::Schedule sch(te::lower(w.build_dag(), "matmul"));
+  test_support::schedule_gemm_shared_tiles(sch, "matmul", tiles);
+  return sch.func();
+}
+
+// sm_90's limits (target/cuda_arch.cc): 2048 threads, 32 blocks, 228 KiB of shared
+// memory and 65536 registers per SM; 132 SMs.
+const GpuLimits kSm90{32, 2048, 32, 228 * 1024, 65536, 132};
+
+float slog2(double x) { return static_cast<float>(std::log2(1 + x)); }
+
+// The launch, the on-chip memory and the occupancy of a shared-tile GEMM, worked out by
+// hand: 64x64 tiles of C with 4x4 per thread are 16 x 16 = 256 threads per block and
+// (256 / 64)^2 = 16 blocks; A's 64x8 and B's 8x64 slices take 4 KiB of shared memory;
+// each thread's 4x4 accumulator 64 bytes of local memory, 24 + 16 = 40 registers by the
+// estimate. Registers then bound the blocks on an SM: 65536 / (40 * 256) = 6 blocks of
+// 8 warps, 48 of 64 warps: occupancy 0.75, and 16 blocks fill 16 / (6 * 132) of a wave.
+TEST(GpuFeatures, SharedTileGemmLaunchAndOccupancy) {
+  ProgramFeatures f = extract_features(gpu_gemm(256, {64, 64, 8, 4, 4, 1}), &kSm90);
+  ASSERT_TRUE(f.ok()) << f.error;
+  ASSERT_EQ(f.num_columns, feature_names(true).size());
+  ASSERT_GT(f.num_rows(), 0u);
+  for (size_t r = 0; r < f.num_rows(); ++r) {
+    SCOPED_TRACE(f.store_names[r]);
+    EXPECT_FLOAT_EQ(at(f, r, "gpu.threads_per_block"), slog2(256));
+    EXPECT_FLOAT_EQ(at(f, r, "gpu.blocks"), slog2(16));
+    EXPECT_FLOAT_EQ(at(f, r, "gpu.shared_bytes_per_block"), slog2(2 * 64 * 8 * 4));
+    EXPECT_FLOAT_EQ(at(f, r, "gpu.local_bytes_per_thread"), slog2(4 * 4 * 4));
+    EXPECT_FLOAT_EQ(at(f, r, "gpu.registers_estimate"), slog2(40));
+    EXPECT_FLOAT_EQ(at(f, r, "gpu.occupancy"), 0.75f);
+    EXPECT_FLOAT_EQ(at(f, r, "gpu.waves"), static_cast<float>(16.0 / (6 * 132)));
+    // Every multiply-add reads A and B from shared memory: 2 * 256^3 loads of 4 bytes
+    // at least, where global memory is read once per slice copy.
+    EXPECT_GT(at(f, r, "gpu.shared_bytes"), slog2(2.0 * 256 * 256 * 256 * 4));
+    EXPECT_LT(at(f, r, "gpu.global_bytes"), at(f, r, "gpu.shared_bytes"));
+    EXPECT_EQ(at(f, r, "is_gpu"), 1.0f);
+  }
+  // The CPU columns are the CPU layout's: the same program without the GPU limits.
+  ProgramFeatures cpu = extract_features(gpu_gemm(256, {64, 64, 8, 4, 4, 1}));
+  ASSERT_EQ(cpu.num_columns, feature_names().size());
+  ASSERT_EQ(cpu.num_rows(), f.num_rows());
+  for (size_t r = 0; r < f.num_rows(); ++r)
+    for (size_t c = 0; c < cpu.num_columns; ++c) EXPECT_EQ(cpu.row(r)[c], f.row(r)[c]) << feature_names()[c];
+}
+
+// Bigger thread tiles hold more accumulators, so fewer blocks fit an SM; bigger block
+// tiles need more shared memory and fewer blocks cover the matrix.
+TEST(GpuFeatures, OccupancyFallsWithRegistersAndBlocksWithTiles) {
+  ProgramFeatures small = extract_features(gpu_gemm(512, {64, 64, 8, 4, 4, 1}), &kSm90);
+  ProgramFeatures more_registers = extract_features(gpu_gemm(512, {64, 64, 8, 8, 8, 1}), &kSm90);
+  ProgramFeatures bigger_blocks = extract_features(gpu_gemm(512, {128, 128, 8, 8, 8, 1}), &kSm90);
+  ASSERT_TRUE(small.ok() && more_registers.ok() && bigger_blocks.ok());
+  EXPECT_LT(at(more_registers, 0, "gpu.registers_estimate"), slog2(255) + 1e-6f);
+  EXPECT_GT(at(more_registers, 0, "gpu.registers_estimate"), at(small, 0, "gpu.registers_estimate"));
+  EXPECT_LT(at(more_registers, 0, "gpu.threads_per_block"), at(small, 0, "gpu.threads_per_block"));
+  EXPECT_GT(at(bigger_blocks, 0, "gpu.shared_bytes_per_block"), at(small, 0, "gpu.shared_bytes_per_block"));
+  EXPECT_LT(at(bigger_blocks, 0, "gpu.blocks"), at(small, 0, "gpu.blocks"));
+  for (const ProgramFeatures *f : {&small, &more_registers, &bigger_blocks}) {
+    EXPECT_GT(at(*f, 0, "gpu.occupancy"), 0.0f);
+    EXPECT_LE(at(*f, 0, "gpu.occupancy"), 1.0f);
+  }
+}
+
+// One cost model per target kind: a model for CPU rows refuses GPU rows with a reason,
+// and one built for GPU rows trains and ranks them.
+TEST(GpuFeatures, ACostModelTakesTheRowsOfItsOwnLayout) {
+  std::vector<ProgramFeatures> programs;
+  std::vector<double> throughputs;
+  const int64_t sizes[][2] = {{2, 2}, {4, 4}, {8, 4}, {4, 8}, {8, 8}, {2, 4}, {4, 2}, {2, 8}};
+  for (int64_t block : {32, 64}) {
+    for (const auto &t : sizes) {
+      if (block % t[0] != 0 || block % t[1] != 0) continue;
+      programs.push_back(extract_features(gpu_gemm(256, {block, block, 8, t[0], t[1], 1}), &kSm90));
+      ASSERT_TRUE(programs.back().ok()) << programs.back().error;
+      throughputs.push_back(static_cast<double>(t[0] * t[1]) / static_cast<double>(block));
+    }
+  }
+  Measurements data{programs, throughputs, std::vector<std::string>(programs.size(), "gemm")};
+  XGBoostOptions cpu_options;
+  cpu_options.min_samples = 4;
+  XGBoostCostModel cpu_model(cpu_options);
+  try {
+    cpu_model.update(data);
+    ADD_FAILURE() << "a CPU-layout model took GPU rows";
+  } catch (const std::logic_error &e) {
+    EXPECT_NE(std::string(e.what()).find("a cost model each"), std::string::npos) << e.what();
+  }
+  XGBoostOptions gpu_options = cpu_options;
+  gpu_options.num_features = feature_names(true).size();
+  XGBoostCostModel gpu_model(gpu_options);
+  gpu_model.update(data);
+  ASSERT_TRUE(gpu_model.ready());
+  std::vector<float> scores = gpu_model.predict(programs);
+  ASSERT_EQ(scores.size(), programs.size());
+  for (float s : scores) EXPECT_TRUE(std::isfinite(s));
 }
 
 }  // namespace
