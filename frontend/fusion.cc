@@ -47,7 +47,7 @@ ops::Workload workload_of(const Graph &g, const Subgraph &s, bool mark_constants
 // product apart took 0.04 + 0.07 ms. Convolutions do not take a transposed input: they
 // read each input element many times, and a transpose fused ahead of resnet18's stem
 // convolution tuned 10% slower than the two apart.
-bool is_transpose(const Node &n) {
+bool is_foldable_transpose(const Node &n) {
   if (n.op != "transpose") return false;
   std::vector<int64_t> perm = n.attrs["perm"].get<std::vector<int64_t>>();
   return !perm.empty() && perm.back() == static_cast<int64_t>(perm.size()) - 1;
@@ -65,7 +65,7 @@ std::vector<Subgraph> fuse(const Graph &graph, bool mark_constants) {
   std::vector<Subgraph> groups;
   std::vector<bool> absorbed;                 // a group merged into a later one
   std::map<ValueId, size_t> group_of_output;  // the open group whose output a value is
-  // The open group whose output `in` is, when only `reader` reads that value.
+  // The open group whose output `in` is, when that value has a single reader.
   auto sole_reader_group = [&](ValueId in) -> std::optional<size_t> {
     auto it = group_of_output.find(in);
     if (it == group_of_output.end() || readers[static_cast<size_t>(in)] != 1) return std::nullopt;
@@ -90,7 +90,7 @@ std::vector<Subgraph> fuse(const Graph &graph, bool mark_constants) {
         join = g;
         break;
       }
-    } else if (is_transpose(n)) {
+    } else if (is_foldable_transpose(n)) {
       std::optional<size_t> g = sole_reader_group(n.inputs[0]);
       if (g && computes(groups[*g]) && groups[*g].nodes.size() < static_cast<size_t>(kMaxFusedNodes)) join = g;
     }
@@ -104,7 +104,7 @@ std::vector<Subgraph> fuse(const Graph &graph, bool mark_constants) {
       if (reads_transposed_operands(n)) {
         for (ValueId in : n.inputs) {
           std::optional<size_t> g = sole_reader_group(in);
-          if (!g || groups[*g].nodes.size() != 1 || !is_transpose(graph.nodes[groups[*g].nodes[0]])) continue;
+          if (!g || groups[*g].nodes.size() != 1 || !is_foldable_transpose(graph.nodes[groups[*g].nodes[0]])) continue;
           fresh.nodes.push_back(groups[*g].nodes[0]);
           absorbed[*g] = true;
           group_of_output.erase(in);
