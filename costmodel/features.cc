@@ -374,7 +374,7 @@ static void write_gpu_program(const StoreSites &s, const std::vector<std::vector
     resident = std::min(resident, std::floor(static_cast<double>(limits.shared_memory_per_sm_bytes) / shared));
   resident = std::min(resident, std::floor(limits.registers_per_sm / (registers * warps * warp)));
   resident = std::max(resident, 0.0);
-  const double max_warps = limits.max_threads_per_sm / warp;
+  const double max_warps = std::max(1.0, limits.max_threads_per_sm / warp);
   out[0] = slog(threads);
   out[1] = slog(blocks);
   out[2] = slog(shared);

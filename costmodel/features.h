@@ -18,15 +18,16 @@
 namespace kiln::costmodel {
 
 /// What a GPU program's occupancy depends on: the target's limits per streaming
-/// multiprocessor (kiln::Target's cuda fields). Rows of GPU programs extracted with
-/// these get the GPU columns (costmodel/README.md, "GPU programs").
+/// multiprocessor, copied from kiln::Target's cuda fields (scheduler::gpu_limits_of;
+/// the arch facts live in target/cuda_arch.cc alone). Rows of GPU programs extracted
+/// with these get the GPU columns (costmodel/README.md, "GPU programs").
 struct GpuLimits {
-  int warp_size = 32;
-  int max_threads_per_sm = 2048;
-  int max_blocks_per_sm = 32;
-  int64_t shared_memory_per_sm_bytes = 228 * 1024;
-  int registers_per_sm = 65536;
-  int sm_count = 132;
+  int warp_size = 0;
+  int max_threads_per_sm = 0;
+  int max_blocks_per_sm = 0;
+  int64_t shared_memory_per_sm_bytes = 0;
+  int registers_per_sm = 0;
+  int sm_count = 0;
 };
 
 /// The names of the columns of a feature row, in order: the CPU layout (every target's

@@ -66,7 +66,7 @@ int sink_reshapes_below_bias(Graph &graph) {
       narrow.name += "_unreshaped";
       ValueId inner = graph.add_value(std::move(narrow));
       if (operand_view_of) {
-        // The residual, reshaped to y's shape right before the operation reads it.
+        // The other operand (a residual, a mask) as a view of the shape y broadcasts with.
         Value view = graph.values[static_cast<size_t>(*operand_view_of)];
         view.type.shape = view_shape;
         view.name += "_reshaped";
