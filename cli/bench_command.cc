@@ -6,6 +6,8 @@
 #include <chrono>
 #include <cstdio>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "cli/compiled_model_files.h"
 #include "support/flag_checks.h"
@@ -43,15 +45,81 @@ void print_step_profile(const std::vector<executor::StepInfo> &steps, const std:
   std::printf("\n");
 }
 
+// Medians and minimum of `repeat` timed calls after 3 warm-up ones.
+template <typename Call>
+std::vector<double> time_calls(int repeat, const Call &call) {
+  std::vector<double> ms;
+  try {
+    for (int i = 0; i < 3; ++i) call();
+    for (int i = 0; i < repeat; ++i) {
+      auto start = std::chrono::steady_clock::now();
+      call();
+      ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+    }
+  } catch (const executor::ModelError &e) {
+    fail(e.what());
+  }
+  std::sort(ms.begin(), ms.end());
+  return ms;
+}
+
+std::vector<int64_t> dim_values_from(const executor::DynamicManifest &m, const std::vector<std::string> &specs) {
+  std::vector<int64_t> values;
+  for (const executor::DynamicDim &d : m.dims) values.push_back(d.max);
+  for (const std::string &spec : specs) {
+    size_t eq = spec.find('=');
+    std::string name = spec.substr(0, eq == std::string::npos ? 0 : eq);
+    auto it = std::find_if(m.dims.begin(), m.dims.end(), [&](const executor::DynamicDim &d) { return d.name == name; });
+    if (it == m.dims.end()) {
+      std::string names;
+      for (const executor::DynamicDim &d : m.dims) names += (names.empty() ? "" : ", ") + d.name;
+      fail("--dim '" + spec + "' must be NAME=VALUE with NAME one of the model's dynamic dimensions: " + names);
+    }
+    try {
+      size_t used = 0;
+      values[static_cast<size_t>(it - m.dims.begin())] = std::stoll(spec.substr(eq + 1), &used);
+      if (used != spec.size() - eq - 1) throw std::invalid_argument("trailing characters");
+    } catch (const std::exception &) {
+      fail("--dim '" + spec + "': the value is not an integer");
+    }
+  }
+  return values;
+}
+
+struct BenchArgs {
+  std::string model;
+  int threads = 0;
+  int repeat = 50;
+  bool profile = false;
+  std::vector<std::string> dims;
+};
+
+void bench_dynamic(const BenchArgs &args) {
+  if (args.profile)
+    fail("--profile times the steps of one compiled model: give it a bucket's folder inside " + args.model);
+  executor::DynamicModel model = load_dynamic_model(args.model);
+  if (args.threads > 0) executor::Model::set_threads(args.threads);
+  std::vector<int64_t> values = dim_values_from(model.manifest(), args.dims);
+  std::vector<ir::HostTensor> inputs;
+  size_t bucket = 0;
+  try {
+    bucket = model.bucket_of(values);
+    inputs = model.random_inputs(values);
+  } catch (const executor::ModelError &e) {
+    fail(e.what());
+  }
+  std::vector<double> ms = time_calls(args.repeat, [&] { model.run(inputs); });
+  std::string at;
+  for (size_t d = 0; d < values.size(); ++d)
+    at += (d ? ", " : "") + model.manifest().dims[d].name + "=" + std::to_string(values[d]);
+  std::printf("%s at %s (bucket %s, %zu steps): median %s, min %s over %d runs\n", args.model.c_str(), at.c_str(),
+              model.manifest().bucket_folder(bucket).c_str(), model.bucket(bucket).num_steps(),
+              format_ms(ms[ms.size() / 2]).c_str(), format_ms(ms.front()).c_str(), args.repeat);
+}
+
 }  // namespace
 
 void add_bench_command(CLI::App &app) {
-  struct BenchArgs {
-    std::string model;
-    int threads = 0;
-    int repeat = 50;
-    bool profile = false;
-  };
   auto args = std::make_shared<BenchArgs>();
   auto *cmd = app.add_subcommand("bench", "Time a compiled model on random inputs: median and min over repeats");
   add_compiled_model_option(*cmd, args->model);
@@ -64,23 +132,21 @@ void add_bench_command(CLI::App &app) {
   cmd->add_flag("--profile", args->profile,
                 "then time every step inside the inferences (R more runs) and compare it with the latency its "
                 "kernel was tuned to");
+  cmd->add_option("--dim", args->dims,
+                  "NAME=VALUE: for a model with dynamic dimensions, the value to time it at (each dimension not "
+                  "given: its maximum); the timing includes padding the inputs to the bucket and taking the "
+                  "outputs from it");
   cmd->callback([args] {
     check_compiled_model(args->model);
+    if (executor::is_dynamic_model(args->model)) {
+      bench_dynamic(*args);
+      return;
+    }
+    if (!args->dims.empty()) fail("--dim is for models compiled with dynamic dimensions; " + args->model + " has none");
     executor::Model model = load_compiled_model(args->model);
     if (args->threads > 0) executor::Model::set_threads(args->threads);
     std::vector<ir::HostTensor> inputs = model.random_inputs();
-    std::vector<double> ms;
-    try {
-      for (int i = 0; i < 3; ++i) model.run(inputs);
-      for (int i = 0; i < args->repeat; ++i) {
-        auto start = std::chrono::steady_clock::now();
-        model.run(inputs);
-        ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
-      }
-    } catch (const executor::ModelError &e) {
-      fail(e.what());
-    }
-    std::sort(ms.begin(), ms.end());
+    std::vector<double> ms = time_calls(args->repeat, [&] { model.run(inputs); });
     std::printf("%s: %zu steps, median %s, min %s over %d runs\n", args->model.c_str(), model.num_steps(),
                 format_ms(ms[ms.size() / 2]).c_str(), format_ms(ms.front()).c_str(), args->repeat);
     if (args->profile) {

@@ -89,7 +89,13 @@ void add_compile_command(CLI::App &app) {
     } catch (const std::invalid_argument &) {
       // The compiler says what is wrong with the target where it parses it.
     }
-    frontend::PreparedModel model = prepare_model(*args);
+    const bool dynamic = has_dynamic_dims(*args);
+    std::optional<DynamicPlan> plan;
+    frontend::PreparedModel model;
+    if (dynamic)
+      plan = plan_dynamic(*args);
+    else
+      model = prepare_model(*args);
     options->untuned_schedule = search::untuned_schedule;
     std::filesystem::path out_path(*out);
     while (!out_path.empty() && !out_path.has_filename()) out_path = out_path.parent_path();
@@ -130,14 +136,28 @@ void add_compile_command(CLI::App &app) {
     try {
       // A counter redrawn in place on a terminal; elsewhere (a log) nothing per subgraph.
       bool tty = isatty(STDERR_FILENO);
-      report = executor::compile_model(
-          model, *options, *out,
-          [tty](size_t done, size_t total) {
-            if (!tty) return;
-            std::fprintf(stderr, "\rcompiling subgraph %zu/%zu", done, total);
-            if (done == total) std::fprintf(stderr, "\n");
-          },
-          chosen);
+      if (dynamic) {
+        const executor::DynamicManifest &m = plan->manifest;
+        std::fprintf(stderr, "%zu buckets:", m.buckets.size());
+        for (size_t i = 0; i < m.buckets.size(); ++i) std::fprintf(stderr, " %s", m.bucket_folder(i).c_str());
+        std::fprintf(stderr, "\n");
+        report = executor::compile_dynamic_model(
+            m, [&](size_t i) { return prepare_bucket(*args, *plan, i); }, *options, *out,
+            [&](size_t i, const executor::CompileReport &r) {
+              std::fprintf(stderr, "bucket %zu/%zu (%s): %zu subgraphs, %zu tuned, %.1f s\n", i + 1, m.buckets.size(),
+                           m.bucket_folder(i).c_str(), r.subgraphs, r.tuned, r.seconds);
+            });
+      } else
+        report = executor::compile_model(
+            model, *options, *out,
+            [tty](size_t done, size_t total) {
+              if (!tty) return;
+              std::fprintf(stderr, "\rcompiling subgraph %zu/%zu", done, total);
+              if (done == total) std::fprintf(stderr, "\n");
+            },
+            chosen);
+    } catch (const CLI::Error &) {
+      throw;  // a bucket's preparation failed and said why
     } catch (const std::exception &e) {
       fail(e.what());
     }
@@ -168,8 +188,17 @@ void add_compile_command(CLI::App &app) {
                    "note: %s also holds records tuned for this target with other pipeline options (%s): if this "
                    "model was tuned that way, compile it with the same options to use them\n",
                    options->db_path.c_str(), flags.empty() ? "the defaults" : flags.c_str());
-    std::printf("activation memory: %.2f MB planned (%.2f MB with a buffer per tensor)\n", report.arena_bytes / 1e6,
-                report.unplanned_bytes / 1e6);
+    std::printf("activation memory: %.2f MB planned (%.2f MB with a buffer per tensor)%s\n", report.arena_bytes / 1e6,
+                report.unplanned_bytes / 1e6, dynamic ? " in the largest bucket" : "");
+    if (dynamic) {
+      std::printf("dynamic dimensions:");
+      for (const executor::DynamicDim &d : plan->manifest.dims)
+        std::printf(" %s=%lld..%lld", d.name.c_str(), (long long)d.min, (long long)d.max);
+      std::printf("; buckets:");
+      for (size_t i = 0; i < plan->manifest.buckets.size(); ++i)
+        std::printf(" %s", plan->manifest.bucket_folder(i).c_str());
+      std::printf("\n");
+    }
     if (options->choose_in_model > 0) {
       size_t changed = 0;
       for (const executor::InModelChoice &c : report.in_model) changed += c.chosen_rank != 0;

@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "executor/dynamic_model.h"
 #include "executor/model.h"
 #include "executor/tensor_file.h"
 #include "ir/host_tensor.h"
@@ -11,6 +12,9 @@
 namespace kiln::cli {
 
 executor::Model load_compiled_model(const std::string &dir);
+executor::DynamicModel load_dynamic_model(const std::string &dir);
 ir::HostTensor read_tensor(const std::string &path, const ir::TensorType &type);
+/// A .npy file of any shape (an input of a model with dynamic dimensions).
+ir::HostTensor read_npy(const std::string &path, ir::DType dtype);
 
 }  // namespace kiln::cli

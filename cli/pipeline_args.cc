@@ -1,6 +1,10 @@
 #include "cli/pipeline_args.h"
 
+#include <algorithm>
+#include <cctype>
 #include <filesystem>
+#include <set>
+#include <sstream>
 #include <stdexcept>
 
 #include "cli/common_flags.h"
@@ -11,19 +15,61 @@ namespace kiln::cli {
 
 namespace {
 
+bool is_number(const std::string &s) {
+  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+std::vector<frontend::DimRange> dim_ranges(const PipelineArgs &args) {
+  std::vector<frontend::DimRange> ranges;
+  std::set<std::string> names;
+  for (const std::string &spec : args.dims) {
+    try {
+      ranges.push_back(frontend::parse_dim_range(spec));
+    } catch (const std::invalid_argument &e) {
+      fail(e.what());
+    }
+    if (!names.insert(ranges.back().name).second) fail("--dim " + ranges.back().name + " is given twice");
+  }
+  return ranges;
+}
+
+// The import options with the fixed dimensions; ranged ones are left to the caller.
 frontend::ImportOptions options_from(const PipelineArgs &args) {
   frontend::ImportOptions options;
   for (const std::string &spec : args.shapes) {
     size_t eq = spec.rfind('=');
     if (eq == std::string::npos || eq == 0)
-      fail("--shape '" + spec + "' must look like NAME=DIMS, e.g. input=1x3x224x224");
-    try {
-      options.input_shapes[spec.substr(0, eq)] = ops::parse_shape(spec.substr(eq + 1));
-    } catch (const std::invalid_argument &e) {
-      fail("--shape '" + spec + "': " + e.what());
+      fail("--shape '" + spec + "' must look like NAME=DIMS, e.g. input=1x3x224x224 (or 1xseq with --dim seq=...)");
+    const std::string name = spec.substr(0, eq), dims = spec.substr(eq + 1);
+    std::vector<std::string> parts;
+    std::stringstream ss(dims);
+    for (std::string part; std::getline(ss, part, 'x');) parts.push_back(part);
+    if (std::all_of(parts.begin(), parts.end(), is_number)) {
+      try {
+        options.input_shapes[name] = ops::parse_shape(dims);
+      } catch (const std::invalid_argument &e) {
+        fail("--shape '" + spec + "': " + e.what());
+      }
+      continue;
     }
+    for (const std::string &part : parts)
+      if (part.empty() || (!is_number(part) && !std::all_of(part.begin(), part.end(), [](char c) {
+            return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
+          })))
+        fail("--shape '" + spec + "': each dimension is a number or the name of a --dim (letters, digits, _)");
+    options.input_dims[name] = parts;
   }
+  for (const frontend::DimRange &r : dim_ranges(args))
+    if (r.is_fixed()) options.dim_values[r.name] = r.max;
   return options;
+}
+
+frontend::Graph import_with(const PipelineArgs &args, const frontend::ImportOptions &options) {
+  try {
+    return frontend::import_onnx_file(args.model, options);
+  } catch (const frontend::ImportError &e) {
+    fail(e.what());
+  }
 }
 
 }  // namespace
@@ -34,7 +80,19 @@ void add_pipeline_flags(CLI::App &cmd, PipelineArgs &args) {
                  "beside it)")
       ->required();
   cmd.add_option("--shape", args.shapes,
-                 "NAME=DIMS: fix a graph input's shape (needed for dynamic dimensions), e.g. input=1x3x224x224");
+                 "NAME=DIMS: a graph input's shape, e.g. input=1x3x224x224; a dimension may be the name of a --dim "
+                 "(input_ids=1xseq with --dim seq=1..128)");
+  cmd.add_option("--dim", args.dims,
+                 "NAME=VALUE fixes a named dimension of the inputs (the model's dim_param, e.g. batch=1, or a name "
+                 "used in --shape); NAME=MIN..MAX makes it dynamic: the model runs any value in the range (compiled "
+                 "and tuned as buckets, smaller values padded up exactly); NAME=MIN..MAX@8,16,16,128 or "
+                 "@FILE.json (a list of values, or {value: weight}) says which values to expect, which places the "
+                 "buckets and weights tuning");
+  cmd.add_option("--buckets", args.buckets,
+                 "with a dynamic --dim: the most buckets per dimension (a call runs the smallest bucket that holds "
+                 "it; more buckets pad less, take longer to compile and tune, and hold more code)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 64));
   cmd.add_flag_callback(
       "--no-layout-rewrite", [&args] { args.layout_rewrite = false; },
       "do not mark the model's weights constant: programs then pack weights on every call instead of "
@@ -73,6 +131,8 @@ frontend::PipelineOptions pipeline_options(const PipelineArgs &args) {
 std::string compile_command_line(const PipelineArgs &args, const std::string &db, const std::string &target) {
   std::string line = "kiln compile --model " + shell_quote(args.model);
   for (const std::string &shape : args.shapes) line += " --shape " + shell_quote(shape);
+  for (const std::string &dim : args.dims) line += " --dim " + shell_quote(dim);
+  if (args.buckets != PipelineArgs{}.buckets) line += " --buckets " + std::to_string(args.buckets);
   std::string flags = pipeline_options(args).flags();
   if (!flags.empty()) line += " " + flags;
   if (db != kDefaultDatabase) line += " --db " + shell_quote(db);
@@ -82,15 +142,115 @@ std::string compile_command_line(const PipelineArgs &args, const std::string &db
 }
 
 frontend::PreparedModel prepare_model(const PipelineArgs &args) {
+  if (has_dynamic_dims(args))
+    fail("this command needs every dimension fixed: give --dim NAME=VALUE instead of a range");
   frontend::PipelineOptions options = pipeline_options(args);
-  frontend::Graph graph;
+  frontend::Graph graph = import_with(args, options_from(args));
   try {
-    graph = frontend::import_onnx_file(args.model, options_from(args));
-  } catch (const frontend::ImportError &e) {
+    return frontend::prepare(std::move(graph), options);
+  } catch (const std::invalid_argument &e) {
+    fail(e.what());
+  }
+}
+
+bool has_dynamic_dims(const PipelineArgs &args) {
+  for (const frontend::DimRange &r : dim_ranges(args))
+    if (!r.is_fixed()) return true;
+  return false;
+}
+
+namespace {
+
+std::vector<frontend::DimRange> ranged_dims(const PipelineArgs &args) {
+  std::vector<frontend::DimRange> ranged;
+  for (const frontend::DimRange &r : dim_ranges(args))
+    if (!r.is_fixed()) ranged.push_back(r);
+  return ranged;
+}
+
+frontend::Graph import_at(const PipelineArgs &args, const std::vector<frontend::DimRange> &ranged,
+                          const std::vector<int64_t> &values) {
+  frontend::ImportOptions options = options_from(args);
+  for (size_t d = 0; d < ranged.size(); ++d) options.dim_values[ranged[d].name] = values[d];
+  return import_with(args, options);
+}
+
+executor::DynamicTensor dynamic_tensor(const frontend::SymbolicGraph &s, frontend::ValueId v) {
+  const frontend::Value &value = s.at_max.values[static_cast<size_t>(v)];
+  executor::DynamicTensor t{value.name, value.type.dtype, {}};
+  for (size_t a = 0; a < value.type.shape.size(); ++a) {
+    const frontend::SymbolicAxis &sa = s.axes[static_cast<size_t>(v)][a];
+    t.axes.push_back(sa.is_symbolic() ? executor::DynamicAxis{0, sa.symbol, sa.scale}
+                                      : executor::DynamicAxis{value.type.shape[a], -1, 1});
+  }
+  return t;
+}
+
+}  // namespace
+
+DynamicPlan plan_dynamic(const PipelineArgs &args) {
+  const std::vector<frontend::DimRange> ranged = ranged_dims(args);
+  DynamicPlan plan;
+  try {
+    plan.symbolic = frontend::find_symbolic_axes(
+        [&](const std::vector<int64_t> &values) { return import_at(args, ranged, values); }, ranged);
+  } catch (const frontend::DynamicShapeError &e) {
+    fail(e.what());
+  }
+  executor::DynamicManifest &m = plan.manifest;
+  for (const frontend::DimRange &r : ranged) m.dims.push_back({r.name, r.min, r.max});
+  for (frontend::ValueId in : plan.symbolic.at_max.inputs) m.inputs.push_back(dynamic_tensor(plan.symbolic, in));
+  for (frontend::ValueId out : plan.symbolic.at_max.outputs) m.outputs.push_back(dynamic_tensor(plan.symbolic, out));
+  for (size_t d = 0; d < ranged.size(); ++d) {
+    bool used = false;
+    for (const executor::DynamicTensor &t : m.inputs)
+      for (const executor::DynamicAxis &a : t.axes) used = used || a.dim == static_cast<int>(d);
+    if (!used) fail("--dim " + ranged[d].name + ": no input axis follows it");
+  }
+  // Every combination of the dimensions' buckets, and how likely a call runs each.
+  std::vector<std::vector<int64_t>> per_dim;
+  std::vector<std::vector<double>> mass;
+  for (const frontend::DimRange &r : ranged) {
+    per_dim.push_back(frontend::choose_buckets(r, args.buckets));
+    std::vector<double> p;
+    int64_t below = r.min - 1;
+    for (int64_t b : per_dim.back()) {
+      double sum = 0;
+      for (int64_t v = below + 1; v <= b; ++v) sum += r.probability(v);
+      p.push_back(sum);
+      below = b;
+    }
+    mass.push_back(p);
+  }
+  std::vector<size_t> index(ranged.size(), 0);
+  while (true) {
+    std::vector<int64_t> values;
+    double p = 1;
+    for (size_t d = 0; d < ranged.size(); ++d) values.push_back(per_dim[d][index[d]]), p *= mass[d][index[d]];
+    m.buckets.push_back(values);
+    plan.bucket_weights.push_back(p);
+    size_t d = ranged.size();
+    while (d > 0 && ++index[d - 1] == per_dim[d - 1].size()) index[--d] = 0;
+    if (d == 0) break;
+  }
+  if (m.buckets.size() > 64)
+    fail(std::to_string(m.buckets.size()) +
+         " buckets (every combination of the dimensions' buckets): at most 64; "
+         "give fewer with --buckets, or fix a dimension with --dim NAME=VALUE");
+  return plan;
+}
+
+frontend::PreparedModel prepare_bucket(const PipelineArgs &args, const DynamicPlan &plan, size_t i) {
+  const std::vector<frontend::DimRange> ranged = ranged_dims(args);
+  const std::vector<int64_t> &values = plan.manifest.buckets.at(i);
+  frontend::Graph graph = import_at(args, ranged, values);
+  try {
+    graph = frontend::bucket_graph(std::move(graph), plan.symbolic, values);
+  } catch (const frontend::DynamicShapeError &e) {
     fail(e.what());
   }
   try {
-    return frontend::prepare(std::move(graph), options);
+    return frontend::prepare(std::move(graph), pipeline_options(args));
   } catch (const std::invalid_argument &e) {
     fail(e.what());
   }

@@ -8,6 +8,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include "executor/dynamic_model.h"
+#include "frontend/dynamic_shapes.h"
 #include "frontend/pipeline.h"
 
 namespace kiln::cli {
@@ -15,6 +17,8 @@ namespace kiln::cli {
 struct PipelineArgs {
   std::string model;
   std::vector<std::string> shapes;
+  std::vector<std::string> dims;  ///< --dim NAME=VALUE or NAME=MIN..MAX[@SAMPLES]
+  int buckets = 8;                ///< most buckets per dynamic dimension
   bool layout_rewrite = true;
   std::string image_layout = "NHWC";
   bool winograd = true;
@@ -33,6 +37,24 @@ frontend::PipelineOptions pipeline_options(const PipelineArgs &args);
 std::string compile_command_line(const PipelineArgs &args, const std::string &db, const std::string &target);
 
 /// Imports the model and runs the pipeline; fails with the importer's message.
+/// Fails for a model with dynamic dimensions (a --dim range): see plan_dynamic.
 frontend::PreparedModel prepare_model(const PipelineArgs &args);
+
+/// Whether some --dim gives a range: the model is compiled and tuned as buckets.
+bool has_dynamic_dims(const PipelineArgs &args);
+
+/// A model with dynamic dimensions: which axes follow them, and its buckets.
+struct DynamicPlan {
+  frontend::SymbolicGraph symbolic;
+  executor::DynamicManifest manifest;  ///< dims, inputs, outputs, buckets
+  std::vector<double> bucket_weights;  ///< the probability that a call runs each bucket
+};
+
+/// Finds the dynamic axes and chooses the buckets; fails with a message saying what
+/// cannot be compiled dynamically and what to do.
+DynamicPlan plan_dynamic(const PipelineArgs &args);
+
+/// Bucket `i` of the plan, imported, masked and through the pipeline.
+frontend::PreparedModel prepare_bucket(const PipelineArgs &args, const DynamicPlan &plan, size_t i);
 
 }  // namespace kiln::cli

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <memory>
+#include <optional>
 
 #include "cli/compiled_model_files.h"
 #include "frontend/graph.h"
@@ -120,15 +121,28 @@ void add_run_command(CLI::App &app) {
       ->check(finite_range(0, 1e6));
   cmd->callback([args] {
     check_compiled_model(args->model);
-    executor::Model model = load_compiled_model(args->model);
-    const std::vector<std::string> &in_names = model.input_names(), &out_names = model.output_names();
+    // A model with dynamic dimensions takes .npy inputs of any shape in its ranges.
+    std::optional<executor::Model> model;
+    std::optional<executor::DynamicModel> dynamic;
+    std::vector<std::string> in_names, out_names;
+    if (executor::is_dynamic_model(args->model)) {
+      dynamic.emplace(load_dynamic_model(args->model));
+      for (const executor::DynamicTensor &t : dynamic->manifest().inputs) in_names.push_back(t.name);
+      for (const executor::DynamicTensor &t : dynamic->manifest().outputs) out_names.push_back(t.name);
+    } else {
+      model.emplace(load_compiled_model(args->model));
+      in_names = model->input_names();
+      out_names = model->output_names();
+    }
     std::vector<std::string> in_files = match_files(args->inputs, in_names, "--input", /*all=*/true);
     std::vector<ir::HostTensor> inputs;
-    for (size_t k = 0; k < in_files.size(); ++k) inputs.push_back(read_tensor(in_files[k], model.input_types()[k]));
+    for (size_t k = 0; k < in_files.size(); ++k)
+      inputs.push_back(dynamic ? read_npy(in_files[k], dynamic->manifest().inputs[k].dtype)
+                               : read_tensor(in_files[k], model->input_types()[k]));
     auto start = std::chrono::steady_clock::now();
     std::vector<ir::HostTensor> outputs;
     try {
-      outputs = model.run(inputs);
+      outputs = dynamic ? dynamic->run(inputs) : model->run(inputs);
     } catch (const executor::ModelError &e) {
       fail(e.what());
     }

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <optional>
 
@@ -112,9 +113,41 @@ void add_tune_model_command(CLI::App &app) {
     const double job_start = support::now_seconds();
     // A local runner forks its server before any thread exists.
     std::unique_ptr<measure::Runner> runner = make_runner(*a);
-    frontend::PreparedModel prepared = prepare_model(a->model);
-    const std::vector<frontend::Subgraph> &subgraphs = prepared.subgraphs;
-    std::vector<frontend::Task> tasks = frontend::extract_tasks(subgraphs);
+    // A model with dynamic dimensions is tuned as the union of its buckets' tasks, each
+    // weighted by how often a call runs its bucket (the expected latency).
+    const bool dynamic = has_dynamic_dims(a->model);
+    frontend::PreparedModel prepared;
+    std::optional<DynamicPlan> plan;
+    std::vector<frontend::Task> tasks;
+    std::vector<double> task_weights;
+    if (dynamic) {
+      plan = plan_dynamic(a->model);
+      std::map<std::string, size_t> by_key;
+      for (size_t b = 0; b < plan->manifest.buckets.size(); ++b) {
+        if (plan->bucket_weights[b] <= 0) continue;  // no expected value runs it
+        frontend::PreparedModel bucket = prepare_bucket(a->model, *plan, b);
+        prepared.options = bucket.options;
+        for (frontend::Task &t : frontend::extract_tasks(bucket.subgraphs)) {
+          const double weight = plan->bucket_weights[b] * t.weight;
+          auto [it, fresh] = by_key.emplace(t.key_hash, tasks.size());
+          if (fresh) {
+            tasks.push_back(std::move(t));
+            task_weights.push_back(weight);
+          } else {
+            task_weights[it->second] += weight;
+          }
+        }
+      }
+      std::fprintf(stderr, "%zu buckets:", plan->manifest.buckets.size());
+      for (size_t b = 0; b < plan->manifest.buckets.size(); ++b)
+        std::fprintf(stderr, " %s (%.1f%% of calls)", plan->manifest.bucket_folder(b).c_str(),
+                     100 * plan->bucket_weights[b]);
+      std::fprintf(stderr, "\n");
+    } else {
+      prepared = prepare_model(a->model);
+      tasks = frontend::extract_tasks(prepared.subgraphs);
+      for (const frontend::Task &t : tasks) task_weights.push_back(t.weight);
+    }
     Target target;
     std::optional<db::Database> database;
     try {
@@ -124,7 +157,7 @@ void add_tune_model_command(CLI::App &app) {
       fail(e.what());
     }
     std::vector<scheduler::TaskScheduler::Task> jobs;
-    for (const frontend::Task &t : tasks) jobs.push_back({t.workload, t.weight});
+    for (size_t i = 0; i < tasks.size(); ++i) jobs.push_back({tasks[i].workload, task_weights[i]});
     scheduler::SchedulerOptions options;
     options.trials = a->options.trials;
     options.time_limit_seconds = a->options.time_limit_seconds;
@@ -257,6 +290,15 @@ void add_tune_model_command(CLI::App &app) {
     auto print_next = [&] {
       if (!target.is_cuda()) std::printf("next: %s\n", next.c_str());
     };
+    if (dynamic && a->measure && !interrupted) {
+      // Each bucket is a compiled model of its own: time it at the values that matter.
+      std::printf(
+          "model not measured: it has dynamic dimensions; compile it (next) and time it at a value with "
+          "kiln bench --compiled DIR --dim NAME=VALUE\n");
+      write_report();
+      print_next();
+      return;
+    }
     if (!a->measure || interrupted) {
       write_report();
       print_next();

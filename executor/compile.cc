@@ -72,14 +72,36 @@ std::optional<std::set<std::string>> compiled_model_files(const std::filesystem:
   return files;
 }
 
-// Refuses an output folder that is not ours to replace: anything but an empty folder or
-// a compiled model holding only the files its manifest names.
+// Refuses an output folder that is not ours to replace: anything but an empty folder, a
+// compiled model holding only the files its manifest names, or a compiled model with
+// dynamic dimensions holding only its manifest and its buckets' compiled models.
 void check_replaceable(const std::filesystem::path &root, const std::string &out_dir) {
   std::error_code ec;
   if (!std::filesystem::exists(root, ec)) return;
   if (!std::filesystem::is_directory(root, ec))
     throw ModelError("'" + out_dir + "' exists and is not a folder; choose another output folder");
   if (std::filesystem::is_empty(root, ec)) return;
+  if (std::filesystem::exists(root / "dynamic.json", ec)) {
+    std::set<std::string> buckets;
+    try {
+      std::ifstream in(root / "dynamic.json");
+      DynamicManifest m = DynamicManifest::from_json(nlohmann::json::parse(in));
+      for (size_t i = 0; i < m.buckets.size(); ++i) buckets.insert(m.bucket_folder(i));
+    } catch (const std::exception &) {
+      throw ModelError("'" + out_dir +
+                       "' holds a dynamic.json that is not a compiled model's; choose another output "
+                       "folder");
+    }
+    for (const auto &entry : std::filesystem::directory_iterator(root, ec)) {
+      std::string name = entry.path().filename().string();
+      if (name == "dynamic.json" && entry.is_regular_file()) continue;
+      if (!buckets.count(name) || !entry.is_directory())
+        throw ModelError("'" + out_dir + "' is a compiled model but also holds '" + name +
+                         "', which kiln compile did not write: move it away or choose another output folder");
+      check_replaceable(entry.path(), out_dir + "/" + name);
+    }
+    return;
+  }
   std::optional<std::set<std::string>> ours = compiled_model_files(root);
   if (!ours) throw ModelError("'" + out_dir + "' exists and is not a compiled model; choose another output folder");
   for (const auto &entry : std::filesystem::directory_iterator(root, ec)) {
@@ -90,6 +112,59 @@ void check_replaceable(const std::filesystem::path &root, const std::string &out
   }
   if (ec) throw ModelError("cannot list '" + out_dir + "': " + ec.message());
 }
+
+// An output folder written beside its place under another name and renamed into place
+// when complete: a failed or interrupted compile leaves the previous model (or nothing)
+// there.
+class StagedFolder {
+ public:
+  explicit StagedFolder(const std::string &out_dir) : out_dir_(out_dir), root_(out_dir) {
+    while (!root_.empty() && !root_.has_filename()) root_ = root_.parent_path();  // "m.kiln/" names m.kiln
+    if (root_.empty()) throw ModelError("the output folder '" + out_dir + "' names no folder");
+    check_replaceable(root_, out_dir);
+    suffix_ = "." + std::to_string(getpid());
+    staging_ = root_;
+    staging_ += ".partial" + suffix_;
+    std::error_code ec;
+    std::filesystem::remove_all(staging_, ec);
+    std::filesystem::create_directories(staging_, ec);
+    if (ec) throw ModelError("cannot create '" + staging_.string() + "': " + ec.message());
+  }
+  StagedFolder(const StagedFolder &) = delete;
+  StagedFolder &operator=(const StagedFolder &) = delete;
+  ~StagedFolder() {
+    std::error_code ignored;
+    if (!staging_.empty()) std::filesystem::remove_all(staging_, ignored);
+  }
+
+  const std::filesystem::path &path() const { return staging_; }
+
+  // Into place: the previous model (checked to hold only its own files) aside, the new
+  // one in, the previous one removed.
+  void commit() {
+    std::error_code ec;
+    std::filesystem::path previous = root_;
+    previous += ".previous" + suffix_;
+    bool had_previous = std::filesystem::exists(root_, ec);
+    if (had_previous) {
+      std::filesystem::rename(root_, previous, ec);
+      if (ec) throw ModelError("cannot move the previous '" + out_dir_ + "' aside: " + ec.message());
+    }
+    std::filesystem::rename(staging_, root_, ec);
+    if (ec) {
+      std::error_code ignored;
+      if (had_previous) std::filesystem::rename(previous, root_, ignored);
+      throw ModelError("cannot move the compiled model to '" + out_dir_ + "': " + ec.message());
+    }
+    staging_.clear();
+    if (had_previous) std::filesystem::remove_all(previous, ec);
+  }
+
+ private:
+  std::string out_dir_;
+  std::filesystem::path root_, staging_;
+  std::string suffix_;
+};
 
 // A subgraph that only reshapes a computed tensor (row-major: the same bytes in the
 // same order) runs as no step: its output is a view of its input, at the same arena
@@ -291,26 +366,8 @@ CompileReport compile_model(const frontend::PreparedModel &model, const CompileO
   std::optional<db::Database> db;
   if (!options.db_path.empty()) db.emplace(db::Database::open(options.db_path, db::OpenMode::kReadOnly));
 
-  // Written beside the output under another name, renamed into place when complete:
-  // a failed or interrupted compile leaves the previous model (or nothing) there.
-  std::filesystem::path root(out_dir);
-  while (!root.empty() && !root.has_filename()) root = root.parent_path();  // "m.kiln/" names m.kiln
-  if (root.empty()) throw ModelError("the output folder '" + out_dir + "' names no folder");
-  check_replaceable(root, out_dir);
-  const std::string suffix = "." + std::to_string(getpid());
-  std::filesystem::path staging = root;
-  staging += ".partial" + suffix;
-  std::error_code ec;
-  std::filesystem::remove_all(staging, ec);
-  std::filesystem::create_directories(staging, ec);
-  if (ec) throw ModelError("cannot create '" + staging.string() + "': " + ec.message());
-  struct RemoveStaging {
-    std::filesystem::path dir;
-    ~RemoveStaging() {
-      std::error_code ignored;
-      if (!dir.empty()) std::filesystem::remove_all(dir, ignored);
-    }
-  } cleanup{staging};
+  StagedFolder folder(out_dir);
+  const std::filesystem::path &staging = folder.path();
 
   nlohmann::json manifest{
       {"kiln_model", kModelFormatVersion}, {"target", target.str()}, {"pipeline", model.options.to_json()}};
@@ -457,25 +514,41 @@ CompileReport compile_model(const frontend::PreparedModel &model, const CompileO
     }
     write_text(staging / "model.json", manifest.dump(1) + "\n");
   }
-  // Into place: the previous model (checked above to hold only its own files) aside,
-  // the new one in, the previous one removed.
-  std::filesystem::path previous = root;
-  previous += ".previous" + suffix;
-  bool had_previous = std::filesystem::exists(root, ec);
-  if (had_previous) {
-    std::filesystem::rename(root, previous, ec);
-    if (ec) throw ModelError("cannot move the previous '" + out_dir + "' aside: " + ec.message());
-  }
-  std::filesystem::rename(staging, root, ec);
-  if (ec) {
-    std::error_code ignored;
-    if (had_previous) std::filesystem::rename(previous, root, ignored);
-    throw ModelError("cannot move the compiled model to '" + out_dir + "': " + ec.message());
-  }
-  cleanup.dir.clear();
-  if (had_previous) std::filesystem::remove_all(previous, ec);
+  folder.commit();
   report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return report;
+}
+
+CompileReport compile_dynamic_model(const DynamicManifest &manifest,
+                                    const std::function<frontend::PreparedModel(size_t bucket)> &prepare,
+                                    const CompileOptions &options, const std::string &out_dir,
+                                    const std::function<void(size_t bucket, const CompileReport &)> &bucket_done) {
+  const auto start = std::chrono::steady_clock::now();
+  if (manifest.buckets.empty()) throw ModelError("a model with dynamic dimensions needs at least one bucket");
+  StagedFolder folder(out_dir);
+  CompileReport total;
+  std::set<std::string> other_options;
+  for (size_t i = 0; i < manifest.buckets.size(); ++i) {
+    const std::string name = manifest.bucket_folder(i);
+    CompileReport r = compile_model(prepare(i), options, (folder.path() / name).string());
+    total.subgraphs += r.subgraphs;
+    total.tuned += r.tuned;
+    total.untuned += r.untuned;
+    total.views += r.views;
+    total.unusable_records += r.unusable_records;
+    for (const std::string &w : r.warnings) total.warnings.push_back(name + ": " + w);
+    other_options.insert(r.tuned_with_other_options.begin(), r.tuned_with_other_options.end());
+    for (const auto &[target, count] : r.untuned_with_records_for) total.untuned_with_records_for[target] += count;
+    total.arena_bytes = std::max(total.arena_bytes, r.arena_bytes);
+    total.unplanned_bytes = std::max(total.unplanned_bytes, r.unplanned_bytes);
+    total.in_model.insert(total.in_model.end(), r.in_model.begin(), r.in_model.end());
+    if (bucket_done) bucket_done(i, r);
+  }
+  total.tuned_with_other_options.assign(other_options.begin(), other_options.end());
+  write_text(folder.path() / "dynamic.json", manifest.to_json().dump(1) + "\n");
+  folder.commit();
+  total.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return total;
 }
 
 }  // namespace kiln::executor

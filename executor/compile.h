@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "executor/dynamic_model.h"
 #include "frontend/pipeline.h"
 #include "ir/stmt.h"
 #include "target/target.h"
@@ -91,5 +92,15 @@ CompileReport compile_model(const frontend::PreparedModel &model, const CompileO
                             const std::string &out_dir,
                             const std::function<void(size_t done, size_t total)> &progress = {},
                             const std::function<void(const InModelChoice &)> &chosen = {});
+
+/// Compiles every bucket (`prepare(i)` gives bucket i's prepared model, built one at a
+/// time so that only one bucket's weights are in memory) into `out_dir`, written beside
+/// it and renamed into place when complete; an existing folder is replaced only when it
+/// is a compiled model (static or dynamic) holding nothing else. The report adds the
+/// buckets' counts; `bucket_done` is told each finished bucket.
+CompileReport compile_dynamic_model(const DynamicManifest &manifest,
+                                    const std::function<frontend::PreparedModel(size_t bucket)> &prepare,
+                                    const CompileOptions &options, const std::string &out_dir,
+                                    const std::function<void(size_t bucket, const CompileReport &)> &bucket_done = {});
 
 }  // namespace kiln::executor

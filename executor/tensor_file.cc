@@ -140,16 +140,15 @@ ir::HostTensor convert(const std::string &payload, const NpyHeader &h, const ir:
 
 }  // namespace
 
-ir::HostTensor read_tensor_file(const std::string &path, const ir::TensorType &want) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw TensorFileError("cannot open '" + path + "'");
-  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad()) throw TensorFileError("cannot read '" + path + "'");
-  return read_tensor_bytes(bytes, want, path);
-}
+namespace {
 
-ir::HostTensor read_tensor_bytes(const std::string &bytes, const ir::TensorType &want, const std::string &path) {
+// want.shape is empty and any_shape is set: the file's shape is taken.
+ir::HostTensor read_bytes(const std::string &bytes, ir::TensorType want, const std::string &path, bool any_shape) {
   if (bytes.compare(0, kMagicBytes, kMagic, kMagicBytes) != 0) {
+    if (any_shape)
+      throw TensorFileError("'" + path +
+                            "' is not a .npy file: the model's inputs have dynamic dimensions, so each "
+                            "input file must say its shape (save it with numpy.save)");
     ir::HostTensor t(want.dtype, want.shape);
     auto size = static_cast<int64_t>(t.size() * ir::dtype_bytes(want.dtype));
     if (static_cast<int64_t>(bytes.size()) != size)
@@ -175,10 +174,33 @@ ir::HostTensor read_tensor_bytes(const std::string &bytes, const ir::TensorType 
   NpyHeader h = parse_header(bytes.substr(header_start, header_bytes), path);
   if (h.fortran_order)
     throw TensorFileError("'" + path + "' is stored in Fortran order; save it C-ordered (np.ascontiguousarray)");
+  if (any_shape) want.shape = h.shape;
   if (h.shape != want.shape)
     throw TensorFileError("'" + path + "' has shape " + shape_text(h.shape) + "; the model's input is " +
                           shape_text(want.shape));
   return convert(bytes.substr(header_start + header_bytes), h, want, path);
+}
+
+std::string read_file_bytes(const std::string &path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw TensorFileError("cannot open '" + path + "'");
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (in.bad()) throw TensorFileError("cannot read '" + path + "'");
+  return bytes;
+}
+
+}  // namespace
+
+ir::HostTensor read_tensor_bytes(const std::string &bytes, const ir::TensorType &want, const std::string &path) {
+  return read_bytes(bytes, want, path, /*any_shape=*/false);
+}
+
+ir::HostTensor read_tensor_file(const std::string &path, const ir::TensorType &want) {
+  return read_tensor_bytes(read_file_bytes(path), want, path);
+}
+
+ir::HostTensor read_npy_file(const std::string &path, ir::DType dtype) {
+  return read_bytes(read_file_bytes(path), {{}, dtype}, path, /*any_shape=*/true);
 }
 
 std::string npy_bytes(const ir::HostTensor &t) {

@@ -23,6 +23,10 @@ ir::HostTensor read_tensor_file(const std::string &path, const ir::TensorType &w
 /// The same for bytes already in memory; `name` names them in messages.
 ir::HostTensor read_tensor_bytes(const std::string &bytes, const ir::TensorType &want, const std::string &name);
 
+/// Reads a .npy file of any shape as `dtype` (converting as read_tensor_file does): the
+/// inputs of a model with dynamic dimensions, whose shapes the files give.
+ir::HostTensor read_npy_file(const std::string &path, ir::DType dtype);
+
 /// `t` as a .npy file (format 1.0), byte for byte as NumPy writes it.
 std::string npy_bytes(const ir::HostTensor &t);
 

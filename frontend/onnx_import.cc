@@ -1,7 +1,9 @@
 #include "frontend/onnx_import.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -145,12 +147,37 @@ void check_supported(const onnx::GraphProto &graph, const std::string &what) {
   throw ImportError(what + " uses operators Kiln does not import: " + list);
 }
 
+// An input's dimensions from `--shape NAME=1xseq`, names resolved through --dim.
+std::optional<std::vector<int64_t>> named_input_shape(const std::string &input, const ImportOptions &options) {
+  auto dims = options.input_dims.find(input);
+  if (dims == options.input_dims.end()) return std::nullopt;
+  std::vector<int64_t> shape;
+  for (const std::string &d : dims->second) {
+    if (!d.empty() && std::all_of(d.begin(), d.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+      shape.push_back(std::stoll(d));
+      continue;
+    }
+    auto value = options.dim_values.find(d);
+    if (value == options.dim_values.end())
+      throw ImportError("--shape for '" + input + "' names the dimension '" + d +
+                        "', which no --dim gives: add --dim " + d + "=VALUE (or a range, --dim " + d + "=1..512)");
+    shape.push_back(value->second);
+  }
+  return shape;
+}
+
 std::vector<int64_t> input_shape(const onnx::ValueInfoProto &in, const ImportOptions &options) {
   auto fixed = options.input_shapes.find(in.name());
+  std::optional<std::vector<int64_t>> named = named_input_shape(in.name(), options);
+  std::map<std::string, std::vector<int64_t>> resolved;
+  if (named) {
+    resolved[in.name()] = *named;
+    fixed = resolved.begin();
+  }
   if (!in.type().has_tensor_type())
     throw ImportError("graph input '" + in.name() + "' is not a tensor; Kiln imports tensor inputs only");
   const onnx::TypeProto_Tensor &tensor = in.type().tensor_type();
-  if (fixed != options.input_shapes.end()) {
+  if (named || fixed != options.input_shapes.end()) {
     if (tensor.has_shape() && tensor.shape().dim_size() != static_cast<int>(fixed->second.size()))
       throw ImportError("--shape " + in.name() + "=" + shape_string(fixed->second) + " has rank " +
                         std::to_string(fixed->second.size()) + " but the model's input has rank " +
@@ -162,11 +189,21 @@ std::vector<int64_t> input_shape(const onnx::ValueInfoProto &in, const ImportOpt
   std::vector<int64_t> shape;
   for (int k = 0; k < tensor.shape().dim_size(); ++k) {
     const onnx::TensorShapeProto_Dimension &d = tensor.shape().dim(k);
+    if (d.has_dim_param()) {
+      auto named = options.dim_values.find(d.dim_param());
+      if (named != options.dim_values.end()) {
+        shape.push_back(named->second);
+        continue;
+      }
+    }
     if (!d.has_dim_value() || d.dim_value() <= 0) {
       std::string dim = d.has_dim_param() ? "a dynamic dimension '" + d.dim_param() + "'"
                                           : "a dimension of unknown size (dimension " + std::to_string(k) + ")";
-      throw ImportError("graph input '" + in.name() + "' has " + dim +
-                        "; Kiln compiles static shapes: fix it with --shape " + in.name() + "=DIMS (e.g. 1x3x224x224)");
+      std::string fix = d.has_dim_param()
+                            ? "--dim " + d.dim_param() + "=VALUE (or a range, --dim " + d.dim_param() + "=1..512) or "
+                            : "";
+      throw ImportError("graph input '" + in.name() + "' has " + dim + "; give it with " + fix + "--shape " +
+                        in.name() + "=DIMS (e.g. 1x3x224x224)");
     }
     shape.push_back(d.dim_value());
   }
@@ -191,13 +228,35 @@ Graph import_onnx_bytes(const std::string &bytes, const ImportOptions &options, 
   std::set<std::string> graph_inputs, initializer_names;
   for (const onnx::ValueInfoProto &in : graph.input()) graph_inputs.insert(in.name());
   for (const onnx::TensorProto &t : graph.initializer()) initializer_names.insert(t.name());
-  for (const auto &[name, shape] : options.input_shapes)
+  std::set<std::string> fixed_inputs;
+  for (const auto &[name, shape] : options.input_shapes) fixed_inputs.insert(name);
+  for (const auto &[name, dims] : options.input_dims) fixed_inputs.insert(name);
+  for (const std::string &name : fixed_inputs)
     if (!graph_inputs.count(name)) {
       std::string names;
       for (const onnx::ValueInfoProto &in : graph.input())
         if (!initializer_names.count(in.name())) names += (names.empty() ? "" : ", ") + in.name();
       throw ImportError("--shape names '" + name + "', which is not a graph input; the inputs are: " + names);
     }
+  if (!options.dim_values.empty()) {
+    std::set<std::string> named;
+    for (const onnx::ValueInfoProto &in : graph.input())
+      if (!initializer_names.count(in.name()) && !fixed_inputs.count(in.name()) && in.type().has_tensor_type() &&
+          in.type().tensor_type().has_shape())
+        for (const onnx::TensorShapeProto_Dimension &d : in.type().tensor_type().shape().dim())
+          if (d.has_dim_param()) named.insert(d.dim_param());
+    for (const auto &[input, dims] : options.input_dims)
+      for (const std::string &d : dims)
+        if (!std::all_of(d.begin(), d.end(), [](char c) { return c >= '0' && c <= '9'; })) named.insert(d);
+    for (const auto &[name, value] : options.dim_values)
+      if (!named.count(name)) {
+        std::string names;
+        for (const std::string &n : named) names += (names.empty() ? "" : ", ") + n;
+        throw ImportError("--dim names '" + name + "', which no graph input has as a named dimension" +
+                          (named.empty() ? std::string(" (the inputs have no named dimensions: use --shape)")
+                                         : "; the named dimensions are: " + names));
+      }
+  }
   ImportContext ctx(opset);
   for (const onnx::TensorProto &t : graph.initializer()) {
     ctx.bind(t.name(), ctx.add_constant(tensor_from_onnx(t), t.name()));

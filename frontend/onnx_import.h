@@ -22,6 +22,13 @@ struct ImportOptions {
   /// Fixes the shape of a graph input (`--shape NAME=1x3x224x224`): needed for inputs
   /// with symbolic or unknown dimensions, allowed for any input.
   std::map<std::string, std::vector<int64_t>> input_shapes;
+  /// An input's shape with named dimensions (`--shape input_ids=1xseq`): each entry a
+  /// number or a name that `dim_values` gives the value of.
+  std::map<std::string, std::vector<std::string>> input_dims;
+  /// Values of the model's named dimensions (an input's `dim_param`, e.g. `--dim
+  /// batch=1`): every input dimension with that name gets it. `input_shapes` wins for
+  /// the inputs it names.
+  std::map<std::string, int64_t> dim_values;
   /// Files larger than this are refused before they are read.
   int64_t max_file_bytes = int64_t{2} << 30;
   /// The folder that tensors stored as external data name their files in

@@ -191,7 +191,7 @@ std::string share_bars(const std::vector<TaskState> &tasks, const std::vector<si
         << y + 3 << "\" width=\"" << std::max(1.0, bar_w * pct / 100) << "\" height=\"" << row - 6
         << "\" fill=\"#1f77b4\"/>\n<text x=\"" << label_w + bar_w * pct / 100 + 6 << "\" y=\"" << y + 14 << "\">"
         << format("%.1f%%", pct) << " · " << format("%.4f ms", t.weight * t.progress.best_seconds * 1e3)
-        << (t.weight > 1 ? " (" + std::to_string(t.weight) + "×)" : "") << "</text>\n";
+        << (t.weight != 1 ? " (" + format("%g", t.weight) + "×)" : "") << "</text>\n";
   }
   svg << "</svg>\n";
   return svg.str();
@@ -261,7 +261,7 @@ std::string progress_table(const SchedulerProgress &p, const ReportBudget &budge
     const std::string rate = measured && t.flops > 0 ? format("%.2f", gflops(t)) : "—";
     const std::string part =
         measured && p.estimated_latency > 0 ? format("%.1f%%", share(t, p.estimated_latency)) : "—";
-    std::snprintf(line, sizeof line, "%3zu  %-36s %6d %7lld %*s %*s %*s%s\n", i, t.summary.substr(0, 36).c_str(),
+    std::snprintf(line, sizeof line, "%3zu  %-36s %6.3g %7lld %*s %*s %*s%s\n", i, t.summary.substr(0, 36).c_str(),
                   t.weight, (long long)t.progress.trials, width(best, 11), best.c_str(), width(rate, 9), rate.c_str(),
                   width(part, 6), part.c_str(), t.stopped ? "  stopped" : "");
     out << line;

@@ -66,7 +66,7 @@ struct SchedulerOptions {
 
 struct TaskState {
   std::string summary;  ///< the workload summary, e.g. "conv2d+relu 1x64x56x56"
-  int weight = 0;
+  double weight = 0;    ///< runs per inference (the expected runs, for a model with dynamic dimensions)
   double flops = 0;
   int rounds = 0;
   Progress progress;
@@ -104,7 +104,7 @@ class TaskScheduler {
  public:
   struct Task {
     ops::Workload workload;
-    int weight = 1;
+    double weight = 1;
   };
   /// One cost model is shared by all tasks (features are task-independent).
   TaskScheduler(std::vector<Task> tasks, Target target, SchedulerOptions options, db::Database *database,

@@ -1,0 +1,313 @@
+#include "executor/dynamic_model.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+#include "ir/json_checks.h"
+
+namespace kiln::executor {
+
+namespace {
+
+std::string describe_value(const DynamicManifest &m, int64_t value, int dim) {
+  const DynamicDim &d = m.dims.at(static_cast<size_t>(dim));
+  return "'" + d.name + "' = " + std::to_string(value) + " (the model takes " + std::to_string(d.min) + ".." +
+         std::to_string(d.max) + ")";
+}
+
+// Copies the leading block common to both shapes (row-major, the same rank) from `src` to `dst`.
+void copy_leading(const uint8_t *src, const std::vector<int64_t> &src_shape, uint8_t *dst,
+                  const std::vector<int64_t> &dst_shape, int64_t element_bytes, size_t axis = 0) {
+  if (src_shape.empty()) {
+    std::memcpy(dst, src, static_cast<size_t>(element_bytes));
+    return;
+  }
+  int64_t src_stride = element_bytes, dst_stride = element_bytes;
+  for (size_t a = axis + 1; a < src_shape.size(); ++a) src_stride *= src_shape[a], dst_stride *= dst_shape[a];
+  const int64_t n = std::min(src_shape[axis], dst_shape[axis]);
+  if (axis + 1 == src_shape.size()) {
+    std::memcpy(dst, src, static_cast<size_t>(n * element_bytes));
+    return;
+  }
+  for (int64_t i = 0; i < n; ++i)
+    copy_leading(src + i * src_stride, src_shape, dst + i * dst_stride, dst_shape, element_bytes, axis + 1);
+}
+
+nlohmann::json tensor_json(const DynamicTensor &t) {
+  nlohmann::json axes = nlohmann::json::array();
+  for (const DynamicAxis &a : t.axes)
+    axes.push_back(a.dim < 0 ? nlohmann::json{{"extent", a.extent}}
+                             : nlohmann::json{{"dim", a.dim}, {"scale", a.scale}});
+  return {{"name", t.name}, {"dtype", ir::dtype_name(t.dtype)}, {"axes", axes}};
+}
+
+DynamicTensor tensor_from_json(const nlohmann::json &j, size_t dims) {
+  DynamicTensor t;
+  t.name = j.at("name").get<std::string>();
+  t.dtype = ir::parse_dtype(j.at("dtype").get<std::string>());
+  for (const nlohmann::json &a : j.at("axes")) {
+    DynamicAxis axis;
+    if (a.contains("dim")) {
+      axis.dim = a.at("dim").get<int>();
+      axis.scale = a.at("scale").get<int64_t>();
+      if (axis.dim < 0 || static_cast<size_t>(axis.dim) >= dims || axis.scale < 1)
+        throw ModelError("dynamic.json: tensor '" + t.name + "' names a dimension it does not have");
+    } else {
+      axis.extent = a.at("extent").get<int64_t>();
+      if (axis.extent < 0) throw ModelError("dynamic.json: tensor '" + t.name + "' has a negative extent");
+    }
+    t.axes.push_back(axis);
+  }
+  return t;
+}
+
+}  // namespace
+
+std::string DynamicManifest::bucket_folder(size_t i) const {
+  std::string name;
+  for (size_t d = 0; d < dims.size(); ++d) {
+    std::string part;
+    for (char c : dims[d].name) part += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+    name += (d ? "_" : "") + part + std::to_string(buckets.at(i).at(d));
+  }
+  return name;
+}
+
+std::vector<int64_t> DynamicManifest::shape_at(const DynamicTensor &t, const std::vector<int64_t> &values) {
+  std::vector<int64_t> shape;
+  for (const DynamicAxis &a : t.axes)
+    shape.push_back(a.dim < 0 ? a.extent : a.scale * values.at(static_cast<size_t>(a.dim)));
+  return shape;
+}
+
+nlohmann::json DynamicManifest::to_json() const {
+  nlohmann::json j{{"kiln_dynamic_model", kDynamicModelFormatVersion}};
+  for (const DynamicDim &d : dims) j["dims"].push_back({{"name", d.name}, {"min", d.min}, {"max", d.max}});
+  j["inputs"] = nlohmann::json::array();
+  j["outputs"] = nlohmann::json::array();
+  for (const DynamicTensor &t : inputs) j["inputs"].push_back(tensor_json(t));
+  for (const DynamicTensor &t : outputs) j["outputs"].push_back(tensor_json(t));
+  for (size_t i = 0; i < buckets.size(); ++i)
+    j["buckets"].push_back({{"values", buckets[i]}, {"folder", bucket_folder(i)}});
+  return j;
+}
+
+DynamicManifest DynamicManifest::from_json(const nlohmann::json &j) {
+  try {
+    if (!j.is_object() || !j.contains("kiln_dynamic_model"))
+      throw ModelError("dynamic.json is not a Kiln dynamic model's manifest");
+    int version = j.at("kiln_dynamic_model").get<int>();
+    if (version != kDynamicModelFormatVersion)
+      throw ModelError("dynamic.json has format " + std::to_string(version) + "; this Kiln reads format " +
+                       std::to_string(kDynamicModelFormatVersion) + ": compile the model again");
+    DynamicManifest m;
+    for (const nlohmann::json &d : j.at("dims")) {
+      DynamicDim dim{d.at("name").get<std::string>(), d.at("min").get<int64_t>(), d.at("max").get<int64_t>()};
+      if (dim.min < 1 || dim.min > dim.max)
+        throw ModelError("dynamic.json: dimension '" + dim.name + "' has no values");
+      m.dims.push_back(dim);
+    }
+    for (const nlohmann::json &t : j.at("inputs")) m.inputs.push_back(tensor_from_json(t, m.dims.size()));
+    for (const nlohmann::json &t : j.at("outputs")) m.outputs.push_back(tensor_from_json(t, m.dims.size()));
+    for (const nlohmann::json &b : j.at("buckets")) {
+      std::vector<int64_t> values = b.at("values").get<std::vector<int64_t>>();
+      if (values.size() != m.dims.size()) throw ModelError("dynamic.json: a bucket without a value per dimension");
+      for (size_t d = 0; d < values.size(); ++d)
+        if (values[d] < m.dims[d].min || values[d] > m.dims[d].max)
+          throw ModelError("dynamic.json: a bucket outside dimension '" + m.dims[d].name + "''s range");
+      m.buckets.push_back(values);
+    }
+    if (m.buckets.empty()) throw ModelError("dynamic.json lists no buckets");
+    return m;
+  } catch (const nlohmann::json::exception &e) {
+    throw ModelError(std::string("dynamic.json is damaged: ") + e.what());
+  } catch (const std::invalid_argument &e) {
+    throw ModelError(std::string("dynamic.json is damaged: ") + e.what());
+  }
+}
+
+bool is_dynamic_model(const std::string &dir) {
+  std::error_code ec;
+  return std::filesystem::is_regular_file(std::filesystem::path(dir) / "dynamic.json", ec);
+}
+
+struct DynamicModel::Impl {
+  std::string dir;
+  DynamicManifest manifest;
+  std::vector<std::optional<Model>> buckets;
+  // Per loaded bucket: where each of the manifest's inputs is among the bucket model's
+  // inputs, and which of its inputs take a dimension's value (by dimension).
+  std::vector<std::vector<size_t>> input_index;
+  std::vector<std::vector<std::pair<size_t, size_t>>> dim_inputs;
+};
+
+DynamicModel::DynamicModel(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+DynamicModel::DynamicModel(DynamicModel &&) noexcept = default;
+DynamicModel &DynamicModel::operator=(DynamicModel &&) noexcept = default;
+DynamicModel::~DynamicModel() = default;
+
+DynamicModel DynamicModel::load(const std::string &dir) {
+  std::ifstream in(std::filesystem::path(dir) / "dynamic.json");
+  if (!in) throw ModelError("'" + dir + "' is not a compiled model with dynamic dimensions (no dynamic.json)");
+  nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) throw ModelError("'" + dir + "/dynamic.json' is not valid JSON: compile the model again");
+  auto impl = std::make_unique<Impl>();
+  impl->dir = dir;
+  impl->manifest = DynamicManifest::from_json(j);
+  impl->buckets.resize(impl->manifest.buckets.size());
+  impl->input_index.resize(impl->manifest.buckets.size());
+  impl->dim_inputs.resize(impl->manifest.buckets.size());
+  return DynamicModel(std::move(impl));
+}
+
+const DynamicManifest &DynamicModel::manifest() const { return impl_->manifest; }
+
+void DynamicModel::check_dim_values(const std::vector<int64_t> &values) const {
+  const DynamicManifest &m = impl_->manifest;
+  if (values.size() != m.dims.size())
+    throw ModelError("the model has " + std::to_string(m.dims.size()) + " dynamic dimensions, " +
+                     std::to_string(values.size()) + " values were given");
+  for (size_t d = 0; d < values.size(); ++d)
+    if (values[d] < m.dims[d].min || values[d] > m.dims[d].max)
+      throw ModelError(describe_value(m, values[d], static_cast<int>(d)) +
+                       " is outside the range the model was compiled for: compile it with a wider --dim " +
+                       m.dims[d].name + "=MIN..MAX");
+}
+
+std::vector<int64_t> DynamicModel::dim_values(const std::vector<ir::HostTensor> &inputs) const {
+  const DynamicManifest &m = impl_->manifest;
+  if (inputs.size() != m.inputs.size())
+    throw ModelError("the model takes " + std::to_string(m.inputs.size()) + " inputs, " +
+                     std::to_string(inputs.size()) + " were given");
+  std::vector<int64_t> values(m.dims.size(), -1);
+  std::vector<std::string> seen_in(m.dims.size());
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const DynamicTensor &t = m.inputs[i];
+    const std::vector<int64_t> &shape = inputs[i].shape();
+    if (inputs[i].dtype() != t.dtype)
+      throw ModelError("input '" + t.name + "' is " + ir::dtype_name(inputs[i].dtype()) + "; the model takes " +
+                       ir::dtype_name(t.dtype));
+    if (shape.size() != t.axes.size())
+      throw ModelError("input '" + t.name + "' has rank " + std::to_string(shape.size()) + "; the model takes rank " +
+                       std::to_string(t.axes.size()));
+    for (size_t a = 0; a < shape.size(); ++a) {
+      const DynamicAxis &axis = t.axes[a];
+      if (axis.dim < 0) {
+        if (shape[a] != axis.extent)
+          throw ModelError("input '" + t.name + "' has extent " + std::to_string(shape[a]) + " along axis " +
+                           std::to_string(a) + "; the model takes " + std::to_string(axis.extent) + " there");
+        continue;
+      }
+      size_t d = static_cast<size_t>(axis.dim);
+      if (values[d] >= 0 && values[d] != shape[a])
+        throw ModelError("inputs '" + seen_in[d] + "' and '" + t.name + "' disagree on the dimension '" +
+                         m.dims[d].name + "' (" + std::to_string(values[d]) + " and " + std::to_string(shape[a]) + ")");
+      values[d] = shape[a];
+      seen_in[d] = t.name;
+    }
+  }
+  for (size_t d = 0; d < values.size(); ++d)
+    if (values[d] < 0) throw ModelError("no input gives the dimension '" + m.dims[d].name + "'");
+  check_dim_values(values);
+  return values;
+}
+
+size_t DynamicModel::bucket_of(const std::vector<int64_t> &values) const {
+  check_dim_values(values);
+  const DynamicManifest &m = impl_->manifest;
+  // The bucket that holds the values with the fewest padded elements.
+  size_t best = m.buckets.size();
+  double best_size = 0;
+  for (size_t i = 0; i < m.buckets.size(); ++i) {
+    bool holds = true;
+    double size = 1;
+    for (size_t d = 0; d < values.size(); ++d) {
+      holds = holds && m.buckets[i][d] >= values[d];
+      size *= static_cast<double>(m.buckets[i][d]);
+    }
+    if (holds && (best == m.buckets.size() || size < best_size)) best = i, best_size = size;
+  }
+  if (best == m.buckets.size()) throw ModelError("no bucket of the model holds these dimensions' values");
+  return best;
+}
+
+Model &DynamicModel::bucket(size_t i) {
+  std::optional<Model> &slot = impl_->buckets.at(i);
+  if (slot) return *slot;
+  const DynamicManifest &m = impl_->manifest;
+  Model model = Model::load((std::filesystem::path(impl_->dir) / m.bucket_folder(i)).string());
+  std::map<std::string, size_t> by_name;
+  for (size_t k = 0; k < model.input_names().size(); ++k) by_name[model.input_names()[k]] = k;
+  std::vector<size_t> index;
+  for (const DynamicTensor &t : m.inputs) {
+    auto it = by_name.find(t.name);
+    if (it == by_name.end() || model.input_types()[it->second].shape != DynamicManifest::shape_at(t, m.buckets[i]))
+      throw ModelError("bucket '" + m.bucket_folder(i) + "' does not take input '" + t.name +
+                       "' as dynamic.json says: compile the model again");
+    index.push_back(it->second);
+  }
+  std::vector<std::pair<size_t, size_t>> dims;
+  for (size_t d = 0; d < m.dims.size(); ++d)
+    if (auto it = by_name.find("kiln.dim." + m.dims[d].name); it != by_name.end()) dims.push_back({it->second, d});
+  if (model.output_names().size() != m.outputs.size())
+    throw ModelError("bucket '" + m.bucket_folder(i) + "' has other outputs than dynamic.json says");
+  impl_->input_index[i] = std::move(index);
+  impl_->dim_inputs[i] = std::move(dims);
+  slot.emplace(std::move(model));
+  return *slot;
+}
+
+std::vector<ir::HostTensor> DynamicModel::random_inputs(const std::vector<int64_t> &values, uint64_t seed) {
+  size_t b = bucket_of(values);
+  Model &model = bucket(b);
+  std::vector<ir::HostTensor> padded = model.random_inputs(seed);
+  const DynamicManifest &m = impl_->manifest;
+  std::vector<ir::HostTensor> inputs;
+  for (size_t i = 0; i < m.inputs.size(); ++i) {
+    const ir::HostTensor &src = padded.at(impl_->input_index[b][i]);
+    ir::HostTensor t(m.inputs[i].dtype, DynamicManifest::shape_at(m.inputs[i], values));
+    copy_leading(static_cast<const uint8_t *>(src.data()), src.shape(), static_cast<uint8_t *>(t.data()), t.shape(),
+                 ir::dtype_bytes(t.dtype()));
+    inputs.push_back(std::move(t));
+  }
+  return inputs;
+}
+
+std::vector<ir::HostTensor> DynamicModel::run(const std::vector<ir::HostTensor> &inputs) {
+  std::vector<int64_t> values = dim_values(inputs);
+  size_t b = bucket_of(values);
+  Model &model = bucket(b);
+  const DynamicManifest &m = impl_->manifest;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    size_t k = impl_->input_index[b][i];
+    const ir::TensorType &type = model.input_types()[k];
+    int64_t bytes = ir::dtype_bytes(type.dtype);
+    for (int64_t d : type.shape) bytes *= d;
+    // Padding is zero: token ids stay inside their tables; other padded elements are
+    // never read into a real one (frontend/dynamic_shapes.h).
+    auto *dst = static_cast<uint8_t *>(model.input_data(k));
+    std::memset(dst, 0, static_cast<size_t>(bytes));
+    copy_leading(static_cast<const uint8_t *>(inputs[i].data()), inputs[i].shape(), dst, type.shape,
+                 ir::dtype_bytes(type.dtype));
+  }
+  for (const auto &[k, d] : impl_->dim_inputs[b]) {
+    float value = static_cast<float>(values[d]);
+    std::memcpy(model.input_data(k), &value, sizeof value);
+  }
+  model.run();
+  std::vector<ir::HostTensor> outputs;
+  for (size_t o = 0; o < m.outputs.size(); ++o) {
+    const ir::TensorType &type = model.output_types()[o];
+    ir::HostTensor out(type.dtype, DynamicManifest::shape_at(m.outputs[o], values));
+    copy_leading(static_cast<const uint8_t *>(model.output_data(o)), type.shape, static_cast<uint8_t *>(out.data()),
+                 out.shape(), ir::dtype_bytes(type.dtype));
+    outputs.push_back(std::move(out));
+  }
+  return outputs;
+}
+
+}  // namespace kiln::executor
