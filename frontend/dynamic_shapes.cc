@@ -230,7 +230,9 @@ class BucketRules {
   }
 
  private:
-  static double lowest() { return static_cast<double>(std::numeric_limits<float>::lowest()); }
+  // -inf, not the lowest float: a real element may itself be the lowest float (a fully
+  // masked attention row), and padding must not tie with it.
+  static double lowest() { return -std::numeric_limits<double>::infinity(); }
 
   const std::vector<SymbolicAxis> &axes(ValueId v) const { return s_.axes[static_cast<size_t>(v)]; }
   size_t rank(ValueId v) const { return g_.values[static_cast<size_t>(v)].type.shape.size(); }

@@ -8,7 +8,7 @@
 // that reduce over it (a matrix product's inner dimension, softmax, reductions) — get
 // that axis masked by the dimension's actual value, which the bucket graph takes as an
 // input (`kiln.dim.NAME`, float32 [1]): padded elements become the reduction's identity
-// (0 for sums and products, the lowest float for maxima and softmax), and a mean divides
+// (0 for sums and products, -inf for maxima and softmax), and a mean divides
 // by the actual count. Operators that would read padded elements another way (windows,
 // concatenation or layer normalization along a dynamic axis) are refused by name.
 //

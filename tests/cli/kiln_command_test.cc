@@ -93,6 +93,41 @@ TEST(KilnCommand, ConstantWeightsAreOtherTasks) {
   EXPECT_NE(nchw.text.find("use it with --layout NHWC"), std::string::npos) << nchw.text;
 }
 
+// A model with a dynamic sequence length compiled once (--dim sequence=1..20): run on
+// the exporter's 16 tokens (padded into a larger bucket) it gives PyTorch's outputs;
+// timed at another length; a length outside the range and commands that need fixed
+// shapes say so.
+TEST(KilnCommand, DynamicDimensionsCompileOnceAndRunAnyLength) {
+  const std::string model = std::string(KILN_SOURCE_DIR) + "/tests/frontend/models/bert_ids_dynamic";
+  const std::string dir = (temp_dir() / "dynamic.kiln").string();
+  Output compiled =
+      kiln("compile --model " + model + ".onnx --dim batch=1 --dim sequence=1..20 --buckets 3 --no-db -o " + dir);
+  ASSERT_EQ(compiled.status, 0) << compiled.text;
+  EXPECT_NE(compiled.text.find("dynamic dimensions: sequence=1..20; buckets:"), std::string::npos) << compiled.text;
+  std::string io;
+  for (const char *in : {"input_ids", "token_type_ids", "attention_mask"})
+    io += std::string(" --input ") + in + "=" + model + ".in." + in + ".npy";
+  for (const char *out : {"sequence", "pooled"})
+    io += std::string(" --compare ") + out + "=" + model + ".out." + out + ".npy";
+  Output ran = kiln("run --compiled " + dir + io);
+  ASSERT_EQ(ran.status, 0) << ran.text;
+  EXPECT_NE(ran.text.find("output 'sequence': 1x16x32"), std::string::npos) << ran.text;
+  Output timed = kiln("bench --compiled " + dir + " --dim sequence=5 --repeat 3");
+  ASSERT_EQ(timed.status, 0) << timed.text;
+  EXPECT_NE(timed.text.find("at sequence=5 (bucket sequence"), std::string::npos) << timed.text;
+  Output outside = kiln("bench --compiled " + dir + " --dim sequence=21 --repeat 1");
+  EXPECT_NE(outside.status, 0);
+  EXPECT_NE(outside.text.find("'sequence' = 21 (the model takes 1..20) is outside the range"), std::string::npos)
+      << outside.text;
+  Output fixed_only = kiln("import --model " + model + ".onnx --dim batch=1 --dim sequence=1..20");
+  EXPECT_NE(fixed_only.status, 0);
+  EXPECT_NE(fixed_only.text.find("needs every dimension fixed"), std::string::npos) << fixed_only.text;
+  Output unnamed = kiln("compile --model " + model + ".onnx --dim batch=1 --dim seq=1..20 --no-db -o " + dir);
+  EXPECT_NE(unnamed.status, 0);
+  EXPECT_NE(unnamed.text.find("--dim names 'seq', which no graph input has as a named dimension"), std::string::npos)
+      << unnamed.text;
+}
+
 TEST(KilnCommand, BadInputGivesAMessageAndExitCode) {
   Output bad_op = kiln("show --op nosuchop --shape 2x2");
   EXPECT_EQ(bad_op.status, 1);

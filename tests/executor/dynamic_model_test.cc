@@ -1,0 +1,138 @@
+// A compiled model with a dynamic sequence length: one folder of buckets that runs every
+// length in its range like the model imported at that length, refuses lengths outside
+// it, and runs different buckets for different lengths.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <random>
+#include <set>
+
+#include "executor/compile.h"
+#include "executor/dynamic_model.h"
+#include "frontend/dynamic_shapes.h"
+#include "frontend/onnx_import.h"
+#include "frontend/reference.h"
+#include "search/space.h"
+
+namespace kiln::executor {
+namespace {
+
+std::string bert_path() { return std::string(KILN_FRONTEND_MODELS) + "/bert_ids_dynamic.onnx"; }
+
+frontend::Graph import_bert(int64_t sequence) {
+  frontend::ImportOptions options;
+  options.dim_values = {{"batch", 1}, {"sequence", sequence}};
+  return frontend::import_onnx_file(bert_path(), options);
+}
+
+DynamicTensor tensor_of(const frontend::SymbolicGraph &s, frontend::ValueId v) {
+  const frontend::Value &value = s.at_max.values[static_cast<size_t>(v)];
+  DynamicTensor t{value.name, value.type.dtype, {}};
+  for (size_t a = 0; a < value.type.shape.size(); ++a) {
+    const frontend::SymbolicAxis &sa = s.axes[static_cast<size_t>(v)][a];
+    t.axes.push_back(sa.is_symbolic() ? DynamicAxis{0, sa.symbol, sa.scale} : DynamicAxis{value.type.shape[a], -1, 1});
+  }
+  return t;
+}
+
+class DynamicModelTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = std::filesystem::temp_directory_path() / ("kiln_dynamic_model_test_" + std::to_string(getpid()));
+    frontend::DimRange range = frontend::parse_dim_range("sequence=1..10");
+    symbolic_ = new frontend::SymbolicGraph(frontend::find_symbolic_axes(
+        [](const std::vector<int64_t> &values) { return import_bert(values.at(0)); }, {range}));
+    DynamicManifest m;
+    m.dims.push_back({range.name, range.min, range.max});
+    for (frontend::ValueId in : symbolic_->at_max.inputs) m.inputs.push_back(tensor_of(*symbolic_, in));
+    for (frontend::ValueId out : symbolic_->at_max.outputs) m.outputs.push_back(tensor_of(*symbolic_, out));
+    for (int64_t b : frontend::choose_buckets(range, 3)) m.buckets.push_back({b});
+    CompileOptions options{"llvm -num-cores=2", "", search::untuned_schedule, {}};
+    compile_dynamic_model(
+        m,
+        [&](size_t i) {
+          int64_t b = m.buckets[i][0];
+          return frontend::prepare(frontend::bucket_graph(import_bert(b), *symbolic_, {b}), {});
+        },
+        options, dir_.string());
+  }
+  static void TearDownTestSuite() {
+    std::filesystem::remove_all(dir_);
+    delete symbolic_;
+  }
+
+  static std::filesystem::path dir_;
+  static frontend::SymbolicGraph *symbolic_;
+};
+
+std::filesystem::path DynamicModelTest::dir_;
+frontend::SymbolicGraph *DynamicModelTest::symbolic_ = nullptr;
+
+TEST_F(DynamicModelTest, EveryLengthInTheRangeMatchesTheModelAtThatLength) {
+  ASSERT_TRUE(is_dynamic_model(dir_.string()));
+  DynamicModel model = DynamicModel::load(dir_.string());
+  ASSERT_EQ(model.manifest().buckets.size(), 3u);
+  std::mt19937_64 rng(7);
+  for (int64_t n = 1; n <= 10; ++n) {
+    frontend::Graph exact = import_bert(n);
+    std::vector<ir::HostTensor> inputs;
+    for (frontend::ValueId in : exact.inputs) {
+      const frontend::Value &v = exact.values[static_cast<size_t>(in)];
+      ir::HostTensor t(v.type.dtype, v.type.shape);
+      t.fill_random(rng, 0, v.name == "input_ids" ? 20 : 1);
+      inputs.push_back(std::move(t));
+    }
+    std::vector<ir::HostTensor> want = frontend::evaluate_reference(exact, inputs);
+    std::vector<ir::HostTensor> got = model.run(inputs);
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t o = 0; o < got.size(); ++o) {
+      ASSERT_EQ(got[o].shape(), want[o].shape()) << "length " << n;
+      EXPECT_LE(ir::relative_l2_error(got[o], want[o]), 1e-4) << "length " << n << ", output " << o;
+    }
+  }
+}
+
+TEST_F(DynamicModelTest, LengthsRunTheSmallestBucketThatHoldsThem) {
+  DynamicModel model = DynamicModel::load(dir_.string());
+  std::set<size_t> used;
+  for (int64_t n = 1; n <= 10; ++n) {
+    size_t b = model.bucket_of({n});
+    EXPECT_GE(model.manifest().buckets[b][0], n);
+    for (const std::vector<int64_t> &other : model.manifest().buckets)
+      if (other[0] >= n) EXPECT_LE(model.manifest().buckets[b][0], other[0]);
+    used.insert(b);
+  }
+  EXPECT_EQ(used.size(), 3u);
+  EXPECT_EQ(model.bucket_of({10}), model.manifest().buckets.size() - 1);
+}
+
+TEST_F(DynamicModelTest, ShapesOutsideTheRangeOrInDisagreementAreRefused) {
+  DynamicModel model = DynamicModel::load(dir_.string());
+  auto error_of = [&](const std::vector<ir::HostTensor> &inputs) {
+    try {
+      model.run(inputs);
+    } catch (const ModelError &e) {
+      return std::string(e.what());
+    }
+    return std::string("<ran>");
+  };
+  auto ids = [](int64_t n) {
+    ir::HostTensor t(ir::DType::kInt64, {1, n});
+    t.fill(1);
+    return t;
+  };
+  std::string e = error_of({ids(11), ids(11), ids(11)});
+  EXPECT_NE(e.find("'sequence' = 11 (the model takes 1..10) is outside the range"), std::string::npos) << e;
+  e = error_of({ids(4), ids(5), ids(4)});
+  EXPECT_NE(e.find("disagree on the dimension 'sequence' (4 and 5)"), std::string::npos) << e;
+  ir::HostTensor two_rows(ir::DType::kInt64, {2, 4});
+  two_rows.fill(1);
+  e = error_of({two_rows, ids(4), ids(4)});
+  EXPECT_NE(e.find("input 'input_ids' has extent 2 along axis 0; the model takes 1 there"), std::string::npos) << e;
+  e = error_of({ids(4), ids(4)});
+  EXPECT_NE(e.find("the model takes 3 inputs, 2 were given"), std::string::npos) << e;
+}
+
+}  // namespace
+}  // namespace kiln::executor
