@@ -9,10 +9,13 @@ TorchScript-based one (--exporter legacy, weights inside the file).
 
 Needs PyTorch, torchvision and onnxscript from PyPI:
   pip install torch torchvision onnxscript onnx
-Usage: bench/export_models.py [--out DIR] [--exporter dynamo|legacy] [--opset N] [NAME...]
+Usage: bench/export_models.py [--out DIR] [--exporter dynamo|legacy] [--opset N] [--dynamic] [NAME...]
 Names: squeezenet shufflenet mnasnet efficientnet regnet googlenet resnet50 vit bert
-bert-small (default: all but resnet50, vit and bert-small). bert is BERT-base (12
-layers of width 768, 12 heads); bert-small has 4 layers of width 512, 8 heads.
+bert-small bert-tiny (default: all but resnet50, vit, bert-small and bert-tiny). bert is
+BERT-base (12 layers of width 768, 12 heads); bert-small has 4 layers of width 512, 8
+heads; bert-tiny 2 layers of width 128, 2 heads. --dynamic exports the BERT encoders
+with a dynamic sequence axis named "sequence" (the legacy exporter's dynamic_axes), as
+NAME-dynamic.onnx.
 """
 import argparse
 import math
@@ -77,10 +80,11 @@ CNNS = {
 BERTS = {
     "bert": dict(hidden=768, layers=12, heads=12, ffn=3072),
     "bert-small": dict(hidden=512, layers=4, heads=8, ffn=2048),
+    "bert-tiny": dict(hidden=128, layers=2, heads=2, ffn=512),
 }
 
 
-def export(name, out_dir, exporter, opset, seq):
+def export(name, out_dir, exporter, opset, seq, dynamic=False):
     torch.manual_seed(0)
     if name in BERTS:
         model = BertEncoder(**BERTS[name]).eval()
@@ -91,10 +95,16 @@ def export(name, out_dir, exporter, opset, seq):
         model = CNNS[name]().eval()
         args = (torch.randn(1, 3, 224, 224),)
         names = ["input"]
-    path = os.path.join(out_dir, name + ".onnx")
+    path = os.path.join(out_dir, name + ("-dynamic" if dynamic else "") + ".onnx")
+    extra = {}
+    if dynamic:
+        if name not in BERTS:
+            sys.exit("--dynamic exports the BERT encoders only")
+        # The legacy exporter names the axis as given; torch.export's names are its own.
+        extra = dict(dynamic_axes={n: {1: "sequence"} for n in names} | {"output": {1: "sequence"}}, dynamo=False)
     with torch.no_grad():
         torch.onnx.export(model, args, path, input_names=names, output_names=["output"], opset_version=opset,
-                          dynamo=(exporter == "dynamo"))
+                          **({"dynamo": exporter == "dynamo"} | extra))
     print(path, file=sys.stderr)
 
 
@@ -104,13 +114,15 @@ def main():
     p.add_argument("--exporter", choices=["dynamo", "legacy"], default="dynamo")
     p.add_argument("--opset", type=int, default=0, help="0: 18 for dynamo, 17 for legacy")
     p.add_argument("--seq", type=int, default=128, help="the BERT encoder's sequence length")
+    p.add_argument("--dynamic", action="store_true",
+                   help="BERT encoders with a dynamic sequence axis (legacy exporter, opset 17 unless --opset)")
     p.add_argument("names", nargs="*",
                    default=["squeezenet", "shufflenet", "mnasnet", "efficientnet", "regnet", "googlenet", "bert"])
     a = p.parse_args()
     os.makedirs(a.out, exist_ok=True)
-    opset = a.opset or (18 if a.exporter == "dynamo" else 17)
+    opset = a.opset or (18 if a.exporter == "dynamo" and not a.dynamic else 17)
     for name in a.names:
-        export(name, a.out, a.exporter, opset, a.seq)
+        export(name, a.out, a.exporter, opset, a.seq, a.dynamic)
 
 
 if __name__ == "__main__":
