@@ -15,6 +15,13 @@
  *
  * Memory: loading allocates the weights and one arena for every activation;
  * kiln_model_run allocates nothing.
+ *
+ * Dynamic dimensions (since 1.1): a model compiled with `--dim NAME=MIN..MAX`
+ * takes inputs of any shape in its ranges. Its info reports -1 for a dynamic
+ * axis (and 0 bytes for a tensor with one); set its inputs with
+ * kiln_model_set_input_shaped, run, and read each output's actual shape with
+ * kiln_model_output_shape. Such a model loads each bucket when a call first
+ * needs it, and a run copies the inputs and outputs.
  */
 #ifndef KILN_MODEL_H
 #define KILN_MODEL_H
@@ -27,7 +34,7 @@ extern "C" {
 #endif
 
 #define KILN_MODEL_API_VERSION_MAJOR 1
-#define KILN_MODEL_API_VERSION_MINOR 0
+#define KILN_MODEL_API_VERSION_MINOR 1
 #define KILN_MODEL_API_VERSION_PATCH 0
 #define KILN_MODEL_API_VERSION \
   (KILN_MODEL_API_VERSION_MAJOR * 10000 + KILN_MODEL_API_VERSION_MINOR * 100 + KILN_MODEL_API_VERSION_PATCH)
@@ -107,6 +114,28 @@ KILN_MODEL_API const char *kiln_model_last_error(kiln_model model);
 /* Releases the model. NULL-safe; sets *model to NULL.
  * since: 1.0 */
 KILN_MODEL_API void kiln_model_free(kiln_model *model);
+
+/* How many dynamic dimensions the model has (0 for a fixed-shape model or a
+ * NULL or failed handle); dimension `index`'s name and range.
+ * since: 1.1 */
+KILN_MODEL_API size_t kiln_model_num_dims(kiln_model model);
+KILN_MODEL_API kiln_model_status kiln_model_dim_info(kiln_model model, size_t index, const char **out_name,
+                                                     int64_t *out_min, int64_t *out_max);
+
+/* Copies input `index` of the given shape (rank dimensions; `bytes` must be
+ * its size). For a fixed-shape model the shape must be the input's. The shape
+ * is checked against the model's ranges at kiln_model_run, which names a
+ * dimension outside its range or inputs that disagree on one.
+ * since: 1.1 */
+KILN_MODEL_API kiln_model_status kiln_model_set_input_shaped(kiln_model model, size_t index, const void *data, int rank,
+                                                             const int64_t *shape, size_t bytes);
+
+/* The shape of output `index` after the last kiln_model_run (the declared one
+ * for a fixed-shape model): *out_rank dimensions at *out_shape, owned by the
+ * model, valid until the next run or free.
+ * since: 1.1 */
+KILN_MODEL_API kiln_model_status kiln_model_output_shape(kiln_model model, size_t index, int *out_rank,
+                                                         const int64_t **out_shape);
 
 /* The API version the library implements, as KILN_MODEL_API_VERSION encodes it.
  * since: 1.0 */
