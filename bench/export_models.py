@@ -11,11 +11,13 @@ Needs PyTorch, torchvision and onnxscript from PyPI:
   pip install torch torchvision onnxscript onnx
 Usage: bench/export_models.py [--out DIR] [--exporter dynamo|legacy] [--opset N] [--dynamic] [NAME...]
 Names: squeezenet shufflenet mnasnet efficientnet regnet googlenet resnet50 vit bert
-bert-small bert-tiny (default: all but resnet50, vit, bert-small and bert-tiny). bert is
+bert-small bert-tiny gemm (default: all but resnet50, vit, bert-small, bert-tiny and gemm). bert is
 BERT-base (12 layers of width 768, 12 heads); bert-small has 4 layers of width 512, 8
 heads; bert-tiny 2 layers of width 128, 2 heads. --dynamic exports the BERT encoders
 with a dynamic sequence axis named "sequence" (the legacy exporter's dynamic_axes), as
-NAME-dynamic.onnx.
+NAME-dynamic.onnx. gemm is a dense layer y = x W^T, x [M, 768], W [768, 768] (with
+--dynamic, M is a dynamic axis named "M"), its weight also saved as gemm.weight.npy for
+bench/dynamic_gemm.cc.
 """
 import argparse
 import math
@@ -91,13 +93,21 @@ def export(name, out_dir, exporter, opset, seq, dynamic=False):
         ids = torch.randint(0, 30522, (1, seq))
         args = (ids, torch.zeros_like(ids), torch.ones_like(ids))
         names = ["input_ids", "token_type_ids", "attention_mask"]
-    else:
+    elif name in CNNS:
         model = CNNS[name]().eval()
         args = (torch.randn(1, 3, 224, 224),)
         names = ["input"]
+    if name == "gemm":
+        model = torch.nn.Linear(768, 768, bias=False).eval()
+        args = (torch.randn(64, 768),)
+        names = ["x"]
+        import numpy
+        numpy.save(os.path.join(out_dir, "gemm.weight.npy"), model.weight.detach().numpy())
     path = os.path.join(out_dir, name + ("-dynamic" if dynamic else "") + ".onnx")
     extra = {}
-    if dynamic:
+    if dynamic and name == "gemm":
+        extra = dict(dynamic_axes={"x": {0: "M"}, "output": {0: "M"}}, dynamo=False)
+    elif dynamic:
         if name not in BERTS:
             sys.exit("--dynamic exports the BERT encoders only")
         # The legacy exporter names the axis as given; torch.export's names are its own.
