@@ -13,11 +13,13 @@ tuned separately per length, and against ONNX Runtime, at lengths neither tuned 
    model (`kiln bench --dim sequence=N`), the separately tuned model that holds N, and
    ONNX Runtime on the dynamic model at N (same threads). Prints per length the medians
    and ratios, their geometric means, and the tuning times.
+4. With --check, every length of the range: the range model (`kiln run`) against ONNX
+   Runtime's outputs on the same inputs (relative L2 error at most 1e-4).
 
 Needs ONNX Runtime from PyPI: pip install onnxruntime numpy
 Usage: bench/dynamic_vs_ort.py --model M.onnx [--kiln build/cli/kiln] [--dim sequence=1..128] [--fixed batch=1]
                                [--trials B] [--work DIR] [--threads 2] [--heldout 16] [--rounds 3] [--repeat 20]
-                               [--skip-tuning]
+                               [--skip-tuning] [--check]
 """
 import argparse
 import json
@@ -75,6 +77,31 @@ def ort_ms(session, feed, repeat):
     return statistics.median(ms)
 
 
+def check_every_length(a, session, compiled, name, low, high):
+    rng = np.random.default_rng(1)
+    io = os.path.join(a.work, "check")
+    os.makedirs(io, exist_ok=True)
+    worst, failed = 0.0, []
+    for n in range(low, high + 1):
+        feed = feed_at(session, n, rng)
+        if "attention_mask" in feed and n > 1:
+            feed["attention_mask"][:, n - max(1, n // 4):] = 0  # padded tokens of its own
+        cmd = [a.kiln, "run", "--compiled", compiled]
+        for key, value in feed.items():
+            np.save(os.path.join(io, key + ".npy"), value)
+            cmd += ["--input", f"{key}={os.path.join(io, key + '.npy')}"]
+        for out, value in zip(session.get_outputs(), session.run(None, feed)):
+            np.save(os.path.join(io, "want." + out.name + ".npy"), value)
+            cmd += ["--compare", f"{out.name}={os.path.join(io, 'want.' + out.name + '.npy')}"]
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        errors = [float(e) for e in re.findall(r"relative L2 error ([0-9.e+-]+)", r.stdout)]
+        worst = max([worst] + errors)
+        if r.returncode != 0 or not errors:
+            failed.append(n)
+    print(f"check: {high - low + 1} lengths {low}..{high} against ONNX Runtime, worst relative L2 error {worst:.3g}, "
+          f"failed: {failed if failed else 'none'}")
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", required=True)
@@ -88,6 +115,7 @@ def main():
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--repeat", type=int, default=20)
     p.add_argument("--skip-tuning", action="store_true", help="reuse the databases in --work")
+    p.add_argument("--check", action="store_true", help="then check every length against ONNX Runtime's outputs")
     a = p.parse_args()
     os.makedirs(a.work, exist_ok=True)
     name, span = a.dim.split("=")
@@ -149,6 +177,8 @@ def main():
     geo = lambda xs: math.exp(sum(math.log(x) for x in xs) / len(xs))
     print(f"geomean separate/range {geo([r[3] / r[2] for r in rows]):.3f}, ORT/range {geo([r[4] / r[2] for r in rows]):.3f}"
           f", worst ORT/range {min(r[4] / r[2] for r in rows):.3f} at {min(rows, key=lambda r: r[4] / r[2])[0]}")
+    if a.check:
+        check_every_length(a, session, range_model, name, low, high)
     separate_total = sum(v for k, v in times.items() if k.startswith("len"))
     if "range" in times:
         print(f"tuning: range {times['range']:.0f} s for {a.trials} trials; separately {separate_total:.0f} s for "
