@@ -144,11 +144,11 @@ def main():
 
     # 3. Held-out lengths: spread over the range, none a bucket.
     heldout = []
-    for v in np.linspace(low, high, a.heldout + len(buckets) + 2)[1:-1]:
+    for v in np.linspace(low, high, a.heldout + 2)[1:-1]:
         n = int(round(v))
-        while n in buckets or n in heldout:
+        while (n in buckets or n in heldout) and n < high:
             n += 1
-        if n <= high and len(heldout) < a.heldout:
+        if n not in buckets and n not in heldout:
             heldout.append(n)
     options = ort.SessionOptions()
     options.intra_op_num_threads = a.threads

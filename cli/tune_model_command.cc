@@ -90,13 +90,14 @@ void add_tune_model_command(CLI::App &app) {
       ->check(at_least(0));
   cmd->add_option("--warmup-batch", a->warmup_batch,
                   "gradient scheduler: candidates in a task's rounds until it has a measured program (at most "
-                  "--batch)")
+                  "--batch; the first is the untuned default); -1: 8, or fewer (at least 2) where tasks x 8 would "
+                  "take more than half of --trials")
       ->capture_default_str()
-      ->check(at_least(1, 4096));
+      ->check(at_least(-1, 4096));
   cmd->add_option("--warmup-trials", a->warmup_trials,
                   "gradient scheduler: then every task without programs in the database gets this many candidates "
                   "of its own, the largest share of the estimated latency first, before the rule allocates (-1: "
-                  "one --batch; 0: none)")
+                  "one --batch, or fewer where tasks x --batch would take more than half of --trials; 0: none)")
       ->capture_default_str()
       ->check(at_least(-1, 1000000));
   cmd->add_option("--share", a->options.evolution.max_adopted,

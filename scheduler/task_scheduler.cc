@@ -14,12 +14,24 @@ std::string ops_of(const std::string &summary) { return summary.substr(0, summar
 
 double best_of(const TaskState &t) { return t.best_curve.empty() ? 0 : t.best_curve.back(); }
 
-int64_t warmup_trials(const SchedulerOptions &options) {
-  return options.warmup_trials < 0 ? options.task.batch : options.warmup_trials;
+// Half the trials, spread over the tasks: what the defaults of the warm-up may take.
+int64_t half_share(const SchedulerOptions &options, size_t tasks) {
+  return options.trials / (2 * static_cast<int64_t>(std::max<size_t>(tasks, 1)));
 }
 
-bool needs_top_up(const TaskState &t, const SchedulerOptions &options) {
-  return !t.resumed && t.progress.trials < warmup_trials(options);
+int warmup_batch(const SchedulerOptions &options, size_t tasks) {
+  if (options.warmup_batch >= 0) return options.warmup_batch;
+  return static_cast<int>(std::clamp<int64_t>(half_share(options, tasks), 2, 8));
+}
+
+int64_t warmup_trials(const SchedulerOptions &options, size_t tasks) {
+  if (options.warmup_trials >= 0) return options.warmup_trials;
+  return std::max<int64_t>(warmup_batch(options, tasks),
+                           std::min<int64_t>(options.task.batch, half_share(options, tasks)));
+}
+
+bool needs_top_up(const TaskState &t, const SchedulerOptions &options, size_t tasks) {
+  return !t.resumed && t.progress.trials < warmup_trials(options, tasks);
 }
 
 }  // namespace
@@ -68,7 +80,8 @@ int TaskScheduler::pick_gradient(const std::vector<TaskState> &tasks, const Sche
   auto share = [&](int i) { return tasks[static_cast<size_t>(i)].weight * best_of(tasks[static_cast<size_t>(i)]); };
   int top_up = -1;
   for (int i : open)
-    if (needs_top_up(tasks[static_cast<size_t>(i)], options) && (top_up < 0 || share(i) > share(top_up))) top_up = i;
+    if (needs_top_up(tasks[static_cast<size_t>(i)], options, tasks.size()) && (top_up < 0 || share(i) > share(top_up)))
+      top_up = i;
   if (top_up >= 0) return top_up;
   if (random01 < options.epsilon) {
     auto k = static_cast<size_t>(random01 / options.epsilon * static_cast<double>(open.size()));
@@ -153,9 +166,10 @@ SchedulerResult TaskScheduler::run(const std::function<void(const SchedulerProgr
     double best_before = tuner.progress().best_seconds;
     int batch = options_.task.batch;
     if (options_.allocation == Allocation::kGradient && best_of(state) <= 0)
-      batch = std::max(1, std::min(batch, options_.warmup_batch));
-    else if (options_.allocation == Allocation::kGradient && needs_top_up(state, options_))
-      batch = static_cast<int>(std::min<int64_t>(batch, warmup_trials(options_) - state.progress.trials));
+      batch = std::max(1, std::min(batch, warmup_batch(options_, states_.size())));
+    else if (options_.allocation == Allocation::kGradient && needs_top_up(state, options_, states_.size()))
+      batch =
+          static_cast<int>(std::min<int64_t>(batch, warmup_trials(options_, states_.size()) - state.progress.trials));
     int n = static_cast<int>(std::min<int64_t>(batch, options_.trials - p.trials));
     bool more = tuner.run_round(n);
     state.progress = tuner.progress();

@@ -56,9 +56,13 @@ struct SchedulerOptions {
   int early_stop_rounds = 8;
   /// Candidates in a warm-up round of the gradient rule (a task without a measured
   /// program yet); at most the task's batch. Round-robin rounds are always full batches.
-  int warmup_batch = 8;
+  /// -1: 8, or fewer (at least 2) where tasks × 8 would take more than half the trials.
+  int warmup_batch = -1;
   /// Candidates every task gets before the gradient rule allocates (after the first
-  /// rounds above); -1: one full batch (TuneOptions::batch); 0: none.
+  /// rounds above); -1: one full batch (TuneOptions::batch), or fewer (at least the
+  /// warm-up batch) where tasks × batch would take more than half the trials; 0: none.
+  /// A job of many tasks (a model's buckets of a dynamic dimension) then still leaves
+  /// half its budget to the gradient rule.
   int warmup_trials = -1;
   /// Per task: batch size (the round), search, timing and confirmation options.
   TuneOptions task;

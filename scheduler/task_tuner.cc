@@ -187,6 +187,12 @@ void TaskTuner::prepare() {
   if (options_.warm_start) warm_start_from_other_tasks();
   resume_from_database();
   if (progress_.best_seconds > 0) progress_.best_gflops = flops_ / progress_.best_seconds / 1e9;
+  // A task's first batch measures the untuned default, so that a task given few trials
+  // (one of many, a dynamic dimension's buckets) never ends slower than untuned. It is a
+  // program of the default space only: a search space of the caller's own may not hold it.
+  if (progress_.resumed_records == 0 && !options_.space)
+    if (std::optional<search::Candidate> untuned = search::untuned_candidate(func_, target_))
+      search_->offer_first(std::move(*untuned));
   // The unscheduled program, built once, is every candidate's correctness reference; a
   // GPU cannot run it unbound, so there the untuned GPU program is.
   double t0 = support::now_seconds();

@@ -108,6 +108,10 @@ bool EvolutionarySearch::adopt(const ir::Trace &foreign_sketch) {
   return true;
 }
 
+void EvolutionarySearch::offer_first(Candidate candidate) {
+  if (is_new(candidate)) first_ = std::move(candidate);
+}
+
 // Every program not measured yet that any generation held, with its score. The batch
 // comes from these: the final population alone can hold nothing new once it has
 // converged on the measured seeds and re-derivations of them, which ended tuning early
@@ -305,6 +309,8 @@ std::vector<Candidate> EvolutionarySearch::pick_batch(int n, Unseen &unseen, boo
     remember(c);
     batch.push_back(std::move(c));
   };
+  if (first_ && n > 0) take(*first_);
+  first_.reset();
   // Newest first: with a batch smaller than the queue, the latest offer is the best one.
   for (auto it = adopted_.rbegin(); it != adopted_.rend() && static_cast<int>(batch.size()) < n; ++it) take(*it);
   adopted_.clear();

@@ -52,6 +52,9 @@ class EvolutionarySearch {
   /// to it along the sampling instructions the two have in common. A program that replays on this task and is new joins
   /// the head of the next batch (EvolutionOptions::max_adopted). True when it was taken.
   bool adopt(const ir::Trace &foreign_sketch);
+  /// A program to measure at the head of the next batch (the untuned default, before a
+  /// task has programs of its own); ignored when it was measured or proposed already.
+  void offer_first(Candidate candidate);
   /// Up to `n` new candidates. `model_ready` false means the scores are not to be
   /// trusted: the batch is then drawn at random from the population.
   std::vector<Candidate> next_batch(int n, const Scorer &score, bool model_ready);
@@ -88,6 +91,7 @@ class EvolutionarySearch {
   std::unordered_map<uint64_t, std::optional<Candidate>> realized_seeds_;
   std::vector<std::pair<double, ir::Trace>> measured_sketches_;  // throughput, sketch
   std::vector<Candidate> adopted_;                               // oldest first
+  std::optional<Candidate> first_;                               // offer_first's, ahead of them
 };
 
 }  // namespace kiln::search

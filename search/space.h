@@ -125,6 +125,11 @@ struct Candidate {
 std::optional<Candidate> realize(const ir::PrimFunc &func, const ir::Trace &sketch,
                                  const PostprocessorList &postprocessors, uint64_t seed);
 
+/// untuned_schedule's program as a candidate of the default search space (CPU targets;
+/// nullopt for cuda and when no sketch of the default rules realizes): what a task's
+/// first batch measures, so that tuning never ends slower than the untuned default.
+std::optional<Candidate> untuned_candidate(const ir::PrimFunc &func, const Target &target);
+
 /// A sketch and the seed that samples its missing decisions.
 struct SeededSketch {
   ir::Trace sketch;

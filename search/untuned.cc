@@ -174,14 +174,21 @@ std::optional<ir::Trace> gpu_untuned_trace(const ir::PrimFunc &func, const Targe
 
 }  // namespace
 
-std::optional<ir::Trace> untuned_trace(const ir::PrimFunc &func, const Target &target) {
-  if (target.is_cuda()) return gpu_untuned_trace(func, target);
+std::optional<Candidate> untuned_candidate(const ir::PrimFunc &func, const Target &target) {
+  if (target.is_cuda()) return std::nullopt;
   PostprocessorList post = default_postprocessors(target);
   for (const ir::Trace &sketch : generate_sketches(func, default_rules(target), 0)) {
     std::optional<ir::Trace> decided = decide(func, sketch, target);
     if (!decided) continue;
-    if (std::optional<Candidate> c = realize(func, *decided, post, 0)) return c->trace;
+    if (std::optional<Candidate> c = realize(func, *decided, post, 0)) return c;
   }
+  return std::nullopt;
+}
+
+std::optional<ir::Trace> untuned_trace(const ir::PrimFunc &func, const Target &target) {
+  if (target.is_cuda()) return gpu_untuned_trace(func, target);
+  if (std::optional<Candidate> c = untuned_candidate(func, target)) return c->trace;
+  PostprocessorList post = default_postprocessors(target);
   for (const ir::Trace &sketch : generate_sketches(func, untuned_rules(target), 0))
     if (std::optional<Candidate> c = realize(func, sketch, post, 0)) return c->trace;
   return std::nullopt;

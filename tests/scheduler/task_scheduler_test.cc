@@ -190,6 +190,7 @@ TEST(TaskSchedulerJob, WarmUpRoundsAreSmallUnderTheGradientRule) {
   JobFolder job("kiln_task_scheduler_warmup");
   SchedulerOptions options = small_job(17);
   options.warmup_batch = 3;
+  options.warmup_trials = 8;
   std::vector<TaskScheduler::Task> tasks = three_dense_tasks();
   auto gradient_db = db::Database::open(job.dir / "gradient.db", db::OpenMode::kCreate);
   costmodel::XGBoostCostModel model;
@@ -206,6 +207,23 @@ TEST(TaskSchedulerJob, WarmUpRoundsAreSmallUnderTheGradientRule) {
   SchedulerResult rr = TaskScheduler(tasks, job.target, options, &db2, job.pool, test_runner(), model2).run();
   ASSERT_EQ(rr.progress.rounds.size(), 1u);
   EXPECT_EQ(rr.progress.rounds[0].trials, 8);
+}
+
+// By default the warm-up takes at most half the trials: 3 tasks and 12 trials give warm-up
+// rounds of 2 (half of 12 over 3 tasks), no top-up beyond them, and the other half to the
+// gradient rule in a full round.
+TEST(TaskSchedulerJob, TheDefaultWarmUpLeavesHalfTheTrials) {
+  JobFolder job("kiln_task_scheduler_half_warmup");
+  SchedulerOptions options = small_job(12);
+  options.warmup_batch = -1;
+  options.warmup_trials = -1;
+  std::vector<TaskScheduler::Task> tasks = three_dense_tasks();
+  auto database = db::Database::open(job.dir / "half.db", db::OpenMode::kCreate);
+  costmodel::XGBoostCostModel model;
+  SchedulerResult r = TaskScheduler(tasks, job.target, options, &database, job.pool, test_runner(), model).run();
+  std::vector<int64_t> trials_after;
+  for (const auto &round : r.progress.rounds) trials_after.push_back(round.trials);
+  EXPECT_EQ(trials_after, (std::vector<int64_t>{2, 4, 6, 12}));
 }
 
 // The same dense layer with a ReLU after it: a separate task whose search samples the

@@ -15,6 +15,7 @@
 #include "scheduler/measured_programs.h"
 #include "scheduler/task_tuner.h"
 #include "search/evolutionary.h"
+#include "te/te.h"
 #include "tests/scheduler/test_runner.h"
 
 namespace kiln::scheduler {
@@ -91,6 +92,22 @@ TEST_F(TaskTunerTest, FindsValidProgramsAndResumesWithoutRemeasuring) {
 // The measurements of a tracker whose runners drop off: the real local runner's results,
 // the first `lost` of them replaced by what a lost runner reports (RUNNER_LOST becomes
 // ErrorKind::kInfrastructure in rpc::RemoteRunner).
+// A task's first batch measures the untuned default: tuning ends no slower than it.
+TEST_F(TaskTunerTest, TheFirstBatchMeasuresTheUntunedDefault) {
+  costmodel::XGBoostCostModel model;
+  TuneOptions options = quick_options(4);
+  options.trials = 8;
+  TaskTuner tuner(small_dense(), target, options, &database, pool, runner(), model);
+  tuner.run();
+  ir::PrimFunc func = te::lower(small_dense().build_dag(), "dense");
+  std::optional<ir::Trace> untuned = search::untuned_trace(func, target);
+  ASSERT_TRUE(untuned.has_value());
+  bool measured = false;
+  for (const db::Record &r : database.records_of(small_dense().key_hash()))
+    measured = measured || ir::Trace::from_json(nlohmann::json::parse(r.trace_json)).to_json() == untuned->to_json();
+  EXPECT_TRUE(measured);
+}
+
 class RunnersLostOnTheWay : public measure::Runner {
  public:
   explicit RunnersLostOnTheWay(int lost) : lost_(lost) {}
