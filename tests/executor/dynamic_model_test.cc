@@ -1,6 +1,6 @@
 // A compiled model with a dynamic sequence length: one folder of buckets that runs every
-// length in its range like the model imported at that length, refuses lengths outside
-// it, and runs different buckets for different lengths.
+// length the model has positions for (1..32) like the model imported at that length,
+// refuses lengths outside the range, and runs different buckets for different lengths.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -40,14 +40,14 @@ class DynamicModelTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     dir_ = std::filesystem::temp_directory_path() / ("kiln_dynamic_model_test_" + std::to_string(getpid()));
-    frontend::DimRange range = frontend::parse_dim_range("sequence=1..10");
+    frontend::DimRange range = frontend::parse_dim_range("sequence=1..32");
     symbolic_ = new frontend::SymbolicGraph(frontend::find_symbolic_axes(
         [](const std::vector<int64_t> &values) { return import_bert(values.at(0)); }, {range}));
     DynamicManifest m;
     m.dims.push_back({range.name, range.min, range.max});
     for (frontend::ValueId in : symbolic_->at_max.inputs) m.inputs.push_back(tensor_of(*symbolic_, in));
     for (frontend::ValueId out : symbolic_->at_max.outputs) m.outputs.push_back(tensor_of(*symbolic_, out));
-    for (int64_t b : frontend::choose_buckets(range, 3)) m.buckets.push_back({b});
+    for (int64_t b : frontend::choose_buckets(range, 4)) m.buckets.push_back({b});
     CompileOptions options{"llvm -num-cores=2", "", search::untuned_schedule, {}};
     compile_dynamic_model(
         m,
@@ -72,9 +72,9 @@ frontend::SymbolicGraph *DynamicModelTest::symbolic_ = nullptr;
 TEST_F(DynamicModelTest, EveryLengthInTheRangeMatchesTheModelAtThatLength) {
   ASSERT_TRUE(is_dynamic_model(dir_.string()));
   DynamicModel model = DynamicModel::load(dir_.string());
-  ASSERT_EQ(model.manifest().buckets.size(), 3u);
+  ASSERT_EQ(model.manifest().buckets.size(), 4u);
   std::mt19937_64 rng(7);
-  for (int64_t n = 1; n <= 10; ++n) {
+  for (int64_t n = 1; n <= 32; ++n) {
     frontend::Graph exact = import_bert(n);
     std::vector<ir::HostTensor> inputs;
     for (frontend::ValueId in : exact.inputs) {
@@ -96,15 +96,15 @@ TEST_F(DynamicModelTest, EveryLengthInTheRangeMatchesTheModelAtThatLength) {
 TEST_F(DynamicModelTest, LengthsRunTheSmallestBucketThatHoldsThem) {
   DynamicModel model = DynamicModel::load(dir_.string());
   std::set<size_t> used;
-  for (int64_t n = 1; n <= 10; ++n) {
+  for (int64_t n = 1; n <= 32; ++n) {
     size_t b = model.bucket_of({n});
     EXPECT_GE(model.manifest().buckets[b][0], n);
     for (const std::vector<int64_t> &other : model.manifest().buckets)
       if (other[0] >= n) EXPECT_LE(model.manifest().buckets[b][0], other[0]);
     used.insert(b);
   }
-  EXPECT_EQ(used.size(), 3u);
-  EXPECT_EQ(model.bucket_of({10}), model.manifest().buckets.size() - 1);
+  EXPECT_EQ(used.size(), 4u);
+  EXPECT_EQ(model.bucket_of({32}), model.manifest().buckets.size() - 1);
 }
 
 TEST_F(DynamicModelTest, ShapesOutsideTheRangeOrInDisagreementAreRefused) {
@@ -122,8 +122,8 @@ TEST_F(DynamicModelTest, ShapesOutsideTheRangeOrInDisagreementAreRefused) {
     t.fill(1);
     return t;
   };
-  std::string e = error_of({ids(11), ids(11), ids(11)});
-  EXPECT_NE(e.find("'sequence' = 11 (the model takes 1..10) is outside the range"), std::string::npos) << e;
+  std::string e = error_of({ids(33), ids(33), ids(33)});
+  EXPECT_NE(e.find("'sequence' = 33 (the model takes 1..32) is outside the range"), std::string::npos) << e;
   e = error_of({ids(4), ids(5), ids(4)});
   EXPECT_NE(e.find("disagree on the dimension 'sequence' (4 and 5)"), std::string::npos) << e;
   ir::HostTensor two_rows(ir::DType::kInt64, {2, 4});
