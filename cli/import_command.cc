@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <iostream>
 #include <memory>
+#include <string>
 
 #include "cli/pipeline_args.h"
 #include "frontend/tasks.h"
@@ -25,6 +26,41 @@ void print_tasks(const std::vector<frontend::Task> &tasks) {
   std::printf("%zu tasks, %.4f GFLOP per inference\n", tasks.size(), total / 1e9);
 }
 
+std::string axes_text(const executor::DynamicManifest &m, const executor::DynamicTensor &t) {
+  std::string text;
+  for (const executor::DynamicAxis &a : t.axes) {
+    if (!text.empty()) text += "x";
+    if (a.dim < 0)
+      text += std::to_string(a.extent);
+    else
+      text += (a.scale != 1 ? std::to_string(a.scale) + "*" : "") + m.dims[static_cast<size_t>(a.dim)].name;
+  }
+  return text;
+}
+
+// A model with a dynamic dimension: which inputs and outputs follow it, its buckets,
+// and the tasks of each.
+void print_dynamic(const PipelineArgs &args) {
+  DynamicPlan plan = plan_dynamic(args);
+  const executor::DynamicManifest &m = plan.manifest;
+  for (const executor::DynamicDim &d : m.dims)
+    std::printf("dynamic dimension %s: %lld..%lld\n", d.name.c_str(), (long long)d.min, (long long)d.max);
+  for (const executor::DynamicTensor &t : m.inputs)
+    std::printf("input  %s: %s\n", t.name.c_str(), axes_text(m, t).c_str());
+  for (const executor::DynamicTensor &t : m.outputs)
+    std::printf("output %s: %s\n", t.name.c_str(), axes_text(m, t).c_str());
+  std::printf("\n%-20s %8s %9s %6s %6s\n", "bucket", "calls", "subgraphs", "tasks", "masks");
+  for (size_t b = 0; b < m.buckets.size(); ++b) {
+    frontend::PreparedModel bucket = prepare_bucket(args, plan, b);
+    size_t masks = 0;
+    for (const frontend::Node &n : bucket.graph.nodes)
+      masks += n.op == "where" &&
+               bucket.graph.values[static_cast<size_t>(n.output)].name.find(".masked") != std::string::npos;
+    std::printf("%-20s %7.1f%% %9zu %6zu %6zu\n", m.bucket_folder(b).c_str(), 100 * plan.bucket_weights[b],
+                bucket.subgraphs.size(), frontend::extract_tasks(bucket.subgraphs).size(), masks);
+  }
+}
+
 }  // namespace
 
 void add_import_command(CLI::App &app) {
@@ -35,6 +71,11 @@ void add_import_command(CLI::App &app) {
   add_pipeline_flags(*cmd, *args);
   cmd->add_flag("--json", *json, "print the graph, the subgraphs and the tasks as one JSON object");
   cmd->callback([args, json] {
+    if (has_dynamic_dims(*args)) {
+      if (*json) fail("--json prints one graph: give every dimension a value (--dim NAME=VALUE) to see a bucket's");
+      print_dynamic(*args);
+      return;
+    }
     auto [graph, subgraphs, options] = prepare_model(*args);
     std::vector<frontend::Task> tasks = frontend::extract_tasks(subgraphs);
     if (*json) {
