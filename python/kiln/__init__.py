@@ -3,7 +3,7 @@
 
 from ._library import KilnError, library_version
 from .database import Database, Record
-from .model import Model, TensorInfo, set_threads
+from .model import Dim, Model, TensorInfo, set_threads
 
-__all__ = ["Database", "KilnError", "Model", "Record", "TensorInfo", "library_version", "set_threads"]
+__all__ = ["Database", "Dim", "KilnError", "Model", "Record", "TensorInfo", "library_version", "set_threads"]
 __version__ = "0.1.0"

@@ -11,7 +11,8 @@ _OK = 0
 _DTYPES = {"float32": np.float32, "float16": np.float16, "int64": np.int64, "int32": np.int32, "int8": np.int8,
            "bool": np.bool_}
 
-TensorInfo = namedtuple("TensorInfo", ["name", "dtype", "shape"])
+TensorInfo = namedtuple("TensorInfo", ["name", "dtype", "shape"])  # shape: -1 at a dynamic axis
+Dim = namedtuple("Dim", ["name", "min", "max"])
 
 
 class _TensorInfo(ctypes.Structure):
@@ -37,6 +38,15 @@ def _declare(lib):
     lib.kiln_model_last_error.restype = ctypes.c_char_p
     lib.kiln_model_free.argtypes = [ctypes.POINTER(handle)]
     lib.kiln_model_free.restype = None
+    # Dynamic dimensions (kiln_model.h 1.1).
+    lib.kiln_model_num_dims.argtypes = [handle]
+    lib.kiln_model_num_dims.restype = ctypes.c_size_t
+    lib.kiln_model_dim_info.argtypes = [handle, ctypes.c_size_t, ctypes.POINTER(ctypes.c_char_p),
+                                        ctypes.POINTER(ctypes.c_int64), ctypes.POINTER(ctypes.c_int64)]
+    lib.kiln_model_set_input_shaped.argtypes = [handle, ctypes.c_size_t, ctypes.c_void_p, ctypes.c_int,
+                                                ctypes.POINTER(ctypes.c_int64), ctypes.c_size_t]
+    lib.kiln_model_output_shape.argtypes = [handle, ctypes.c_size_t, ctypes.POINTER(ctypes.c_int),
+                                            ctypes.POINTER(ctypes.POINTER(ctypes.c_int64))]
 
 
 _lib = lazy_library("libkiln_model.so.1", _declare)
@@ -49,7 +59,9 @@ def set_threads(threads):
 
 
 class Model(Handle):
-    """A compiled model. `Model(path).run(inputs)` returns the outputs as NumPy arrays."""
+    """A compiled model. `Model(path).run(inputs)` returns the outputs as NumPy arrays.
+    A model compiled with a `--dim NAME=MIN..MAX` range lists it in `dims`, shows -1 at
+    its inputs' and outputs' dynamic axes, and takes inputs of any shape in the range."""
 
     def __init__(self, path):
         lib = _lib()
@@ -62,6 +74,12 @@ class Model(Handle):
         self.inputs = [self._info(lib.kiln_model_input_info, k) for k in range(lib.kiln_model_num_inputs(self._handle))]
         self.outputs = [self._info(lib.kiln_model_output_info, k)
                         for k in range(lib.kiln_model_num_outputs(self._handle))]
+        self.dims = []
+        for k in range(lib.kiln_model_num_dims(self._handle)):
+            name, low, high = ctypes.c_char_p(), ctypes.c_int64(), ctypes.c_int64()
+            self._check(lib.kiln_model_dim_info(self._handle, k, ctypes.byref(name), ctypes.byref(low),
+                                                ctypes.byref(high)))
+            self.dims.append(Dim(name.value.decode(), low.value, high.value))
 
     def _info(self, describe, index):
         info = _TensorInfo()
@@ -91,23 +109,36 @@ class Model(Handle):
         lib = _lib()
         for index, (info, array) in enumerate(zip(self.inputs, arrays)):
             data = self._prepared(info, array)
-            self._check(lib.kiln_model_set_input(self._handle, index, data.ctypes.data, data.nbytes))
+            if self.dims:
+                shape = (ctypes.c_int64 * data.ndim)(*data.shape)
+                self._check(lib.kiln_model_set_input_shaped(self._handle, index, data.ctypes.data, data.ndim, shape,
+                                                            data.nbytes))
+            else:
+                self._check(lib.kiln_model_set_input(self._handle, index, data.ctypes.data, data.nbytes))
         self._check(lib.kiln_model_run(self._handle))
         results = []
         for index, info in enumerate(self.outputs):
             pointer, size = ctypes.c_void_p(), ctypes.c_size_t()
             self._check(lib.kiln_model_get_output(self._handle, index, ctypes.byref(pointer), ctypes.byref(size)))
+            shape = info.shape
+            if self.dims:
+                rank, dims = ctypes.c_int(), ctypes.POINTER(ctypes.c_int64)()
+                self._check(lib.kiln_model_output_shape(self._handle, index, ctypes.byref(rank), ctypes.byref(dims)))
+                shape = tuple(dims[d] for d in range(rank.value))
             dtype = np.dtype(_DTYPES[info.dtype])
             view = np.ctypeslib.as_array(ctypes.cast(pointer, ctypes.POINTER(ctypes.c_uint8)), (size.value,))
-            results.append(view.view(dtype).reshape(info.shape).copy())  # the model reuses its buffer
+            results.append(view.view(dtype).reshape(shape).copy())  # the model reuses its buffer
         return results
 
     @staticmethod
     def _prepared(info, array):
         array = np.asarray(array)
         want = np.dtype(_DTYPES[info.dtype])
-        if tuple(array.shape) != info.shape:
-            raise KilnError(f"input {info.name!r} has shape {tuple(array.shape)}; the model takes {info.shape}")
+        fits = len(array.shape) == len(info.shape) and all(want_d in (-1, d) for d, want_d in zip(array.shape,
+                                                                                                info.shape))
+        if not fits:
+            raise KilnError(f"input {info.name!r} has shape {tuple(array.shape)}; the model takes {info.shape}"
+                            + (" (-1: any value of a dynamic dimension)" if -1 in info.shape else ""))
         if array.dtype != want:
             if array.dtype.kind != want.kind and not (want.kind == "i" and array.dtype.kind == "u"):
                 raise KilnError(f"input {info.name!r} is {array.dtype}; the model takes {info.dtype}")

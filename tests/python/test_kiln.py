@@ -54,6 +54,29 @@ class ModelTest(unittest.TestCase):
         self.assertIn("/nonexistent/model.kiln", str(caught.exception))
 
 
+class DynamicModelTest(unittest.TestCase):
+    def test_any_length_in_the_range_runs_and_one_past_it_is_refused(self):
+        exported = os.path.join(os.path.dirname(MODEL_FILES), "bert_ids_dynamic")
+        with tempfile.TemporaryDirectory() as work:
+            compiled = os.path.join(work, "dynamic.kiln")
+            subprocess.run([KILN, "compile", "--model", exported + ".onnx", "--dim", "batch=1", "--dim",
+                            "sequence=1..20", "--buckets", "2", "--no-db", "-o", compiled], check=True,
+                           capture_output=True)
+            model = kiln.Model(compiled)
+            self.assertEqual(model.dims, [kiln.Dim("sequence", 1, 20)])
+            self.assertEqual(model.inputs[0].shape, (1, -1))
+            feed = {i.name: np.load(f"{exported}.in.{i.name}.npy") for i in model.inputs}
+            sequence, pooled = model.run(feed)
+            want = np.load(exported + ".out.sequence.npy")
+            self.assertEqual(sequence.shape, want.shape)
+            self.assertLess(np.linalg.norm(sequence - want) / np.linalg.norm(want), 1e-4)
+            self.assertEqual(pooled.shape, np.load(exported + ".out.pooled.npy").shape)
+            short = {name: value[:, :5] for name, value in feed.items()}
+            self.assertEqual(model.run(short)[0].shape, (1, 5, want.shape[2]))
+            with self.assertRaisesRegex(kiln.KilnError, "'sequence' = 21 \\(the model takes 1..20\\)"):
+                model.run({name: np.zeros((1, 21), np.int64) for name in feed})
+
+
 class DatabaseTest(unittest.TestCase):
     def test_best_record_of_a_tuned_workload(self):
         with tempfile.TemporaryDirectory() as work:
