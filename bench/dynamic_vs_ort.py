@@ -34,6 +34,8 @@ import time
 import numpy as np
 import onnxruntime as ort
 
+from models_vs_ort import ort_bench
+
 
 def run(cmd, log=True):
     if log:
@@ -64,17 +66,6 @@ def feed_at(session, n, rng):
         else:
             feed[i.name] = rng.integers(0, 1000, shape).astype(np.int64)
     return feed
-
-
-def ort_ms(session, feed, repeat):
-    for _ in range(3):
-        session.run(None, feed)
-    ms = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        session.run(None, feed)
-        ms.append((time.perf_counter() - start) * 1e3)
-    return statistics.median(ms)
 
 
 def check_every_length(a, session, compiled, name, low, high):
@@ -165,7 +156,7 @@ def main():
                                      str(a.threads), "--repeat", str(a.repeat)], log=False)))
             ks.append(median_ms(run([a.kiln, "bench", "--compiled", separate[holder], "--threads", str(a.threads),
                                      "--repeat", str(a.repeat)], log=False)))
-            ko.append(ort_ms(session, feed, a.repeat))
+            ko.append(ort_bench(session, feed, a.repeat))
         rows.append((n, holder, statistics.median(kr), statistics.median(ks), statistics.median(ko)))
         r = rows[-1]
         print(f"{n:5d} {holder:6d} {r[2]:10.3f} {r[3]:10.3f} {r[4]:10.3f} {r[3] / r[2]:10.3f} {r[4] / r[2]:9.3f}",

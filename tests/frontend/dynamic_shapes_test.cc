@@ -29,17 +29,23 @@ ImportAt bert_at() {
   return [](const std::vector<int64_t> &values) { return import_bert(values.at(0)); };
 }
 
-// The leading block of `padded` that has `real`'s shape.
+// Where element `flat` of a tensor of shape `shape` sits in one of shape `padded` that
+// holds it in its leading part (row-major both).
+int64_t padded_offset(int64_t flat, const std::vector<int64_t> &shape, const std::vector<int64_t> &padded) {
+  int64_t offset = 0, stride = 1;
+  for (size_t a = shape.size(); a-- > 0;) {
+    offset += (flat % shape[a]) * stride;
+    flat /= shape[a];
+    stride *= padded[a];
+  }
+  return offset;
+}
+
+// The leading block of `padded` that has the shape `shape`.
 ir::HostTensor leading_part(const ir::HostTensor &padded, const std::vector<int64_t> &shape) {
   ir::HostTensor out(padded.dtype(), shape);
-  const std::vector<int64_t> &p = padded.shape();
-  for (int64_t flat = 0; flat < out.size(); ++flat) {
-    int64_t rest = flat, offset = 0, stride = 1;
-    std::vector<int64_t> index(shape.size());
-    for (size_t a = shape.size(); a-- > 0;) index[a] = rest % shape[a], rest /= shape[a];
-    for (size_t a = shape.size(); a-- > 0;) offset += index[a] * stride, stride *= p[a];
-    out.set(flat, padded.get(offset));
-  }
+  for (int64_t flat = 0; flat < out.size(); ++flat)
+    out.set(flat, padded.get(padded_offset(flat, shape, padded.shape())));
   return out;
 }
 
@@ -48,14 +54,7 @@ ir::HostTensor leading_part(const ir::HostTensor &padded, const std::vector<int6
 ir::HostTensor padded_to(const ir::HostTensor &real, const std::vector<int64_t> &padded) {
   ir::HostTensor out(real.dtype(), padded);
   out.fill(1);
-  const std::vector<int64_t> &r = real.shape();
-  for (int64_t flat = 0; flat < real.size(); ++flat) {
-    int64_t rest = flat, offset = 0, stride = 1;
-    std::vector<int64_t> index(r.size());
-    for (size_t a = r.size(); a-- > 0;) index[a] = rest % r[a], rest /= r[a];
-    for (size_t a = r.size(); a-- > 0;) offset += index[a] * stride, stride *= padded[a];
-    out.set(offset, real.get(flat));
-  }
+  for (int64_t flat = 0; flat < real.size(); ++flat) out.set(padded_offset(flat, real.shape(), padded), real.get(flat));
   return out;
 }
 
@@ -148,6 +147,14 @@ TEST(DynamicShapes, BucketsMinimizeTheExpectedPadding) {
   DimRange w = parse_dim_range("seq=1..128@8,8,8,100");
   EXPECT_EQ(choose_buckets(w, 3), (std::vector<int64_t>{8, 104, 128}));
   EXPECT_EQ(choose_buckets(parse_dim_range("seq=1..16"), 16).size(), 16u);
+  std::vector<double> mass = bucket_probabilities(w, {8, 104, 128});
+  EXPECT_DOUBLE_EQ(mass[0], 0.75);
+  EXPECT_DOUBLE_EQ(mass[1], 0.25);
+  EXPECT_DOUBLE_EQ(mass[2], 0.0);
+  // A long range stays quick: at most 8 buckets from a grid of ~256 candidates.
+  std::vector<int64_t> wide = choose_buckets(parse_dim_range("seq=1..1048576"), 8);
+  EXPECT_EQ(wide.back(), 1048576);
+  EXPECT_LE(wide.size(), 8u);
 }
 
 TEST(DynamicShapes, AxesThatFollowTheDimensionAreFound) {
