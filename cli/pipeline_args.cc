@@ -212,15 +212,7 @@ DynamicPlan plan_dynamic(const PipelineArgs &args) {
   std::vector<std::vector<double>> mass;
   for (const frontend::DimRange &r : ranged) {
     per_dim.push_back(frontend::choose_buckets(r, args.buckets));
-    std::vector<double> p;
-    int64_t below = r.min - 1;
-    for (int64_t b : per_dim.back()) {
-      double sum = 0;
-      for (int64_t v = below + 1; v <= b; ++v) sum += r.probability(v);
-      p.push_back(sum);
-      below = b;
-    }
-    mass.push_back(p);
+    mass.push_back(frontend::bucket_probabilities(r, per_dim.back()));
   }
   std::vector<size_t> index(ranged.size(), 0);
   while (true) {

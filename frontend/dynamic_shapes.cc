@@ -315,16 +315,23 @@ class BucketRules {
   const SymbolicGraph &s_;
 };
 
+double total_weight(const DimRange &r) {
+  double total = 0;
+  for (const auto &[v, w] : r.weights) total += w;
+  return total;
+}
+
+// DimRange::probability with the weights' total given (summed once for a whole range).
+double probability_of(const DimRange &r, int64_t value, double total) {
+  if (value < r.min || value > r.max) return 0;
+  if (r.weights.empty()) return 1.0 / static_cast<double>(r.max - r.min + 1);
+  auto it = r.weights.find(value);
+  return it == r.weights.end() || total <= 0 ? 0 : it->second / total;
+}
+
 }  // namespace
 
-double DimRange::probability(int64_t value) const {
-  if (value < min || value > max) return 0;
-  if (weights.empty()) return 1.0 / static_cast<double>(max - min + 1);
-  double total = 0;
-  for (const auto &[v, w] : weights) total += w;
-  auto it = weights.find(value);
-  return it == weights.end() || total <= 0 ? 0 : it->second / total;
-}
+double DimRange::probability(int64_t value) const { return probability_of(*this, value, total_weight(*this)); }
 
 DimRange parse_dim_range(const std::string &spec) {
   const std::string what = "--dim '" + spec + "'";
@@ -348,7 +355,7 @@ DimRange parse_dim_range(const std::string &spec) {
     r.max = parse_count(rest.substr(dots + 2), what);
     if (r.min > r.max) throw std::invalid_argument(what + ": the range's minimum is above its maximum");
   }
-  if (r.max > (int64_t{1} << 24)) throw std::invalid_argument(what + ": values above 16777216 are not supported");
+  if (r.max > (int64_t{1} << 20)) throw std::invalid_argument(what + ": values above 1048576 are not supported");
   if (!samples.empty()) {
     if (r.is_fixed()) throw std::invalid_argument(what + ": expected values (@...) belong to a range");
     r.weights = read_weights(samples, what);
@@ -368,6 +375,7 @@ std::vector<int64_t> choose_buckets(const DimRange &range, int count) {
   // Small values each; larger ones on a grid that tiles well, finer for small ranges.
   int64_t grid = 1;
   while (grid < 8 && grid * 32 <= range.max) grid *= 2;
+  while (range.max / grid > 256) grid *= 2;  // a long range: the search stays ~256² per bucket
   std::vector<int64_t> candidates;
   for (int64_t v = range.min; v < range.max; ++v)
     if (v <= 8 || v % grid == 0) candidates.push_back(v);
@@ -375,10 +383,11 @@ std::vector<int64_t> choose_buckets(const DimRange &range, int count) {
   const size_t m = candidates.size();
   // cost(i, j): the expected padding of the values in (candidates[i], candidates[j]] run
   // at candidates[j] (i = m: from the range's minimum).
+  const double total = total_weight(range);
   std::vector<double> prefix_weighted(static_cast<size_t>(range.max - range.min + 2), 0.0);
   for (int64_t v = range.min; v <= range.max; ++v)
     prefix_weighted[static_cast<size_t>(v - range.min + 1)] =
-        prefix_weighted[static_cast<size_t>(v - range.min)] + range.probability(v) / static_cast<double>(v);
+        prefix_weighted[static_cast<size_t>(v - range.min)] + probability_of(range, v, total) / static_cast<double>(v);
   auto cost = [&](int64_t low_exclusive, int64_t bucket) {
     size_t lo = static_cast<size_t>(std::max(low_exclusive + 1, range.min) - range.min);
     size_t hi = static_cast<size_t>(bucket - range.min + 1);
@@ -406,6 +415,19 @@ std::vector<int64_t> choose_buckets(const DimRange &range, int count) {
   }
   std::reverse(buckets.begin(), buckets.end());
   return buckets;
+}
+
+std::vector<double> bucket_probabilities(const DimRange &range, const std::vector<int64_t> &buckets) {
+  const double total = total_weight(range);
+  std::vector<double> mass;
+  int64_t below = range.min - 1;
+  for (int64_t b : buckets) {
+    double sum = 0;
+    for (int64_t v = below + 1; v <= b; ++v) sum += probability_of(range, v, total);
+    mass.push_back(sum);
+    below = b;
+  }
+  return mass;
 }
 
 std::string dim_input_name(const std::string &symbol) { return "kiln.dim." + symbol; }

@@ -62,6 +62,10 @@ DimRange parse_dim_range(const std::string &spec);
 /// a maximum of 63, then 2, 4, and 8 from a maximum of 256): round extents tile well.
 std::vector<int64_t> choose_buckets(const DimRange &range, int count);
 
+/// For ascending `buckets` ending at the range's maximum: the probability that a call
+/// runs each (the values above the bucket before it, up to it).
+std::vector<double> bucket_probabilities(const DimRange &range, const std::vector<int64_t> &buckets);
+
 /// An axis whose extent is scale × a dimension's value.
 struct SymbolicAxis {
   int symbol = -1;  ///< index into SymbolicGraph::symbols; -1: a static axis
