@@ -45,6 +45,10 @@ nlohmann::json tensor_json(const DynamicTensor &t) {
   return {{"name", t.name}, {"dtype", ir::dtype_name(t.dtype)}, {"axes", axes}};
 }
 
+// Bounds that keep every extent and element count of a manifest within int64_t.
+constexpr int64_t kMaxDimValue = int64_t{1} << 20;
+constexpr int64_t kMaxExtent = int64_t{1} << 40;
+
 DynamicTensor tensor_from_json(const nlohmann::json &j, size_t dims) {
   DynamicTensor t;
   t.name = j.at("name").get<std::string>();
@@ -54,11 +58,15 @@ DynamicTensor tensor_from_json(const nlohmann::json &j, size_t dims) {
     if (a.contains("dim")) {
       axis.dim = a.at("dim").get<int>();
       axis.scale = a.at("scale").get<int64_t>();
-      if (axis.dim < 0 || static_cast<size_t>(axis.dim) >= dims || axis.scale < 1)
+      if (axis.dim < 0 || static_cast<size_t>(axis.dim) >= dims)
         throw ModelError("dynamic.json: tensor '" + t.name + "' names a dimension it does not have");
+      if (axis.scale < 1 || axis.scale > kMaxExtent / kMaxDimValue)
+        throw ModelError("dynamic.json: tensor '" + t.name + "' has an axis of " + std::to_string(axis.scale) +
+                         " times a dimension");
     } else {
       axis.extent = a.at("extent").get<int64_t>();
-      if (axis.extent < 0) throw ModelError("dynamic.json: tensor '" + t.name + "' has a negative extent");
+      if (axis.extent < 0 || axis.extent > kMaxExtent)
+        throw ModelError("dynamic.json: tensor '" + t.name + "' has an extent of " + std::to_string(axis.extent));
     }
     t.axes.push_back(axis);
   }
@@ -107,10 +115,15 @@ DynamicManifest DynamicManifest::from_json(const nlohmann::json &j) {
     DynamicManifest m;
     for (const nlohmann::json &d : j.at("dims")) {
       DynamicDim dim{d.at("name").get<std::string>(), d.at("min").get<int64_t>(), d.at("max").get<int64_t>()};
-      if (dim.min < 1 || dim.min > dim.max)
-        throw ModelError("dynamic.json: dimension '" + dim.name + "' has no values");
+      if (dim.min < 1 || dim.min > dim.max || dim.max > kMaxDimValue)
+        throw ModelError("dynamic.json: dimension '" + dim.name + "' has no values in 1.." +
+                         std::to_string(kMaxDimValue));
+      if (dim.name.empty()) throw ModelError("dynamic.json: a dimension without a name");
+      for (const DynamicDim &other : m.dims)
+        if (other.name == dim.name) throw ModelError("dynamic.json names dimension '" + dim.name + "' twice");
       m.dims.push_back(dim);
     }
+    if (m.dims.empty()) throw ModelError("dynamic.json lists no dimensions");
     for (const nlohmann::json &t : j.at("inputs")) m.inputs.push_back(tensor_from_json(t, m.dims.size()));
     for (const nlohmann::json &t : j.at("outputs")) m.outputs.push_back(tensor_from_json(t, m.dims.size()));
     for (const nlohmann::json &b : j.at("buckets")) {
@@ -122,6 +135,13 @@ DynamicManifest DynamicManifest::from_json(const nlohmann::json &j) {
       m.buckets.push_back(values);
     }
     if (m.buckets.empty()) throw ModelError("dynamic.json lists no buckets");
+    // Every call must have a bucket: one holds the ranges' maxima.
+    bool holds_maxima = std::any_of(m.buckets.begin(), m.buckets.end(), [&](const std::vector<int64_t> &b) {
+      for (size_t d = 0; d < b.size(); ++d)
+        if (b[d] != m.dims[d].max) return false;
+      return true;
+    });
+    if (!holds_maxima) throw ModelError("dynamic.json: no bucket holds the dimensions' largest values");
     return m;
   } catch (const nlohmann::json::exception &e) {
     throw ModelError(std::string("dynamic.json is damaged: ") + e.what());
