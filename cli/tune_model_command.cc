@@ -70,6 +70,8 @@ void add_tune_model_command(CLI::App &app) {
     int early_stop = scheduler::SchedulerOptions{}.early_stop_rounds;
     int warmup_batch = scheduler::SchedulerOptions{}.warmup_batch;
     int warmup_trials = scheduler::SchedulerOptions{}.warmup_trials;
+    double unconfirmed_share = scheduler::SchedulerOptions{}.unconfirmed_share;
+    int64_t last_offers = scheduler::SchedulerOptions{}.last_offers;
     bool measure = true;
     std::string report;
   };
@@ -100,6 +102,18 @@ void add_tune_model_command(CLI::App &app) {
                   "one --batch, or fewer where tasks x --batch would take more than half of --trials; 0: none)")
       ->capture_default_str()
       ->check(at_least(-1, 1000000));
+  cmd->add_option("--last-offers", a->last_offers,
+                  "gradient scheduler: trials per task kept for the end of the job (a quarter of --trials at most), "
+                  "when each task measures up to this many programs other tasks offered it since its last round "
+                  "(see --share); 0: none")
+      ->capture_default_str()
+      ->check(at_least(0));
+  cmd->add_option("--unconfirmed-share", a->unconfirmed_share,
+                  "the tasks of smallest share of the estimated latency that together hold at most this share of it "
+                  "skip the re-timing of their fastest programs at the end (--confirm-top; 0: every task is "
+                  "re-timed)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0));
   cmd->add_option("--share", a->options.evolution.max_adopted,
                   "a task's new best is offered to the tasks whose schedules sample the same way (the same "
                   "operator with another epilogue or shape); each keeps this many offers to measure in its next "
@@ -167,6 +181,8 @@ void add_tune_model_command(CLI::App &app) {
     options.early_stop_rounds = a->early_stop;
     options.warmup_batch = a->warmup_batch;
     options.warmup_trials = a->warmup_trials;
+    options.unconfirmed_share = a->unconfirmed_share;
+    options.last_offers = a->last_offers;
     options.task = a->options;
     options.task.pipeline = prepared.options.to_json();
     std::filesystem::path work = std::filesystem::temp_directory_path() / ("kiln_tune_" + std::to_string(getpid()));

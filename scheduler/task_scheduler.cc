@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <limits>
+#include <numeric>
 #include <random>
 
 namespace kiln::scheduler {
@@ -32,6 +33,27 @@ int64_t warmup_trials(const SchedulerOptions &options, size_t tasks) {
 
 bool needs_top_up(const TaskState &t, const SchedulerOptions &options, size_t tasks) {
   return !t.resumed && t.progress.trials < warmup_trials(options, tasks);
+}
+
+// Every task but those of smallest share of the estimated latency that together hold
+// at most `unconfirmed_share` of it (all of them when a task has no program yet).
+std::vector<bool> tasks_to_confirm(const std::vector<TaskState> &states, double unconfirmed_share) {
+  std::vector<bool> confirm(states.size(), true);
+  double total = 0;
+  for (const TaskState &t : states) total += t.weight * best_of(t);
+  if (unconfirmed_share <= 0 || total <= 0) return confirm;
+  std::vector<size_t> order(states.size());
+  std::iota(order.begin(), order.end(), 0);
+  auto share = [&](size_t i) { return states[i].weight * best_of(states[i]); };
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return share(a) < share(b); });
+  double skipped = 0;
+  for (size_t i : order) {
+    if (best_of(states[i]) <= 0) continue;  // nothing to re-time
+    if (skipped + share(i) > unconfirmed_share * total) break;
+    skipped += share(i);
+    confirm[i] = false;
+  }
+  return confirm;
 }
 
 }  // namespace
@@ -146,31 +168,11 @@ SchedulerResult TaskScheduler::run(const std::function<void(const SchedulerProgr
     }
     return total;
   };
-  while (p.trials < options_.trials) {
-    if (options_.time_limit_seconds > 0 && support::now_seconds() - start >= options_.time_limit_seconds) break;
-    if (should_stop && should_stop()) break;
-    int pick = -1;
-    if (options_.allocation == Allocation::kGradient) {
-      pick = pick_gradient(states_, options_, uniform(rng));
-    } else {
-      for (size_t k = 0; k < states_.size() && pick < 0; ++k) {
-        size_t i = (next_in_turn + k) % states_.size();
-        if (!states_[i].stopped) pick = static_cast<int>(i);
-      }
-      next_in_turn = static_cast<size_t>(pick + 1);
-    }
-    if (pick < 0) break;  // every task stopped
+  auto play = [&](int pick, int n) {
     TaskState &state = states_[static_cast<size_t>(pick)];
     TaskTuner &tuner = *tuners_[static_cast<size_t>(pick)];
     int64_t before = tuner.progress().trials;
     double best_before = tuner.progress().best_seconds;
-    int batch = options_.task.batch;
-    if (options_.allocation == Allocation::kGradient && best_of(state) <= 0)
-      batch = std::max(1, std::min(batch, warmup_batch(options_, states_.size())));
-    else if (options_.allocation == Allocation::kGradient && needs_top_up(state, options_, states_.size()))
-      batch =
-          static_cast<int>(std::min<int64_t>(batch, warmup_trials(options_, states_.size()) - state.progress.trials));
-    int n = static_cast<int>(std::min<int64_t>(batch, options_.trials - p.trials));
     bool more = tuner.run_round(n);
     state.progress = tuner.progress();
     if (state.progress.best_seconds > 0 && state.progress.best_seconds != best_before)
@@ -183,10 +185,61 @@ SchedulerResult TaskScheduler::run(const std::function<void(const SchedulerProgr
     p.rounds.push_back({p.trials, p.elapsed_seconds, pick, state.progress.best_seconds, p.estimated_latency});
     p.tasks = states_;
     if (on_round) on_round(p);
+  };
+  auto out_of_time = [&] {
+    return (options_.time_limit_seconds > 0 && support::now_seconds() - start >= options_.time_limit_seconds) ||
+           (should_stop && should_stop());
+  };
+  // The last offers: trials kept for the end, when every task has had its rounds.
+  const int64_t reserve =
+      options_.allocation == Allocation::kGradient && options_.task.evolution.max_adopted > 0
+          ? std::min<int64_t>(static_cast<int64_t>(tuners_.size()) * options_.last_offers, options_.trials / 4)
+          : 0;
+  bool offered = reserve == 0;
+  while (p.trials < options_.trials) {
+    if (out_of_time()) break;
+    if (!offered && p.trials >= options_.trials - reserve) {
+      // Each task measures the newest programs other tasks offered it since its last
+      // round, largest share of the estimate first: a task given only its warm-up (one
+      // of a dynamic dimension's buckets) has never seen what its siblings found later.
+      offered = true;
+      std::vector<size_t> order(tuners_.size());
+      std::iota(order.begin(), order.end(), 0);
+      auto share = [&](size_t i) { return states_[i].weight * best_of(states_[i]); };
+      std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return share(a) > share(b); });
+      for (size_t i : order) {
+        if (p.trials >= options_.trials || out_of_time()) break;
+        auto n = static_cast<int>(std::min<int64_t>(
+            {static_cast<int64_t>(tuners_[i]->pending_adopted()), options_.last_offers, options_.trials - p.trials}));
+        if (n > 0) play(static_cast<int>(i), n);
+      }
+      continue;
+    }
+    int pick = -1;
+    if (options_.allocation == Allocation::kGradient) {
+      pick = pick_gradient(states_, options_, uniform(rng));
+    } else {
+      for (size_t k = 0; k < states_.size() && pick < 0; ++k) {
+        size_t i = (next_in_turn + k) % states_.size();
+        if (!states_[i].stopped) pick = static_cast<int>(i);
+      }
+      next_in_turn = static_cast<size_t>(pick + 1);
+    }
+    if (pick < 0) break;  // every task stopped
+    const TaskState &state = states_[static_cast<size_t>(pick)];
+    int batch = options_.task.batch;
+    if (options_.allocation == Allocation::kGradient && best_of(state) <= 0)
+      batch = std::max(1, std::min(batch, warmup_batch(options_, states_.size())));
+    else if (options_.allocation == Allocation::kGradient && needs_top_up(state, options_, states_.size()))
+      batch =
+          static_cast<int>(std::min<int64_t>(batch, warmup_trials(options_, states_.size()) - state.progress.trials));
+    const int64_t limit = offered ? options_.trials : options_.trials - reserve;
+    play(pick, static_cast<int>(std::min<int64_t>(batch, limit - p.trials)));
   }
+  std::vector<bool> confirm = tasks_to_confirm(states_, options_.unconfirmed_share);
   for (size_t i = 0; i < tuners_.size(); ++i) {
-    if (on_confirm) on_confirm(i, tuners_.size());
-    result.tasks.push_back(tuners_[i]->finish());
+    if (on_confirm && confirm[i]) on_confirm(i, tuners_.size());
+    result.tasks.push_back(tuners_[i]->finish(confirm[i]));
     states_[i].progress = result.tasks.back().progress;
     if (states_[i].progress.best_seconds > 0) states_[i].best_curve.push_back(states_[i].progress.best_seconds);
   }

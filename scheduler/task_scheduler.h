@@ -64,6 +64,17 @@ struct SchedulerOptions {
   /// A job of many tasks (a model's buckets of a dynamic dimension) then still leaves
   /// half its budget to the gradient rule.
   int warmup_trials = -1;
+  /// Per task, trials kept for the end of the job (at most a quarter of `trials` in
+  /// all; gradient rule with sharing only): each task then measures up to this many of
+  /// the programs other tasks offered it (TaskTuner::adopt) since its last round, the
+  /// largest share of the estimate first; what is not spent goes back to the rule. 0: none.
+  int64_t last_offers = 1;
+  /// The confirmation (TuneOptions::confirm_top) is skipped for the tasks of smallest
+  /// share of the estimated latency that together hold at most this share of it: which
+  /// of their top programs is faster moves the model by less than their noise, and a job
+  /// of hundreds of tasks (a dynamic dimension's buckets) spent a third of its time
+  /// re-timing them. 0: every task is confirmed.
+  double unconfirmed_share = 0.05;
   /// Per task: batch size (the round), search, timing and confirmation options.
   TuneOptions task;
 };

@@ -407,9 +407,9 @@ void TaskTuner::train(const std::vector<search::Candidate> &batch, const std::ve
   progress_.time.training += support::now_seconds() - t0;
 }
 
-TuneResult TaskTuner::finish() {
+TuneResult TaskTuner::finish(bool confirm) {
   TuneResult result;
-  result.confirmed = confirm_best(start_, result.disagreements);
+  if (confirm) result.confirmed = confirm_best(start_, result.disagreements);
   progress_.elapsed_seconds = support::now_seconds() - start_;
   result.progress = progress_;
   result.best_trace_json = best_trace_;

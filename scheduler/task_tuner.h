@@ -139,13 +139,16 @@ class TaskTuner {
   /// Searches, builds, measures, stores and trains on up to `n` candidates; false when
   /// the space has nothing new.
   bool run_round(int n);
-  /// The confirmation of the best programs (TuneOptions::confirm_top) and the result.
-  TuneResult finish();
+  /// The confirmation of the best programs (TuneOptions::confirm_top; none when
+  /// `confirm` is false) and the result.
+  TuneResult finish(bool confirm = true);
   /// The sketch (with decisions) of the best program known; empty before one is.
   const ir::Trace &best_sketch() const { return best_sketch_; }
   /// Offers another task's program (its sketch with decisions) to this task's search
   /// (search::EvolutionarySearch::adopt); call after prepare().
   bool adopt(const ir::Trace &foreign_sketch) { return search_ && search_->adopt(foreign_sketch); }
+  /// Programs adopted from other tasks and not measured yet.
+  size_t pending_adopted() const { return search_ ? search_->num_adopted() : 0; }
   const Progress &progress() const { return progress_; }
   /// Why each record of this task the database could not read (damaged by another
   /// tool) was passed over when resuming; the caller warns.

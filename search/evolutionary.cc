@@ -155,7 +155,7 @@ const Mutator &EvolutionarySearch::pick_mutator() {
 // The best measured programs, then fresh samples of every sketch until the population
 // holds `population` programs not measured yet (the measured seeds are parents for
 // mutation, not candidates themselves).
-std::vector<Candidate> EvolutionarySearch::initial_population() {
+std::vector<Candidate> EvolutionarySearch::initial_population(int size) {
   std::vector<Candidate> population;
   std::unordered_set<std::string> in_population;
   auto add = [&](std::optional<Candidate> c) {
@@ -189,8 +189,8 @@ std::vector<Candidate> EvolutionarySearch::initial_population() {
   // Drawn in chunks of what is still missing: the search then stops after the same draw,
   // and draws the same samples, as one sample at a time would.
   int fresh = 0;
-  for (int tries = 0; fresh < options_.population && tries < options_.population * 4 && !sketches_.empty();) {
-    auto chunk = static_cast<size_t>(std::min(options_.population - fresh, options_.population * 4 - tries));
+  for (int tries = 0; fresh < size && tries < size * 4 && !sketches_.empty();) {
+    auto chunk = static_cast<size_t>(std::min(size - fresh, size * 4 - tries));
     std::vector<std::optional<Candidate>> samples =
         realize_all(func_, draw_fresh(chunk), space_.postprocessors, options_.threads);
     tries += static_cast<int>(chunk);
@@ -209,7 +209,7 @@ std::vector<Candidate> EvolutionarySearch::initial_population() {
   return population;
 }
 
-void EvolutionarySearch::evolve(std::vector<Candidate> population, const Scorer &score, Unseen &unseen) {
+void EvolutionarySearch::evolve(std::vector<Candidate> population, int size, const Scorer &score, Unseen &unseen) {
   auto scores_of = [&](const std::vector<Candidate> &cs) {
     std::vector<ir::PrimFunc> funcs;
     for (const Candidate &c : cs) funcs.push_back(c.func);
@@ -251,7 +251,7 @@ void EvolutionarySearch::evolve(std::vector<Candidate> population, const Scorer 
     std::discrete_distribution<size_t> parent(w.begin(), w.end());
     std::vector<SeededSketch> mutated;
     std::vector<std::optional<uint64_t>> keys;  // set for fully decided sketches
-    for (int i = 0; i < options_.population; ++i) {
+    for (int i = 0; i < size; ++i) {
       const Candidate &p = population[parent(rng_)];
       std::optional<ir::Trace> t = pick_mutator().apply(p.sketch, rng_);
       if (!t) continue;
@@ -282,7 +282,7 @@ void EvolutionarySearch::evolve(std::vector<Candidate> population, const Scorer 
     std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return all[a] > all[b]; });
     std::vector<Candidate> next;
     s.clear();
-    for (size_t i = 0; i < order.size() && static_cast<int>(next.size()) < options_.population; ++i) {
+    for (size_t i = 0; i < order.size() && static_cast<int>(next.size()) < size; ++i) {
       next.push_back(population[order[i]]);
       s.push_back(all[order[i]]);
     }
@@ -339,10 +339,17 @@ std::vector<Candidate> EvolutionarySearch::pick_batch(int n, Unseen &unseen, boo
 }
 
 std::vector<Candidate> EvolutionarySearch::next_batch(int n, const Scorer &score, bool model_ready) {
-  std::vector<Candidate> population = initial_population();
+  // Picking 2 candidates out of 128 programs evolved for 3 generations costs as much as
+  // picking 32: small batches evolve a population in proportion.
+  if (static_cast<int>(adopted_.size()) + (first_ ? 1 : 0) >= n) {
+    Unseen none;  // the batch is what is waiting: nothing to evolve
+    return pick_batch(n, none, model_ready);
+  }
+  const int size = std::min(options_.population, std::max(32, 16 * n));
+  std::vector<Candidate> population = initial_population(size);
   if (population.empty()) return {};
   Unseen unseen;
-  evolve(std::move(population), model_ready ? score : Scorer(), unseen);
+  evolve(std::move(population), size, model_ready ? score : Scorer(), unseen);
   return pick_batch(n, unseen, model_ready);
 }
 

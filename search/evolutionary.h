@@ -15,7 +15,9 @@
 namespace kiln::search {
 
 struct EvolutionOptions {
-  /// Candidates per generation.
+  /// Candidates per generation (for a batch of at least population / 16 candidates;
+  /// smaller batches, a many-task job's warm-up rounds, evolve 16 per candidate, at
+  /// least 32).
   int population = 128;
   /// Rounds of mutation + selection before a batch is picked.
   int generations = 3;
@@ -52,6 +54,8 @@ class EvolutionarySearch {
   /// to it along the sampling instructions the two have in common. A program that replays on this task and is new joins
   /// the head of the next batch (EvolutionOptions::max_adopted). True when it was taken.
   bool adopt(const ir::Trace &foreign_sketch);
+  /// Adopted programs waiting to be measured in the next batch.
+  size_t num_adopted() const { return adopted_.size(); }
   /// A program to measure at the head of the next batch (the untuned default, before a
   /// task has programs of its own); ignored when it was measured or proposed already.
   void offer_first(Candidate candidate);
@@ -66,7 +70,7 @@ class EvolutionarySearch {
   bool is_new(const Candidate &c) const;
   void remember(const Candidate &c);
   // The steps of next_batch.
-  std::vector<Candidate> initial_population();
+  std::vector<Candidate> initial_population(int population);
   std::optional<Candidate> sample_fresh();
   /// The draws of `n` fresh samples, in the order sample_fresh makes them.
   std::vector<SeededSketch> draw_fresh(size_t n);
@@ -74,7 +78,7 @@ class EvolutionarySearch {
   /// Generations of mutation and selection; every program not measured yet that any
   /// generation held goes to `unseen` with its score.
   struct Unseen;
-  void evolve(std::vector<Candidate> population, const Scorer &score, Unseen &unseen);
+  void evolve(std::vector<Candidate> population, int size, const Scorer &score, Unseen &unseen);
   std::vector<Candidate> pick_batch(int n, Unseen &unseen, bool model_ready);
 
   ir::PrimFunc func_;

@@ -125,6 +125,7 @@ SchedulerOptions small_job(int64_t trials) {
   options.task.timing.repeat = 2;
   options.task.timing.min_repeat_ms = 1;
   options.task.confirm_top = 0;
+  options.last_offers = 0;
   return options;
 }
 
@@ -263,6 +264,70 @@ TEST(TaskSchedulerJob, SiblingTasksShareTheirBestPrograms) {
     } else {
       EXPECT_EQ(r.tasks[1].progress.adopted, 0);
       EXPECT_EQ(stored_as_adopted, 0);
+    }
+  }
+}
+
+// The last trials are kept for the offers: with 8 trials over three dense layers of one
+// kind, the warm-up's rounds of 2 end at 6 (2 kept); the first task had its round before
+// the others had programs, so the next round measures one program they offered it.
+TEST(TaskSchedulerJob, TheLastTrialsMeasureWhatOtherTasksFoundLater) {
+  JobFolder job("kiln_task_scheduler_last_offers");
+  SchedulerOptions options = small_job(8);
+  options.last_offers = 1;
+  std::vector<TaskScheduler::Task> tasks = three_dense_tasks();
+  auto database = db::Database::open(job.dir / "offers.db", db::OpenMode::kCreate);
+  costmodel::XGBoostCostModel model;
+  struct Seen {
+    int64_t trials;
+    int pick;
+    int64_t adopted;
+  };
+  std::vector<Seen> seen{{0, -1, 0}};
+  SchedulerResult r =
+      TaskScheduler(tasks, job.target, options, &database, job.pool, test_runner(), model)
+          .run([&](const SchedulerProgress &p) {
+            const RoundRecord &round = p.rounds.back();
+            seen.push_back({round.trials, round.task, p.tasks[static_cast<size_t>(round.task)].progress.adopted});
+          });
+  EXPECT_EQ(r.progress.trials, 8);
+  auto adopted_before = [&](size_t k) {
+    int64_t adopted = 0;
+    for (size_t j = 1; j < k; ++j)
+      if (seen[j].pick == seen[k].pick) adopted = seen[j].adopted;
+    return adopted;
+  };
+  size_t k = 1;
+  while (k < seen.size() && seen[k - 1].trials < 6) EXPECT_LE(seen[k++].trials, 6) << "the rule took a kept trial";
+  ASSERT_LT(k, seen.size());
+  int offer_rounds = 0;
+  for (; k < seen.size() && seen[k].trials == seen[k - 1].trials + 1 && seen[k].adopted == adopted_before(k) + 1; ++k)
+    ++offer_rounds;
+  EXPECT_GE(offer_rounds, 1) << "no round measured an offered program";
+  EXPECT_LE(offer_rounds, 2);
+}
+
+// The re-timing at the end skips the tasks of smallest share of the estimate: the two
+// small dense layers, run once per inference against the large one's 8 times, together
+// are well under half of it; the large one is not.
+TEST(TaskSchedulerJob, TasksOfSmallShareAreNotReTimed) {
+  JobFolder job("kiln_task_scheduler_unconfirmed");
+  SchedulerOptions options = small_job(24);
+  options.task.confirm_top = 2;
+  options.task.confirm_runs = 1;
+  std::vector<TaskScheduler::Task> tasks = {{dense(16, 24, 32), 8}, {dense(8, 16, 16), 1}, {dense(4, 8, 8), 1}};
+  for (double unconfirmed : {0.5, 0.0}) {
+    options.unconfirmed_share = unconfirmed;
+    auto database = db::Database::open(job.dir / ("u" + std::to_string(unconfirmed) + ".db"), db::OpenMode::kCreate);
+    costmodel::XGBoostCostModel model;
+    SchedulerResult r = TaskScheduler(tasks, job.target, options, &database, job.pool, test_runner(), model).run();
+    ASSERT_EQ(r.tasks.size(), 3u);
+    EXPECT_GT(r.tasks[0].confirmed, 0);
+    for (size_t i : {1, 2}) {
+      if (unconfirmed > 0)
+        EXPECT_EQ(r.tasks[i].confirmed, 0) << "task " << i;
+      else
+        EXPECT_GT(r.tasks[i].confirmed, 0) << "task " << i;
     }
   }
 }
