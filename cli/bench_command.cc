@@ -101,9 +101,9 @@ void bench_dynamic(const BenchArgs &args) {
   if (args.threads > 0) executor::Model::set_threads(args.threads);
   std::vector<int64_t> values = dim_values_from(model.manifest(), args.dims);
   std::vector<ir::HostTensor> inputs;
-  size_t bucket = 0;
+  std::vector<executor::DynamicPiece> pieces;
   try {
-    bucket = model.bucket_of(values);
+    pieces = model.pieces_of(values);
     inputs = model.random_inputs(values);
   } catch (const executor::ModelError &e) {
     fail(e.what());
@@ -112,9 +112,15 @@ void bench_dynamic(const BenchArgs &args) {
   std::string at;
   for (size_t d = 0; d < values.size(); ++d)
     at += (d ? ", " : "") + model.manifest().dims[d].name + "=" + std::to_string(values[d]);
-  std::printf("%s at %s (bucket %s, %zu steps): median %s, min %s over %d runs\n", args.model.c_str(), at.c_str(),
-              model.manifest().bucket_folder(bucket).c_str(), model.bucket(bucket).num_steps(),
-              format_ms(ms[ms.size() / 2]).c_str(), format_ms(ms.front()).c_str(), args.repeat);
+  std::string buckets;
+  size_t steps = 0;
+  for (const executor::DynamicPiece &p : pieces) {
+    buckets += (buckets.empty() ? "" : " + ") + model.manifest().bucket_folder(p.bucket);
+    steps += model.bucket(p.bucket).num_steps();
+  }
+  std::printf("%s at %s (bucket%s %s, %zu steps): median %s, min %s over %d runs\n", args.model.c_str(), at.c_str(),
+              pieces.size() > 1 ? "s" : "", buckets.c_str(), steps, format_ms(ms[ms.size() / 2]).c_str(),
+              format_ms(ms.front()).c_str(), args.repeat);
 }
 
 }  // namespace
@@ -152,7 +158,7 @@ void add_bench_command(CLI::App &app) {
     if (args->profile) {
       std::vector<double> step_ms;
       try {
-        step_ms = model.profile_steps(args->repeat);
+        step_ms = model.profile_steps(inputs, args->repeat);
       } catch (const executor::ModelError &e) {
         fail(e.what());
       }

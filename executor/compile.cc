@@ -255,9 +255,10 @@ std::vector<db::Record> alternatives_of(db::Database &db, const frontend::Subgra
 }
 
 // The time of steps [first, last] inside the inferences: the median of `runs` each.
-double window_ms(Model &model, size_t first, size_t last, int runs) {
-  model.run();
-  std::vector<double> ms = model.profile_steps(runs);
+// The arena may place an input where a later step writes once the input is dead, so
+// every run starts from the inputs again.
+double window_ms(Model &model, const std::vector<ir::HostTensor> &inputs, size_t first, size_t last, int runs) {
+  std::vector<double> ms = model.profile_steps(inputs, runs);
   double sum = 0;
   for (size_t i = first; i <= last; ++i) sum += ms[i];
   return sum;
@@ -270,8 +271,8 @@ double window_ms(Model &model, size_t first, size_t last, int runs) {
 struct WindowTiming {
   double current_ms, ratio;
 };
-WindowTiming time_in_model(Model &model, size_t step, size_t last, const std::string &current,
-                           const std::string &candidate) {
+WindowTiming time_in_model(Model &model, const std::vector<ir::HostTensor> &inputs, size_t step, size_t last,
+                           const std::string &current, const std::string &candidate) {
   constexpr int kRounds = 4, kRuns = 10;
   std::vector<double> cur, ratio;
   for (int r = 0; r < kRounds; ++r) {
@@ -279,7 +280,7 @@ WindowTiming time_in_model(Model &model, size_t step, size_t last, const std::st
     for (int k = 0; k < 2; ++k) {
       bool take_candidate = (k == 0) == (r % 2 == 1);
       model.replace_step(step, take_candidate ? candidate : current);
-      pair[take_candidate ? 1 : 0] = window_ms(model, step, last, kRuns);
+      pair[take_candidate ? 1 : 0] = window_ms(model, inputs, step, last, kRuns);
     }
     cur.push_back(pair[0]);
     ratio.push_back(pair[1] / pair[0]);
@@ -298,7 +299,7 @@ void choose_in_model(const std::filesystem::path &root, nlohmann::json &manifest
                      const std::vector<StepPrograms> &programs, const BuildArtifact &build, const Target &target,
                      const std::function<void(const InModelChoice &)> &chosen, CompileReport &report) {
   Model model = Model::load(root.string());
-  model.run(model.random_inputs());  // the input buffers keep them
+  const std::vector<ir::HostTensor> inputs = model.random_inputs();
   const size_t num_steps = programs.size();
   for (size_t i = 0; i < num_steps; ++i) {
     const StepPrograms &p = programs[i];
@@ -321,7 +322,7 @@ void choose_in_model(const std::filesystem::path &root, nlohmann::json &manifest
         continue;  // a record that no longer replays or builds is no candidate
       }
       ++choice.tried;
-      WindowTiming t = time_in_model(model, i, last, current, candidate);
+      WindowTiming t = time_in_model(model, inputs, i, last, current, candidate);
       if (choice.window_ms == 0) choice.window_ms = choice.chosen_window_ms = t.current_ms;
       if (t.ratio < 0.98) {
         if (current != artifact) std::filesystem::remove(current);

@@ -81,10 +81,14 @@ class Model {
   /// On an error the step keeps its artifact. The manifest on disk is not changed.
   void replace_step(size_t i, const std::string &artifact);
 
-  /// Runs `runs` inferences on what the input buffers hold, timing each step on its
-  /// own inside them; returns every step's median in ms, in step order. Where a model
-  /// is slower than the sum of its tuned kernels, this says which steps lose the time.
-  std::vector<double> profile_steps(int runs);
+  /// Runs `runs` inferences on `inputs` (copied in before each, untimed: the arena may
+  /// reuse a dead input's bytes), timing each step on its own inside them; returns
+  /// every step's median in ms, in step order. Where a model is slower than the sum of
+  /// its tuned kernels, this says which steps lose the time.
+  std::vector<double> profile_steps(const std::vector<ir::HostTensor> &inputs, int runs);
+  /// Copies the inputs into the model's input buffers (ModelError on a count, shape or
+  /// type mismatch).
+  void set_inputs(const std::vector<ir::HostTensor> &inputs);
 
  private:
   struct Impl;
