@@ -49,6 +49,11 @@ void print_dynamic(const PipelineArgs &args) {
     std::printf("input  %s: %s\n", t.name.c_str(), axes_text(m, t).c_str());
   for (const executor::DynamicTensor &t : m.outputs)
     std::printf("output %s: %s\n", t.name.c_str(), axes_text(m, t).c_str());
+  if (m.dims.size() == 1 && m.dims[0].max_pieces > 1)
+    std::printf("calls run as up to %d buckets, each on its rows along %s (they never meet)\n", m.dims[0].max_pieces,
+                m.dims[0].name.c_str());
+  else if (!plan.not_split.empty())
+    std::printf("calls run one bucket each, padded (not split: %s)\n", plan.not_split.c_str());
   std::printf("\n%-20s %8s %9s %6s %6s\n", "bucket", "calls", "subgraphs", "tasks", "masks");
   for (size_t b = 0; b < m.buckets.size(); ++b) {
     frontend::PreparedModel bucket = prepare_bucket(args, plan, b);

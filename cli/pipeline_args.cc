@@ -94,6 +94,11 @@ void add_pipeline_flags(CLI::App &cmd, PipelineArgs &args) {
       ->capture_default_str()
       ->check(CLI::Range(1, 64));
   cmd.add_flag_callback(
+      "--no-split", [&args] { args.split = false; },
+      "with one dynamic --dim whose rows never meet (a batch: no operator reduces or reads across it): run each "
+      "call as one bucket, padded, instead of as up to two buckets on its rows (buckets are then chosen for "
+      "padding alone, not as powers of two)");
+  cmd.add_flag_callback(
       "--no-layout-rewrite", [&args] { args.layout_rewrite = false; },
       "do not mark the model's weights constant: programs then pack weights on every call instead of "
       "once at load (tasks get other keys; the choice is recorded, and kiln compile says when a database was "
@@ -133,6 +138,7 @@ std::string compile_command_line(const PipelineArgs &args, const std::string &db
   for (const std::string &shape : args.shapes) line += " --shape " + shell_quote(shape);
   for (const std::string &dim : args.dims) line += " --dim " + shell_quote(dim);
   if (args.buckets != PipelineArgs{}.buckets) line += " --buckets " + std::to_string(args.buckets);
+  if (!args.split) line += " --no-split";
   std::string flags = pipeline_options(args).flags();
   if (!flags.empty()) line += " " + flags;
   if (db != kDefaultDatabase) line += " --db " + shell_quote(db);
@@ -207,12 +213,25 @@ DynamicPlan plan_dynamic(const PipelineArgs &args) {
       for (const executor::DynamicAxis &a : t.axes) used = used || a.dim == static_cast<int>(d);
     if (!used) fail("--dim " + ranged[d].name + ": no input axis follows it");
   }
-  // Every combination of the dimensions' buckets, and how likely a call runs each.
+  // One dimension whose rows never meet (a batch): a call runs as up to two buckets on
+  // its rows, powers of two, so that padding stays small.
+  bool split = false;
+  if (ranged.size() == 1) {
+    try {
+      plan.not_split = args.split ? frontend::rows_interact(plan.symbolic, 0) : "--no-split";
+    } catch (const frontend::DynamicShapeError &e) {
+      fail(e.what());
+    }
+    split = plan.not_split.empty();
+    if (split) m.dims[0].max_pieces = 2;
+  }
+  // Every combination of the dimensions' buckets, and how often a call runs each.
   std::vector<std::vector<int64_t>> per_dim;
   std::vector<std::vector<double>> mass;
   for (const frontend::DimRange &r : ranged) {
-    per_dim.push_back(frontend::choose_buckets(r, args.buckets));
-    mass.push_back(frontend::bucket_probabilities(r, per_dim.back()));
+    per_dim.push_back(split ? frontend::choose_split_buckets(r, args.buckets)
+                            : frontend::choose_buckets(r, args.buckets));
+    mass.push_back(frontend::bucket_runs(r, per_dim.back(), split ? 2 : 1));
   }
   std::vector<size_t> index(ranged.size(), 0);
   while (true) {

@@ -19,6 +19,7 @@ struct PipelineArgs {
   std::vector<std::string> shapes;
   std::vector<std::string> dims;  ///< --dim NAME=VALUE or NAME=MIN..MAX[@SAMPLES]
   int buckets = 8;                ///< most buckets per dynamic dimension
+  bool split = true;              ///< calls of a dimension whose rows never meet run as up to two buckets
   bool layout_rewrite = true;
   std::string image_layout = "NHWC";
   bool winograd = true;
@@ -47,7 +48,10 @@ bool has_dynamic_dims(const PipelineArgs &args);
 struct DynamicPlan {
   frontend::SymbolicGraph symbolic;
   executor::DynamicManifest manifest;  ///< dims, inputs, outputs, buckets
-  std::vector<double> bucket_weights;  ///< the probability that a call runs each bucket
+  std::vector<double> bucket_weights;  ///< how often a call runs each bucket, on average
+  /// Why calls run one bucket each, for a model of one dynamic dimension whose calls are
+  /// not split (frontend::rows_interact, or --no-split); empty when they are split.
+  std::string not_split;
 };
 
 /// Finds the dynamic axes and chooses the buckets; fails with a message saying what

@@ -8,6 +8,7 @@
 #include <map>
 
 #include "ir/json_checks.h"
+#include "support/pieces.h"
 
 namespace kiln::executor {
 
@@ -37,6 +38,26 @@ void copy_leading(const uint8_t *src, const std::vector<int64_t> &src_shape, uin
     copy_leading(src + i * src_stride, src_shape, dst + i * dst_stride, dst_shape, element_bytes, axis + 1);
 }
 
+// Copies `rows` rows along `axis` from row `src_first` of `src` to row `dst_first` of
+// `dst` (row-major, the same rank; the extents of every other axis agree).
+void copy_rows(const uint8_t *src, const std::vector<int64_t> &src_shape, int64_t src_first, uint8_t *dst,
+               const std::vector<int64_t> &dst_shape, int64_t dst_first, size_t axis, int64_t rows,
+               int64_t element_bytes) {
+  int64_t outer = 1, inner = element_bytes;
+  for (size_t a = 0; a < axis; ++a) outer *= src_shape[a];
+  for (size_t a = axis + 1; a < src_shape.size(); ++a) inner *= src_shape[a];
+  for (int64_t o = 0; o < outer; ++o)
+    std::memcpy(dst + (o * dst_shape[axis] + dst_first) * inner, src + (o * src_shape[axis] + src_first) * inner,
+                static_cast<size_t>(rows * inner));
+}
+
+// The axis of `t` along dimension 0 (a model that splits calls has one dimension), or -1.
+int split_axis(const DynamicTensor &t) {
+  for (size_t a = 0; a < t.axes.size(); ++a)
+    if (t.axes[a].dim == 0) return static_cast<int>(a);
+  return -1;
+}
+
 nlohmann::json tensor_json(const DynamicTensor &t) {
   nlohmann::json axes = nlohmann::json::array();
   for (const DynamicAxis &a : t.axes)
@@ -48,6 +69,7 @@ nlohmann::json tensor_json(const DynamicTensor &t) {
 // Bounds that keep every extent and element count of a manifest within int64_t.
 constexpr int64_t kMaxDimValue = int64_t{1} << 20;
 constexpr int64_t kMaxExtent = int64_t{1} << 40;
+constexpr int kMaxPieces = 4;
 
 DynamicTensor tensor_from_json(const nlohmann::json &j, size_t dims) {
   DynamicTensor t;
@@ -94,7 +116,10 @@ std::vector<int64_t> DynamicManifest::shape_at(const DynamicTensor &t, const std
 
 nlohmann::json DynamicManifest::to_json() const {
   nlohmann::json j{{"kiln_dynamic_model", kDynamicModelFormatVersion}};
-  for (const DynamicDim &d : dims) j["dims"].push_back({{"name", d.name}, {"min", d.min}, {"max", d.max}});
+  for (const DynamicDim &d : dims) {
+    j["dims"].push_back({{"name", d.name}, {"min", d.min}, {"max", d.max}});
+    if (d.max_pieces > 1) j["dims"].back()["pieces"] = d.max_pieces;
+  }
   j["inputs"] = nlohmann::json::array();
   j["outputs"] = nlohmann::json::array();
   for (const DynamicTensor &t : inputs) j["inputs"].push_back(tensor_json(t));
@@ -114,7 +139,11 @@ DynamicManifest DynamicManifest::from_json(const nlohmann::json &j) {
                        std::to_string(kDynamicModelFormatVersion) + ": compile the model again");
     DynamicManifest m;
     for (const nlohmann::json &d : j.at("dims")) {
-      DynamicDim dim{d.at("name").get<std::string>(), d.at("min").get<int64_t>(), d.at("max").get<int64_t>()};
+      DynamicDim dim{d.at("name").get<std::string>(), d.at("min").get<int64_t>(), d.at("max").get<int64_t>(),
+                     d.contains("pieces") ? d.at("pieces").get<int>() : 1};
+      if (dim.max_pieces < 1 || dim.max_pieces > kMaxPieces)
+        throw ModelError("dynamic.json: dimension '" + dim.name + "' splits calls into " +
+                         std::to_string(dim.max_pieces) + " pieces (1.." + std::to_string(kMaxPieces) + ")");
       if (dim.min < 1 || dim.min > dim.max || dim.max > kMaxDimValue)
         throw ModelError("dynamic.json: dimension '" + dim.name + "' has no values in 1.." +
                          std::to_string(kMaxDimValue));
@@ -142,6 +171,17 @@ DynamicManifest DynamicManifest::from_json(const nlohmann::json &j) {
       return true;
     });
     if (!holds_maxima) throw ModelError("dynamic.json: no bucket holds the dimensions' largest values");
+    for (const DynamicDim &d : m.dims) {
+      if (d.max_pieces <= 1) continue;
+      if (m.dims.size() > 1)
+        throw ModelError("dynamic.json: dimension '" + d.name +
+                         "' splits calls, which a model of several "
+                         "dynamic dimensions cannot");
+      for (const DynamicTensor &t : m.outputs)
+        if (split_axis(t) < 0)
+          throw ModelError("dynamic.json: dimension '" + d.name + "' splits calls, but output '" + t.name +
+                           "' has no axis along it");
+    }
     return m;
   } catch (const nlohmann::json::exception &e) {
     throw ModelError(std::string("dynamic.json is damaged: ") + e.what());
@@ -297,9 +337,75 @@ std::vector<ir::HostTensor> DynamicModel::random_inputs(const std::vector<int64_
   return inputs;
 }
 
+std::vector<DynamicPiece> DynamicModel::pieces_of(const std::vector<int64_t> &values) const {
+  const DynamicManifest &m = impl_->manifest;
+  check_dim_values(values);
+  if (m.dims.size() == 1 && m.dims[0].max_pieces > 1) {
+    std::vector<int64_t> sizes;
+    for (const std::vector<int64_t> &b : m.buckets) sizes.push_back(b[0]);
+    std::vector<int64_t> split = support::split_into_pieces(values[0], sizes, m.dims[0].max_pieces);
+    if (!split.empty()) {
+      std::vector<DynamicPiece> pieces;
+      int64_t offset = 0;
+      for (int64_t size : split) {
+        auto bucket = static_cast<size_t>(std::find(sizes.begin(), sizes.end(), size) - sizes.begin());
+        pieces.push_back({bucket, offset, std::min(size, values[0] - offset)});
+        offset += pieces.back().rows;
+      }
+      return pieces;
+    }
+  }
+  return {{bucket_of(values), 0, values.empty() ? 0 : values[0]}};
+}
+
 std::vector<ir::HostTensor> DynamicModel::run(const std::vector<ir::HostTensor> &inputs) {
   std::vector<int64_t> values = dim_values(inputs);
-  size_t b = bucket_of(values);
+  std::vector<DynamicPiece> pieces = pieces_of(values);
+  const DynamicManifest &m = impl_->manifest;
+  if (pieces.size() == 1) return run_bucket(pieces[0].bucket, inputs, values);
+  // Each piece runs its rows along the dimension (with the axis' scale) padded up to its
+  // bucket; the model's rows never meet, so the pieces' outputs are the call's rows.
+  std::vector<ir::HostTensor> outputs;
+  for (const DynamicTensor &t : m.outputs) outputs.emplace_back(t.dtype, DynamicManifest::shape_at(t, values));
+  for (const DynamicPiece &piece : pieces) {
+    Model &model = bucket(piece.bucket);
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      size_t k = impl_->input_index[piece.bucket][i];
+      const ir::TensorType &type = model.input_types()[k];
+      const int64_t element_bytes = ir::dtype_bytes(type.dtype);
+      int64_t bytes = element_bytes;
+      for (int64_t d : type.shape) bytes *= d;
+      auto *dst = static_cast<uint8_t *>(model.input_data(k));
+      std::memset(dst, 0, static_cast<size_t>(bytes));
+      const auto *src = static_cast<const uint8_t *>(inputs[i].data());
+      int axis = split_axis(m.inputs[i]);
+      if (axis < 0) {
+        copy_leading(src, inputs[i].shape(), dst, type.shape, element_bytes);
+        continue;
+      }
+      const int64_t scale = m.inputs[i].axes[static_cast<size_t>(axis)].scale;
+      copy_rows(src, inputs[i].shape(), scale * piece.offset, dst, type.shape, 0, static_cast<size_t>(axis),
+                scale * piece.rows, element_bytes);
+    }
+    for (const auto &[k, d] : impl_->dim_inputs[piece.bucket]) {
+      float value = static_cast<float>(piece.rows);
+      std::memcpy(model.input_data(k), &value, sizeof value);
+    }
+    model.run();
+    for (size_t o = 0; o < m.outputs.size(); ++o) {
+      const ir::TensorType &type = model.output_types()[o];
+      auto axis = static_cast<size_t>(split_axis(m.outputs[o]));
+      const int64_t scale = m.outputs[o].axes[axis].scale;
+      copy_rows(static_cast<const uint8_t *>(model.output_data(o)), type.shape, 0,
+                static_cast<uint8_t *>(outputs[o].data()), outputs[o].shape(), scale * piece.offset, axis,
+                scale * piece.rows, ir::dtype_bytes(type.dtype));
+    }
+  }
+  return outputs;
+}
+
+std::vector<ir::HostTensor> DynamicModel::run_bucket(size_t b, const std::vector<ir::HostTensor> &inputs,
+                                                     const std::vector<int64_t> &values) {
   Model &model = bucket(b);
   const DynamicManifest &m = impl_->manifest;
   for (size_t i = 0; i < inputs.size(); ++i) {

@@ -26,6 +26,17 @@ struct DynamicDim {
   std::string name;
   int64_t min = 1;
   int64_t max = 1;
+  /// Calls may run as up to this many buckets, each on its share of the rows along the
+  /// dimension (1: one bucket per call). Only for a model of one dynamic dimension whose
+  /// rows never meet (frontend::rows_interact): a dynamic batch.
+  int max_pieces = 1;
+};
+
+/// A part of a call: `rows` of the dimension's values, from `offset`, run by `bucket`.
+struct DynamicPiece {
+  size_t bucket = 0;
+  int64_t offset = 0;
+  int64_t rows = 0;
 };
 
 /// An axis of an input or output: a fixed extent, or scale × a dimension's value.
@@ -75,8 +86,12 @@ class DynamicModel {
   std::vector<int64_t> dim_values(const std::vector<ir::HostTensor> &inputs) const;
   /// ModelError when a value is outside its range (named by the dimension).
   void check_dim_values(const std::vector<int64_t> &values) const;
-  /// The bucket a call with these dimension values runs.
+  /// The bucket a call with these dimension values runs (the smallest that holds them).
   size_t bucket_of(const std::vector<int64_t> &values) const;
+  /// The buckets a call with these values runs: bucket_of's alone, or, where the
+  /// dimension's calls may be split (DynamicDim::max_pieces), the pieces that pad least
+  /// (support::split_into_pieces), largest first.
+  std::vector<DynamicPiece> pieces_of(const std::vector<int64_t> &values) const;
   /// The bucket's compiled model (loaded now if not yet).
   Model &bucket(size_t i);
 
@@ -86,6 +101,8 @@ class DynamicModel {
   std::vector<ir::HostTensor> run(const std::vector<ir::HostTensor> &inputs);
 
  private:
+  std::vector<ir::HostTensor> run_bucket(size_t b, const std::vector<ir::HostTensor> &inputs,
+                                         const std::vector<int64_t> &values);
   struct Impl;
   explicit DynamicModel(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "ops/registry.h"
+#include "support/pieces.h"
 
 namespace kiln::frontend {
 
@@ -627,6 +628,61 @@ Graph bucket_graph(Graph graph, const SymbolicGraph &symbolic, const std::vector
   for (ValueId &out : graph.outputs)
     if (auto it = replaced.find(out); it != replaced.end()) out = it->second;
   return graph;
+}
+
+std::string rows_interact(const SymbolicGraph &symbolic, size_t symbol) {
+  const Graph &g = symbolic.at_max;
+  const int sym = static_cast<int>(symbol);
+  auto axes_of = [&](ValueId v) { return symbolic.axes[static_cast<size_t>(v)]; };
+  auto count_in = [&](ValueId v) {
+    int count = 0;
+    for (const SymbolicAxis &a : axes_of(v)) count += a.symbol == sym;
+    return count;
+  };
+  for (size_t v = 0; v < g.values.size(); ++v) {
+    if (count_in(static_cast<ValueId>(v)) > 1)
+      return value_description(g, static_cast<ValueId>(v)) + " has the dimension on two axes";
+    if (g.values[v].is_constant() && count_in(static_cast<ValueId>(v)) > 0)
+      return value_description(g, static_cast<ValueId>(v)) + " is a constant along the dimension";
+  }
+  for (ValueId out : g.outputs)
+    if (count_in(out) == 0) return "output '" + g.values[static_cast<size_t>(out)].name + "' has no axis along it";
+  BucketRules rules(g, symbolic);
+  for (const Node &n : g.nodes) {
+    if (count_in(n.output) == 0) {
+      for (ValueId in : n.inputs)
+        if (count_in(in) > 0) return node_description(n) + " reduces or reads across it";
+      continue;
+    }
+    bool from_input = false;
+    for (ValueId in : n.inputs) from_input = from_input || count_in(in) > 0;
+    if (!from_input) return node_description(n) + " makes values along it from nothing (positions)";
+    for (const Mask &m : rules.plan(n).masks)
+      if (axes_of(n.inputs[m.input])[m.axis].symbol == sym) return node_description(n) + " reduces over it";
+  }
+  return "";
+}
+
+std::vector<int64_t> choose_split_buckets(const DimRange &range, int count) {
+  std::vector<int64_t> buckets;
+  for (int64_t v = 1; v < range.max; v *= 2) buckets.push_back(v);
+  buckets.push_back(range.max);
+  if (count < 1) count = 1;
+  if (buckets.size() > static_cast<size_t>(count)) buckets.erase(buckets.begin(), buckets.end() - count);
+  return buckets;
+}
+
+std::vector<double> bucket_runs(const DimRange &range, const std::vector<int64_t> &buckets, int max_pieces) {
+  if (max_pieces <= 1) return bucket_probabilities(range, buckets);
+  const double total = total_weight(range);
+  std::vector<double> runs(buckets.size(), 0.0);
+  for (int64_t v = range.min; v <= range.max; ++v) {
+    double p = probability_of(range, v, total);
+    if (p <= 0) continue;
+    for (int64_t piece : support::split_into_pieces(v, buckets, max_pieces))
+      runs[static_cast<size_t>(std::find(buckets.begin(), buckets.end(), piece) - buckets.begin())] += p;
+  }
+  return runs;
 }
 
 }  // namespace kiln::frontend

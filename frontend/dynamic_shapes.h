@@ -66,6 +66,17 @@ std::vector<int64_t> choose_buckets(const DimRange &range, int count);
 /// runs each (the values above the bucket before it, up to it).
 std::vector<double> bucket_probabilities(const DimRange &range, const std::vector<int64_t> &buckets);
 
+/// The buckets of a dimension whose calls may be split (rows_interact is empty): powers
+/// of two below the maximum, and the maximum; the largest `count`. A call then runs as at
+/// most two of them (support::split_into_pieces), so no call pads by more than about a
+/// third of its rows (or up to the smallest bucket).
+std::vector<int64_t> choose_split_buckets(const DimRange &range, int count);
+
+/// Per bucket, how many times a call runs it, on average over the range's values: with
+/// `max_pieces` 1 the probability that a call runs it (bucket_probabilities), else
+/// counting every piece of each value's split.
+std::vector<double> bucket_runs(const DimRange &range, const std::vector<int64_t> &buckets, int max_pieces);
+
 /// An axis whose extent is scale × a dimension's value.
 struct SymbolicAxis {
   int symbol = -1;  ///< index into SymbolicGraph::symbols; -1: a static axis
@@ -102,5 +113,11 @@ std::string dim_input_name(const std::string &symbol);
 /// DynamicShapeError naming the operator that reads across a dynamic axis in a way
 /// Kiln does not mask, or where `graph` does not match the symbolic graph.
 Graph bucket_graph(Graph graph, const SymbolicGraph &symbolic, const std::vector<int64_t> &values);
+
+/// Empty when the model's rows along dimension `symbol` never meet — every tensor along
+/// it has it on one axis, no operator reduces over it, reads across it or makes values
+/// along it from positions (constants, ranges), every output has it — so that a call
+/// may run as pieces of rows (a dynamic batch); else what makes them meet.
+std::string rows_interact(const SymbolicGraph &symbolic, size_t symbol);
 
 }  // namespace kiln::frontend

@@ -124,6 +124,14 @@ TEST(KilnCommand, DynamicDimensionsCompileOnceAndRunAnyLength) {
   EXPECT_NE(imported.text.find("input  input_ids: 1xsequence"), std::string::npos) << imported.text;
   EXPECT_NE(imported.text.find("output pooled: 1x32"), std::string::npos) << imported.text;
   EXPECT_NE(imported.text.find("sequence20"), std::string::npos) << imported.text;
+  EXPECT_NE(imported.text.find("calls run one bucket each, padded (not split: "), std::string::npos) << imported.text;
+  // The batch's rows never meet: a call runs as up to two buckets, powers of two.
+  Output batch = kiln("import --model " + model + ".onnx --dim batch=1..6 --dim sequence=4");
+  ASSERT_EQ(batch.status, 0) << batch.text;
+  EXPECT_NE(batch.text.find("calls run as up to 2 buckets, each on its rows along batch"), std::string::npos)
+      << batch.text;
+  for (const char *bucket : {"batch1 ", "batch2 ", "batch4 ", "batch6 "})
+    EXPECT_NE(batch.text.find(bucket), std::string::npos) << bucket << batch.text;
   Output unnamed = kiln("compile --model " + model + ".onnx --dim batch=1 --dim seq=1..20 --no-db -o " + dir);
   EXPECT_NE(unnamed.status, 0);
   EXPECT_NE(unnamed.text.find("--dim names 'seq', which no graph input has as a named dimension"), std::string::npos)

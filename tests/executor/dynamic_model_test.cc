@@ -1,6 +1,7 @@
 // A compiled model with a dynamic sequence length: one folder of buckets that runs every
 // length the model has positions for (1..32) like the model imported at that length,
-// refuses lengths outside the range, and runs different buckets for different lengths.
+// refuses lengths outside the range, and runs different buckets for different lengths;
+// and one with a dynamic batch, whose calls run as pieces.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -34,6 +35,25 @@ DynamicTensor tensor_of(const frontend::SymbolicGraph &s, frontend::ValueId v) {
     t.axes.push_back(sa.is_symbolic() ? DynamicAxis{0, sa.symbol, sa.scale} : DynamicAxis{value.type.shape[a], -1, 1});
   }
   return t;
+}
+
+// The dynamic model on random inputs of `exact`'s shapes (token ids below 20) gives
+// what the reference interpreter gives on `exact`, the model imported at those shapes.
+void expect_runs_like(DynamicModel &model, const frontend::Graph &exact, std::mt19937_64 &rng, const std::string &at) {
+  std::vector<ir::HostTensor> inputs;
+  for (frontend::ValueId in : exact.inputs) {
+    const frontend::Value &v = exact.values[static_cast<size_t>(in)];
+    ir::HostTensor t(v.type.dtype, v.type.shape);
+    t.fill_random(rng, 0, v.name == "input_ids" ? 20 : 1);
+    inputs.push_back(std::move(t));
+  }
+  std::vector<ir::HostTensor> want = frontend::evaluate_reference(exact, inputs);
+  std::vector<ir::HostTensor> got = model.run(inputs);
+  ASSERT_EQ(got.size(), want.size()) << at;
+  for (size_t o = 0; o < got.size(); ++o) {
+    ASSERT_EQ(got[o].shape(), want[o].shape()) << at;
+    EXPECT_LE(ir::relative_l2_error(got[o], want[o]), 1e-4) << at << ", output " << o;
+  }
 }
 
 class DynamicModelTest : public ::testing::Test {
@@ -74,23 +94,7 @@ TEST_F(DynamicModelTest, EveryLengthInTheRangeMatchesTheModelAtThatLength) {
   DynamicModel model = DynamicModel::load(dir_.string());
   ASSERT_EQ(model.manifest().buckets.size(), 4u);
   std::mt19937_64 rng(7);
-  for (int64_t n = 1; n <= 32; ++n) {
-    frontend::Graph exact = import_bert(n);
-    std::vector<ir::HostTensor> inputs;
-    for (frontend::ValueId in : exact.inputs) {
-      const frontend::Value &v = exact.values[static_cast<size_t>(in)];
-      ir::HostTensor t(v.type.dtype, v.type.shape);
-      t.fill_random(rng, 0, v.name == "input_ids" ? 20 : 1);
-      inputs.push_back(std::move(t));
-    }
-    std::vector<ir::HostTensor> want = frontend::evaluate_reference(exact, inputs);
-    std::vector<ir::HostTensor> got = model.run(inputs);
-    ASSERT_EQ(got.size(), want.size());
-    for (size_t o = 0; o < got.size(); ++o) {
-      ASSERT_EQ(got[o].shape(), want[o].shape()) << "length " << n;
-      EXPECT_LE(ir::relative_l2_error(got[o], want[o]), 1e-4) << "length " << n << ", output " << o;
-    }
-  }
+  for (int64_t n = 1; n <= 32; ++n) expect_runs_like(model, import_bert(n), rng, "length " + std::to_string(n));
 }
 
 TEST_F(DynamicModelTest, LengthsRunTheSmallestBucketThatHoldsThem) {
@@ -132,6 +136,48 @@ TEST_F(DynamicModelTest, ShapesOutsideTheRangeOrInDisagreementAreRefused) {
   EXPECT_NE(e.find("input 'input_ids' has extent 2 along axis 0; the model takes 1 there"), std::string::npos) << e;
   e = error_of({ids(4), ids(4)});
   EXPECT_NE(e.find("the model takes 3 inputs, 2 were given"), std::string::npos) << e;
+}
+
+// A dynamic batch: BERT's samples never meet, so a call of 5 runs the buckets of 4 and 1
+// on its rows instead of padding to 6, and every batch size matches the model imported
+// at that size.
+TEST(DynamicModelSplit, EveryBatchRunsAsPiecesAndMatchesTheModelAtThatSize) {
+  auto import_batch = [](int64_t batch) {
+    frontend::ImportOptions options;
+    options.dim_values = {{"batch", batch}, {"sequence", 8}};
+    return frontend::import_onnx_file(bert_path(), options);
+  };
+  std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("kiln_dynamic_split_test_" + std::to_string(getpid()));
+  frontend::DimRange range = frontend::parse_dim_range("batch=1..6");
+  frontend::SymbolicGraph symbolic = frontend::find_symbolic_axes(
+      [&](const std::vector<int64_t> &values) { return import_batch(values.at(0)); }, {range});
+  ASSERT_EQ(frontend::rows_interact(symbolic, 0), "");
+  DynamicManifest m;
+  m.dims.push_back({range.name, range.min, range.max, 2});
+  for (frontend::ValueId in : symbolic.at_max.inputs) m.inputs.push_back(tensor_of(symbolic, in));
+  for (frontend::ValueId out : symbolic.at_max.outputs) m.outputs.push_back(tensor_of(symbolic, out));
+  for (int64_t b : frontend::choose_split_buckets(range, 8)) m.buckets.push_back({b});
+  CompileOptions options{"llvm -num-cores=2", "", search::untuned_schedule, {}};
+  compile_dynamic_model(
+      m,
+      [&](size_t i) {
+        int64_t b = m.buckets[i][0];
+        return frontend::prepare(frontend::bucket_graph(import_batch(b), symbolic, {b}), {});
+      },
+      options, dir.string());
+  DynamicModel model = DynamicModel::load(dir.string());
+  ASSERT_EQ(model.manifest().dims.at(0).max_pieces, 2);
+  std::vector<DynamicPiece> five = model.pieces_of({5});
+  ASSERT_EQ(five.size(), 2u);
+  EXPECT_EQ(model.manifest().buckets[five[0].bucket][0], 4);
+  EXPECT_EQ(five[0].rows, 4);
+  EXPECT_EQ(five[1].offset, 4);
+  EXPECT_EQ(model.manifest().buckets[five[1].bucket][0], 1);
+  EXPECT_EQ(model.pieces_of({6}).size(), 1u);
+  std::mt19937_64 rng(11);
+  for (int64_t n = 1; n <= 6; ++n) expect_runs_like(model, import_batch(n), rng, "batch " + std::to_string(n));
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

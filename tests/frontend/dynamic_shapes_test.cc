@@ -12,6 +12,7 @@
 #include "frontend/onnx_import.h"
 #include "frontend/pipeline.h"
 #include "frontend/reference.h"
+#include "support/pieces.h"
 #include "tests/frontend/model_builder.h"
 
 namespace kiln::frontend {
@@ -155,6 +156,65 @@ TEST(DynamicShapes, BucketsMinimizeTheExpectedPadding) {
   std::vector<int64_t> wide = choose_buckets(parse_dim_range("seq=1..1048576"), 8);
   EXPECT_EQ(wide.back(), 1048576);
   EXPECT_LE(wide.size(), 8u);
+}
+
+// A call along a dimension whose rows never meet runs as at most two buckets that pad
+// least: powers of two and the maximum.
+TEST(DynamicShapes, SplitCallsPadLess) {
+  const std::vector<int64_t> powers = {8, 16, 32, 64, 128, 256, 512, 1024};
+  EXPECT_EQ(choose_split_buckets(parse_dim_range("batch=1..1024"), 8), powers);
+  EXPECT_EQ(choose_split_buckets(parse_dim_range("batch=1..6"), 8), (std::vector<int64_t>{1, 2, 4, 6}));
+  EXPECT_EQ(choose_split_buckets(parse_dim_range("batch=1..100"), 3), (std::vector<int64_t>{32, 64, 100}));
+  EXPECT_EQ(support::split_into_pieces(600, powers, 2), (std::vector<int64_t>{512, 128}));
+  EXPECT_EQ(support::split_into_pieces(520, powers, 2), (std::vector<int64_t>{512, 8}));
+  EXPECT_EQ(support::split_into_pieces(1024, powers, 2), (std::vector<int64_t>{1024}));
+  EXPECT_EQ(support::split_into_pieces(769, powers, 2), (std::vector<int64_t>{1024}))
+      << "512 + 512 holds as many rows as 1024 alone, in two calls";
+  EXPECT_EQ(support::split_into_pieces(3, powers, 2), (std::vector<int64_t>{8}));
+  EXPECT_EQ(support::split_into_pieces(5, {1, 2, 4, 6}, 2), (std::vector<int64_t>{4, 1}));
+  EXPECT_EQ(support::split_into_pieces(5, {1, 2, 4, 6}, 1), (std::vector<int64_t>{6}));
+  EXPECT_TRUE(support::split_into_pieces(3000, powers, 2).empty());
+  // Uniform 1..6 over 1, 2, 4, 6: 1 | 2 | 2+1 | 4 | 4+1 | 6.
+  std::vector<double> runs = bucket_runs(parse_dim_range("batch=1..6"), {1, 2, 4, 6}, 2);
+  ASSERT_EQ(runs.size(), 4u);
+  EXPECT_DOUBLE_EQ(runs[0], 3.0 / 6);
+  EXPECT_DOUBLE_EQ(runs[1], 2.0 / 6);
+  EXPECT_DOUBLE_EQ(runs[2], 2.0 / 6);
+  EXPECT_DOUBLE_EQ(runs[3], 1.0 / 6);
+  EXPECT_EQ(bucket_runs(parse_dim_range("batch=1..6"), {1, 2, 4, 6}, 1),
+            bucket_probabilities(parse_dim_range("batch=1..6"), {1, 2, 4, 6}));
+}
+
+// BERT's batch is row-independent (each sample on its own); its sequence is not
+// (attention reads across it, the pooled output takes its first position).
+TEST(DynamicShapes, RowsThatNeverMeetAreFound) {
+  ImportAt batch_at = [](const std::vector<int64_t> &values) {
+    ImportOptions options;
+    options.dim_values = {{"batch", values.at(0)}, {"sequence", 8}};
+    return import_onnx_file(bert_path(), options);
+  };
+  SymbolicGraph batch = find_symbolic_axes(batch_at, {parse_dim_range("batch=1..4")});
+  EXPECT_EQ(rows_interact(batch, 0), "");
+  SymbolicGraph sequence = find_symbolic_axes(bert_at(), {parse_dim_range("sequence=1..12")});
+  EXPECT_NE(rows_interact(sequence, 0), "");
+  // A softmax over the rows: they meet; one along each row: they do not.
+  for (int64_t axis : {0, 1}) {
+    ModelBuilder m;
+    m.named_input("x", {"rows", "3"});
+    ModelBuilder::attr(m.node("Softmax", {"x"}, {"s"}), "axis", axis);
+    m.output("s");
+    ImportAt rows_at = [&](const std::vector<int64_t> &values) {
+      ImportOptions o;
+      o.dim_values["rows"] = values.at(0);
+      return m.import(o);
+    };
+    std::string why = rows_interact(find_symbolic_axes(rows_at, {parse_dim_range("rows=1..8")}), 0);
+    if (axis == 1) {
+      EXPECT_EQ(why, "");
+      continue;
+    }
+    EXPECT_NE(why.find("reduces over it"), std::string::npos) << why;
+  }
 }
 
 TEST(DynamicShapes, AxesThatFollowTheDimensionAreFound) {

@@ -1,8 +1,9 @@
 // A compiled model's dynamic.json (kiln run, kiln bench, kiln_model_load on a model
 // compiled with --dim NAME=MIN..MAX): any bytes either load or are refused with a
 // ModelError, and a loaded manifest has a bucket for every corner of its ranges, shapes
-// without negative extents, and reads back as itself. No bucket folder exists, so
+// without negative extents, pieces that hold a call's rows, and reads back as itself. No bucket folder exists, so
 // loading a bucket is refused too.
+#include <algorithm>
 #include <fstream>
 #include <optional>
 #include <string>
@@ -45,6 +46,16 @@ KILN_FUZZ_TARGET(dynamic_manifest) {
           require(extent >= 0, "a negative extent");
     require(!m.bucket_folder(b).empty(), "a bucket without a folder name");
   }
+  // A call's pieces hold its rows exactly, each in a bucket that fits it.
+  if (m.dims.size() == 1)
+    for (int64_t n = m.dims[0].min; n <= std::min(m.dims[0].max, m.dims[0].min + 64); ++n) {
+      int64_t covered = 0;
+      for (const kiln::executor::DynamicPiece &p : model->pieces_of({n})) {
+        require(p.offset == covered && p.rows > 0 && p.rows <= m.buckets.at(p.bucket)[0], "a piece out of place");
+        covered += p.rows;
+      }
+      require(covered == n, "pieces that do not hold the call's rows");
+    }
   require(kiln::executor::DynamicManifest::from_json(m.to_json()).to_json() == m.to_json(),
           "the manifest does not read back as itself");
   try {
