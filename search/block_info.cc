@@ -64,6 +64,19 @@ bool bind_spatial_loops(Schedule &sch, const std::string &block, const Factor &t
   return true;
 }
 
+bool reads_an_input_again(const BlockNode *b) {
+  for (const sched::Access &read : sched::block_reads(b)) {
+    if (sched::writes_buffer(b, read.buffer.get()) || read.indices.empty()) continue;
+    for (const IterVar &iv : b->iter_vars) {
+      if (iv.kind != IterKind::kSpatial || iv.extent <= 1) continue;
+      bool indexed = false;
+      for (const Expr &index : read.indices) indexed = indexed || uses_var(index, iv.var.get());
+      if (!indexed) return true;
+    }
+  }
+  return false;
+}
+
 std::vector<std::string> consumers_of(const Schedule &sch, const std::string &block) {
   NodeRef<BlockNode> b = find_block(sch, block);
   std::vector<std::string> out;

@@ -49,6 +49,11 @@ std::vector<std::string> consumers_of(const ir::Schedule &sch, const std::string
 /// divisor or else its whole extent. Empty when the block has no such select, selects on
 /// anything else, or the positions would unroll to more than 64 copies.
 std::map<size_t, int64_t> table_positions(const ir::BlockNode *b);
+/// Some input is read again along a spatial iterator that does not index it (a GEMM's A
+/// along j, a convolution's weights along the image): staging tiles of it in shared
+/// memory pays. A reduction of each row to one value (softmax's max and sum, a layer
+/// norm's mean, pooling) reads every input element once: nothing to share.
+bool reads_an_input_again(const ir::BlockNode *b);
 /// Product of the extents of the block's spatial iterators.
 int64_t spatial_size(const ir::BlockNode *b);
 

@@ -20,6 +20,9 @@ std::shared_ptr<const ScheduleRule> auto_bind_rule(const Target &target);
 /// cuda targets: blocks with a reduction tiled for thread blocks and threads, inputs
 /// staged in shared memory, accumulators in registers (rules/gpu_multi_level_tiling.cc).
 std::shared_ptr<const ScheduleRule> gpu_multi_level_tiling_rule();
+/// cuda targets: rows reduced to one value each by a thread block's threads together
+/// (rules/cross_thread_reduction.cc).
+std::shared_ptr<const ScheduleRule> cross_thread_reduction_rule(const Target &target);
 /// Untuned defaults only: a reduction's innermost spatial loop goes below its reduction loops.
 std::shared_ptr<const ScheduleRule> vector_loop_innermost_rule();
 

@@ -7,7 +7,9 @@ namespace kiln::search {
 
 // Rules run in this order on each block, consumers first (see rules/*.cc).
 RuleList default_rules(const Target &target) {
-  if (target.is_cuda()) return {auto_inline_rule(), gpu_multi_level_tiling_rule(), auto_bind_rule(target)};
+  if (target.is_cuda())
+    return {auto_inline_rule(), gpu_multi_level_tiling_rule(), cross_thread_reduction_rule(target),
+            auto_bind_rule(target)};
   return {auto_inline_rule(), multi_level_tiling_rule(target), unroll_table_axes_rule(target), compute_location_rule(),
           parallel_vectorize_unroll_rule(target)};
 }

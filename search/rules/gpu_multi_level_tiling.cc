@@ -36,7 +36,7 @@ class GpuMultiLevelTiling : public ScheduleRule {
 
   std::vector<Schedule> apply(Schedule sch, const std::string &block) const override {
     ir::NodeRef<ir::BlockNode> b = find_block(sch, block);
-    if (!b || !has_reduction(b.get()) || spatial_size(b.get()) < kMinSpatial || !reuses_an_input(b.get()))
+    if (!b || !has_reduction(b.get()) || spatial_size(b.get()) < kMinSpatial || !reads_an_input_again(b.get()))
       return only(std::move(sch));
     std::vector<LoopKind> kinds = loop_kinds(sch, block);
     if (std::count(kinds.begin(), kinds.end(), LoopKind::kMixed)) return only(std::move(sch));
@@ -47,23 +47,6 @@ class GpuMultiLevelTiling : public ScheduleRule {
   }
 
  private:
-  // Some input is read again along a spatial axis that does not index it (a GEMM's A
-  // along j, a convolution's weights along the image): staging tiles of it in shared
-  // memory pays. A reduction of each row to one value (softmax's max and sum, a layer
-  // norm's mean, pooling) reads every input element once: nothing to share.
-  static bool reuses_an_input(const ir::BlockNode *b) {
-    for (const ir::sched::Access &read : ir::sched::block_reads(b)) {
-      if (ir::sched::writes_buffer(b, read.buffer.get()) || read.indices.empty()) continue;
-      for (const ir::IterVar &iv : b->iter_vars) {
-        if (iv.kind != ir::IterKind::kSpatial || iv.extent <= 1) continue;
-        bool indexed = false;
-        for (const ir::Expr &index : read.indices) indexed = indexed || ir::uses_var(index, iv.var.get());
-        if (!indexed) return true;
-      }
-    }
-    return false;
-  }
-
   // Fewer outputs than a warp's worth of threads per block: nothing to tile.
   static constexpr int64_t kMinSpatial = 64;
   // A thread's own outputs along one axis, and a reduction slice's length.

@@ -124,7 +124,8 @@ TEST(CodegenCudaSearch, GoldenSketches) {
     EXPECT_TRUE(has(program, "kiln.cooperative_fetch"));
   }
   EXPECT_TRUE(has("dense_gelu", "reverse_compute_inline"));
-  EXPECT_FALSE(has("softmax", "cache_read shared")) << "softmax has no tiled sketch (no cross-thread reduction yet)";
+  EXPECT_FALSE(has("softmax", "cache_read shared")) << "softmax's rows are shared by threads, not tiled";
+  EXPECT_TRUE(has("softmax", "reorder")) << "softmax's first sketch reduces its rows across threads";
   // Rows reduced to one value each read every element once: with many rows still no
   // tiling (nothing to share), while a product as small as the example is tiled.
   Target target = Target::parse("cuda -arch=sm_90");
@@ -151,6 +152,46 @@ void expect_kernels_agree(const ir::PrimFunc &f, const ir::PrimFunc &scheduled, 
   for (ir::HostTensor &t : all) args.push_back(&t);
   ir::interpret_gpu(p, args);
   for (size_t o = 0; o < want.size(); ++o) EXPECT_LT(ir::relative_l2_error(all[n_inputs + o], want[o]), 1e-5);
+}
+
+// Rows reduced to one value each (a 1000-wide softmax, a layer norm over 768, a global
+// average pool over 7x7) get sketches whose threads share each row (cross_thread_reduction:
+// the reduction split into threadIdx.x and a serial part, reordered, one thread block per
+// row); their candidates, rows not a multiple of the threads included, give what the
+// program gives, thread by thread, and assemble.
+TEST(CodegenCudaSearch, RowsAreReducedByTheThreadsOfABlock) {
+  std::string ptxas = find_ptxas();
+  Compiler compiler;
+  Target target = Target::parse("cuda -arch=sm_90");
+  search::SearchSpace space = search::default_search_space(target);
+  ir::GpuLimits limits =
+      ir::GpuLimits::of(target.max_threads_per_block, target.max_shared_memory_bytes, target.max_registers_per_thread);
+  const std::vector<std::pair<std::string, ops::Workload>> rows = {
+      {"softmax", ops::Workload::from_json(single("softmax", {f32({32, 1000})}, {{"axis", -1}}))},
+      {"layer_norm", ops::Workload::from_json(single("layer_norm", {f32({16, 768}), f32({768}), f32({768})},
+                                                     {{"axis", -1}, {"epsilon", 1e-5}}))},
+      {"global_avg_pool2d", ops::Workload::from_json(single("global_avg_pool2d", {f32({1, 64, 7, 7})}))},
+  };
+  for (const auto &[name, workload] : rows) {
+    SCOPED_TRACE(name);
+    ir::PrimFunc f = te::lower(workload.build_dag(), name);
+    int shared_rows = 0, assembled = 0;
+    for (const ir::Trace &sketch : search::generate_sketches(f, space.rules, 0)) {
+      if (sketch.to_json().dump().find("\"reorder\"") == std::string::npos) continue;
+      ++shared_rows;
+      for (uint64_t seed = 0; seed < 3; ++seed) {
+        std::optional<search::Candidate> c = search::realize(f, sketch, space.postprocessors, seed);
+        ASSERT_TRUE(c) << "seed " << seed;
+        expect_kernels_agree(f, c->func, workload.inputs.size(), seed, limits);
+        if (ptxas.empty() || seed != 0) continue;
+        PtxasResult r = run_ptxas(compiler.build_cuda(c->func, target).ptx, "sm_90", ptxas);
+        EXPECT_FALSE(r.kernels.empty()) << r.log;
+        ++assembled;
+      }
+    }
+    EXPECT_GT(shared_rows, 0) << "no sketch shares the rows between threads";
+    if (!ptxas.empty()) EXPECT_GT(assembled, 0);
+  }
 }
 
 TEST(CodegenCudaSearch, SampledCandidatesAreRefusedOrRunAndAssemble) {
