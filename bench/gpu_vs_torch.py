@@ -33,6 +33,9 @@ def reference(case, inputs):
                         dilation=attrs["dilations"], groups=attrs["groups"])
     if kind == "softmax":
         return torch.softmax(inputs[0], dim=-1)
+    if kind == "layer_norm":
+        attrs = case["workload"]["ops"][0]["attrs"]
+        return F.layer_norm(inputs[0], (inputs[0].shape[-1],), inputs[1], inputs[2], eps=attrs["epsilon"])
     raise ValueError("unknown reference " + kind)
 
 
@@ -78,6 +81,7 @@ def main():
     gpu = torch.cuda.get_device_name(device) if device.type == "cuda" else "none (dry run on the CPU)"
     cases = json.load(open(os.path.join(args.bundle, "cases.json")))
     rows, failures = [], 0
+    sampled = {}  # workload: [programs checked, (fastest name, seconds), PyTorch seconds]
     for case in cases:
         artifact_path = os.path.join(args.bundle, case["artifact"])
         artifact = json.load(open(artifact_path))
@@ -101,6 +105,12 @@ def main():
         torch_seconds = time_torch(lambda: reference(case, inputs), args.repeats, flush)
         rows.append((case["name"], kiln["median_seconds"], torch_seconds, case["flops"],
                      f"{'ok' if ok else 'WRONG'} (rel. L2 error {rel:.1e})"))
+        if ok and "sampled_from" in case:
+            group = sampled.setdefault(case["sampled_from"], [0, None, None])
+            group[0] += 1
+            if group[1] is None or kiln["median_seconds"] < group[1][1]:
+                group[1] = (case["name"], kiln["median_seconds"])
+            group[2] = min(torch_seconds, group[2] or torch_seconds)
     lines = [f"GPU: {gpu}, PyTorch {torch.__version__} (CUDA {torch.version.cuda}), "
              "fp32, TF32 off; median of {} repeats, L2 flushed before each".format(args.repeats), "",
              "| program | Kiln ms | PyTorch ms | PyTorch / Kiln | Kiln TFLOP/s | output |",
@@ -111,6 +121,12 @@ def main():
             continue
         tflops = f"{flops / k / 1e12:.2f}" if flops else "—"
         lines.append(f"| {name} | {k * 1e3:.3f} | {t * 1e3:.3f} | {t / k:.2f} | {tflops} | {check} |")
+    if sampled:
+        lines += ["", "Programs of the GPU search space, sampled at random (a tuner's first rounds), best of each "
+                  "workload's:", "", "| workload | sampled (correct) | best | Kiln ms | PyTorch ms | PyTorch / Kiln |",
+                  "|---|---:|---|---:|---:|---:|"]
+        for workload, (count, (name, k), t) in sampled.items():
+            lines.append(f"| {workload} | {count} | {name} | {k * 1e3:.3f} | {t * 1e3:.3f} | {t / k:.2f} |")
     text = "\n".join(lines) + "\n"
     print(text)
     if args.markdown:
