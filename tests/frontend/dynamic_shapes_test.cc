@@ -217,6 +217,22 @@ TEST(DynamicShapes, RowsThatNeverMeetAreFound) {
   }
 }
 
+// The softmax's mask (where(valid, scores, -inf)) is computed in the scores' product, as
+// the model's own attention mask is: the reshape between them sinks below it.
+TEST(DynamicShapes, TheSoftmaxMaskJoinsTheScoresProduct) {
+  SymbolicGraph s = find_symbolic_axes(bert_at(), {parse_dim_range("sequence=1..12")});
+  PreparedModel bucket = prepare(bucket_graph(import_bert(12), s, {12}), {});
+  int joined = 0, alone = 0;
+  for (const Subgraph &g : bucket.subgraphs) {
+    std::string ops;
+    for (size_t k : g.nodes) ops += (ops.empty() ? "" : "+") + bucket.graph.nodes[k].op;
+    if (ops.find("batch_matmul") != std::string::npos && ops.find("where") != std::string::npos) ++joined;
+    if (ops == "where") ++alone;
+  }
+  EXPECT_GE(joined, 1) << "no product computes a mask";
+  EXPECT_LT(alone, 6) << "every mask a step of its own";
+}
+
 TEST(DynamicShapes, AxesThatFollowTheDimensionAreFound) {
   SymbolicGraph s = find_symbolic_axes(bert_at(), {parse_dim_range("sequence=1..12")});
   ASSERT_EQ(s.at_max.inputs.size(), 3u);
