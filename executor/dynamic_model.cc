@@ -133,6 +133,7 @@ DynamicManifest DynamicManifest::from_json(const nlohmann::json &j) {
   try {
     if (!j.is_object() || !j.contains("kiln_dynamic_model"))
       throw ModelError("dynamic.json is not a Kiln dynamic model's manifest");
+    ir::require_int64_numbers(j, "dynamic.json");  // every number of it is an integer
     int version = j.at("kiln_dynamic_model").get<int>();
     if (version != kDynamicModelFormatVersion)
       throw ModelError("dynamic.json has format " + std::to_string(version) + "; this Kiln reads format " +
