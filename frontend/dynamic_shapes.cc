@@ -633,7 +633,7 @@ Graph bucket_graph(Graph graph, const SymbolicGraph &symbolic, const std::vector
 std::string rows_interact(const SymbolicGraph &symbolic, size_t symbol) {
   const Graph &g = symbolic.at_max;
   const int sym = static_cast<int>(symbol);
-  auto axes_of = [&](ValueId v) { return symbolic.axes[static_cast<size_t>(v)]; };
+  auto axes_of = [&](ValueId v) -> const std::vector<SymbolicAxis> & { return symbolic.axes[static_cast<size_t>(v)]; };
   auto count_in = [&](ValueId v) {
     int count = 0;
     for (const SymbolicAxis &a : axes_of(v)) count += a.symbol == sym;

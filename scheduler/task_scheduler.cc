@@ -14,6 +14,8 @@ namespace {
 std::string ops_of(const std::string &summary) { return summary.substr(0, summary.find(' ')); }
 
 double best_of(const TaskState &t) { return t.best_curve.empty() ? 0 : t.best_curve.back(); }
+// A task's part of the estimated latency: runs per inference × its best latency.
+double share_of(const TaskState &t) { return t.weight * best_of(t); }
 
 // Half the trials, spread over the tasks: what the defaults of the warm-up may take.
 int64_t half_share(const SchedulerOptions &options, size_t tasks) {
@@ -40,11 +42,11 @@ bool needs_top_up(const TaskState &t, const SchedulerOptions &options, size_t ta
 std::vector<bool> tasks_to_confirm(const std::vector<TaskState> &states, double unconfirmed_share) {
   std::vector<bool> confirm(states.size(), true);
   double total = 0;
-  for (const TaskState &t : states) total += t.weight * best_of(t);
+  for (const TaskState &t : states) total += share_of(t);
   if (unconfirmed_share <= 0 || total <= 0) return confirm;
   std::vector<size_t> order(states.size());
   std::iota(order.begin(), order.end(), 0);
-  auto share = [&](size_t i) { return states[i].weight * best_of(states[i]); };
+  auto share = [&](size_t i) { return share_of(states[i]); };
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return share(a) < share(b); });
   double skipped = 0;
   for (size_t i : order) {
@@ -99,7 +101,7 @@ int TaskScheduler::pick_gradient(const std::vector<TaskState> &tasks, const Sche
   if (open.empty()) return -1;
   for (int i : open)
     if (best_of(tasks[static_cast<size_t>(i)]) <= 0) return i;  // warm-up: a program for everyone first
-  auto share = [&](int i) { return tasks[static_cast<size_t>(i)].weight * best_of(tasks[static_cast<size_t>(i)]); };
+  auto share = [&](int i) { return share_of(tasks[static_cast<size_t>(i)]); };
   int top_up = -1;
   for (int i : open)
     if (needs_top_up(tasks[static_cast<size_t>(i)], options, tasks.size()) && (top_up < 0 || share(i) > share(top_up)))
@@ -164,7 +166,7 @@ SchedulerResult TaskScheduler::run(const std::function<void(const SchedulerProgr
     double total = 0;
     for (const TaskState &t : states_) {
       if (best_of(t) <= 0) return 0.0;
-      total += t.weight * best_of(t);
+      total += share_of(t);
     }
     return total;
   };
@@ -205,7 +207,7 @@ SchedulerResult TaskScheduler::run(const std::function<void(const SchedulerProgr
       offered = true;
       std::vector<size_t> order(tuners_.size());
       std::iota(order.begin(), order.end(), 0);
-      auto share = [&](size_t i) { return states_[i].weight * best_of(states_[i]); };
+      auto share = [&](size_t i) { return share_of(states_[i]); };
       std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return share(a) > share(b); });
       for (size_t i : order) {
         if (p.trials >= options_.trials || out_of_time()) break;

@@ -142,11 +142,15 @@ std::map<size_t, int64_t> table_positions(const BlockNode *b) {
   return period;
 }
 
-int64_t spatial_size(const BlockNode *b) {
+static int64_t size_of(const BlockNode *b, IterKind kind) {
   int64_t n = 1;
   for (const IterVar &iv : b->iter_vars)
-    if (iv.kind == IterKind::kSpatial) n *= iv.extent;
+    if (iv.kind == kind) n *= iv.extent;
   return n;
 }
+
+int64_t spatial_size(const BlockNode *b) { return size_of(b, IterKind::kSpatial); }
+
+int64_t reduction_size(const BlockNode *b) { return size_of(b, IterKind::kReduce); }
 
 }  // namespace kiln::search

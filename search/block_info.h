@@ -56,5 +56,7 @@ std::map<size_t, int64_t> table_positions(const ir::BlockNode *b);
 bool reads_an_input_again(const ir::BlockNode *b);
 /// Product of the extents of the block's spatial iterators.
 int64_t spatial_size(const ir::BlockNode *b);
+/// Product of the extents of the block's reduction iterators.
+int64_t reduction_size(const ir::BlockNode *b);
 
 }  // namespace kiln::search

@@ -6,7 +6,7 @@
 // results. Without it each thread reduces a whole row alone: a 1000-wide softmax over 32
 // rows would run 32 threads. A block whose reduction reads an input again (a matrix
 // product) is gpu_multi_level_tiling's; the block is also kept as it was, for auto_bind.
-#include <algorithm>
+#include <optional>
 
 #include "ir/schedule/analysis.h"
 #include "search/block_info.h"
@@ -40,13 +40,6 @@ class CrossThreadReduction : public ScheduleRule {
  private:
   // Rows shorter than a warp: one thread per row reduces them as fast.
   static constexpr int64_t kMinReduction = 32;
-
-  static int64_t reduction_size(const ir::BlockNode *b) {
-    int64_t size = 1;
-    for (const ir::IterVar &iv : b->iter_vars)
-      if (iv.kind == ir::IterKind::kReduce) size *= iv.extent;
-    return size;
-  }
 
   // Spatial loops outermost, then the reductions: the spatial ones fused to blockIdx.x,
   // the reductions fused and split into a thread part (threadIdx.x, outermost of the
