@@ -80,15 +80,6 @@ void add_compile_command(CLI::App &app) {
            ": no such database file; give the file kiln tune wrote (its --db), or "
            "--no-db to compile every subgraph untuned");
     }
-    try {
-      if (Target::parse(options->target).is_cuda())
-        fail(
-            "compiled models run on CPUs so far; a model for a cuda target (its steps GPU kernels) is not built "
-            "yet. Tuning for a GPU works (kiln tune --model … --target 'cuda …' stores its records); compile for "
-            "an llvm target meanwhile");
-    } catch (const std::invalid_argument &) {
-      // The compiler says what is wrong with the target where it parses it.
-    }
     const bool dynamic = has_dynamic_dims(*args);
     std::optional<DynamicPlan> plan;
     frontend::PreparedModel model;

@@ -16,6 +16,7 @@
 
 #include "cli/pipeline_args.h"
 #include "cli/tune_command.h"
+#include "device/cuda_driver.h"
 #include "executor/compile.h"
 #include "executor/model.h"
 #include "frontend/tasks.h"
@@ -304,9 +305,7 @@ void add_tune_model_command(CLI::App &app) {
     // The step after tuning, ready to paste: the target only when it is not this host.
     const bool this_host = target.str() == Target::parse("llvm -mcpu=native").str();
     const std::string next = compile_command_line(a->model, a->db, this_host ? std::string() : target.str());
-    auto print_next = [&] {
-      if (!target.is_cuda()) std::printf("next: %s\n", next.c_str());
-    };
+    auto print_next = [&] { std::printf("next: %s\n", next.c_str()); };
     if (dynamic && a->measure && !interrupted) {
       // Each bucket is a compiled model of its own: time it at the values that matter.
       std::printf(
@@ -321,13 +320,13 @@ void add_tune_model_command(CLI::App &app) {
       print_next();
       return;
     }
-    if (target.is_cuda()) {
-      // Compiled models run on CPUs so far (kiln compile says so): the records are stored.
+    if (std::string why; target.is_cuda() && !device::CudaDriver::open(0, &why)) {
+      // Tuned through runners elsewhere: the model runs where its GPU is.
       std::printf(
-          "model not measured: compiled models for cuda targets are not built yet; the tuned records are "
-          "in %s\n",
-          a->db.c_str());
+          "model not measured: %s; compile it (next) and time it on the GPU's host with kiln bench --compiled DIR\n",
+          why.c_str());
       write_report();
+      print_next();
       return;
     }
     // The model measured, not estimated: untuned defaults and tuned, alternating.

@@ -68,6 +68,11 @@ class Compiler {
   /// reason), NVPTX code generation, LLVM's O3 pipeline, PTX emission. `ptxas` is not
   /// run here (cuda.h: run_ptxas).
   CudaModule build_cuda(const ir::PrimFunc &func, const Target &target);
+  /// build_cuda, then, where the CUDA toolkit is installed, `ptxas`: its register counts
+  /// complete the verification (check_registers: a block needing more registers than an
+  /// SM has never launches) and its cubin goes into the artifact. Writes the artifact
+  /// file (NAME.cuda.json) to `output_path`; throws CodegenError.
+  CudaModule build_cuda_artifact(const ir::PrimFunc &func, const Target &target, const std::string &output_path);
   /// The CPU LLVM generates code for under `target`: its -mcpu, or for the host's own
   /// CPU (`native`) the name whose scheduling model LLVM uses for this host.
   std::string llvm_cpu(const Target &target);

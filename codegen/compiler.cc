@@ -417,6 +417,22 @@ CudaModule Compiler::build_cuda(const ir::PrimFunc &func, const Target &target) 
   return m;
 }
 
+CudaModule Compiler::build_cuda_artifact(const ir::PrimFunc &func, const Target &target,
+                                         const std::string &output_path) {
+  CudaModule m = build_cuda(func, target);
+  if (std::string ptxas = find_ptxas(); !ptxas.empty()) {
+    PtxasResult assembled = run_ptxas(m.ptx, m.arch, ptxas);
+    check_registers(m, assembled.kernels, target);
+    m.cubin = assembled.cubin;
+    m.cubin_toolkit = assembled.toolkit;
+  }
+  std::ofstream out(output_path, std::ios::binary);
+  out << m.artifact_text();
+  out.close();
+  if (!out) throw CodegenError("cannot write " + output_path);
+  return m;
+}
+
 std::string Compiler::llvm_cpu(const Target &target) { return impl_->machine(target).getTargetCPU().str(); }
 
 std::string Compiler::emit_llvm_ir(const ir::PrimFunc &func, const Target &target) {

@@ -56,7 +56,7 @@ struct CudaModule {
   std::vector<CudaLaunch> launches;
   /// Everything but the PTX, as JSON (the artifact's manifest).
   nlohmann::json manifest() const;
-  /// The artifact file (`NAME.cuda.json`, measure/cuda_artifact.h reads it): the
+  /// The artifact file (`NAME.cuda.json`, device/cuda_artifact.h reads it): the
   /// manifest, the format version, the PTX and the cubin (hex) when there is one.
   std::string artifact_text() const;
 };

@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "codegen/codegen.h"
+#include "codegen/cuda.h"
 #include "database/database.h"
 #include "executor/memory_plan.h"
 #include "executor/model.h"
@@ -372,6 +373,11 @@ CompileReport compile_model(const frontend::PreparedModel &model, const CompileO
 
   nlohmann::json manifest{
       {"kiln_model", kModelFormatVersion}, {"target", target.str()}, {"pipeline", model.options.to_json()}};
+  if (target.is_cuda()) {
+    // The steps are GPU kernels: model.cc hands them to GpuSteps.
+    manifest["device"] = "cuda";
+    manifest["arch"] = target.arch;
+  }
   const std::vector<frontend::ValueId> storage = storage_of(graph, subgraphs);
   std::vector<size_t> steps;  // the subgraphs that run: all but views
   for (size_t i = 0; i < subgraphs.size(); ++i)
@@ -430,7 +436,10 @@ CompileReport compile_model(const frontend::PreparedModel &model, const CompileO
   if (!build) {
     compiler.emplace();
     build = [&compiler](const ir::PrimFunc &func, const Target &t, const std::string &path) {
-      compiler->build_artifact(func, t, path, /*needs_runtime_library=*/true);
+      if (t.is_cuda())
+        compiler->build_cuda_artifact(func, t, path);
+      else
+        compiler->build_artifact(func, t, path, /*needs_runtime_library=*/true);
     };
   }
   std::vector<StepPrograms> programs(steps.size());
@@ -438,7 +447,7 @@ CompileReport compile_model(const frontend::PreparedModel &model, const CompileO
     const size_t i = steps[step_index];
     const frontend::Subgraph &s = subgraphs[i];
     ir::PrimFunc func = te::lower(s.workload.build_dag(), "subgraph" + std::to_string(i));
-    std::string artifact = "sg" + std::to_string(i) + ".so";
+    std::string artifact = "sg" + std::to_string(i) + (target.is_cuda() ? ".cuda.json" : ".so");
     const std::filesystem::path artifact_path = staging / artifact;
     std::optional<db::Record> used;
     if (db) {
@@ -459,7 +468,7 @@ CompileReport compile_model(const frontend::PreparedModel &model, const CompileO
         }
       }
     }
-    if (used && options.choose_in_model > 0) {
+    if (used && options.choose_in_model > 0 && !target.is_cuda()) {
       programs[step_index].func = func;
       programs[step_index].alternatives = alternatives_of(*db, s, target, *used, options.choose_in_model);
     }
@@ -507,7 +516,9 @@ CompileReport compile_model(const frontend::PreparedModel &model, const CompileO
     }
   }
   write_text(staging / "model.json", manifest.dump(1) + "\n");
-  if (options.choose_in_model > 0) {
+  if (options.choose_in_model > 0 && target.is_cuda())
+    report.warnings.push_back("programs are chosen inside the model on CPUs only: the database's best is used");
+  if (options.choose_in_model > 0 && !target.is_cuda()) {
     try {
       choose_in_model(staging, manifest, programs, build, target, chosen, report);
     } catch (const codegen::CodegenError &e) {

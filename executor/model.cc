@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "codegen/runtime/abi.h"
+#include "executor/gpu_steps.h"
 #include "executor/memory_plan.h"
 #include "ir/json_checks.h"
 #include "support/sha256.h"
@@ -69,6 +70,9 @@ struct Model::Impl {
   std::vector<int64_t> index_rows;
   std::vector<Step> steps;
   std::vector<StepInfo> step_infos;
+  /// A model compiled for a GPU runs its steps there; `steps` is then empty and the
+  /// host buffers of inputs and outputs are copied across around each inference.
+  std::unique_ptr<GpuSteps> gpu;
 
   ~Impl() {
     for (Step &s : steps)
@@ -159,10 +163,11 @@ const std::vector<ir::TensorType> &Model::input_types() const { return impl_->in
 const std::vector<std::string> &Model::output_names() const { return impl_->output_names; }
 const std::vector<ir::TensorType> &Model::output_types() const { return impl_->output_types; }
 const std::string &Model::target() const { return impl_->target; }
-size_t Model::num_steps() const { return impl_->steps.size(); }
+size_t Model::num_steps() const { return impl_->step_infos.size(); }
 const std::vector<StepInfo> &Model::steps() const { return impl_->step_infos; }
 int64_t Model::arena_bytes() const { return impl_->arena_bytes; }
 int64_t Model::unplanned_bytes() const { return impl_->unplanned_bytes; }
+std::string Model::gpu_name() const { return impl_->gpu ? impl_->gpu->device_name() : ""; }
 
 Model Model::load(const std::string &dir) {
   std::filesystem::path root(dir);
@@ -267,20 +272,45 @@ Model Model::load(const std::string &dir) {
     }
     if (m.at("steps").empty()) throw damaged("it has no steps");
     if (impl->outputs.empty()) throw damaged("it has no outputs");
+    const std::string device = m.value("device", "cpu");
+    if (device != "cpu" && device != "cuda")
+      throw ModelError("'" + dir + "' was compiled for a '" + device + "' device, which this Kiln does not run");
+    std::vector<GpuStepSpec> gpu_steps;
     for (const nlohmann::json &s : m.at("steps")) {
-      Step &step = impl->steps.emplace_back();  // owned from here: closed if a later step fails
-      step.artifact = (root / artifact_name(s)).string();
-      check_digest(step.artifact, s.at("sha256").get<std::string>());
-      for (const nlohmann::json &a : s.at("args")) {
-        step.arg_ids.push_back(index(a));
-        step.args.push_back(impl->buffers[step.arg_ids.back()].data);
+      const std::string artifact = (root / artifact_name(s)).string();
+      check_digest(artifact, s.at("sha256").get<std::string>());
+      if (device == "cuda") {
+        GpuStepSpec &step = gpu_steps.emplace_back();
+        step.artifact = artifact;
+        for (const nlohmann::json &a : s.at("args")) step.buffer_ids.push_back(index(a));
+      } else {
+        Step &step = impl->steps.emplace_back();  // owned from here: closed if a later step fails
+        step.artifact = artifact;
+        for (const nlohmann::json &a : s.at("args")) {
+          step.arg_ids.push_back(index(a));
+          step.args.push_back(impl->buffers[step.arg_ids.back()].data);
+        }
+        load_artifact(impl->buffers, step);
       }
-      load_artifact(impl->buffers, step);
       StepInfo &info = impl->step_infos.emplace_back();
       info.workload = s.value("workload", "");
       info.key_hash = s.value("key_hash", "");
       info.tuned = s.value("tuned", false);
       if (s.contains("tuned_ms")) info.tuned_ms = s.at("tuned_ms").get<double>();
+    }
+    if (device == "cuda") {
+      std::vector<GpuBufferSpec> buffers;
+      for (size_t i = 0; i < values.size(); ++i) {
+        const Buffer &b = impl->buffers[i];
+        GpuBufferSpec &g = buffers.emplace_back();
+        g.type = b.type;
+        g.bytes = b.bytes;
+        if (b.constant)
+          g.constant = b.data;
+        else if (values[i].contains("arena_offset"))
+          g.arena_offset = values[i].at("arena_offset").get<int64_t>();
+      }
+      impl->gpu = std::make_unique<GpuSteps>(m.at("arch").get<std::string>(), impl->arena_bytes, buffers, gpu_steps);
     }
   } catch (const nlohmann::json::exception &e) {
     throw damaged(e.what());
@@ -291,6 +321,7 @@ Model Model::load(const std::string &dir) {
 }
 
 void Model::replace_step(size_t i, const std::string &artifact) {
+  if (impl_->gpu) throw ModelError("a GPU model's steps are not replaced: programs are chosen inside CPU models only");
   Step &old = impl_->steps.at(i);
   Step step;
   step.artifact = artifact;
@@ -359,14 +390,28 @@ void Model::check_index_inputs() const {
 
 void Model::run() {
   check_index_inputs();
-  for (Step &s : impl_->steps) call_step(s);
+  Impl &m = *impl_;
+  if (!m.gpu) {
+    for (Step &s : m.steps) call_step(s);
+    return;
+  }
+  for (size_t i : m.inputs) m.gpu->upload(i, m.buffers[i].data);
+  m.gpu->run();
+  for (size_t o : m.outputs)
+    if (!m.buffers[o].constant) m.gpu->download(o, m.buffers[o].data);
 }
 
 std::vector<double> Model::profile_steps(const std::vector<ir::HostTensor> &inputs, int runs) {
-  std::vector<std::vector<double>> ms(impl_->steps.size());
+  std::vector<std::vector<double>> ms(num_steps());
   for (int r = 0; r < runs; ++r) {
     set_inputs(inputs);  // untimed; a dead input's bytes may hold a later step's output
     check_index_inputs();
+    if (impl_->gpu) {
+      for (size_t i : impl_->inputs) impl_->gpu->upload(i, impl_->buffers[i].data);
+      std::vector<double> step_ms = impl_->gpu->time_steps();
+      for (size_t i = 0; i < step_ms.size(); ++i) ms[i].push_back(step_ms[i]);
+      continue;
+    }
     for (size_t i = 0; i < impl_->steps.size(); ++i) {
       auto start = std::chrono::steady_clock::now();
       call_step(impl_->steps[i]);

@@ -1,7 +1,9 @@
 // A compiled model: a folder with one artifact per fused subgraph, the weights, and a
 // manifest (model.json) saying which buffers each artifact reads and writes. Loading
-// and running it needs no compiler: artifacts are loaded with dlopen and call the
-// runtime's thread pool.
+// and running it needs no compiler: CPU artifacts are loaded with dlopen and call the
+// runtime's thread pool; a model compiled for a cuda target ("device": "cuda") runs its
+// steps' kernels on the GPU through the driver API (gpu_steps.h), its inputs and
+// outputs in host memory.
 #pragma once
 
 #include <cstdint>
@@ -57,6 +59,8 @@ class Model {
   /// Bytes of the activation arena, and what one buffer per activation would take.
   int64_t arena_bytes() const;
   int64_t unplanned_bytes() const;
+  /// The GPU a model compiled for a cuda target runs on (its name); "" for CPU models.
+  std::string gpu_name() const;
 
   /// Inputs of the model's types filled with seeded random values: the same for the
   /// same seed, for timing runs (kiln bench, kiln tune, choosing programs in the model).

@@ -12,8 +12,8 @@
 #include <sstream>
 #include <thread>
 
+#include "device/cuda_artifact.h"
 #include "measure/artifact.h"
-#include "measure/cuda_artifact.h"
 #include "measure/subprocess.h"
 #include "measure/tensor_data.h"
 
@@ -162,9 +162,9 @@ std::vector<RunResult> CudaRunner::run(const std::vector<RunInput> &batch) {
 RunResult CudaRunner::run_one(const RunInput &input) {
   auto start = std::chrono::steady_clock::now();
   auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
-  CudaArtifact artifact;
+  device::CudaArtifact artifact;
   try {
-    artifact = read_cuda_artifact(input.artifact_path);
+    artifact = device::read_cuda_artifact(input.artifact_path);
   } catch (const std::invalid_argument &e) {
     return failure(ErrorKind::kLoadError, e.what(), elapsed());
   }
@@ -224,7 +224,7 @@ RunResult CudaRunner::run_one(const RunInput &input) {
       if (std::optional<RunResult> bad = classify(ref, "the reference")) return *bad;
       cached = reference_dirs_.emplace(key, ref_dir.string()).first;
     }
-    for (const CudaArtifactBuffer &b : artifact.buffers) {
+    for (const device::CudaArtifactBuffer &b : artifact.buffers) {
       if (b.role != "output") continue;
       std::string got = npy_payload(dir / "candidate" / (b.name + ".npy"));
       std::string want = npy_payload(std::filesystem::path(cached->second) / (b.name + ".npy"));

@@ -217,18 +217,7 @@ double seconds_since(Clock::time_point start) { return std::chrono::duration<dou
 nlohmann::json build_and_report(codegen::Compiler &compiler, const BuildInput &input, const std::string &path) {
   try {
     if (input.target.is_cuda()) {
-      codegen::CudaModule m = compiler.build_cuda(input.func, input.target);
-      // Where the toolkit is installed, ptxas's register count completes the GPU
-      // verification (a block needing more registers than an SM has never launches).
-      if (std::string ptxas = codegen::find_ptxas(); !ptxas.empty()) {
-        codegen::PtxasResult assembled = codegen::run_ptxas(m.ptx, m.arch, ptxas);
-        codegen::check_registers(m, assembled.kernels, input.target);
-        m.cubin = assembled.cubin;
-        m.cubin_toolkit = assembled.toolkit;
-      }
-      std::ofstream out(path, std::ios::binary);
-      out << m.artifact_text();
-      if (!out) return {{"ok", false}, {"message", "cannot write " + path}};
+      compiler.build_cuda_artifact(input.func, input.target, path);
       return {{"ok", true}};
     }
     compiler.build_artifact(input.func, input.target, path, input.needs_runtime_library);

@@ -47,7 +47,7 @@ extern "C" {
 #define KILN_PREPACK_SYMBOL "kiln_prepack"
 #define KILN_INFO_SYMBOL "kiln_artifact_info"
 /* A CUDA artifact is a JSON file, not a library: "kiln_cuda_artifact" holds this
-   version, beside the PTX, its buffers and launches (measure/cuda_artifact.h). */
+   version, beside the PTX, its buffers and launches (device/cuda_artifact.h). */
 #define KILN_CUDA_ARTIFACT_VERSION 1
 
 typedef int32_t (*kiln_entry_fn)(void **args);

@@ -21,12 +21,12 @@
 #include <string>
 #include <vector>
 
-#include "measure/cuda_driver.h"
+#include "device/cuda_driver.h"
 
 namespace {
 
-using kiln::measure::CudaArtifact;
-using kiln::measure::CudaArtifactBuffer;
+using kiln::device::CudaArtifact;
+using kiln::device::CudaArtifactBuffer;
 
 uint64_t splitmix(uint64_t &state) {
   uint64_t z = (state += 0x9e3779b97f4a7c15ull);
@@ -122,7 +122,7 @@ int main(int argc, char **argv) {
   bool probe = false;
   int device = 0;
   uint64_t seed = 1;
-  kiln::measure::CudaTimingOptions timing;
+  kiln::device::CudaTimingOptions timing;
   auto number_after = [&](int &i, const char *flag) -> long long {
     if (i + 1 >= argc) usage(std::string(flag) + " needs a value");
     try {
@@ -163,7 +163,7 @@ int main(int argc, char **argv) {
   }
   if (probe) {
     std::string why;
-    std::unique_ptr<kiln::measure::CudaDriver> driver = kiln::measure::CudaDriver::open(device, &why);
+    std::unique_ptr<kiln::device::CudaDriver> driver = kiln::device::CudaDriver::open(device, &why);
     if (!driver) {
       std::cerr << "no GPU here: " << why << "\n";
       return 3;
@@ -179,7 +179,7 @@ int main(int argc, char **argv) {
   CudaArtifact artifact;
   std::vector<std::vector<uint8_t>> inputs;
   try {
-    artifact = kiln::measure::read_cuda_artifact(artifact_path);
+    artifact = kiln::device::read_cuda_artifact(artifact_path);
     uint64_t stream = 0;
     for (const CudaArtifactBuffer &b : artifact.buffers)
       if (b.role == "input") inputs.push_back(random_bytes(b, seed * 1000003u + stream++));
@@ -188,14 +188,14 @@ int main(int argc, char **argv) {
     return 2;
   }
   std::string why;
-  std::unique_ptr<kiln::measure::CudaDriver> driver = kiln::measure::CudaDriver::open(device, &why);
+  std::unique_ptr<kiln::device::CudaDriver> driver = kiln::device::CudaDriver::open(device, &why);
   if (!driver) {
     std::cerr << "kiln-cuda-measure: cannot measure on a GPU here: " << why
               << "; run it on a host with an NVIDIA GPU and its driver\n";
     return 3;
   }
   try {
-    kiln::measure::CudaMeasurement m = driver->measure(artifact, inputs, timing);
+    kiln::device::CudaMeasurement m = driver->measure(artifact, inputs, timing);
     if (!save_dir.empty()) {
       mkdir(save_dir.c_str(), 0755);
       size_t in = 0, out = 0;
@@ -213,7 +213,7 @@ int main(int argc, char **argv) {
                           {"loaded", m.loaded},
                           {"seconds", m.seconds}};
     std::cout << result.dump() << "\n";
-  } catch (const kiln::measure::CudaError &e) {
+  } catch (const kiln::device::CudaError &e) {
     std::cerr << "kiln-cuda-measure: " << e.what() << "\n";
     return e.fault ? 5 : 4;
   } catch (const std::exception &e) {

@@ -3,20 +3,20 @@
 // launch is within the format's limits.
 #include <stdexcept>
 
-#include "measure/cuda_artifact.h"
+#include "device/cuda_artifact.h"
 #include "tests/fuzz/fuzz_target.h"
 
 KILN_FUZZ_TARGET(cuda_artifact) {
-  kiln::measure::CudaArtifact a;
+  kiln::device::CudaArtifact a;
   try {
-    a = kiln::measure::parse_cuda_artifact(input);
+    a = kiln::device::parse_cuda_artifact(input);
   } catch (const std::invalid_argument &) {
     return;
   }
   if (a.launches.empty()) throw std::logic_error("an artifact without launches was accepted");
-  for (const kiln::measure::CudaArtifactBuffer &b : a.buffers)
+  for (const kiln::device::CudaArtifactBuffer &b : a.buffers)
     if (b.bytes() <= 0 || b.bytes() > (int64_t{1} << 40)) throw std::logic_error("a buffer of impossible size");
-  for (const kiln::measure::CudaArtifactLaunch &l : a.launches)
+  for (const kiln::device::CudaArtifactLaunch &l : a.launches)
     for (int d = 0; d < 3; ++d)
       if (l.block[d] < 1 || l.block[d] > 1024 || l.grid[d] < 1 || l.shared_bytes < 0)
         throw std::logic_error("a launch outside the limits was accepted");

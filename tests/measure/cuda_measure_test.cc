@@ -11,10 +11,10 @@
 
 #include "codegen/codegen.h"
 #include "codegen/cuda.h"
+#include "device/cuda_artifact.h"
+#include "device/cuda_driver.h"
 #include "ir/interpreter.h"
 #include "ir/schedule/schedule.h"
-#include "measure/cuda_artifact.h"
-#include "measure/cuda_driver.h"
 #include "measure/cuda_runner.h"
 #include "measure/local_builder_pool.h"
 #include "ops/workload.h"
@@ -24,6 +24,12 @@
 namespace kiln::measure {
 namespace {
 
+using device::CudaArtifact;
+using device::CudaDriver;
+using device::CudaMeasurement;
+using device::CudaTimingOptions;
+using device::parse_cuda_artifact;
+using device::read_cuda_artifact;
 using ir::DType;
 using ops::Workload;
 

@@ -1,11 +1,12 @@
-#include "measure/cuda_driver.h"
+#include "device/cuda_driver.h"
 
 #include <dlfcn.h>
 
 #include <algorithm>
 #include <cstring>
+#include <utility>
 
-namespace kiln::measure {
+namespace kiln::device {
 
 namespace {
 
@@ -141,36 +142,62 @@ double CudaMeasurement::median_seconds() const {
   return s.size() % 2 ? s[s.size() / 2] : (s[s.size() / 2 - 1] + s[s.size() / 2]) / 2;
 }
 
-CudaMeasurement CudaDriver::measure(const CudaArtifact &artifact, const std::vector<std::vector<uint8_t>> &inputs,
-                                    const CudaTimingOptions &timing) {
+CudaDriver::Memory::Memory(Memory &&other) noexcept
+    : api_(std::exchange(other.api_, nullptr)), address_(std::exchange(other.address_, 0)), bytes_(other.bytes_) {}
+
+CudaDriver::Memory &CudaDriver::Memory::operator=(Memory &&other) noexcept {
+  if (this != &other) {
+    Memory gone(std::move(*this));
+    api_ = std::exchange(other.api_, nullptr);
+    address_ = std::exchange(other.address_, 0);
+    bytes_ = other.bytes_;
+  }
+  return *this;
+}
+
+CudaDriver::Memory::~Memory() {
+  if (api_ && address_) api_->free(address_);
+}
+
+CudaDriver::Program::Program(Program &&other) noexcept
+    : api_(std::exchange(other.api_, nullptr)),
+      module_(std::exchange(other.module_, nullptr)),
+      name_(std::move(other.name_)),
+      loaded_(std::move(other.loaded_)),
+      launches_(std::move(other.launches_)),
+      functions_(std::move(other.functions_)) {}
+
+CudaDriver::Program &CudaDriver::Program::operator=(Program &&other) noexcept {
+  if (this != &other) {
+    Program gone(std::move(*this));
+    api_ = std::exchange(other.api_, nullptr);
+    module_ = std::exchange(other.module_, nullptr);
+    name_ = std::move(other.name_);
+    loaded_ = std::move(other.loaded_);
+    launches_ = std::move(other.launches_);
+    functions_ = std::move(other.functions_);
+  }
+  return *this;
+}
+
+CudaDriver::Program::~Program() {
+  if (api_ && module_) api_->unload(module_);
+}
+
+CudaDriver::Program CudaDriver::load(const CudaArtifact &artifact) {
   const Api &api = *api_;
-  // Everything allocated here is released on every path out (a fault ends the process
-  // anyway; other errors leave the context usable).
-  struct Resources {
-    explicit Resources(const Api &api) : api(api) {}
-    Resources(const Resources &) = delete;
-    Resources &operator=(const Resources &) = delete;
-    const Api &api;
-    Handle module = nullptr;
-    std::vector<CUdeviceptr> memory;
-    std::vector<Handle> events;
-    ~Resources() {
-      for (Handle e : events) api.event_destroy(e);
-      for (CUdeviceptr p : memory) api.free(p);
-      if (module) api.unload(module);
-    }
-  } r(api);
-  // The cubin where it is for this very arch and the driver takes it (a driver older
-  // than the toolkit that made it refuses it); the PTX, JIT-compiled, otherwise.
-  CudaMeasurement m;
-  m.loaded = "ptx";
+  Program p;
+  p.api_ = &api;
+  p.name_ = artifact.name;
+  p.launches_ = artifact.launches;
+  p.loaded_ = "ptx";
   if (!artifact.cubin.empty() && artifact.arch == arch_ &&
-      api.load(&r.module, artifact.cubin.data(), 0, nullptr, nullptr) == 0)
-    m.loaded = "cubin";
+      api.load(&p.module_, artifact.cubin.data(), 0, nullptr, nullptr) == 0)
+    p.loaded_ = "cubin";
   std::string log(8192, '\0');
   int options[] = {kJitErrorLogBuffer, kJitErrorLogBufferSize};
   void *values[] = {log.data(), reinterpret_cast<void *>(static_cast<uintptr_t>(log.size() - 1))};
-  CUresult loaded = m.loaded == "cubin" ? 0 : api.load(&r.module, artifact.ptx.c_str(), 2, options, values);
+  CUresult loaded = p.loaded_ == "cubin" ? 0 : api.load(&p.module_, artifact.ptx.c_str(), 2, options, values);
   if (loaded != 0) {
     log.resize(std::strlen(log.c_str()));
     try {
@@ -179,55 +206,102 @@ CudaMeasurement CudaDriver::measure(const CudaArtifact &artifact, const std::vec
       throw CudaError(std::string(e.what()) + (log.empty() ? "" : ": " + log), e.fault);
     }
   }
-  std::vector<Handle> functions;
   for (const CudaArtifactLaunch &l : artifact.launches) {
     Handle f = nullptr;
-    api.check(api.function(&f, r.module, l.name.c_str()), "cuModuleGetFunction(" + l.name + ")");
+    api.check(api.function(&f, p.module_, l.name.c_str()), "cuModuleGetFunction(" + l.name + ")");
     if (l.shared_bytes > 48 * 1024)
       api.check(api.func_attribute(f, kFuncMaxDynamicSharedBytes, static_cast<int>(l.shared_bytes)),
                 "opting " + l.name + " in to " + std::to_string(l.shared_bytes) + " bytes of shared memory");
-    functions.push_back(f);
+    p.functions_.push_back(f);
   }
+  return p;
+}
+
+CudaDriver::Memory CudaDriver::allocate(int64_t bytes, const std::string &what) {
+  Memory m;
+  CUdeviceptr p = 0;
+  api_->check(api_->alloc(&p, static_cast<size_t>(std::max<int64_t>(bytes, 1))),
+              "cuMemAlloc(" + what + ", " + std::to_string(bytes) + " bytes)");
+  m.api_ = api_.get();
+  m.address_ = p;
+  m.bytes_ = bytes;
+  return m;
+}
+
+void CudaDriver::copy_to_device(uint64_t address, const void *data, size_t bytes, const std::string &what) {
+  api_->check(api_->to_device(address, data, bytes), "copying " + what + " to the GPU");
+}
+
+void CudaDriver::copy_to_host(void *data, uint64_t address, size_t bytes, const std::string &what) {
+  api_->check(api_->to_host(data, address, bytes), "copying " + what + " back from the GPU");
+}
+
+void CudaDriver::launch(const Program &program, const std::vector<uint64_t> &buffers) {
+  std::vector<CUdeviceptr> addresses(buffers.begin(), buffers.end());
+  std::vector<void *> params;
+  for (CUdeviceptr &a : addresses) params.push_back(&a);
+  for (size_t i = 0; i < program.functions_.size(); ++i) {
+    const CudaArtifactLaunch &l = program.launches_[i];
+    api_->check(api_->launch(program.functions_[i], static_cast<unsigned>(l.grid[0]), static_cast<unsigned>(l.grid[1]),
+                             static_cast<unsigned>(l.grid[2]), static_cast<unsigned>(l.block[0]),
+                             static_cast<unsigned>(l.block[1]), static_cast<unsigned>(l.block[2]),
+                             static_cast<unsigned>(l.shared_bytes), nullptr, params.data(), nullptr),
+                "launching " + l.name + " of " + program.name_);
+  }
+}
+
+void CudaDriver::synchronize(const std::string &what) { api_->check(api_->synchronize(), what); }
+
+double CudaDriver::time_ms(const std::function<void()> &enqueue, const std::string &what) {
+  const Api &api = *api_;
+  struct Events {
+    const Api &api;
+    Handle start = nullptr, stop = nullptr;
+    ~Events() {
+      if (start) api.event_destroy(start);
+      if (stop) api.event_destroy(stop);
+    }
+  } e{api};
+  api.check(api.event_create(&e.start, 0), "cuEventCreate");
+  api.check(api.event_create(&e.stop, 0), "cuEventCreate");
+  api.check(api.event_record(e.start, nullptr), "cuEventRecord");
+  enqueue();
+  api.check(api.event_record(e.stop, nullptr), "cuEventRecord");
+  api.check(api.event_synchronize(e.stop), what);
+  float ms = 0;
+  api.check(api.event_elapsed(&ms, e.start, e.stop), "cuEventElapsedTime");
+  return static_cast<double>(ms);
+}
+
+CudaMeasurement CudaDriver::measure(const CudaArtifact &artifact, const std::vector<std::vector<uint8_t>> &inputs,
+                                    const CudaTimingOptions &timing) {
+  // Everything allocated here is released on every path out (a fault ends the process
+  // anyway; other errors leave the context usable).
+  Program program = load(artifact);
+  CudaMeasurement m;
+  m.loaded = program.loaded();
+  std::vector<Memory> memory;
+  std::vector<uint64_t> addresses;
   size_t next_input = 0;
   int64_t total_bytes = 0;
-  std::vector<void *> params;
   for (const CudaArtifactBuffer &b : artifact.buffers) {
-    CUdeviceptr p = 0;
-    api.check(api.alloc(&p, static_cast<size_t>(b.bytes())), "cuMemAlloc(" + b.name + ")");
-    r.memory.push_back(p);
+    memory.push_back(allocate(b.bytes(), b.name));
+    addresses.push_back(memory.back().address());
     total_bytes += b.bytes();
     if (b.role == "input") {
       if (next_input >= inputs.size() || inputs[next_input].size() != static_cast<size_t>(b.bytes()))
         throw std::invalid_argument("input '" + b.name + "' needs " + std::to_string(b.bytes()) + " bytes");
-      api.check(api.to_device(p, inputs[next_input].data(), inputs[next_input].size()), "copying " + b.name);
+      copy_to_device(addresses.back(), inputs[next_input].data(), inputs[next_input].size(), b.name);
       ++next_input;
     }
   }
   if (next_input != inputs.size()) throw std::invalid_argument("more inputs than the artifact takes");
-  for (CUdeviceptr &p : r.memory) params.push_back(&p);
-  auto run_once = [&] {
-    for (size_t i = 0; i < functions.size(); ++i) {
-      const CudaArtifactLaunch &l = artifact.launches[i];
-      api.check(api.launch(functions[i], static_cast<unsigned>(l.grid[0]), static_cast<unsigned>(l.grid[1]),
-                           static_cast<unsigned>(l.grid[2]), static_cast<unsigned>(l.block[0]),
-                           static_cast<unsigned>(l.block[1]), static_cast<unsigned>(l.block[2]),
-                           static_cast<unsigned>(l.shared_bytes), nullptr, params.data(), nullptr),
-                "launching " + l.name);
-    }
-  };
-  Handle start = nullptr, stop = nullptr;
-  api.check(api.event_create(&start, 0), "cuEventCreate");
-  r.events.push_back(start);
-  api.check(api.event_create(&stop, 0), "cuEventCreate");
-  r.events.push_back(stop);
   auto timed = [&](int64_t n) {
-    api.check(api.event_record(start, nullptr), "cuEventRecord");
-    for (int64_t i = 0; i < n; ++i) run_once();
-    api.check(api.event_record(stop, nullptr), "cuEventRecord");
-    api.check(api.event_synchronize(stop), "running " + artifact.name);
-    float ms = 0;
-    api.check(api.event_elapsed(&ms, start, stop), "cuEventElapsedTime");
-    return static_cast<double>(ms);
+    return time_ms(
+        [&] {
+          for (int64_t i = 0; i < n; ++i) launch(program, addresses);
+        },
+        "running " + artifact.name);
   };
   // Warm-up (module JIT, caches, clocks), which also gives the outputs.
   double first_ms = timed(1);
@@ -240,25 +314,24 @@ CudaMeasurement CudaDriver::measure(const CudaArtifact &artifact, const std::vec
       ms = timed(m.number);
     }
   }
-  CUdeviceptr flush = 0;
+  Memory flush;
   bool flushing = timing.flush_l2 && l2_bytes_ > 0 && total_bytes <= l2_bytes_;
-  if (flushing) {
-    api.check(api.alloc(&flush, static_cast<size_t>(2 * l2_bytes_)), "allocating the L2 flush buffer");
-    r.memory.push_back(flush);
-  }
+  if (flushing) flush = allocate(2 * l2_bytes_, "the L2 flush buffer");
   for (int i = 0; i < timing.repeats; ++i) {
-    if (flushing) api.check(api.memset8(flush, static_cast<unsigned char>(i), 2 * l2_bytes_), "flushing L2");
+    if (flushing)
+      api_->check(api_->memset8(flush.address(), static_cast<unsigned char>(i), static_cast<size_t>(2 * l2_bytes_)),
+                  "flushing L2");
     m.seconds.push_back(timed(m.number) / 1e3 / static_cast<double>(m.number));
   }
-  api.check(api.synchronize(), "cuCtxSynchronize");
+  synchronize("cuCtxSynchronize");
   for (size_t i = 0; i < artifact.buffers.size(); ++i) {
     const CudaArtifactBuffer &b = artifact.buffers[i];
     if (b.role != "output") continue;
     std::vector<uint8_t> bytes(static_cast<size_t>(b.bytes()));
-    api.check(api.to_host(bytes.data(), r.memory[i], bytes.size()), "copying " + b.name + " back");
+    copy_to_host(bytes.data(), addresses[i], bytes.size(), b.name);
     m.outputs.push_back(std::move(bytes));
   }
   return m;
 }
 
-}  // namespace kiln::measure
+}  // namespace kiln::device

@@ -11,7 +11,7 @@
 #include "codegen/runtime/abi.h"
 #include "ir/dtype.h"
 
-namespace kiln::measure {
+namespace kiln::device {
 
 /// A kernel argument. Whoever launches passes every buffer 16-byte aligned (device
 /// allocations are): the kernels' vector loads and stores rely on it.
@@ -47,4 +47,4 @@ CudaArtifact parse_cuda_artifact(const std::string &text);
 /// Reads `path` and parses it; std::invalid_argument names the file.
 CudaArtifact read_cuda_artifact(const std::string &path);
 
-}  // namespace kiln::measure
+}  // namespace kiln::device

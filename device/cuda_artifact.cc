@@ -1,4 +1,4 @@
-#include "measure/cuda_artifact.h"
+#include "device/cuda_artifact.h"
 
 #include <fstream>
 #include <limits>
@@ -6,7 +6,7 @@
 #include <sstream>
 #include <stdexcept>
 
-namespace kiln::measure {
+namespace kiln::device {
 
 int64_t CudaArtifactBuffer::bytes() const {
   int64_t n = ir::dtype_bytes(dtype);
@@ -124,4 +124,4 @@ CudaArtifact read_cuda_artifact(const std::string &path) {
   }
 }
 
-}  // namespace kiln::measure
+}  // namespace kiln::device
