@@ -8,7 +8,8 @@
 //   R1  within a slice            unrolled
 //   S2  a thread's own outputs    unrolled, accumulated in registers ("local")
 //
-// Every split is a sampled perfect tile (mutate_tile_size changes them); the inputs'
+// Every split is a sampled tile (mutate_tile_size changes them), perfect but on spatial
+// axes without a small factor, whose last tile may be partial; the inputs'
 // shared copies are filled by all threads of the block together, with a sampled
 // vector length (rewrite_cooperative_fetch lays them out once the thread count is
 // known). Element-wise consumers (a bias, GELU) are fused into the write-back of the
@@ -53,6 +54,19 @@ class GpuMultiLevelTiling : public ScheduleRule {
   static constexpr int64_t kMaxThreadTile = 8;
   static constexpr int64_t kMaxSlice = 16;
 
+  // A spatial extent without a small factor (61 rows, 197 tokens, 1001 classes) has
+  // only tiles of 1 or of itself that divide it: a thread per output, or one block.
+  // Such axes take tiles that need not divide them (the last block's tile is partial,
+  // its threads past the end guarded), as the CPU rule's padded tiles do. Reductions
+  // keep perfect tiles: a slice staged in shared memory is never partial.
+  static bool needs_partial_tiles(int64_t extent) {
+    constexpr int64_t kSmallFactor = 8;
+    if (extent <= 2 * kSmallFactor) return false;
+    for (int64_t d = 2; d <= kSmallFactor; ++d)
+      if (extent % d == 0) return false;
+    return true;
+  }
+
   static std::optional<Schedule> tile(const Schedule &original, const std::string &block,
                                       const std::vector<LoopKind> &kinds) {
     Schedule sch = original;
@@ -71,7 +85,10 @@ class GpuMultiLevelTiling : public ScheduleRule {
         continue;
       }
       if (kinds[i] == LoopKind::kSpatial) {
-        std::optional<std::vector<ir::ExprRV>> f = sch.try_sample_perfect_tile(loops[i], 3, kMaxThreadTile);
+        const int64_t extent = sch.loop(loops[i])->extent;
+        std::optional<std::vector<ir::ExprRV>> f = needs_partial_tiles(extent)
+                                                       ? sch.try_sample_tile(loops[i], 3, kMaxThreadTile)
+                                                       : sch.try_sample_perfect_tile(loops[i], 3, kMaxThreadTile);
         if (!f) return std::nullopt;
         std::vector<LoopRV> parts = sch.split(loops[i], std::vector<ir::Factor>(f->begin(), f->end()));
         s0.push_back(parts[0]);

@@ -56,6 +56,8 @@ std::vector<Program> programs() {
                      {"outputs", {"op1"}}};
   return {
       {"gemm", ops::Workload::from_json(single("matmul", {f32({64, 32}), f32({32, 64})}))},
+      // Prime extents: tiles that do not divide them, the last block's partial.
+      {"gemm_odd", ops::Workload::from_json(single("matmul", {f32({61, 16}), f32({16, 67})}))},
       {"conv2d", ops::Workload::from_json(single("conv2d", {f32({1, 8, 10, 10}), f32({16, 8, 3, 3})},
                                                  {{"strides", {1, 1}}, {"pads", {1, 1, 1, 1}}, {"groups", 1}}))},
       {"dense_gelu", ops::Workload::from_json(dense_gelu)},
@@ -207,7 +209,7 @@ TEST(CodegenCudaSearch, SampledCandidatesAreRefusedOrRunAndAssemble) {
       ir::PrimFunc f = te::lower(p.workload.build_dag(), p.name);
       std::vector<ir::Trace> sketches = search::generate_sketches(f, space.rules, 0);
       ASSERT_FALSE(sketches.empty());
-      int realized = 0, refused = 0, tiled = 0, assembled = 0;
+      int realized = 0, refused = 0, tiled = 0, partial = 0, assembled = 0;
       for (size_t s = 0; s < sketches.size(); ++s) {
         for (uint64_t seed = 0; seed < 6; ++seed) {
           std::optional<search::Candidate> c = search::realize(f, sketches[s], space.postprocessors, seed);
@@ -216,7 +218,9 @@ TEST(CodegenCudaSearch, SampledCandidatesAreRefusedOrRunAndAssemble) {
             continue;
           }
           ++realized;
-          if (c->trace.to_json().dump().find("\"shared\"") != std::string::npos) ++tiled;
+          const std::string trace = c->trace.to_json().dump();
+          if (trace.find("\"shared\"") != std::string::npos) ++tiled;
+          if (trace.find("\"sample_tile\"") != std::string::npos) ++partial;
           expect_kernels_agree(f, c->func, p.workload.inputs.size(), seed, limits);
           if (ptxas.empty() || seed % 3 != 0) continue;
           CudaModule m = compiler.build_cuda(c->func, target);
@@ -232,6 +236,11 @@ TEST(CodegenCudaSearch, SampledCandidatesAreRefusedOrRunAndAssemble) {
       if (p.name != "softmax") {
         EXPECT_GT(tiled, 0) << "no tiled candidate realized (" << refused << " refused)";
       }
+      // Prime extents are tiled with tiles that need not divide them; the others perfectly.
+      if (p.name == "gemm_odd")
+        EXPECT_GT(partial, 0);
+      else
+        EXPECT_EQ(partial, 0);
       if (!ptxas.empty()) {
         EXPECT_GT(assembled, 0);
       }
