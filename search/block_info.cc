@@ -94,6 +94,22 @@ std::vector<std::string> consumers_of(const Schedule &sch, const std::string &bl
   return out;
 }
 
+std::vector<std::string> producers_of(const Schedule &sch, const std::string &block) {
+  NodeRef<BlockNode> b = find_block(sch, block);
+  std::vector<std::string> out;
+  if (!b) return out;
+  for (const BlockNode *other : sched::all_blocks(sch.func())) {
+    if (other == b.get()) continue;
+    for (const Buffer &w : sched::distinct_buffers(sched::block_writes(other))) {
+      if (sched::reads_buffer(b.get(), w.get())) {
+        out.push_back(other->name);
+        break;
+      }
+    }
+  }
+  return out;
+}
+
 namespace {
 // Unrolling more than this many positions grows code faster than it saves branches.
 constexpr int64_t kMaxTablePositions = 64;

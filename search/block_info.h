@@ -43,6 +43,8 @@ std::vector<LoopKind> loop_kinds(const ir::Schedule &sch, const std::string &blo
 bool bind_spatial_loops(ir::Schedule &sch, const std::string &block, const ir::Factor &threads);
 /// Blocks that read what `block` writes.
 std::vector<std::string> consumers_of(const ir::Schedule &sch, const std::string &block);
+/// Blocks that write what `block` reads (its own accumulator aside).
+std::vector<std::string> producers_of(const ir::Schedule &sch, const std::string &block);
 /// A table written out as selects: every select of the block compares an iterator (or its
 /// quotient or remainder by a constant) with a constant, as the Winograd transforms do.
 /// For each such iterator (by index): the period to unroll it over, the remainder's

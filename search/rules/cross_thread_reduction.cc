@@ -6,6 +6,9 @@
 // results. Without it each thread reduces a whole row alone: a 1000-wide softmax over 32
 // rows would run 32 threads. A block whose reduction reads an input again (a matrix
 // product) is gpu_multi_level_tiling's; the block is also kept as it was, for auto_bind.
+// A block that reads such statistics (a softmax's normalization) also gets a sketch in
+// which they are computed at its rows: one kernel, the statistics in shared memory.
+#include <algorithm>
 #include <optional>
 
 #include "ir/schedule/analysis.h"
@@ -28,11 +31,13 @@ class CrossThreadReduction : public ScheduleRule {
 
   std::vector<Schedule> apply(Schedule sch, const std::string &block) const override {
     ir::NodeRef<ir::BlockNode> b = find_block(sch, block);
-    if (!b || threads_.empty() || !has_reduction(b.get()) || reduction_size(b.get()) < kMinReduction ||
-        reads_an_input_again(b.get()))
-      return only(std::move(sch));
+    if (!b || threads_.empty()) return only(std::move(sch));
     std::vector<Schedule> out;
-    if (std::optional<Schedule> shared = share_rows(sch, block)) out.push_back(std::move(*shared));
+    if (!has_reduction(b.get())) {
+      if (std::optional<Schedule> fused = rows_with_their_statistics(sch, block)) out.push_back(std::move(*fused));
+    } else if (is_row_statistic(b.get())) {
+      if (std::optional<Schedule> shared = share_rows(sch, block)) out.push_back(std::move(*shared));
+    }
     out.push_back(std::move(sch));
     return out;
   }
@@ -40,6 +45,76 @@ class CrossThreadReduction : public ScheduleRule {
  private:
   // Rows shorter than a warp: one thread per row reduces them as fast.
   static constexpr int64_t kMinReduction = 32;
+
+  static bool is_row_statistic(const ir::BlockNode *b) {
+    return has_reduction(b) && reduction_size(b) >= kMinReduction && !reads_an_input_again(b);
+  }
+
+  // A block that reads rows' statistics (a softmax's normalization reads the rows'
+  // maxima and sums, a layer norm's output their means and variances), reached first
+  // since consumers come first: one thread block per row, its threads across the row,
+  // and each statistic computed at that row by the same threads (split as share_rows
+  // does), so the statistics stay in shared memory and the whole softmax is one kernel
+  // instead of one per statistic plus one, each writing and reading global memory.
+  std::optional<Schedule> rows_with_their_statistics(const Schedule &original, const std::string &block) const {
+    Schedule sch = original;
+    // The statistics the block reads, and those they read in turn.
+    std::vector<std::string> stats, pending = producers_of(sch, block);
+    while (!pending.empty()) {
+      std::string name = pending.back();
+      pending.pop_back();
+      ir::NodeRef<ir::BlockNode> p = find_block(sch, name);
+      if (!p || !is_row_statistic(p.get()) || std::count(stats.begin(), stats.end(), name)) continue;
+      stats.push_back(name);
+      for (std::string &q : producers_of(sch, name)) pending.push_back(std::move(q));
+    }
+    if (stats.empty()) return std::nullopt;
+    const int64_t rows = spatial_size(find_block(sch, stats[0]).get());
+    for (const std::string &name : stats)
+      if (spatial_size(find_block(sch, name).get()) != rows) return std::nullopt;
+    // The block's leading loops that walk the rows, then those along a row.
+    std::vector<LoopRV> loops = sch.get_loops(sch.get_block(block));
+    int64_t walked = 1;
+    size_t row_loops = 0;
+    for (; row_loops < loops.size() && walked < rows; ++row_loops) walked *= sch.loop(loops[row_loops])->extent;
+    if (walked != rows || row_loops == loops.size()) return std::nullopt;
+    for (const LoopRV &loop : loops)
+      if (sch.loop(loop)->for_kind != ir::ForKind::kSerial) return std::nullopt;  // scheduled already
+    std::vector<LoopRV> row_part(loops.begin(), loops.begin() + static_cast<std::ptrdiff_t>(row_loops));
+    std::vector<LoopRV> along(loops.begin() + static_cast<std::ptrdiff_t>(row_loops), loops.end());
+    LoopRV row = row_part.size() == 1 ? row_part[0] : sch.fuse(row_part);
+    LoopRV cols = along.size() == 1 ? along[0] : sch.fuse(along);
+    ir::ExprRV threads = sch.sample_categorical(
+        threads_, std::vector<double>(threads_.size(), 1.0 / static_cast<double>(threads_.size())));
+    std::vector<LoopRV> parts = sch.split(cols, {int64_t{-1}, threads});
+    sch.reorder({parts[1], parts[0]});
+    sch.bind(row, "blockIdx.x");
+    sch.bind(parts[1], "threadIdx.x");
+    // Consumers before their producers: program order, reversed.
+    std::vector<std::string> order = sch.block_names();
+    std::sort(stats.begin(), stats.end(), [&](const std::string &a, const std::string &b) {
+      return std::find(order.begin(), order.end(), a) > std::find(order.begin(), order.end(), b);
+    });
+    for (const std::string &name : stats) {
+      ir::BlockRV stat = sch.get_block(name);
+      if (!sch.try_compute_at(stat, row)) return std::nullopt;
+      std::vector<LoopKind> kinds = loop_kinds(sch, name);
+      std::vector<LoopRV> own = sch.get_loops(stat);
+      std::vector<LoopRV> reduce;
+      for (size_t i = 1; i < own.size(); ++i) {
+        if (kinds[i] == LoopKind::kReduce)
+          reduce.push_back(own[i]);
+        else if (kinds[i] == LoopKind::kMixed || sch.loop(own[i])->extent != 1 || !reduce.empty())
+          return std::nullopt;  // more than the row's one value, or a spatial loop inside the reduction
+      }
+      if (reduce.empty()) return std::nullopt;
+      LoopRV r = reduce.size() == 1 ? reduce[0] : sch.fuse(reduce);
+      std::vector<LoopRV> split = sch.split(r, {int64_t{-1}, threads});
+      sch.reorder({split[1], split[0]});
+      sch.bind(split[1], "threadIdx.x");
+    }
+    return sch;
+  }
 
   // Spatial loops outermost, then the reductions: the spatial ones fused to blockIdx.x,
   // the reductions fused and split into a thread part (threadIdx.x, outermost of the

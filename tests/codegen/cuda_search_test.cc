@@ -196,6 +196,44 @@ TEST(CodegenCudaSearch, RowsAreReducedByTheThreadsOfABlock) {
   }
 }
 
+// A softmax's normalization and a layer norm's output read their rows' statistics: a
+// sketch computes those at the consumer's rows (cross_thread_reduction), so the whole
+// operator is one kernel with the statistics in shared memory; its candidates give what
+// the program gives, thread by thread, and assemble.
+TEST(CodegenCudaSearch, StatisticsAreComputedAtTheirConsumersRows) {
+  std::string ptxas = find_ptxas();
+  Compiler compiler;
+  Target target = Target::parse("cuda -arch=sm_90");
+  search::SearchSpace space = search::default_search_space(target);
+  ir::GpuLimits limits =
+      ir::GpuLimits::of(target.max_threads_per_block, target.max_shared_memory_bytes, target.max_registers_per_thread);
+  const std::vector<std::pair<std::string, ops::Workload>> cases = {
+      {"softmax", ops::Workload::from_json(single("softmax", {f32({32, 1000})}, {{"axis", -1}}))},
+      {"layer_norm", ops::Workload::from_json(single("layer_norm", {f32({16, 768}), f32({768}), f32({768})},
+                                                     {{"axis", -1}, {"epsilon", 1e-5}}))},
+  };
+  for (const auto &[name, workload] : cases) {
+    SCOPED_TRACE(name);
+    ir::PrimFunc f = te::lower(workload.build_dag(), name);
+    int one_kernel = 0;
+    for (const ir::Trace &sketch : search::generate_sketches(f, space.rules, 0)) {
+      for (uint64_t seed = 0; seed < 3; ++seed) {
+        std::optional<search::Candidate> c = search::realize(f, sketch, space.postprocessors, seed);
+        if (!c) continue;
+        ir::GpuProgram program = ir::lower_for_gpu(c->func, limits);
+        if (program.kernels.size() != 1) break;
+        ++one_kernel;
+        EXPECT_TRUE(program.global_scratch.empty()) << "the statistics stay in the thread block";
+        EXPECT_GE(program.kernels[0].shared.size(), 2u) << "each statistic in shared memory";
+        expect_kernels_agree(f, c->func, workload.inputs.size(), seed, limits);
+        if (ptxas.empty() || seed != 0) continue;
+        EXPECT_FALSE(run_ptxas(compiler.build_cuda(c->func, target).ptx, "sm_90", ptxas).kernels.empty());
+      }
+    }
+    EXPECT_GT(one_kernel, 0) << "no sketch computes the statistics at their consumer's rows";
+  }
+}
+
 TEST(CodegenCudaSearch, SampledCandidatesAreRefusedOrRunAndAssemble) {
   std::string ptxas = find_ptxas();
   Compiler compiler;
