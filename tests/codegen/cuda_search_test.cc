@@ -138,6 +138,15 @@ TEST(CodegenCudaSearch, GoldenSketches) {
             std::string::npos);
 }
 
+// Operators whose rows are reduced to statistics that the rest of the row then reads.
+std::vector<std::pair<std::string, ops::Workload>> row_statistics() {
+  return {
+      {"softmax", ops::Workload::from_json(single("softmax", {f32({32, 1000})}, {{"axis", -1}}))},
+      {"layer_norm", ops::Workload::from_json(single("layer_norm", {f32({16, 768}), f32({768}), f32({768})},
+                                                     {{"axis", -1}, {"epsilon", 1e-5}}))},
+  };
+}
+
 // Runs the candidate's kernels thread by thread and compares with the program itself.
 void expect_kernels_agree(const ir::PrimFunc &f, const ir::PrimFunc &scheduled, size_t n_inputs, uint64_t seed,
                           const ir::GpuLimits &limits) {
@@ -168,12 +177,8 @@ TEST(CodegenCudaSearch, RowsAreReducedByTheThreadsOfABlock) {
   search::SearchSpace space = search::default_search_space(target);
   ir::GpuLimits limits =
       ir::GpuLimits::of(target.max_threads_per_block, target.max_shared_memory_bytes, target.max_registers_per_thread);
-  const std::vector<std::pair<std::string, ops::Workload>> rows = {
-      {"softmax", ops::Workload::from_json(single("softmax", {f32({32, 1000})}, {{"axis", -1}}))},
-      {"layer_norm", ops::Workload::from_json(single("layer_norm", {f32({16, 768}), f32({768}), f32({768})},
-                                                     {{"axis", -1}, {"epsilon", 1e-5}}))},
-      {"global_avg_pool2d", ops::Workload::from_json(single("global_avg_pool2d", {f32({1, 64, 7, 7})}))},
-  };
+  std::vector<std::pair<std::string, ops::Workload>> rows = row_statistics();
+  rows.push_back({"global_avg_pool2d", ops::Workload::from_json(single("global_avg_pool2d", {f32({1, 64, 7, 7})}))});
   for (const auto &[name, workload] : rows) {
     SCOPED_TRACE(name);
     ir::PrimFunc f = te::lower(workload.build_dag(), name);
@@ -207,12 +212,7 @@ TEST(CodegenCudaSearch, StatisticsAreComputedAtTheirConsumersRows) {
   search::SearchSpace space = search::default_search_space(target);
   ir::GpuLimits limits =
       ir::GpuLimits::of(target.max_threads_per_block, target.max_shared_memory_bytes, target.max_registers_per_thread);
-  const std::vector<std::pair<std::string, ops::Workload>> cases = {
-      {"softmax", ops::Workload::from_json(single("softmax", {f32({32, 1000})}, {{"axis", -1}}))},
-      {"layer_norm", ops::Workload::from_json(single("layer_norm", {f32({16, 768}), f32({768}), f32({768})},
-                                                     {{"axis", -1}, {"epsilon", 1e-5}}))},
-  };
-  for (const auto &[name, workload] : cases) {
+  for (const auto &[name, workload] : row_statistics()) {
     SCOPED_TRACE(name);
     ir::PrimFunc f = te::lower(workload.build_dag(), name);
     int one_kernel = 0;
