@@ -678,6 +678,13 @@ void CodeGen::emit_for(const ForNode *op, const Stmt &self) {
       emit_loop(op, b_.getInt64(0), b_.getInt64(static_cast<uint64_t>(op->extent)), loop_hint("llvm.loop.unroll.full"));
       return;
     case ForKind::kSerial:
+      // On a GPU the sampled unroll depth also covers loops too long to copy out here
+      // (a thread's serial pass over a row): LLVM unrolls them fully.
+      if (gpu_ && auto_unroll_ > 0 && trip_count(self) <= auto_unroll_) {
+        emit_loop(op, b_.getInt64(0), b_.getInt64(static_cast<uint64_t>(op->extent)),
+                  loop_hint("llvm.loop.unroll.full"));
+        return;
+      }
       break;
   }
   emit_loop(op, b_.getInt64(0), b_.getInt64(static_cast<uint64_t>(op->extent)), serial_loop_hint(op));

@@ -23,6 +23,8 @@ std::shared_ptr<const ScheduleRule> gpu_multi_level_tiling_rule();
 /// cuda targets: rows reduced to one value each by a thread block's threads together
 /// (rules/cross_thread_reduction.cc).
 std::shared_ptr<const ScheduleRule> cross_thread_reduction_rule(const Target &target);
+/// cuda targets: a sampled auto-unroll depth per block (rules/gpu_unroll.cc).
+std::shared_ptr<const ScheduleRule> gpu_unroll_rule();
 /// Untuned defaults only: a reduction's innermost spatial loop goes below its reduction loops.
 std::shared_ptr<const ScheduleRule> vector_loop_innermost_rule();
 
@@ -37,6 +39,9 @@ std::shared_ptr<const Postprocessor> verify_gpu(const Target &target);
 /// cuda targets: lays out the shared-memory copies gpu_multi_level_tiling marked over the
 /// threads of their block, with the sampled vector length.
 std::shared_ptr<const Postprocessor> rewrite_cooperative_fetch();
+/// cuda targets: a block's sampled unroll depth (gpu_unroll) as the unroll pragma on its
+/// outermost serial loop inside its thread bindings.
+std::shared_ptr<const Postprocessor> rewrite_gpu_unroll();
 
 // ---- mutators (mutators.cc) ----------------------------------------------------------------
 std::shared_ptr<const Mutator> mutate_tile_size();

@@ -222,6 +222,29 @@ class VerifyCpu : public Postprocessor {
 // loops fused and spread over the threads of its thread block (the threadIdx.x loop
 // above it gives their number), each thread copying `vector` neighbouring elements
 // per step where the copy's length allows, else one.
+// A block's sampled unroll depth as the pragma the code generator reads, on the
+// outermost loop of the block that runs inside one thread: below its last bound loop
+// (the pragma on a bound loop would be lost with the loop).
+class RewriteGpuUnroll : public Postprocessor {
+ public:
+  std::string name() const override { return "rewrite_gpu_unroll"; }
+  bool apply(Schedule &sch) const override {
+    for (const std::string &name : sch.block_names()) {
+      ir::NodeRef<ir::BlockNode> b = find_block(sch, name);
+      if (!b) continue;
+      int64_t unroll = annotation(b.get(), ir::annotation::kUnrollStep, 0);
+      if (unroll <= 0) continue;
+      std::vector<LoopRV> loops = sch.get_loops(sch.get_block(name));
+      size_t first_serial = 0;
+      for (size_t i = 0; i < loops.size(); ++i)
+        if (sch.loop(loops[i])->for_kind == ir::ForKind::kThreadBinding) first_serial = i + 1;
+      if (first_serial < loops.size() && sch.loop(loops[first_serial])->for_kind == ir::ForKind::kSerial)
+        sch.annotate(loops[first_serial], ir::annotation::kAutoUnrollMaxStep, unroll);
+    }
+    return true;
+  }
+};
+
 class RewriteCooperativeFetch : public Postprocessor {
  public:
   std::string name() const override { return "rewrite_cooperative_fetch"; }
@@ -275,6 +298,8 @@ class VerifyGpu : public Postprocessor {
 }  // namespace
 
 std::shared_ptr<const Postprocessor> verify_gpu(const Target &target) { return std::make_shared<VerifyGpu>(target); }
+std::shared_ptr<const Postprocessor> rewrite_gpu_unroll() { return std::make_shared<RewriteGpuUnroll>(); }
+
 std::shared_ptr<const Postprocessor> rewrite_cooperative_fetch() { return std::make_shared<RewriteCooperativeFetch>(); }
 
 std::shared_ptr<const Postprocessor> reject_poor_register_tiles(const Target &target) {

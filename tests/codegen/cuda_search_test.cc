@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <random>
+#include <set>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -19,6 +20,7 @@
 #include "codegen/codegen.h"
 #include "codegen/cuda.h"
 #include "codegen/ptxas.h"
+#include "ir/annotations.h"
 #include "ir/gpu_lower.h"
 #include "ir/interpreter.h"
 #include "ops/workload.h"
@@ -232,6 +234,47 @@ TEST(CodegenCudaSearch, StatisticsAreComputedAtTheirConsumersRows) {
     }
     EXPECT_GT(one_kernel, 0) << "no sketch computes the statistics at their consumer's rows";
   }
+}
+
+// Every block's sampled unroll depth (gpu_unroll: 0 … 1024) reaches the kernels: a
+// thread's loops that LLVM keeps rolled at 0 (a serial pass over a row of 768) are
+// unrolled at 1024 (other PTX); both agree with the program thread by thread.
+TEST(CodegenCudaSearch, SampledUnrollDepthsReachTheKernels) {
+  Compiler compiler;
+  Target target = Target::parse("cuda -arch=sm_90");
+  search::SearchSpace space = search::default_search_space(target);
+  ir::GpuLimits limits =
+      ir::GpuLimits::of(target.max_threads_per_block, target.max_shared_memory_bytes, target.max_registers_per_thread);
+  int changed = 0, candidates = 0;
+  for (const auto &[name, workload] : row_statistics()) {
+    ir::PrimFunc f = te::lower(workload.build_dag(), name);
+    for (const ir::Trace &sketch : search::generate_sketches(f, space.rules, 0)) {
+      for (uint64_t seed = 0; seed < 1; ++seed) {
+        std::optional<search::Candidate> c = search::realize(f, sketch, space.postprocessors, seed);
+        if (!c) continue;
+        ++candidates;
+        // The depth of every block at once: each sample_categorical a kiln.unroll reads.
+        std::set<std::string> depths;
+        for (const ir::Instruction &i : c->trace.instructions)
+          if (i.kind->name == "annotate" && i.attrs.value("key", "") == ir::annotation::kUnrollStep)
+            depths.insert(i.inputs.at(1).get<std::string>());
+        ASSERT_FALSE(depths.empty()) << name << ": a block without an unroll depth";
+        auto ptx_at = [&](int64_t choice) {
+          ir::Trace t = c->trace;
+          for (size_t k = 0; k < t.instructions.size(); ++k)
+            for (const ir::TraceRV &out : t.instructions[k].outputs)
+              if (depths.count(out.name)) t = t.with_decision(k, choice);
+          ir::Schedule sch = ir::Schedule::replay(f, t);
+          for (const auto &post : space.postprocessors) EXPECT_TRUE(post->apply(sch));
+          expect_kernels_agree(f, sch.func(), workload.inputs.size(), seed, limits);
+          return compiler.build_cuda(sch.func(), target).ptx;
+        };
+        changed += ptx_at(0) != ptx_at(4);
+      }
+    }
+  }
+  std::printf("%d of %d candidates compile to other PTX unrolled\n", changed, candidates);
+  EXPECT_GT(changed, 0);
 }
 
 TEST(CodegenCudaSearch, SampledCandidatesAreRefusedOrRunAndAssemble) {
