@@ -280,6 +280,9 @@ void add_tune_command(CLI::App &app) {
       std::cout << "cost model warm-started with " << p.warm_start_programs << " programs of other workloads\n";
     std::printf("time: search %.1f s, features %.1f s, training %.1f s, build %.1f s, run %.1f s, database %.1f s\n",
                 p.time.search, p.time.features, p.time.training, p.time.build, p.time.run, p.time.database);
+    if (p.time.overlapped > 0.05)
+      std::printf("      besides: %.1f s of builds while measurements ran (a GPU or remote runners)\n",
+                  p.time.overlapped);
   });
 }
 

@@ -271,6 +271,9 @@ void add_tune_model_command(CLI::App &app) {
         "s (preparing, scheduling, re-timing): %.1f s\n",
         time.search, time.features, time.training, time.build, time.run, time.database,
         std::max(0.0, job_so_far - accounted), job_so_far);
+    if (time.overlapped > 0.05)
+      std::printf("      besides: %.1f s of builds while measurements ran (a GPU or remote runners)\n",
+                  time.overlapped);
     // A budget that barely gives every task its first programs tunes little: say so, with
     // a budget that tunes (the search needs a few rounds per task after the warm-up).
     constexpr int64_t kTrialsPerTask = 64;

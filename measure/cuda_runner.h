@@ -31,6 +31,8 @@ class CudaRunner : public Runner {
   explicit CudaRunner(CudaRunnerOptions options);
   ~CudaRunner() override;
   std::vector<RunResult> run(const std::vector<RunInput> &batch) override;
+  /// Kernels are timed by the GPU's events: builds may run beside them.
+  bool timing_shares_host_cores() const override { return false; }
   RunResult run_one(const RunInput &input);
 
   /// The GPU kiln-cuda-measure sees ({"device", "arch", ...}); throws

@@ -65,6 +65,11 @@ class Runner {
   /// tuner's anchor, scheduler/README.md). False: inputs may run on different devices
   /// or one after the other.
   virtual bool times_batch_together() const { return false; }
+  /// Whether a run's timing uses this host's cores, so that a build beside it would
+  /// disturb it (the local CPU runner). False where a GPU (timed by its own events) or
+  /// another machine measures: the tuner then builds the next part of a batch while
+  /// the previous part runs.
+  virtual bool timing_shares_host_cores() const { return true; }
   /// The address space one run may add (its inputs, outputs and the reference's
   /// outputs must fit); 0 where the runner does not say (a tracker's runners each
   /// apply their own).

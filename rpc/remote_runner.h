@@ -53,6 +53,8 @@ class RemoteRunner : public measure::Runner {
   explicit RemoteRunner(RemoteRunnerOptions options);
 
   std::vector<measure::RunResult> run(const std::vector<measure::RunInput> &batch) override;
+  /// The tracker's runners measure on their own machines: builds may run beside them.
+  bool timing_shares_host_cores() const override { return false; }
 
   /// Jobs submitted again after the tracker restarted, over this runner's life.
   int64_t resubmitted_jobs() const { return resubmitted_; }

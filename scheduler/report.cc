@@ -222,6 +222,7 @@ TimeBreakdown total_time(const SchedulerResult &result) {
     time.build += r.progress.time.build;
     time.run += r.progress.time.run;
     time.database += r.progress.time.database;
+    time.overlapped += r.progress.time.overlapped;
   }
   return time;
 }
@@ -372,6 +373,8 @@ std::filesystem::path write_html_report(const std::filesystem::path &dir, const 
        << format("%.1f", time.features) << " s, training " << format("%.1f", time.training) << " s, build "
        << format("%.1f", time.build) << " s, run " << format("%.1f", time.run) << " s, database "
        << format("%.1f", time.database) << " s";
+  if (time.overlapped > 0.05)
+    html << " (besides " << format("%.1f", time.overlapped) << " s of builds while measurements ran)";
   if (job_seconds > accounted + 0.05)
     html << ", and " << format("%.1f", job_seconds - accounted)
          << " s else (scheduling, re-timing the best programs, compiling and timing the model)";

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <future>
 #include <map>
 #include <set>
 #include <stdexcept>
@@ -241,6 +242,10 @@ std::vector<search::Candidate> TaskTuner::propose(int n) {
   return batch;
 }
 
+// A batch measured beside its builds is built in up to this many parts of at least
+// kMinPipelinedPart candidates (4 parts: the builds of three hide behind runs).
+constexpr size_t kPipelineParts = 4, kMinPipelinedPart = 4;
+
 TaskTuner::Measured TaskTuner::build_and_run(const std::vector<search::Candidate> &batch) {
   std::vector<measure::BuildInput> builds;
   for (size_t i = 0; i < batch.size(); ++i)
@@ -260,31 +265,69 @@ TaskTuner::Measured TaskTuner::build_and_run(const std::vector<search::Candidate
     builds.push_back(
         measure::BuildInput{(*a)->program, target_, artifact_name("anchor" + std::to_string(progress_.trials))});
   }
+  // Where timing does not use this host's cores (a GPU, another machine), the batch is
+  // built in parts and each part is built while the one before it runs: builds are
+  // most of a GPU trial's time (Ansor: about 2.7 s per trial). A local CPU runner
+  // builds everything first, so that no build disturbs its timing.
+  const size_t total = builds.size();
+  const size_t parts = runner_.timing_shares_host_cores() || batch.size() < 2 * kMinPipelinedPart
+                           ? 1
+                           : std::min<size_t>(kPipelineParts, batch.size() / kMinPipelinedPart);
+  auto part_begin = [&](size_t p) { return p == parts ? total : p * batch.size() / parts; };
+  auto build_part = [this, &builds, &part_begin](size_t p, double *seconds) {
+    const double start = support::now_seconds();
+    std::vector<measure::BuildResult> out = builder_.build(
+        std::vector<measure::BuildInput>(builds.begin() + static_cast<std::ptrdiff_t>(part_begin(p)),
+                                         builds.begin() + static_cast<std::ptrdiff_t>(part_begin(p + 1))));
+    *seconds = support::now_seconds() - start;
+    return out;
+  };
   Measured m;
-  double t0 = support::now_seconds();
-  m.built = builder_.build(builds);
-  progress_.time.build += support::now_seconds() - t0;
-  for (size_t k = unbuilt.size(); k-- > 0; m.built.pop_back()) {
-    if (m.built.back().ok())
-      (*unbuilt[k])->artifact = m.built.back().artifact_path;
-    else
-      unbuilt[k]->reset();  // a later best takes its place
-  }
-  std::erase_if(anchors, [](const std::optional<Anchor> *a) { return !a->has_value(); });
-  std::vector<measure::RunInput> runs;
+  std::vector<measure::RunResult> ran;
   std::vector<size_t> run_index;
-  for (size_t i = 0; i < m.built.size(); ++i) {
-    if (!m.built[i].ok()) continue;
-    measure::RunInput in = run_input(m.built[i].artifact_path);
-    if (options_.give_up_factor > 0 && progress_.best_seconds > 0)
-      in.timing.give_up_after_seconds = options_.give_up_factor * progress_.best_seconds;
-    runs.push_back(in);
-    run_index.push_back(i);
+  double built_seconds = 0;
+  std::vector<measure::BuildResult> current = build_part(0, &built_seconds);
+  progress_.time.build += built_seconds;
+  for (size_t p = 0; p < parts; ++p) {
+    const size_t first = m.built.size();
+    m.built.insert(m.built.end(), std::make_move_iterator(current.begin()), std::make_move_iterator(current.end()));
+    double next_seconds = 0;
+    std::future<std::vector<measure::BuildResult>> next;
+    if (p + 1 < parts) next = std::async(std::launch::async, build_part, p + 1, &next_seconds);
+    if (p + 1 == parts) {
+      // Anchors (a single part: runners that time a batch together share the host)
+      // were built last, after the candidates.
+      for (size_t k = unbuilt.size(); k-- > 0; m.built.pop_back()) {
+        if (m.built.back().ok())
+          (*unbuilt[k])->artifact = m.built.back().artifact_path;
+        else
+          unbuilt[k]->reset();  // a later best takes its place
+      }
+      std::erase_if(anchors, [](const std::optional<Anchor> *a) { return !a->has_value(); });
+    }
+    std::vector<measure::RunInput> runs;
+    for (size_t i = first; i < m.built.size(); ++i) {
+      if (!m.built[i].ok()) continue;
+      measure::RunInput in = run_input(m.built[i].artifact_path);
+      if (options_.give_up_factor > 0 && progress_.best_seconds > 0)
+        in.timing.give_up_after_seconds = options_.give_up_factor * progress_.best_seconds;
+      runs.push_back(in);
+      run_index.push_back(i);
+    }
+    if (p + 1 == parts)
+      for (std::optional<Anchor> *a : anchors) runs.push_back(run_input((*a)->artifact));  // never given up on
+    double t0 = support::now_seconds();
+    std::vector<measure::RunResult> part_ran = runner_.run(runs);
+    progress_.time.run += support::now_seconds() - t0;
+    ran.insert(ran.end(), std::make_move_iterator(part_ran.begin()), std::make_move_iterator(part_ran.end()));
+    if (next.valid()) {
+      t0 = support::now_seconds();
+      current = next.get();
+      const double waited = support::now_seconds() - t0;
+      progress_.time.build += waited;
+      progress_.time.overlapped += std::max(0.0, next_seconds - waited);
+    }
   }
-  for (std::optional<Anchor> *a : anchors) runs.push_back(run_input((*a)->artifact));  // never given up on
-  t0 = support::now_seconds();
-  std::vector<measure::RunResult> ran = runner_.run(runs);
-  progress_.time.run += support::now_seconds() - t0;
   // Medians of the anchors' repeats: one disturbed repeat would scale the whole round.
   std::vector<double> anchor_seconds(anchors.size());
   for (size_t k = anchors.size(); k-- > 0; ran.pop_back())

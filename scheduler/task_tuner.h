@@ -79,6 +79,10 @@ struct TuneOptions {
 /// Where a round's time went, in seconds (cumulative over the run).
 struct TimeBreakdown {
   double search = 0, features = 0, training = 0, build = 0, run = 0, database = 0;
+  /// Builds that ran while the previous part of their batch was measured (a GPU or a
+  /// remote runner: Runner::timing_shares_host_cores() false); not in `build`, which is
+  /// the time the tuner waited for builds.
+  double overlapped = 0;
 };
 
 struct Progress {
