@@ -47,6 +47,10 @@ std::vector<LoopKind> loop_kinds(const Schedule &sch, const std::string &block) 
   return kinds;
 }
 
+LoopRV fuse_loops(Schedule &sch, const std::vector<LoopRV> &loops) {
+  return loops.size() == 1 ? loops[0] : sch.fuse(loops);
+}
+
 bool bind_spatial_loops(Schedule &sch, const std::string &block, const Factor &threads) {
   std::vector<LoopKind> kinds = loop_kinds(sch, block);
   std::vector<LoopRV> loops = sch.get_loops(sch.get_block(block));
@@ -57,7 +61,7 @@ bool bind_spatial_loops(Schedule &sch, const std::string &block, const Factor &t
     spatial.push_back(loops[i]);
   }
   if (spatial.empty()) return false;
-  LoopRV fused = spatial.size() == 1 ? spatial[0] : sch.fuse(spatial);
+  LoopRV fused = fuse_loops(sch, spatial);
   std::vector<LoopRV> parts = sch.split(fused, {int64_t{-1}, threads});
   sch.bind(parts[0], "blockIdx.x");
   sch.bind(parts[1], "threadIdx.x");

@@ -41,6 +41,8 @@ std::vector<LoopKind> loop_kinds(const ir::Schedule &sch, const std::string &blo
 /// the rest (its reduction) runs serially in each thread. False, changing nothing, when
 /// the block has no such loop or a loop of it is bound already.
 bool bind_spatial_loops(ir::Schedule &sch, const std::string &block, const ir::Factor &threads);
+/// The loops fused into one (adjacent, outermost first); a single loop is itself.
+ir::LoopRV fuse_loops(ir::Schedule &sch, const std::vector<ir::LoopRV> &loops);
 /// Blocks that read what `block` writes.
 std::vector<std::string> consumers_of(const ir::Schedule &sch, const std::string &block);
 /// Blocks that write what `block` reads (its own accumulator aside).

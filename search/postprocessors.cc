@@ -263,7 +263,7 @@ class RewriteCooperativeFetch : public Postprocessor {
       }
       if (threads == 0 || level >= loops.size()) return false;
       std::vector<LoopRV> own(loops.begin() + static_cast<std::ptrdiff_t>(level), loops.end());
-      LoopRV fused = own.size() == 1 ? own[0] : sch.fuse(own);
+      LoopRV fused = fuse_loops(sch, own);
       int64_t extent = sch.loop(fused)->extent;
       if (extent % (threads * vector) != 0) vector = 1;
       std::vector<ir::Factor> factors = {int64_t{-1}, threads};

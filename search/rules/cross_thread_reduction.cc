@@ -82,14 +82,12 @@ class CrossThreadReduction : public ScheduleRule {
       if (sch.loop(loop)->for_kind != ir::ForKind::kSerial) return std::nullopt;  // scheduled already
     std::vector<LoopRV> row_part(loops.begin(), loops.begin() + static_cast<std::ptrdiff_t>(row_loops));
     std::vector<LoopRV> along(loops.begin() + static_cast<std::ptrdiff_t>(row_loops), loops.end());
-    LoopRV row = row_part.size() == 1 ? row_part[0] : sch.fuse(row_part);
-    LoopRV cols = along.size() == 1 ? along[0] : sch.fuse(along);
-    ir::ExprRV threads = sch.sample_categorical(
-        threads_, std::vector<double>(threads_.size(), 1.0 / static_cast<double>(threads_.size())));
-    std::vector<LoopRV> parts = sch.split(cols, {int64_t{-1}, threads});
-    sch.reorder({parts[1], parts[0]});
+    LoopRV row = fuse_loops(sch, row_part);
+    LoopRV cols = fuse_loops(sch, along);
+    ir::ExprRV threads = sample_threads(sch);
+    LoopRV thread = split_for_threads(sch, cols, threads);
     sch.bind(row, "blockIdx.x");
-    sch.bind(parts[1], "threadIdx.x");
+    sch.bind(thread, "threadIdx.x");
     // Consumers before their producers: program order, reversed.
     std::vector<std::string> order = sch.block_names();
     std::sort(stats.begin(), stats.end(), [&](const std::string &a, const std::string &b) {
@@ -108,10 +106,7 @@ class CrossThreadReduction : public ScheduleRule {
           return std::nullopt;  // more than the row's one value, or a spatial loop inside the reduction
       }
       if (reduce.empty()) return std::nullopt;
-      LoopRV r = reduce.size() == 1 ? reduce[0] : sch.fuse(reduce);
-      std::vector<LoopRV> split = sch.split(r, {int64_t{-1}, threads});
-      sch.reorder({split[1], split[0]});
-      sch.bind(split[1], "threadIdx.x");
+      sch.bind(split_for_threads(sch, fuse_loops(sch, reduce), threads), "threadIdx.x");
     }
     return sch;
   }
@@ -135,15 +130,25 @@ class CrossThreadReduction : public ScheduleRule {
       }
     }
     if (spatial.empty() || reduce.empty()) return std::nullopt;
-    LoopRV rows = spatial.size() == 1 ? spatial[0] : sch.fuse(spatial);
-    LoopRV row = reduce.size() == 1 ? reduce[0] : sch.fuse(reduce);
-    ir::ExprRV threads = sch.sample_categorical(
-        threads_, std::vector<double>(threads_.size(), 1.0 / static_cast<double>(threads_.size())));
-    std::vector<LoopRV> parts = sch.split(row, {int64_t{-1}, threads});
-    sch.reorder({parts[1], parts[0]});
+    LoopRV rows = fuse_loops(sch, spatial);
+    LoopRV row = fuse_loops(sch, reduce);
+    LoopRV thread = split_for_threads(sch, row, sample_threads(sch));
     sch.bind(rows, "blockIdx.x");
-    sch.bind(parts[1], "threadIdx.x");
+    sch.bind(thread, "threadIdx.x");
     return sch;
+  }
+
+  ir::ExprRV sample_threads(Schedule &sch) const {
+    return sch.sample_categorical(threads_,
+                                  std::vector<double>(threads_.size(), 1.0 / static_cast<double>(threads_.size())));
+  }
+
+  // The loop split into a part of `threads` iterations, moved outermost and returned
+  // (for threadIdx.x), and a serial part each thread runs (every threads-th iteration).
+  static LoopRV split_for_threads(Schedule &sch, const LoopRV &loop, const ir::ExprRV &threads) {
+    std::vector<LoopRV> parts = sch.split(loop, {int64_t{-1}, threads});
+    sch.reorder({parts[1], parts[0]});
+    return parts[1];
   }
 
   std::vector<int64_t> threads_;

@@ -107,8 +107,8 @@ class GpuMultiLevelTiling : public ScheduleRule {
     for (const auto *level : {&s0, &s1, &r0, &r1, &s2, &trivial})
       order.insert(order.end(), level->begin(), level->end());
     sch.reorder(order);
-    LoopRV blocks = s0.size() == 1 ? s0[0] : sch.fuse(s0);
-    LoopRV threads = s1.size() == 1 ? s1[0] : sch.fuse(s1);
+    LoopRV blocks = fuse_loops(sch, s0);
+    LoopRV threads = fuse_loops(sch, s1);
     sch.bind(blocks, "blockIdx.x");
     sch.bind(threads, "threadIdx.x");
     if (!sch.try_reverse_compute_at(*write_back, threads)) return std::nullopt;
