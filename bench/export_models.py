@@ -70,6 +70,7 @@ class BertEncoder(torch.nn.Module):
 CNNS = {
     "squeezenet": lambda: torchvision.models.squeezenet1_0(weights=None),
     "shufflenet": lambda: torchvision.models.shufflenet_v2_x1_0(weights=None),
+    "mobilenet": lambda: torchvision.models.mobilenet_v2(weights=None),
     "mnasnet": lambda: torchvision.models.mnasnet1_0(weights=None),
     "efficientnet": lambda: torchvision.models.efficientnet_b0(weights=None),
     "regnet": lambda: torchvision.models.regnet_y_400mf(weights=None),

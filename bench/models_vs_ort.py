@@ -10,13 +10,16 @@ With --against-db (and --against-layout, --against-no-winograd, --against-kiln),
 compiled model of the same ONNX file runs in every block too, so two databases, layouts
 or builds of kiln compare in one time window (columns "other ms" and "ort/other");
 --against-kiln compiles and times the second model with another kiln program (a build
-of another commit, with its own database). --no-winograd compiles with kiln's
+of another commit, with its own database). With --dbs A,B,C (the same job tuned with
+different seeds), one compiled model per database runs in every block, in an order that
+rotates from block to block, and the report gives each one's ratio and their min /
+median / max: the spread a user who tunes once draws from. --no-winograd compiles with kiln's
 --no-winograd (tune and compile with the same choice).
 
 Needs ONNX Runtime from PyPI: pip install onnxruntime numpy
 Usage: bench/models_vs_ort.py [--kiln build/cli/kiln] [--models DIR] [--db FILE] [--layout L] [--no-winograd]
                               [--against-db FILE [--against-layout L] [--against-no-winograd]
-                               [--against-kiln PROGRAM]]
+                               [--against-kiln PROGRAM]] [--dbs A,B,C]
                               [--threads 1,2] [--rounds 3] [--repeat 20] NAME...
 """
 import argparse
@@ -66,6 +69,13 @@ def model_feed(models, name, onnx_path):
     return feed
 
 
+def ort_session(onnx_path, threads):
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    return ort.InferenceSession(onnx_path, options, providers=["CPUExecutionProvider"])
+
+
 def ort_bench(session, feed, repeat):
     for _ in range(3):
         session.run(None, feed)
@@ -75,6 +85,36 @@ def ort_bench(session, feed, repeat):
         session.run(None, feed)
         times.append((time.perf_counter() - start) * 1e3)
     return statistics.median(times)
+
+
+def seeds_side_by_side(a, dbs, threads):
+    """One compiled model per database, all of them and ONNX Runtime timed in every
+    block, the order of the Kiln models rotating from block to block."""
+    print(f"{'model':<12} {'threads':>7} {'db':<40} {'kiln ms':>9} {'ort ms':>9} {'ort/kiln':>9}")
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in a.names:
+            onnx_path = os.path.join(a.models, name + ".onnx")
+            compiled = []
+            for i, db in enumerate(dbs):
+                compiled.append(os.path.join(tmp, f"{name}.{i}.kiln"))
+                kiln_compile(a.kiln, onnx_path, compiled[-1], db, a.layout, a.no_winograd)
+            feed = model_feed(a.models, name, onnx_path)
+            for t in threads:
+                session = ort_session(onnx_path, t)
+                kiln_ms, ort_ms = [[] for _ in dbs], []
+                for r in range(a.rounds):
+                    for k in range(len(dbs)):
+                        i = (r + k) % len(dbs)
+                        kiln_ms[i].append(kiln_bench(a.kiln, compiled[i], t, a.repeat))
+                    ort_ms.append(ort_bench(session, feed, a.repeat))
+                o = statistics.median(ort_ms)
+                ratios = []
+                for db, ms in zip(dbs, kiln_ms):
+                    k = statistics.median(ms)
+                    ratios.append(o / k)
+                    print(f"{name:<12} {t:>7} {os.path.basename(db):<40} {k:>9.3f} {o:>9.3f} {o / k:>9.3f}", flush=True)
+                print(f"{name:<12} {t:>7} {'ort/kiln over ' + str(len(dbs)) + ' databases:':<40} min {min(ratios):.3f}"
+                      f"  median {statistics.median(ratios):.3f}  max {max(ratios):.3f}", flush=True)
 
 
 def main():
@@ -88,12 +128,17 @@ def main():
     p.add_argument("--against-layout", default="", help="kiln compile's --layout for --against-db")
     p.add_argument("--against-no-winograd", action="store_true", help="kiln compile's --no-winograd for --against-db")
     p.add_argument("--against-kiln", default="", help="the kiln program for --against-db (default: --kiln)")
+    p.add_argument("--dbs", default="", help="comma-separated databases (one job, several seeds), timed in the same "
+                   "blocks; prints each one's ratio and their min / median / max (replaces --db, --against-*)")
     p.add_argument("--threads", default="1,2")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--repeat", type=int, default=20)
     p.add_argument("names", nargs="+")
     a = p.parse_args()
     threads = [int(t) for t in a.threads.split(",")]
+    if a.dbs:
+        seeds_side_by_side(a, [d for d in a.dbs.split(",") if d], threads)
+        return
     other = bool(a.against_db)
     other_kiln = a.against_kiln or a.kiln
     print(f"{'model':<12} {'threads':>7} {'kiln ms':>9} {'ort ms':>9} {'ort/kiln':>9}" +
@@ -109,10 +154,7 @@ def main():
                              a.against_no_winograd)
             feed = model_feed(a.models, name, onnx_path)
             for t in threads:
-                options = ort.SessionOptions()
-                options.intra_op_num_threads = t
-                options.inter_op_num_threads = 1
-                session = ort.InferenceSession(onnx_path, options, providers=["CPUExecutionProvider"])
+                session = ort_session(onnx_path, t)
                 kiln_ms, ort_ms, other_ms = [], [], []
                 for _ in range(a.rounds):
                     kiln_ms.append(kiln_bench(a.kiln, compiled, t, a.repeat))

@@ -588,6 +588,124 @@ TEST(KilnCommand, TuneOpWorkFoldersDoNotOutliveTheirRun) {
   fs::remove_all(tmp.parent_path());
 }
 
+// What a file holds, "" when it cannot be read.
+std::string read_text(const fs::path &path) {
+  std::ifstream in(path);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+// One number from a SQL query of a database file, -1 when the query fails.
+int64_t query_number(const std::string &db, const std::string &sql) {
+  sqlite3 *raw = nullptr;
+  int64_t value = -1;
+  if (sqlite3_open_v2(db.c_str(), &raw, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK) {
+    sqlite3_stmt *stmt = nullptr;
+    if (sqlite3_prepare_v2(raw, sql.c_str(), -1, &stmt, nullptr) == SQLITE_OK && sqlite3_step(stmt) == SQLITE_ROW)
+      value = sqlite3_column_int64(stmt, 0);
+    sqlite3_finalize(stmt);
+  }
+  sqlite3_close(raw);
+  return value;
+}
+
+// The count of the line "measured N candidates in ...", -1 without one.
+int64_t measured_count(const std::string &text) {
+  size_t at = text.rfind("\nmeasured ");
+  if (at == std::string::npos) return -1;
+  return std::atoll(text.c_str() + at + std::string("\nmeasured ").size());
+}
+
+// A model job stopped by SIGTERM ends after its running round with every measurement
+// stored and says how to go on; rerun with the trials it had left, it ends where a job of
+// the same size that was never stopped ends: as many records, each program measured
+// once, every task of the model tuned, and a compiled model that uses every task's best.
+// (The programs themselves differ between any two jobs: the search follows measured
+// latencies.) The long-job form of this check is in bench/RESULTS.md.
+TEST(KilnCommand, ModelJobStoppedBySigtermResumesToTheEndOfAnUninterruptedOne) {
+  fs::path dir = temp_dir() / "stopped_job";
+  fs::create_directories(dir);
+  const std::string model = std::string(KILN_SOURCE_DIR) + "/tests/frontend/models/mlp.onnx";
+  constexpr int kTrials = 96;
+  const std::string flags =
+      "--batch 8 --population 16 --generations 1 --repeat 2 --min-repeat-ms 1 --confirm-top 2 --early-stop 0 "
+      "--no-measure --model " +
+      model;
+  const std::string whole_db = (dir / "whole.db").string(), split_db = (dir / "split.db").string();
+  Output whole = kiln("tune " + flags + " --trials " + std::to_string(kTrials) + " --db " + whole_db);
+  ASSERT_EQ(whole.status, 0) << whole.text;
+  ASSERT_EQ(measured_count(whole.text), kTrials) << whole.text;
+
+  const fs::path log = dir / "stopped.log";
+  pid_t tuner = fork();
+  if (tuner == 0) {
+    int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    dup2(fd, STDOUT_FILENO);
+    dup2(fd, STDERR_FILENO);
+    std::string command = std::string(KILN_BINARY_DIR) + "/cli/kiln tune " + flags + " --trials " +
+                          std::to_string(kTrials) + " --db " + split_db;
+    execl("/bin/sh", "sh", "-c", ("exec " + command).c_str(), static_cast<char *>(nullptr));
+    _exit(127);
+  }
+  // Stopped once two rounds are stored.
+  for (int i = 0; i < 6000; ++i) {
+    std::string text = read_text(log);
+    size_t rounds = 0;
+    for (size_t at = text.find("[round"); at != std::string::npos; at = text.find("[round", at + 1)) ++rounds;
+    if (rounds >= 2 || measured_count(text) >= 0) break;
+    usleep(10000);
+  }
+  kill(tuner, SIGTERM);
+  int status = 0;
+  waitpid(tuner, &status, 0);
+  std::string stopped = read_text(log);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << stopped;
+  EXPECT_NE(stopped.find("interrupted: stopped after the running round; every measurement is stored, a rerun "
+                         "resumes"),
+            std::string::npos)
+      << stopped;
+  const int64_t first = measured_count(stopped);
+  ASSERT_GT(first, 0) << stopped;
+  ASSERT_LT(first, kTrials) << "the job ended before it was stopped:\n" << stopped;
+  EXPECT_EQ(query_number(split_db, "SELECT COUNT(*) FROM records"), first);
+
+  Output rest = kiln("tune " + flags + " --trials " + std::to_string(kTrials - first) + " --db " + split_db);
+  ASSERT_EQ(rest.status, 0) << rest.text;
+  EXPECT_NE(rest.text.find("resumed " + std::to_string(first) + " records from " + split_db), std::string::npos)
+      << rest.text;
+  EXPECT_EQ(measured_count(rest.text), kTrials - first) << rest.text;
+
+  // The same end: as many records, no program twice, the same tasks, each with a best.
+  for (const std::string &db : {whole_db, split_db}) {
+    EXPECT_EQ(query_number(db, "SELECT COUNT(*) FROM records"), kTrials) << db;
+    EXPECT_EQ(query_number(db, "SELECT COUNT(*) FROM (SELECT DISTINCT workload_id, trace_hash FROM records)"), kTrials)
+        << db;
+    EXPECT_EQ(query_number(db,
+                           "SELECT COUNT(*) FROM workloads WHERE id NOT IN (SELECT workload_id FROM records "
+                           "WHERE mean_latency IS NOT NULL)"),
+              0)
+        << db << ": a task without a measured program";
+  }
+  EXPECT_EQ(query_number(whole_db, "SELECT COUNT(*) FROM workloads"),
+            query_number(split_db, "SELECT COUNT(*) FROM workloads"));
+  const fs::path compiled_whole = dir / "whole.kiln", compiled_split = dir / "split.kiln";
+  Output a = kiln("compile --model " + model + " --db " + whole_db + " -o " + compiled_whole.string());
+  Output b = kiln("compile --model " + model + " --db " + split_db + " -o " + compiled_split.string());
+  ASSERT_EQ(a.status, 0) << a.text;
+  ASSERT_EQ(b.status, 0) << b.text;
+  // "compiled N subgraphs into DIR in S s: T with tuned schedules, U untuned"
+  auto tuned = [](const std::string &text) {
+    size_t at = text.find(" with tuned schedules, ");
+    if (at == std::string::npos) return std::string();
+    size_t from = text.rfind(": ", at);
+    return text.substr(from + 2, at - from - 2) + " tuned, " + text.substr(at + 23, text.find(' ', at + 23) - at - 23) +
+           " untuned";
+  };
+  EXPECT_FALSE(tuned(a.text).empty()) << a.text;
+  EXPECT_EQ(tuned(a.text), tuned(b.text)) << a.text << b.text;
+  EXPECT_NE(tuned(a.text).find(" tuned, 0 untuned"), std::string::npos) << a.text;
+  fs::remove_all(dir);
+}
+
 Output kiln_in(const fs::path &dir, const std::string &args) { return kiln(args, "--chdir=" + dir.string()); }
 
 // tune writes kiln.db by default and compile reads it by default; tune ends with the
