@@ -12,6 +12,7 @@
 
 #include <array>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "ir/functor.h"
@@ -253,6 +254,22 @@ class CodeGen : public ExprFunctor<llvm::Value *>, public StmtFunctor<void> {
 
   // Emits `for (v = begin; v < end; ++v) body` with optional loop metadata.
   void emit_loop(const ForNode *op, llvm::Value *begin, llvm::Value *end, llvm::MDNode *hint);
+
+  // A parameter buffer that a serial loop reads in order (a packed weight panel under
+  // the reduction loop).
+  struct Stream {
+    Buffer buffer;
+    Expr flat;  // the first element read in an iteration, in the loop's variable
+  };
+  // The streams of loop `op`'s body (block bindings substituted; `inner`: the loops
+  // between `op` and the statement).
+  void find_streams(const Stmt &s, const VarMap &bindings, std::vector<std::pair<Var, int64_t>> inner,
+                    const ForNode *op, std::vector<Stream> *out);
+  // Inside a parallel loop's task: prefetches into L2 what the thread's next task reads
+  // of each stream of `op` (its variable bound), spread over the iterations.
+  void prefetch_next_task(const ForNode *op);
+  std::vector<const ForNode *> loop_stack_;        ///< the loops emit_loop is inside, outermost first
+  std::unordered_set<const BufferNode *> params_;  ///< of the function being generated
 
   llvm::MDNode *loop_hint(const char *name, llvm::Metadata *value = nullptr);
   /// The hint of a serial loop: none, or the vectorizer kept off a large body.

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <limits>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <unordered_set>
 
 #include "codegen/codegen.h"
@@ -40,6 +41,7 @@ void CodeGen::emit_function(const PrimFunc &func, const char *entry_symbol) {
     impl->addParamAttr(static_cast<unsigned>(i), llvm::Attribute::getWithAlignment(ctx_, llvm::Align(64)));
     impl->getArg(static_cast<unsigned>(i))->setName(func.params[i]->name);
     buffers_[func.params[i].get()] = impl->getArg(static_cast<unsigned>(i));
+    params_.insert(func.params[i].get());
   }
   impl->addFnAttr(llvm::Attribute::NoUnwind);
   add_cpu_attrs(impl);
@@ -580,7 +582,10 @@ void CodeGen::emit_loop(const ForNode *op, llvm::Value *begin, llvm::Value *end,
   b_.SetInsertPoint(body_bb);
   vars_[op->loop_var.get()] = iv;
   analyzer_.bind(op->loop_var, op->extent);
+  loop_stack_.push_back(op);
+  if (op->for_kind == ForKind::kSerial && lanes_ == 1 && !gpu_) prefetch_next_task(op);
   visit_stmt(op->body);
+  loop_stack_.pop_back();
   analyzer_.unbind(op->loop_var);
   vars_.erase(op->loop_var.get());
   llvm::Value *next = b_.CreateAdd(iv, b_.getInt64(1), "", /*HasNUW=*/true, /*HasNSW=*/true);
@@ -588,6 +593,109 @@ void CodeGen::emit_loop(const ForNode *op, llvm::Value *begin, llvm::Value *end,
   if (hint) back->setMetadata(llvm::LLVMContext::MD_loop, hint);
   iv->addIncoming(next, b_.GetInsertBlock());
   b_.SetInsertPoint(exit_bb);
+}
+
+void CodeGen::find_streams(const Stmt &s, const VarMap &bindings, std::vector<std::pair<Var, int64_t>> inner,
+                           const ForNode *op, std::vector<Stream> *out) {
+  if (!s.defined()) return;
+  auto loads_in = [&](const Expr &e) {
+    for_each_subexpr(e, [&](const Expr &x) {
+      const auto *ld = x.as<LoadNode>();
+      if (!ld || !params_.count(ld->buffer.get())) return;
+      for (const Stream &known : *out)
+        if (known.buffer.get() == ld->buffer.get()) return;
+      std::vector<Expr> indices;
+      for (const Expr &i : ld->indices) indices.push_back(substitute(i, bindings));
+      Expr flat = flat_index(ld->buffer, indices);
+      bool known_vars = true;
+      for_each_subexpr(flat, [&](const Expr &v) {
+        if (const auto *var = v.as<VarNode>())
+          known_vars = known_vars && (var == op->loop_var.get() || vars_.count(var) ||
+                                      std::any_of(inner.begin(), inner.end(),
+                                                  [&](const auto &loop) { return loop.first.get() == var; }));
+      });
+      if (!known_vars || !uses_var(flat, op->loop_var.get())) return;
+      // The step of the index when one variable steps by 1: a constant, or no stream.
+      auto step_of = [&](const Var &var) -> std::optional<int64_t> {
+        Expr next = substitute(flat, VarMap{{var.get(), make_add(var, make_int(1))}});
+        const auto *c = analyzer_.simplify(make_sub(next, flat)).as<IntImmNode>();
+        if (!c || c->value < 0) return std::nullopt;
+        return c->value;
+      };
+      std::optional<int64_t> stride = step_of(op->loop_var);
+      if (!stride || *stride == 0) return;
+      int64_t span = 1;  // elements from an iteration's first read to its last
+      VarMap at_start;
+      for (const auto &[var, extent] : inner) {
+        if (!uses_var(flat, var.get())) continue;
+        std::optional<int64_t> step = step_of(var);
+        if (!step) return;
+        span += (extent - 1) * *step;
+        at_start[var.get()] = make_int(0);
+      }
+      // In order: each iteration reads a line or more, and not much more, past the last.
+      const int64_t read_bytes = std::min(span, *stride) * dtype_bytes(ld->buffer->dtype);
+      if (read_bytes < 64 || read_bytes > 1024) return;
+      out->push_back({ld->buffer, analyzer_.simplify(substitute(flat, at_start))});
+    });
+  };
+  if (const auto *f = s.as<ForNode>()) {
+    inner.emplace_back(f->loop_var, f->extent);
+    find_streams(f->body, bindings, inner, op, out);
+  } else if (const auto *q = s.as<SeqNode>()) {
+    for (const Stmt &x : q->stmts) find_streams(x, bindings, inner, op, out);
+  } else if (const auto *b = s.as<BlockNode>()) {
+    VarMap with_block = bindings;
+    for (size_t k = 0; k < b->iter_vars.size(); ++k)
+      with_block[b->iter_vars[k].var.get()] = substitute(b->iter_values[k], bindings);
+    find_streams(b->body, with_block, inner, op, out);
+  } else if (const auto *st = s.as<StoreNode>()) {
+    loads_in(st->value);
+  } else if (const auto *i = s.as<IfThenElseNode>()) {
+    find_streams(i->then_case, bindings, inner, op, out);
+    find_streams(i->else_case, bindings, inner, op, out);
+  }
+}
+
+void CodeGen::prefetch_next_task(const ForNode *op) {
+  // The task loop of the outlined task function around this loop: a thread runs
+  // consecutive tasks (static chunks), so task t + 1 is its next.
+  auto task_loop = std::find_if(loop_stack_.rbegin(), loop_stack_.rend(),
+                                [](const ForNode *l) { return l->for_kind == ForKind::kParallel; });
+  if (task_loop == loop_stack_.rend()) return;
+  const Var &task = (*task_loop)->loop_var;
+  // The loops from the task loop to this one: how many iterations each level has in all,
+  // and the running count of them (`counter`, 0 at the task's start).
+  int64_t above = 1, total = 1;
+  VarMap next_task_start{{task.get(), make_add(task, make_int(1))}};
+  Expr counter = make_int(0);
+  for (auto l = task_loop.base(); l != loop_stack_.end(); ++l) {
+    above = total;
+    total *= (*l)->extent;
+    next_task_start[(*l)->loop_var.get()] = make_int(0);
+    counter = make_add(make_mul(counter, make_int((*l)->extent)), (*l)->loop_var);
+  }
+  std::vector<Stream> streams;
+  find_streams(op->body, {}, {}, op, &streams);
+  for (const Stream &s : streams) {
+    if (!uses_var(s.flat, task.get())) continue;
+    const auto *per_task =
+        analyzer_.simplify(make_sub(substitute(s.flat, VarMap{{task.get(), make_add(task, make_int(1))}}), s.flat))
+            .as<IntImmNode>();
+    if (!per_task || per_task->value <= 0) continue;
+    const int64_t elem = dtype_bytes(s.buffer->dtype);
+    const int64_t lines = (per_task->value * elem + 63) / 64;
+    // Prefetched at the first level with an iteration per line, one line per iteration,
+    // spread evenly over the task.
+    if (total < lines || above >= lines) continue;
+    Expr line = make_floordiv(make_mul(counter, make_int(lines)), make_int(total));
+    Expr at = analyzer_.simplify(make_add(substitute(s.flat, next_task_start), make_mul(line, make_int(64 / elem))));
+    llvm::Function *prefetch = llvm::Intrinsic::getDeclaration(&mod_, llvm::Intrinsic::prefetch, {b_.getPtrTy()});
+    // Read, locality 2 (L2: prefetcht1), data. The next task's last lines may lie past the
+    // buffer's end (the last task); a prefetch never faults.
+    b_.CreateCall(prefetch, {element_ptr(s.buffer, gen_scalar(at), /*maybe_outside=*/true), b_.getInt32(0),
+                             b_.getInt32(2), b_.getInt32(1)});
+  }
 }
 
 llvm::MDNode *CodeGen::loop_hint(const char *name, llvm::Metadata *value) {

@@ -28,10 +28,13 @@ using test_support::packed_dense_schedule;
 const Target kAvx2 = Target::parse("llvm -mcpu=znver3 -mtriple=x86_64-linux-gnu -num-cores=2");
 const Target kAvx512 = Target::parse("llvm -mcpu=sapphirerapids -mtriple=x86_64-linux-gnu -num-cores=2");
 
-// 37 columns in panels of 16 (the last one partial), 24-long rows.
-ir::PrimFunc scheduled_dense(bool constant_weights, ir::PrimFunc *unscheduled) {
+// 37 columns in panels of 16 (the last one partial), 24-long rows; the panels split over
+// the threads when `parallel_panels`.
+ir::PrimFunc scheduled_dense(bool constant_weights, ir::PrimFunc *unscheduled, bool parallel_panels = false) {
   *unscheduled = te::lower(dense_workload(7, 37, 24, constant_weights).build_dag(), "dense");
-  return packed_dense_schedule(*unscheduled, 16, false).func();
+  ir::Schedule sch = packed_dense_schedule(*unscheduled, 16, false);
+  if (parallel_panels) sch.parallel(sch.get_loops(sch.get_block("dense"))[0]);
+  return sch.func();
 }
 
 TEST(CodegenX86Prepack, ArtifactsOfConstantWeightsExportThePrepackOnEveryIsa) {
@@ -49,12 +52,39 @@ TEST(CodegenX86Prepack, ArtifactsOfConstantWeightsExportThePrepackOnEveryIsa) {
   }
 }
 
+size_t count(const std::string &text, const std::string &what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+// A thread's tasks are consecutive panels: while it computes one, its reduction loop
+// prefetches the next panel of packed weights into L2, a line per iteration (inside a
+// model the weights come from memory). Without a parallel loop there is no next task.
+TEST(CodegenX86Prepack, ParallelPanelsPrefetchTheNextPanelOfWeights) {
+  Compiler compiler;
+  ir::PrimFunc unscheduled;
+  for (const Target &target : {kAvx2, kAvx512}) {
+    std::string parallel = compiler.emit_llvm_ir(scheduled_dense(true, &unscheduled, true), target);
+    // Read, into L2 (locality 2), data (LLVM unrolls the short reduction loop, and the
+    // prefetch with it).
+    EXPECT_GE(count(parallel, "call void @llvm.prefetch.p0(ptr "), 1u) << target.str();
+    EXPECT_NE(parallel.find(", i32 0, i32 2, i32 1)"), std::string::npos) << target.str();
+    std::string serial = compiler.emit_llvm_ir(scheduled_dense(true, &unscheduled, false), target);
+    EXPECT_EQ(serial.find("@llvm.prefetch"), std::string::npos) << target.str();
+  }
+}
+
 // Pack once, poison the weight, run twice: both runs match the interpreter on the
 // original weight, so the kernel reads the packed copy alone and packing is not
 // consumed by a call.
-TEST(CodegenX86Prepack, PackedWeightRoundTripsThroughThePrepackOnTheHost) {
+// Serial and with the panels parallel (each task prefetching the next one's, the last
+// one's reaching past the buffer).
+class PackedWeightRoundTrip : public ::testing::TestWithParam<bool> {};
+
+TEST_P(PackedWeightRoundTrip, ThroughThePrepackOnTheHost) {
   ir::PrimFunc unscheduled;
-  ir::PrimFunc scheduled = scheduled_dense(true, &unscheduled);
+  ir::PrimFunc scheduled = scheduled_dense(true, &unscheduled, GetParam());
   std::string dir =
       (std::filesystem::temp_directory_path() / ("kiln_prepack_test_" + std::to_string(getpid()))).string();
   std::filesystem::create_directories(dir);
@@ -92,6 +122,9 @@ TEST(CodegenX86Prepack, PackedWeightRoundTripsThroughThePrepackOnTheHost) {
   dlclose(handle);
   std::filesystem::remove_all(dir);
 }
+
+INSTANTIATE_TEST_SUITE_P(CodegenX86Prepack, PackedWeightRoundTrip, ::testing::Values(false, true),
+                         [](const ::testing::TestParamInfo<bool> &p) { return p.param ? "Parallel" : "Serial"; });
 
 }  // namespace
 }  // namespace kiln::codegen
