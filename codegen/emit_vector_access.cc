@@ -15,14 +15,19 @@ Expr CodeGen::flat_index(const Buffer &buf, const std::vector<Expr> &indices) {
   return analyzer_.simplify(flat);
 }
 
+std::optional<int64_t> CodeGen::index_step(const Expr &flat, const VarNode *var, const Expr &var_expr) {
+  Expr next = substitute(flat, VarMap{{var, make_add(var_expr, make_int(1))}});
+  const auto *step = analyzer_.simplify(make_sub(next, flat)).as<IntImmNode>();
+  if (!step) return std::nullopt;
+  return step->value;
+}
+
 CodeGen::Pattern CodeGen::classify(const Expr &flat, int64_t *stride) {
   if (lanes_ == 1 || !uses_var(flat, vec_var_)) return Pattern::kScalar;
-  Expr next = substitute(flat, VarMap{{vec_var_, make_add(vec_var_expr_, make_int(1))}});
-  Expr delta = analyzer_.simplify(make_sub(next, flat));
-  if (is_const_int(delta, 1)) return Pattern::kContiguous;
-  const auto *step = delta.as<IntImmNode>();
-  if (step && step->value >= 2 && step->value <= kMaxShuffledStride) {
-    if (stride) *stride = step->value;
+  std::optional<int64_t> step = index_step(flat, vec_var_, vec_var_expr_);
+  if (step == 1) return Pattern::kContiguous;
+  if (step && *step >= 2 && *step <= kMaxShuffledStride) {
+    if (stride) *stride = *step;
     return Pattern::kStrided;
   }
   return Pattern::kGather;

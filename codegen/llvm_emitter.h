@@ -11,6 +11,7 @@
 #include <llvm/IR/Module.h>
 
 #include <array>
+#include <optional>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -164,6 +165,10 @@ class CodeGen : public ExprFunctor<llvm::Value *>, public StmtFunctor<void> {
 
   // Row-major flat index of an access (IR), simplified with the ranges in scope.
   Expr flat_index(const Buffer &buf, const std::vector<Expr> &indices);
+
+  // How much the index `flat` grows when `var` (the variable `var_expr` names) steps by
+  // 1, where that is a constant.
+  std::optional<int64_t> index_step(const Expr &flat, const VarNode *var, const Expr &var_expr);
 
   enum class Pattern { kScalar, kContiguous, kStrided, kGather };
   // Strides up to this are loaded as one contiguous span and shuffled (a stride-2

@@ -615,12 +615,11 @@ void CodeGen::find_streams(const Stmt &s, const VarMap &bindings, std::vector<st
                                                   [&](const auto &loop) { return loop.first.get() == var; }));
       });
       if (!known_vars || !uses_var(flat, op->loop_var.get())) return;
-      // The step of the index when one variable steps by 1: a constant, or no stream.
+      // Each variable moves the index forward by a constant, or this is no stream.
       auto step_of = [&](const Var &var) -> std::optional<int64_t> {
-        Expr next = substitute(flat, VarMap{{var.get(), make_add(var, make_int(1))}});
-        const auto *c = analyzer_.simplify(make_sub(next, flat)).as<IntImmNode>();
-        if (!c || c->value < 0) return std::nullopt;
-        return c->value;
+        std::optional<int64_t> step = index_step(flat, var.get(), var);
+        if (!step || *step < 0) return std::nullopt;
+        return step;
       };
       std::optional<int64_t> stride = step_of(op->loop_var);
       if (!stride || *stride == 0) return;
@@ -677,20 +676,19 @@ void CodeGen::prefetch_next_task(const ForNode *op) {
   }
   std::vector<Stream> streams;
   find_streams(op->body, {}, {}, op, &streams);
+  if (streams.empty()) return;
+  llvm::Function *prefetch = llvm::Intrinsic::getDeclaration(&mod_, llvm::Intrinsic::prefetch, {b_.getPtrTy()});
   for (const Stream &s : streams) {
     if (!uses_var(s.flat, task.get())) continue;
-    const auto *per_task =
-        analyzer_.simplify(make_sub(substitute(s.flat, VarMap{{task.get(), make_add(task, make_int(1))}}), s.flat))
-            .as<IntImmNode>();
-    if (!per_task || per_task->value <= 0) continue;
+    std::optional<int64_t> per_task = index_step(s.flat, task.get(), task);
+    if (!per_task || *per_task <= 0) continue;
     const int64_t elem = dtype_bytes(s.buffer->dtype);
-    const int64_t lines = (per_task->value * elem + 63) / 64;
+    const int64_t lines = (*per_task * elem + 63) / 64;
     // Prefetched at the first level with an iteration per line, one line per iteration,
     // spread evenly over the task.
     if (total < lines || above >= lines) continue;
     Expr line = make_floordiv(make_mul(counter, make_int(lines)), make_int(total));
     Expr at = analyzer_.simplify(make_add(substitute(s.flat, next_task_start), make_mul(line, make_int(64 / elem))));
-    llvm::Function *prefetch = llvm::Intrinsic::getDeclaration(&mod_, llvm::Intrinsic::prefetch, {b_.getPtrTy()});
     // Read, locality 2 (L2: prefetcht1), data. The next task's last lines may lie past the
     // buffer's end (the last task); a prefetch never faults.
     b_.CreateCall(prefetch, {element_ptr(s.buffer, gen_scalar(at), /*maybe_outside=*/true), b_.getInt32(0),

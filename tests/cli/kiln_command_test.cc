@@ -44,6 +44,28 @@ fs::path temp_dir() {
   return d;
 }
 
+// `kiln args` started in the background, its stdout and stderr to `log`; the pid is
+// kiln's own (sh and env exec it). `environment` as for kiln().
+pid_t start_kiln(const std::string &args, const fs::path &log, const std::string &environment = "") {
+  pid_t pid = fork();
+  if (pid == 0) {
+    int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    dup2(fd, STDOUT_FILENO);
+    dup2(fd, STDERR_FILENO);
+    std::string command = "exec " + (environment.empty() ? "" : "env " + environment + " ") +
+                          std::string(KILN_BINARY_DIR) + "/cli/kiln " + args;
+    execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char *>(nullptr));
+    _exit(127);
+  }
+  return pid;
+}
+
+// What a file holds, "" when it cannot be read.
+std::string read_text(const fs::path &path) {
+  std::ifstream in(path);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
 TEST(KilnCommand, OpsListsTheOperatorLibrary) {
   Output o = kiln("ops");
   EXPECT_EQ(o.status, 0);
@@ -556,19 +578,12 @@ TEST(KilnCommand, TuneOpWorkFoldersDoNotOutliveTheirRun) {
   std::ofstream(stale / "candidate.so") << "x";
 
   std::string db = (tmp.parent_path() / "stopped.db").string();
-  std::string log = (tmp.parent_path() / "stopped.log").string();
-  pid_t tuner = fork();
-  if (tuner == 0) {
-    setenv("TMPDIR", tmp.c_str(), 1);
-    int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    dup2(fd, STDOUT_FILENO);
-    dup2(fd, STDERR_FILENO);
-    std::string kiln = std::string(KILN_BINARY_DIR) + "/cli/kiln";
-    execl(kiln.c_str(), kiln.c_str(), "tune-op", "--op", "dense", "--shape", "64x64", "--shape", "64x64", "--trials",
-          "100000", "--batch", "4", "--repeat", "2", "--min-repeat-ms", "1", "-q", "--db", db.c_str(),
-          static_cast<char *>(nullptr));
-    _exit(127);
-  }
+  fs::path log = tmp.parent_path() / "stopped.log";
+  pid_t tuner = start_kiln(
+      "tune-op --op dense --shape 64x64 --shape 64x64 --trials 100000 --batch 4 --repeat 2 "
+      "--min-repeat-ms 1 -q --db " +
+          db,
+      log, "TMPDIR=" + tmp.string());
   fs::path own = tmp / ("kiln_tune_" + std::to_string(tuner));
   // Until the tuner has started building (its folder exists and the stale one is gone).
   for (int i = 0; i < 3000 && !(fs::exists(own) && !fs::exists(stale)); ++i) usleep(20000);
@@ -581,17 +596,10 @@ TEST(KilnCommand, TuneOpWorkFoldersDoNotOutliveTheirRun) {
   kill(tuner, SIGTERM);
   int status = 0;
   waitpid(tuner, &status, 0);
-  std::ifstream in(log);
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::string text = read_text(log);
   EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM) << text;
   EXPECT_FALSE(fs::exists(own)) << "the work folder outlived SIGTERM";
   fs::remove_all(tmp.parent_path());
-}
-
-// What a file holds, "" when it cannot be read.
-std::string read_text(const fs::path &path) {
-  std::ifstream in(path);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 }
 
 // One number from a SQL query of a database file, -1 when the query fails.
@@ -636,16 +644,7 @@ TEST(KilnCommand, ModelJobStoppedBySigtermResumesToTheEndOfAnUninterruptedOne) {
   ASSERT_EQ(measured_count(whole.text), kTrials) << whole.text;
 
   const fs::path log = dir / "stopped.log";
-  pid_t tuner = fork();
-  if (tuner == 0) {
-    int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    dup2(fd, STDOUT_FILENO);
-    dup2(fd, STDERR_FILENO);
-    std::string command = std::string(KILN_BINARY_DIR) + "/cli/kiln tune " + flags + " --trials " +
-                          std::to_string(kTrials) + " --db " + split_db;
-    execl("/bin/sh", "sh", "-c", ("exec " + command).c_str(), static_cast<char *>(nullptr));
-    _exit(127);
-  }
+  pid_t tuner = start_kiln("tune " + flags + " --trials " + std::to_string(kTrials) + " --db " + split_db, log);
   // Stopped once two rounds are stored.
   for (int i = 0; i < 6000; ++i) {
     std::string text = read_text(log);
