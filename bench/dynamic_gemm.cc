@@ -60,7 +60,8 @@ int main(int argc, char **argv) {
   executor::DynamicModel model = executor::DynamicModel::load(compiled);
   executor::Model::set_threads(threads);
   omp_set_num_threads(threads);
-  ir::HostTensor weight = executor::read_npy_file(weight_file, ir::DType::kFloat32);
+  // A weight matrix of up to 2^28 elements (1 GiB of float32).
+  ir::HostTensor weight = executor::read_npy_file(weight_file, ir::DType::kFloat32, int64_t{1} << 28);
   const int64_t n = weight.shape().at(0), k = weight.shape().at(1);
   std::vector<int64_t> ms;
   std::stringstream ss(m_list);

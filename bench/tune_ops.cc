@@ -38,6 +38,7 @@
 #include "measure/local_runner.h"
 #include "scheduler/task_tuner.h"
 #include "support/clock.h"
+#include "support/json_read.h"
 #include "te/te.h"
 
 using namespace kiln;  // NOLINT: benchmark program
@@ -296,7 +297,7 @@ int main(int argc, char **argv) {
     }
     ir::PrimFunc func = te::lower(c.workload.build_dag(), "bench");
     ir::PrimFunc best =
-        ir::Schedule::replay(func, ir::Trace::from_json(nlohmann::json::parse(r.best_trace_json))).func();
+        ir::Schedule::replay(func, ir::Trace::from_json(kiln::support::parse_json(r.best_trace_json))).func();
     std::string so = (work / (c.name + ".so")).string();
     compiler.build_artifact(best, target, so);
     measure::detail::LoadedArtifact artifact = measure::detail::load_artifact(so);

@@ -2,6 +2,7 @@
 // file, failing with the library's message.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include "executor/dynamic_model.h"
@@ -13,8 +14,10 @@ namespace kiln::cli {
 
 executor::Model load_compiled_model(const std::string &dir);
 executor::DynamicModel load_dynamic_model(const std::string &dir);
+/// Conversion warnings (float64 beyond float32's range) are printed to stderr.
 ir::HostTensor read_tensor(const std::string &path, const ir::TensorType &type);
-/// A .npy file of any shape (an input of a model with dynamic dimensions).
-ir::HostTensor read_npy(const std::string &path, ir::DType dtype);
+/// A .npy file of any shape up to `max_elements` (an input of a model with dynamic
+/// dimensions).
+ir::HostTensor read_npy(const std::string &path, ir::DType dtype, int64_t max_elements);
 
 }  // namespace kiln::cli

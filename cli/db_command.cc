@@ -10,6 +10,7 @@
 #include "ir/schedule/schedule.h"
 #include "ir/schedule/trace.h"
 #include "ops/workload.h"
+#include "support/json_read.h"
 #include "te/te.h"
 
 #include <CLI/CLI.hpp>
@@ -161,6 +162,7 @@ static void add_stats(CLI::App &db, Streams io) {
                             {"successful", s.successful},
                             {"errors", s.errors},
                             {"unusable", s.unusable},
+                            {"disputed", s.disputed},
                             {"errors_by_kind", nlohmann::json::object()},
                             {"targets", nlohmann::json::array()}};
         for (const auto &[kind, count] : s.errors_by_kind) j["errors_by_kind"][kind] = count;
@@ -176,6 +178,11 @@ static void add_stats(CLI::App &db, Streams io) {
         io.out << "unusable:       " << s.unusable
                << " successful records whose latencies are not positive numbers (written by another tool?); "
                   "lookups pass them over and `kiln db prune` removes them\n";
+      }
+      if (s.disputed > 0) {
+        io.out << "disputed:       " << s.disputed
+               << " successful records whose re-timing on another runner of their key disagreed beyond noise; "
+                  "lookups and compiles pass them over until a later tuning job re-times them\n";
       }
       // Kinds and targets are text another tool may have written: no escapes reach the terminal.
       for (const auto &[kind, count] : s.errors_by_kind)
@@ -218,13 +225,13 @@ static void add_export(CLI::App &db, Streams io) {
 static void check_replays(const kiln::db::Record &record) {
   kiln::ops::Workload workload;
   try {
-    workload = kiln::ops::Workload::from_json(nlohmann::json::parse(record.workload.canonical_json));
+    workload = kiln::ops::Workload::from_json(kiln::support::parse_json(record.workload.canonical_json));
   } catch (const std::exception &) {
     return;
   }
   try {
     kiln::ir::PrimFunc func = kiln::te::lower(workload.build_dag(), "check");
-    kiln::ir::Schedule::replay(func, kiln::ir::Trace::from_json(nlohmann::json::parse(record.trace_json)));
+    kiln::ir::Schedule::replay(func, kiln::ir::Trace::from_json(kiln::support::parse_json(record.trace_json)));
   } catch (const std::exception &e) {
     throw kiln::db::DbError("the trace does not replay on its workload (" + workload.summary() + "): " + e.what() +
                             " (--no-replay-check stores it anyway)");
@@ -290,7 +297,8 @@ static void add_retarget(CLI::App &db, Streams io) {
   cmd->add_option("--db", *path, "database file")->required();
   cmd->add_option("--from", *from, "stored target, as `kiln db stats` lists it (`native` is kept as written)")
       ->required();
-  cmd->add_option("--to", *to, "target the records were measured on (`native` means this host)")->required();
+  cmd->add_option("--to", *to, "target the records were measured on (`native`, or `llvm -mcpu=native`: this host)")
+      ->required();
   cmd->callback([path, from, to, io] {
     run_reporting_errors("retarget", io, [&] {
       auto [moved, left] = kiln::db::Database::open(*path, kiln::db::OpenMode::kReadWrite).retarget(*from, *to);

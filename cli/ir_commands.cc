@@ -16,6 +16,7 @@
 #include "ir/schedule/schedule.h"
 #include "ops/registry.h"
 #include "search/space.h"
+#include "support/json_read.h"
 #include "te/te.h"
 
 namespace kiln::cli {
@@ -85,7 +86,7 @@ static void add_show(CLI::App &app) {
       std::ifstream in(*trace_file);
       if (!in) fail("cannot read trace file '" + *trace_file + "'");
       try {
-        ir::Trace t = ir::Trace::from_json(nlohmann::json::parse(in));
+        ir::Trace t = ir::Trace::from_json(kiln::support::parse_json(in));
         f = ir::Schedule::replay(f, t).func();
       } catch (const std::exception &e) {
         fail("trace '" + *trace_file + "' does not apply: " + e.what());

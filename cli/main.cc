@@ -3,6 +3,7 @@
 
 #include <iostream>
 #include <new>
+#include <string>
 
 #include "cli/costmodel_command.h"
 #include "cli/db_command.h"
@@ -37,6 +38,20 @@ int main(int argc, char **argv) {
   kiln::cli::add_db_commands(app);
   kiln::cli::add_costmodel_command(app);
   kiln::cli::add_tracker_commands(app);
+  // CLI11 would say only "A subcommand is required" for a misspelled one.
+  if (argc > 1 && argv[1][0] != '-') {
+    bool known = false;
+    std::string names;
+    for (const CLI::App *command : app.get_subcommands([](CLI::App *) { return true; })) {
+      known = known || command->check_name(argv[1]);
+      names += (names.empty() ? "" : ", ") + command->get_name();
+    }
+    if (!known) {
+      std::cerr << "kiln: error: '" << kiln::support::printable(argv[1]) << "' is not a kiln command; the commands are "
+                << names << " (kiln --help says what each does)\n";
+      return 1;
+    }
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::RuntimeError &e) {

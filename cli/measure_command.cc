@@ -18,6 +18,7 @@
 #include "measure/local_builder_pool.h"
 #include "measure/local_runner.h"
 #include "search/space.h"
+#include "support/json_read.h"
 #include "te/flops.h"
 
 namespace kiln::cli {
@@ -99,7 +100,7 @@ void add_measure_command(CLI::App &app) {
       std::ifstream in(args->trace_file);
       if (!in) fail("cannot read trace file '" + args->trace_file + "'");
       try {
-        scheduled = ir::Schedule::replay(naive, ir::Trace::from_json(nlohmann::json::parse(in))).func();
+        scheduled = ir::Schedule::replay(naive, ir::Trace::from_json(kiln::support::parse_json(in))).func();
       } catch (const std::exception &e) {
         fail("trace '" + args->trace_file + "' does not apply to this task: " + e.what());
       }

@@ -24,29 +24,37 @@ struct NamedFile {
   std::string name, path;
 };
 
-/// Splits "NAME=FILE" where NAME is one of `names`; anything else is a path alone (file
-/// names may hold '=').
-NamedFile split_named(const std::string &text, const std::vector<std::string> &names) {
-  size_t eq = text.find('=');
-  if (eq != std::string::npos && std::find(names.begin(), names.end(), text.substr(0, eq)) != names.end())
-    return {text.substr(0, eq), text.substr(eq + 1)};
-  return {"", text};
-}
-
 std::string list_names(const std::vector<std::string> &names) {
   std::string out;
   for (const std::string &n : names) out += (out.empty() ? "'" : ", '") + n + "'";
   return out;
 }
 
+/// Splits "NAME=FILE" where NAME is one of `names`; anything else is a path alone (file
+/// names may hold '='). A "WORD=FILE" whose WORD names nothing and holds no '/' is a
+/// misspelled name unless the whole text is an existing file: refused, listing the
+/// names (else `--output nosuch=x.npy` would write a file named "nosuch=x.npy").
+NamedFile split_named(const std::string &text, const std::vector<std::string> &names, const std::string &flag,
+                      const char *kind) {
+  size_t eq = text.find('=');
+  if (eq == std::string::npos) return {"", text};
+  std::string name = text.substr(0, eq);
+  if (std::find(names.begin(), names.end(), name) != names.end()) return {name, text.substr(eq + 1)};
+  std::error_code ec;
+  if (name.find('/') == std::string::npos && !std::filesystem::exists(text, ec))
+    fail(flag + " '" + text + "': the model has no " + kind + " '" + name + "'; its " + kind + "s are " +
+         list_names(names) + " (a file whose name holds '=' is given as ./" + text + ")");
+  return {"", text};
+}
+
 /// One file per name: named ones by name, the rest in order of the names left. Exits with
 /// a message when a name is given twice, files are left over, or (with `all`) missing.
 std::vector<std::string> match_files(const std::vector<std::string> &args, const std::vector<std::string> &names,
-                                     const std::string &flag, bool all) {
+                                     const std::string &flag, const char *kind, bool all) {
   std::vector<std::string> files(names.size());
   std::vector<std::string> positional;
   for (const std::string &arg : args) {
-    NamedFile f = split_named(arg, names);
+    NamedFile f = split_named(arg, names, flag, kind);
     if (f.name.empty()) {
       positional.push_back(f.path);
       continue;
@@ -134,11 +142,42 @@ void add_run_command(CLI::App &app) {
       in_names = model->input_names();
       out_names = model->output_names();
     }
-    std::vector<std::string> in_files = match_files(args->inputs, in_names, "--input", /*all=*/true);
+    std::vector<std::string> in_files = match_files(args->inputs, in_names, "--input", "input", /*all=*/true);
     std::vector<ir::HostTensor> inputs;
-    for (size_t k = 0; k < in_files.size(); ++k)
-      inputs.push_back(dynamic ? read_npy(in_files[k], dynamic->manifest().inputs[k].dtype)
-                               : read_tensor(in_files[k], model->input_types()[k]));
+    for (size_t k = 0; k < in_files.size(); ++k) {
+      if (!dynamic) {
+        inputs.push_back(read_tensor(in_files[k], model->input_types()[k]));
+        continue;
+      }
+      const executor::DynamicManifest &m = dynamic->manifest();
+      std::vector<int64_t> maxima;
+      for (const executor::DynamicDim &d : m.dims) maxima.push_back(d.max);
+      int64_t max_elements = 1;
+      for (int64_t extent : executor::DynamicManifest::shape_at(m.inputs[k], maxima)) max_elements *= extent;
+      inputs.push_back(read_npy(in_files[k], m.inputs[k].dtype, max_elements));
+    }
+    // Every file named before the model runs: a misspelled name costs no inference.
+    std::vector<std::string> out_files;
+    std::error_code ec;
+    if (args->outputs.size() == 1 && std::filesystem::is_directory(args->outputs[0], ec)) {
+      for (const std::string &name : out_names)
+        out_files.push_back((std::filesystem::path(args->outputs[0]) / file_name_for(name)).string());
+    } else {
+      out_files = match_files(args->outputs, out_names, "--output", "output", /*all=*/false);
+    }
+    // Two outputs written to one file would keep only the last.
+    for (size_t o = 0; o < out_files.size(); ++o) {
+      for (size_t p = 0; p < o && !out_files[o].empty(); ++p) {
+        if (out_files[p].empty()) continue;
+        std::error_code ec1, ec2;
+        if (std::filesystem::weakly_canonical(out_files[p], ec1) ==
+            std::filesystem::weakly_canonical(out_files[o], ec2))
+          fail("--output sends outputs '" + out_names[p] + "' and '" + out_names[o] + "' to one file, '" +
+               out_files[o] + "': give each its own");
+      }
+    }
+    std::vector<std::string> compare_files =
+        match_files(args->compares, out_names, "--compare", "output", /*all=*/false);
     auto start = std::chrono::steady_clock::now();
     std::vector<ir::HostTensor> outputs;
     try {
@@ -153,14 +192,6 @@ void add_run_command(CLI::App &app) {
     }
     std::printf("ran in %s\n", format_ms(ms).c_str());
 
-    std::vector<std::string> out_files;
-    std::error_code ec;
-    if (args->outputs.size() == 1 && std::filesystem::is_directory(args->outputs[0], ec)) {
-      for (const std::string &name : out_names)
-        out_files.push_back((std::filesystem::path(args->outputs[0]) / file_name_for(name)).string());
-    } else {
-      out_files = match_files(args->outputs, out_names, "--output", /*all=*/false);
-    }
     for (size_t o = 0; o < out_files.size(); ++o) {
       if (out_files[o].empty()) continue;
       try {
@@ -169,7 +200,6 @@ void add_run_command(CLI::App &app) {
         fail(e.what());
       }
     }
-    std::vector<std::string> compare_files = match_files(args->compares, out_names, "--compare", /*all=*/false);
     bool all_within = true;
     for (size_t o = 0; o < compare_files.size(); ++o) {
       if (compare_files[o].empty()) continue;

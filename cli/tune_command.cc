@@ -185,10 +185,12 @@ std::unique_ptr<measure::Runner> make_runner(TuningArgs &a) {
     options.queue_deadline_seconds = a.queue_deadline;
     options.run_timeout_seconds = a.run_timeout;
     options.log = &std::cerr;
-    if (a.target.empty()) a.target = rpc::remote_target(options.tracker, uri.key);
+    const bool target_given = !a.target.empty();
+    if (!target_given) a.target = rpc::remote_target(options.tracker, uri.key);
     // The jobs say what they were built for; the tracker matches them to runners.
     Target target = Target::parse(a.target);
     options.target = target.str();
+    if (target_given) rpc::check_key_serves_target(options.tracker, uri.key, options.target);
     options.abi_version = target.is_cuda() ? 0 : KILN_ABI_VERSION;
     return std::make_unique<rpc::RemoteRunner>(options);
   } catch (const std::exception &e) {

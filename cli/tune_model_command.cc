@@ -127,6 +127,14 @@ void add_tune_model_command(CLI::App &app) {
                   "write an HTML report of the job to this folder (index.html: latency curves, task table, time)");
   cmd->callback([a] {
     const double job_start = support::now_seconds();
+    // Checked before the job, not found after hours of it.
+    if (!a->report.empty()) {
+      try {
+        scheduler::check_report_folder(a->report);
+      } catch (const std::exception &e) {
+        fail(std::string("--report: ") + e.what());
+      }
+    }
     // A local runner forks its server before any thread exists.
     std::unique_ptr<measure::Runner> runner = make_runner(*a);
     // A model with dynamic dimensions is tuned as the union of its buckets' tasks, each

@@ -1,6 +1,7 @@
 #include "cli/workload_args.h"
 
 #include "support/flag_checks.h"
+#include "support/json_read.h"
 
 #include <CLI/CLI.hpp>
 #include <fstream>
@@ -30,7 +31,7 @@ ops::Workload WorkloadArgs::build() const {
     if (!in) throw std::invalid_argument("cannot read workload file '" + workload_file + "'");
     nlohmann::json j;
     try {
-      j = nlohmann::json::parse(in);
+      j = kiln::support::parse_json(in);
     } catch (const nlohmann::json::exception &e) {
       throw std::invalid_argument("workload file '" + workload_file + "' is not valid JSON: " + e.what());
     }
@@ -43,7 +44,7 @@ ops::Workload WorkloadArgs::build() const {
   for (const std::string &s : shapes) inputs.push_back(ir::TensorType{ops::parse_shape(s), t});
   nlohmann::json a;
   try {
-    a = nlohmann::json::parse(attrs);
+    a = kiln::support::parse_json(attrs);
   } catch (const nlohmann::json::exception &e) {
     throw std::invalid_argument("--attrs is not valid JSON: " + std::string(e.what()));
   }

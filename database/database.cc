@@ -5,6 +5,8 @@
 #include "database/database_impl.h"
 #include "database/prepared_record.h"
 #include "database/schema.h"
+#include "support/json_read.h"
+#include "support/sha256.h"
 #include "target/target.h"
 
 #include <sqlite3.h>
@@ -12,7 +14,9 @@
 #include <nlohmann/json.hpp>
 
 #include <cmath>
+#include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <unordered_map>
 
 namespace kiln::db {
@@ -61,6 +65,27 @@ static std::string file_uri(const std::string &path, std::string_view query) {
 static bool file_exists(const std::string &path) {
   std::error_code ec;
   return std::filesystem::exists(path, ec);
+}
+
+// A directory, or a file that is not SQLite's, said plainly: SQLite itself reports them
+// as "disk I/O error" or fails at the first PRAGMA with "unable to open database file".
+// An empty file is an SQLite database not yet written.
+static void require_database_file(const std::string &path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw DbError(path +
+                  " is a directory, not a database: give a file's path (kiln creates the file where it "
+                  "may create one)");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return;  // unreadable: SQLite's own message says so, with the reason
+  char header[16] = {};
+  in.read(header, sizeof header);
+  if (in.gcount() == 0) return;
+  static const char kSqliteHeader[16] = "SQLite format 3";  // and its NUL
+  if (in.gcount() < 16 || std::memcmp(header, kSqliteHeader, 16) != 0)
+    throw DbError("file " + path +
+                  " is not a Kiln database or is corrupt: it is not an SQLite file; check the path, or restore it "
+                  "from a backup or an export");
 }
 
 static sqlite::Connection connect(const std::string &path, OpenMode mode, bool immutable) {
@@ -129,6 +154,7 @@ Database Database::open(const std::filesystem::path &file, OpenMode mode) {
     throw DbError("database " + path + " does not exist; check the path (opening for lookup never creates one)");
   if (mode == OpenMode::kReadWrite && !file_exists(path))
     throw DbError("database " + path + " does not exist; create it by opening in create mode");
+  if (file_exists(path)) require_database_file(path);
 
   // Opening for lookup must not write, not even the -wal and -shm files SQLite
   // makes to read a WAL-mode file: the folder may not be writable (a database
@@ -200,7 +226,8 @@ CommitResult Database::Impl::insert_all(const std::vector<PreparedRecord> &recor
       "ON CONFLICT (workload_id, target, trace_hash) DO NOTHING");
   sqlite::Statement &confirm =
       statement(confirm_record,
-                "UPDATE records SET confirmed_latency = ?4 "
+                "UPDATE records SET confirmed_latency = ?4, metadata_json = CASE WHEN json_valid(metadata_json) "
+                "THEN json_remove(metadata_json, '$.disputed') ELSE metadata_json END "
                 "WHERE workload_id = ?1 AND target = ?2 AND trace_hash = ?3 AND mean_latency IS NOT NULL");
 
   CommitResult result;
@@ -303,6 +330,52 @@ CommitResult Database::commit_confirmation(const std::vector<Record> &confirmed)
   return result;
 }
 
+bool Database::mark_disputed(std::string_view workload_hash, std::string_view target_text,
+                             const std::string &trace_json, const std::string &why) {
+  if (why.empty()) throw DbInvalidArgument("a dispute needs its reason");
+  std::string target, trace_hash;
+  try {
+    target = Target::parse(target_text).str();
+    trace_hash = support::sha256_hex(kiln::support::parse_json(trace_json).dump());
+  } catch (const std::exception &e) {
+    throw DbInvalidArgument(std::string("cannot mark a record disputed: ") + e.what());
+  }
+  int64_t changed = 0;
+  impl_->write_transaction([&] {
+    sqlite::Statement mark(
+        impl_->conn.get(),
+        "UPDATE records SET confirmed_latency = NULL, metadata_json = json_set(metadata_json, "
+        "'$.disputed', ?4) WHERE workload_id = (SELECT id FROM workloads WHERE key_hash = ?1) AND "
+        "target = ?2 AND trace_hash = ?3 AND mean_latency IS NOT NULL AND json_valid(metadata_json)");
+    mark.bind(1, std::string(workload_hash)).bind(2, target).bind(3, trace_hash).bind(4, why);
+    mark.step();
+    changed = impl_->conn.changes();
+  });
+  return changed > 0;
+}
+
+std::vector<Record> Database::disputed_records(std::string_view workload_hash, std::string_view target_text) {
+  std::string target;
+  try {
+    target = Target::parse(target_text).str();
+  } catch (const std::invalid_argument &e) {
+    throw DbInvalidArgument(std::string("bad target: ") + e.what());
+  }
+  impl_->reopen_if_changed();
+  return with_lock_retry(impl_->path, [&] {
+    sqlite::Statement s(impl_->conn.get(), "SELECT " + std::string(kRecordColumns) +
+                                               " FROM records r JOIN workloads w ON w.id = r.workload_id "
+                                               "WHERE w.key_hash = ?1 AND r.target = ?2 AND r.mean_latency IS NOT "
+                                               "NULL AND " +
+                                               std::string(kUsableRecord) + " AND NOT " +
+                                               std::string(kUndisputedRecord) + " ORDER BY r.mean_latency, r.id");
+    s.bind(1, std::string(workload_hash)).bind(2, target);
+    std::vector<Record> out;
+    while (s.step()) out.push_back(read_record(s));
+    return out;
+  });
+}
+
 Record read_record(const sqlite::Statement &row) {
   Record r;
   r.id = row.column_int(0);
@@ -311,7 +384,7 @@ Record read_record(const sqlite::Statement &row) {
   r.trace_json = row.column_text(6);
   if (!row.is_null(7)) {
     std::vector<double> latencies;
-    nlohmann::json list = nlohmann::json::parse(row.column_text(7), nullptr, /*allow_exceptions=*/false);
+    nlohmann::json list = kiln::support::parse_json_or_discarded(row.column_text(7));
     bool usable = list.is_array() && !list.empty();
     for (const auto &latency : list) {
       usable = usable && latency.is_number() && latency.get<double>() > 0 && std::isfinite(latency.get<double>());
@@ -331,10 +404,10 @@ Record read_record(const sqlite::Statement &row) {
     r.outcome = MeasureError{*parsed, row.column_text(9)};
   }
   try {
-    r.metadata = RecordMetadata::from_json(nlohmann::json::parse(row.column_text(10)));
+    r.metadata = RecordMetadata::from_json(kiln::support::parse_json(row.column_text(10)));
     if (!row.is_null(14)) r.metadata.sketch_instructions = row.column_int(14);
     if (!row.is_null(15)) {
-      r.metadata.packed_inputs = nlohmann::json::parse(row.column_text(15));
+      r.metadata.packed_inputs = kiln::support::parse_json(row.column_text(15));
       if (!r.metadata.packed_inputs.is_array()) throw DbError("its packed inputs are not a JSON array");
     }
   } catch (const nlohmann::json::exception &e) {
@@ -372,7 +445,7 @@ std::vector<Record> Database::top_k(std::string_view workload_hash, std::string_
     const std::string exact_sql = "SELECT " + std::string(kRecordColumns) +
                                   " FROM records r JOIN workloads w ON w.id = r.workload_id "
                                   "WHERE w.key_hash = ?1 AND r.target = ?2 AND r.mean_latency IS NOT NULL AND " +
-                                  std::string(kUsableRecord) + " ORDER BY ";
+                                  std::string(kUsableRecord) + " AND " + std::string(kUndisputedRecord) + " ORDER BY ";
     sqlite::Statement &exact =
         ranking == Ranking::kMeasured
             ? impl_->statement(impl_->lookup_exact_measured, exact_sql + "r.mean_latency, r.id LIMIT ?3")
@@ -391,7 +464,7 @@ std::vector<Record> Database::top_k(std::string_view workload_hash, std::string_
                              " FROM records r JOIN workloads w ON w.id = r.workload_id "
                              "WHERE w.key_hash = ?1 AND r.device_kind = ?2 AND r.target <> ?3 "
                              "AND r.mean_latency IS NOT NULL AND " +
-                             std::string(kUsableRecord) +
+                             std::string(kUsableRecord) + " AND " + std::string(kUndisputedRecord) +
                              " ORDER BY r.device_model = ?4 DESC, kiln_vector_bits(r.device_model) = ?6 DESC, " +
                              std::string(kRankOrder) + ", r.id LIMIT ?5");
     sqlite::ResetOnExit guard(same_kind);

@@ -65,6 +65,9 @@ struct Stats {
   int64_t errors = 0;
   /// Successful records whose latencies another tool damaged; lookups pass them over.
   int64_t unusable = 0;
+  /// Successful records whose figure another runner of their key disputed
+  /// (RecordMetadata::disputed): lookups pass them over until they are re-timed.
+  int64_t disputed = 0;
   std::vector<std::pair<std::string, int64_t>> errors_by_kind;  ///< sorted by kind
   std::vector<TargetStats> targets;                             ///< sorted by target
 };
@@ -93,6 +96,16 @@ class Database {
   /// together: figures from different batches would compare the host's speed at two
   /// moments as much as the programs. Records not yet stored are stored.
   CommitResult commit_confirmation(const std::vector<Record> &confirmed);
+
+  /// Marks the stored record of `workload_hash`, `target` and `trace_json` disputed
+  /// (RecordMetadata::disputed = `why`, its confirmation dropped): lookups pass it over
+  /// until a confirmation re-times it. Returns false when no such successful record is
+  /// stored.
+  bool mark_disputed(std::string_view workload_hash, std::string_view target, const std::string &trace_json,
+                     const std::string &why);
+  /// The disputed records of a workload on a target (exact), fastest measured first: what
+  /// a confirmation re-times besides the top programs.
+  std::vector<Record> disputed_records(std::string_view workload_hash, std::string_view target);
 
   /// The fastest successful record: the lowest confirmed latency when any record
   /// of the tier is confirmed, else the lowest mean latency (ties: oldest).

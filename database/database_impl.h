@@ -131,6 +131,11 @@ inline constexpr std::string_view kUsableRecord =
     "AND json_valid(r.metadata_json) AND json_type(r.metadata_json) = 'object' AND (r.packed_inputs_json IS NULL "
     "OR (json_valid(r.packed_inputs_json) AND json_type(r.packed_inputs_json) = 'array')))";
 
+/// Records whose figure is not in dispute (RecordMetadata::disputed): lookups rank only
+/// these. CASE, not AND: json_type must never see metadata that is not JSON.
+inline constexpr std::string_view kUndisputedRecord =
+    "(CASE WHEN json_valid(r.metadata_json) THEN json_type(r.metadata_json, '$.disputed') END IS NULL)";
+
 /// Builds a Record from the current row of a statement selecting kRecordColumns.
 Record read_record(const sqlite::Statement &row);
 

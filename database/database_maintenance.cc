@@ -23,6 +23,8 @@ Stats Database::stats() {
       s.errors = s.records - s.successful;
       s.unusable = conn.query_int("SELECT count(*) FROM records r WHERE mean_latency IS NOT NULL AND NOT " +
                                   std::string(kUsableRecord));
+      s.disputed = conn.query_int("SELECT count(*) FROM records r WHERE mean_latency IS NOT NULL AND " +
+                                  std::string(kUsableRecord) + " AND NOT " + std::string(kUndisputedRecord));
       sqlite::Statement kinds(conn.get(),
                               "SELECT error_kind, count(*) FROM records WHERE error_kind IS NOT NULL "
                               "GROUP BY error_kind ORDER BY error_kind");
@@ -67,10 +69,15 @@ std::pair<size_t, size_t> Database::retarget(std::string_view from_text, std::st
   Target from, to;
   try {
     from = Target::parse(from_text, NativeCpu::kKeepAsStored);
-    to = Target::parse(to_text);
+    // `native` alone: this host's CPU, as `llvm -mcpu=native` says it.
+    to = Target::parse(to_text == "native" ? std::string_view("llvm -mcpu=native") : to_text);
   } catch (const std::invalid_argument &e) {
     throw DbError(std::string("bad target: ") + e.what());
   }
+  if (from.str() == to.str())
+    throw DbError("--from and --to are the same target (" + to.str() +
+                  "): nothing would move; give as --to the "
+                  "target the records were measured on");
   if (from.device_kind() != to.device_kind())
     throw DbError("records of " + from.str() + " (" + from.device_kind() + ") cannot move to " + to.str() + " (" +
                   to.device_kind() + "): their programs were built for another kind of device");

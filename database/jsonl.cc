@@ -3,8 +3,9 @@
 #include "database/jsonl.h"
 
 #include "database/error.h"
-#include "ir/json_checks.h"
 #include "ir/schedule/trace.h"
+#include "support/json_checks.h"
+#include "support/json_read.h"
 
 #include <nlohmann/json.hpp>
 
@@ -53,14 +54,14 @@ static std::string string_field(const json &object, const char *name) {
 Record record_from_jsonl(std::string_view line) {
   json j;
   try {
-    j = json::parse(line);
+    j = kiln::support::parse_json(line);
   } catch (const json::exception &e) {  // syntax errors and out-of-range numbers alike
     throw DbError(std::string("not valid JSON: ") + e.what());
   }
   if (!j.is_object()) throw DbError(std::string("a record line must be a JSON object, got ") + j.type_name());
   try {
     // Bounded before any recursive walk (printing, validation) of its parts.
-    ir::require_max_depth(j, "a record line");
+    support::require_max_depth(j, "a record line");
   } catch (const std::invalid_argument &e) {
     throw DbError(e.what());
   }

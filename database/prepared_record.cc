@@ -3,7 +3,8 @@
 #include "database/prepared_record.h"
 
 #include "database/error.h"
-#include "ir/json_checks.h"
+#include "support/json_checks.h"
+#include "support/json_read.h"
 #include "support/sha256.h"
 #include "target/target.h"
 
@@ -19,12 +20,12 @@ namespace kiln::db {
 static nlohmann::json parse_json(std::string_view text, const char *field) {
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(text);
+    j = kiln::support::parse_json(text);
   } catch (const nlohmann::json::exception &e) {  // syntax errors and out-of-range numbers alike
     throw DbError(std::string(field) + " is not valid JSON: " + e.what());
   }
   try {
-    ir::require_max_depth(j, field);
+    support::require_max_depth(j, field);
   } catch (const std::invalid_argument &e) {
     throw DbError(e.what());
   }

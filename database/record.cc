@@ -8,6 +8,7 @@
 
 #include "database/error.h"
 
+#include "support/json_read.h"
 #include "support/sha256.h"
 
 #include <array>
@@ -24,7 +25,7 @@ double Record::mean_latency() const {
 
 nlohmann::json parse_trace(const Record &record) {
   try {
-    return nlohmann::json::parse(record.trace_json);
+    return kiln::support::parse_json(record.trace_json);
   } catch (const nlohmann::json::exception &e) {
     std::string what = e.what();
     // nlohmann's prefix ("[json.exception.parse_error.101] ") says nothing to a reader.
@@ -47,7 +48,7 @@ std::string workload_hash_from_argument(std::string_view workload) {
   auto excerpt = [&] { return std::string(workload.substr(0, 80)) + (workload.size() > 80 ? "..." : ""); };
   if (first != std::string_view::npos && workload[first] == '{') {
     try {
-      nlohmann::json parsed = nlohmann::json::parse(workload);
+      nlohmann::json parsed = kiln::support::parse_json(workload);
       static_cast<void>(parsed);
     } catch (const nlohmann::json::exception &e) {
       throw DbInvalidArgument("bad workload '" + excerpt() + "': not valid JSON (" + e.what() + ")");

@@ -19,6 +19,7 @@ nlohmann::json RecordMetadata::to_json() const {
   if (fitted) j["fitted"] = true;
   if (!pipeline.is_null()) j["pipeline"] = pipeline;
   if (!measured_by.is_null()) j["measured_by"] = measured_by;
+  if (!disputed.empty()) j["disputed"] = disputed;
   return j;
 }
 
@@ -50,6 +51,9 @@ RecordMetadata RecordMetadata::from_json(const nlohmann::json &j) {
     } else if (key == "pipeline" || key == "measured_by") {
       if (!value.is_object()) throw wrong(key, "an object", value);
       (key == "pipeline" ? m.pipeline : m.measured_by) = value;
+    } else if (key == "disputed") {
+      if (!value.is_string() || value.get<std::string>().empty()) throw wrong(key, "a non-empty string", value);
+      m.disputed = value.get<std::string>();
     } else {
       m.other[key] = value;
     }

@@ -36,6 +36,11 @@ struct RecordMetadata {
   /// "kiln_version": ..., "device_name": ...} (measure::RunResult::measured_by); null
   /// when not known (records of the local runner before this field).
   nlohmann::json measured_by;
+  /// Why the program's figure is in dispute, or empty: a re-timing on another runner of
+  /// the key disagreed with its measurement beyond noise. A disputed record is not used
+  /// for ranking or compiling (Database::top_k passes it over) until it is re-timed
+  /// (Database::commit_confirmation clears it).
+  std::string disputed;
   /// Keys this Kiln does not know (another tool's, or a later Kiln's): kept as they were.
   nlohmann::json other = nlohmann::json::object();
 

@@ -1,4 +1,5 @@
 #include "device/cuda_artifact.h"
+#include "support/json_read.h"
 
 #include <fstream>
 #include <limits>
@@ -44,7 +45,7 @@ std::array<int64_t, 3> dims(const json &j, const std::string &where, int64_t mos
 }  // namespace
 
 CudaArtifact parse_cuda_artifact(const std::string &text) {
-  json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  json j = kiln::support::parse_json_or_discarded(text);
   if (j.is_discarded() || !j.is_object()) bad("not a JSON object");
   const json &version = field(j, "kiln_cuda_artifact", json::value_t::number_integer, "the artifact");
   if (version.get<int64_t>() != KILN_CUDA_ARTIFACT_VERSION)

@@ -21,6 +21,7 @@
 #include "executor/model.h"
 #include "ir/schedule/schedule.h"
 #include "ir/schedule/trace.h"
+#include "support/json_read.h"
 #include "support/sha256.h"
 #include "te/te.h"
 
@@ -64,7 +65,7 @@ std::string file_sha256(const std::filesystem::path &path) {
 std::optional<std::set<std::string>> compiled_model_files(const std::filesystem::path &dir) {
   std::ifstream in(dir / "model.json");
   if (!in) return std::nullopt;
-  nlohmann::json m = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  nlohmann::json m = kiln::support::parse_json_or_discarded(in);
   if (m.is_discarded() || !m.is_object() || !m.contains("kiln_model")) return std::nullopt;
   std::set<std::string> files = {"model.json", "weights.bin"};
   if (m.contains("steps") && m["steps"].is_array())
@@ -86,7 +87,7 @@ void check_replaceable(const std::filesystem::path &root, const std::string &out
     std::set<std::string> buckets;
     try {
       std::ifstream in(root / "dynamic.json");
-      DynamicManifest m = DynamicManifest::from_json(nlohmann::json::parse(in));
+      DynamicManifest m = DynamicManifest::from_json(kiln::support::parse_json(in));
       for (size_t i = 0; i < m.buckets.size(); ++i) buckets.insert(m.bucket_folder(i));
     } catch (const std::exception &) {
       throw ModelError("'" + out_dir +
@@ -317,7 +318,7 @@ void choose_in_model(const std::filesystem::path &root, nlohmann::json &manifest
       std::string candidate = artifact + ".try" + std::to_string(k + 1);
       try {
         ir::PrimFunc scheduled =
-            ir::Schedule::replay(p.func, ir::Trace::from_json(nlohmann::json::parse(r.trace_json))).func();
+            ir::Schedule::replay(p.func, ir::Trace::from_json(kiln::support::parse_json(r.trace_json))).func();
         build(scheduled, target, candidate);
       } catch (const std::exception &) {
         continue;  // a record that no longer replays or builds is no candidate
@@ -456,7 +457,7 @@ CompileReport compile_model(const frontend::PreparedModel &model, const CompileO
       for (db::Record &r : db->top_k(s.workload.key_hash(), target.str(), kRecordsTried)) {
         try {
           ir::PrimFunc scheduled =
-              ir::Schedule::replay(func, ir::Trace::from_json(nlohmann::json::parse(r.trace_json))).func();
+              ir::Schedule::replay(func, ir::Trace::from_json(kiln::support::parse_json(r.trace_json))).func();
           build(scheduled, target, artifact_path.string());
           used = std::move(r);
           break;
@@ -506,7 +507,7 @@ CompileReport compile_model(const frontend::PreparedModel &model, const CompileO
   if (db && report.untuned > 0) {
     const nlohmann::json ours = model.options.to_json();
     for (const std::string &text : db->distinct_pipelines(target.str())) {
-      nlohmann::json theirs = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+      nlohmann::json theirs = kiln::support::parse_json_or_discarded(text);
       try {
         frontend::PipelineOptions other = frontend::PipelineOptions::from_json(theirs);
         if (!(other == model.options)) report.tuned_with_other_options.push_back(other.flags());

@@ -7,7 +7,8 @@
 #include <fstream>
 #include <map>
 
-#include "ir/json_checks.h"
+#include "support/json_checks.h"
+#include "support/json_read.h"
 #include "support/pieces.h"
 
 namespace kiln::executor {
@@ -133,7 +134,7 @@ DynamicManifest DynamicManifest::from_json(const nlohmann::json &j) {
   try {
     if (!j.is_object() || !j.contains("kiln_dynamic_model"))
       throw ModelError("dynamic.json is not a Kiln dynamic model's manifest");
-    ir::require_int64_numbers(j, "dynamic.json");  // every number of it is an integer
+    support::require_int64_numbers(j, "dynamic.json");  // every number of it is an integer
     int version = j.at("kiln_dynamic_model").get<int>();
     if (version != kDynamicModelFormatVersion)
       throw ModelError("dynamic.json has format " + std::to_string(version) + "; this Kiln reads format " +
@@ -146,8 +147,13 @@ DynamicManifest DynamicManifest::from_json(const nlohmann::json &j) {
         throw ModelError("dynamic.json: dimension '" + dim.name + "' splits calls into " +
                          std::to_string(dim.max_pieces) + " pieces (1.." + std::to_string(kMaxPieces) + ")");
       if (dim.min < 1 || dim.min > dim.max || dim.max > kMaxDimValue)
-        throw ModelError("dynamic.json: dimension '" + dim.name + "' has no values in 1.." +
-                         std::to_string(kMaxDimValue));
+        throw ModelError("dynamic.json: dimension '" + dim.name + "' ranges over " + std::to_string(dim.min) + ".." +
+                         std::to_string(dim.max) +
+                         (dim.min < 1         ? ", below 1"
+                          : dim.min > dim.max ? ", an empty range"
+                                              : "") +
+                         (dim.max > kMaxDimValue ? ", past " + std::to_string(kMaxDimValue) : std::string()) +
+                         "; a range lies within 1.." + std::to_string(kMaxDimValue) + ": compile the model again");
       if (dim.name.empty()) throw ModelError("dynamic.json: a dimension without a name");
       for (const DynamicDim &other : m.dims)
         if (other.name == dim.name) throw ModelError("dynamic.json names dimension '" + dim.name + "' twice");
@@ -214,7 +220,7 @@ DynamicModel::~DynamicModel() = default;
 DynamicModel DynamicModel::load(const std::string &dir) {
   std::ifstream in(std::filesystem::path(dir) / "dynamic.json");
   if (!in) throw ModelError("'" + dir + "' is not a compiled model with dynamic dimensions (no dynamic.json)");
-  nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  nlohmann::json j = kiln::support::parse_json_or_discarded(in);
   if (j.is_discarded()) throw ModelError("'" + dir + "/dynamic.json' is not valid JSON: compile the model again");
   auto impl = std::make_unique<Impl>();
   impl->dir = dir;
@@ -303,19 +309,55 @@ Model &DynamicModel::bucket(size_t i) {
   Model model = Model::load((std::filesystem::path(impl_->dir) / m.bucket_folder(i)).string());
   std::map<std::string, size_t> by_name;
   for (size_t k = 0; k < model.input_names().size(); ++k) by_name[model.input_names()[k]] = k;
+  // dynamic.json is checked against the bucket's own model.json before anything runs:
+  // the copies into and out of the bucket trust its shapes, dtypes and scales.
+  const std::string fix = ": compile the model again";
+  auto describe = [](const ir::TensorType &type) {
+    std::string text = std::string(ir::dtype_name(type.dtype)) + " [";
+    for (size_t a = 0; a < type.shape.size(); ++a) text += (a ? "x" : "") + std::to_string(type.shape[a]);
+    return text + "]";
+  };
+  auto check_tensor = [&](const char *kind, const DynamicTensor &t, const ir::TensorType &actual) {
+    ir::TensorType expected{DynamicManifest::shape_at(t, m.buckets[i]), t.dtype};
+    if (actual.shape != expected.shape || actual.dtype != expected.dtype)
+      throw ModelError("dynamic.json says " + std::string(kind) + " '" + t.name + "' of bucket '" + m.bucket_folder(i) +
+                       "' is " + describe(expected) + ", but the bucket's model.json has " + describe(actual) + fix);
+  };
   std::vector<size_t> index;
   for (const DynamicTensor &t : m.inputs) {
     auto it = by_name.find(t.name);
-    if (it == by_name.end() || model.input_types()[it->second].shape != DynamicManifest::shape_at(t, m.buckets[i]))
-      throw ModelError("bucket '" + m.bucket_folder(i) + "' does not take input '" + t.name +
-                       "' as dynamic.json says: compile the model again");
+    if (it == by_name.end())
+      throw ModelError("bucket '" + m.bucket_folder(i) + "' has no input '" + t.name + "' (dynamic.json names it)" +
+                       fix);
+    if (std::count(index.begin(), index.end(), it->second))
+      throw ModelError("dynamic.json names input '" + t.name + "' twice" + fix);
+    check_tensor("input", t, model.input_types()[it->second]);
     index.push_back(it->second);
   }
   std::vector<std::pair<size_t, size_t>> dims;
-  for (size_t d = 0; d < m.dims.size(); ++d)
-    if (auto it = by_name.find("kiln.dim." + m.dims[d].name); it != by_name.end()) dims.push_back({it->second, d});
+  for (size_t d = 0; d < m.dims.size(); ++d) {
+    auto it = by_name.find("kiln.dim." + m.dims[d].name);
+    if (it == by_name.end()) continue;
+    const ir::TensorType &type = model.input_types()[it->second];
+    int64_t elements = 1;
+    for (int64_t extent : type.shape) elements *= extent;
+    if (type.dtype != ir::DType::kFloat32 || elements != 1)
+      throw ModelError("bucket '" + m.bucket_folder(i) + "' takes dimension '" + m.dims[d].name + "' as " +
+                       describe(type) + ", not one float32" + fix);
+    dims.push_back({it->second, d});
+  }
+  if (index.size() + dims.size() != model.input_names().size())
+    throw ModelError("bucket '" + m.bucket_folder(i) + "' has " + std::to_string(model.input_names().size()) +
+                     " inputs; dynamic.json accounts for " + std::to_string(index.size() + dims.size()) + fix);
   if (model.output_names().size() != m.outputs.size())
-    throw ModelError("bucket '" + m.bucket_folder(i) + "' has other outputs than dynamic.json says");
+    throw ModelError("bucket '" + m.bucket_folder(i) + "' has " + std::to_string(model.output_names().size()) +
+                     " outputs; dynamic.json lists " + std::to_string(m.outputs.size()) + fix);
+  for (size_t o = 0; o < m.outputs.size(); ++o) {
+    if (model.output_names()[o] != m.outputs[o].name)
+      throw ModelError("bucket '" + m.bucket_folder(i) + "''s output " + std::to_string(o) + " is '" +
+                       model.output_names()[o] + "'; dynamic.json says '" + m.outputs[o].name + "'" + fix);
+    check_tensor("output", m.outputs[o], model.output_types()[o]);
+  }
   impl_->input_index[i] = std::move(index);
   impl_->dim_inputs[i] = std::move(dims);
   slot.emplace(std::move(model));

@@ -18,6 +18,7 @@
 #include "ir/schedule/trace.h"
 #include "ops/workload.h"
 #include "support/c_identifier.h"
+#include "support/json_read.h"
 #include "target/target.h"
 #include "te/te.h"
 
@@ -169,9 +170,10 @@ void write_file(const std::string &path, const std::string &bytes) {
 }  // namespace
 
 ExportedKernel export_kernel(const ExportRequest &request) {
-  if (!request.symbol.empty() && !support::is_c_identifier(request.symbol))
-    throw ExportBadRequest("'" + request.symbol +
-                           "' is not a C identifier: name the kernel with letters, digits and _");
+  if (!request.symbol.empty()) {
+    if (std::string why = support::why_not_a_symbol_name(request.symbol); !why.empty())
+      throw ExportBadRequest("cannot name the kernel '" + request.symbol + "': " + why + "; choose another name");
+  }
   Target target;
   try {
     target = Target::parse(request.target);
@@ -182,7 +184,7 @@ ExportedKernel export_kernel(const ExportRequest &request) {
   std::string hash = request.workload;
   if (!hash.empty() && hash.front() == '{') {
     try {
-      hash = ops::Workload::from_json(nlohmann::json::parse(hash)).key_hash();
+      hash = ops::Workload::from_json(kiln::support::parse_json(hash)).key_hash();
     } catch (const std::exception &e) {
       throw ExportBadRequest(std::string("the workload JSON is not a Kiln workload: ") + e.what());
     }
@@ -198,12 +200,12 @@ ExportedKernel export_kernel(const ExportRequest &request) {
   std::vector<std::string> problems;
   for (db::Record &record : database->top_k(hash, target.str(), 8)) {
     try {
-      ops::Workload workload = ops::Workload::from_json(nlohmann::json::parse(record.workload.canonical_json));
+      ops::Workload workload = ops::Workload::from_json(kiln::support::parse_json(record.workload.canonical_json));
       ExportedKernel k;
       k.symbol = request.symbol.empty() ? default_symbol(workload.summary()) : request.symbol;
       ir::PrimFunc func = te::lower(workload.build_dag(), k.symbol);
       ir::PrimFunc scheduled =
-          ir::Schedule::replay(func, ir::Trace::from_json(nlohmann::json::parse(record.trace_json))).func();
+          ir::Schedule::replay(func, ir::Trace::from_json(kiln::support::parse_json(record.trace_json))).func();
       codegen::Compiler compiler;
       codegen::KernelObject object = compiler.build_object(scheduled, target, k.symbol);
       k.object = std::move(object.object);
@@ -214,7 +216,7 @@ ExportedKernel export_kernel(const ExportRequest &request) {
       k.record_id = record.id;
       k.exact_target = record.target == target.str();
       k.latency_seconds = record.confirmed_latency ? *record.confirmed_latency : record.mean_latency();
-      k.header = make_header(k, nlohmann::json::parse(object.info_json));
+      k.header = make_header(k, kiln::support::parse_json(object.info_json));
       return k;
     } catch (const ExportError &) {
       throw;

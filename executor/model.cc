@@ -17,7 +17,8 @@
 #include "codegen/runtime/abi.h"
 #include "executor/gpu_steps.h"
 #include "executor/memory_plan.h"
-#include "ir/json_checks.h"
+#include "support/json_checks.h"
+#include "support/json_read.h"
 #include "support/sha256.h"
 
 namespace kiln::executor {
@@ -87,7 +88,7 @@ namespace {
 void pack_constants(const std::vector<Buffer> &buffers, Step &step) {
   const char *text = static_cast<const char *>(dlsym(step.handle, KILN_INFO_SYMBOL));
   if (!text) throw ModelError(step.artifact + " is not a Kiln artifact (no " KILN_INFO_SYMBOL ")");
-  nlohmann::json info = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  nlohmann::json info = kiln::support::parse_json_or_discarded(text);
   if (info.is_discarded() || !info.contains("params") || info["params"].size() != step.args.size())
     throw ModelError(step.artifact + ": its " KILN_INFO_SYMBOL " does not match the model's step; compile it again");
   std::vector<void *> prepack_args;
@@ -176,7 +177,7 @@ Model Model::load(const std::string &dir) {
     throw ModelError("'" + dir + "' is not a compiled model (no model.json); make one with kiln compile");
   nlohmann::json m;
   try {
-    m = nlohmann::json::parse(manifest_file);
+    m = kiln::support::parse_json(manifest_file);
     if (!m.at("kiln_model").is_number_integer() || m.at("kiln_model").get<int64_t>() != kModelFormatVersion)
       throw ModelError("'" + dir + "' has model format " + m.at("kiln_model").dump() + "; this Kiln reads " +
                        std::to_string(kModelFormatVersion) + ": compile it again");
@@ -189,9 +190,9 @@ Model Model::load(const std::string &dir) {
     // Every number the loader reads as an integer must be one: converting 1e300 to
     // int64 is undefined behaviour, not an error.
     for (const char *field : {"arena_bytes", "unplanned_bytes", "values", "inputs", "outputs"})
-      ir::require_int64_numbers(m.at(field), std::string("'") + field + "'");
-    for (const nlohmann::json &s : m.at("steps")) ir::require_int64_numbers(s.at("args"), "a step's 'args'");
-    if (m.contains("index_inputs")) ir::require_int64_numbers(m.at("index_inputs"), "'index_inputs'");
+      support::require_int64_numbers(m.at(field), std::string("'") + field + "'");
+    for (const nlohmann::json &s : m.at("steps")) support::require_int64_numbers(s.at("args"), "a step's 'args'");
+    if (m.contains("index_inputs")) support::require_int64_numbers(m.at("index_inputs"), "'index_inputs'");
     impl->target = m.at("target").get<std::string>();
     impl->arena_bytes = m.at("arena_bytes").get<int64_t>();
     impl->unplanned_bytes = m.at("unplanned_bytes").get<int64_t>();

@@ -2,7 +2,9 @@
 
 #include <cerrno>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <map>
@@ -88,7 +90,7 @@ NpyHeader parse_header(const std::string &text, const std::string &path) {
 
 // Reads the .npy payload into `want`, converting the element type where that is safe.
 ir::HostTensor convert(const std::string &payload, const NpyHeader &h, const ir::TensorType &want,
-                       const std::string &path) {
+                       const std::string &path, std::vector<std::string> *warnings) {
   ir::HostTensor t(want.dtype, want.shape);
   const std::string native = npy_descr(want.dtype);
   int64_t n = t.size();
@@ -109,10 +111,22 @@ ir::HostTensor convert(const std::string &payload, const NpyHeader &h, const ir:
   }
   if (descr == "<f8" && ir::is_float(want.dtype)) {
     need(8);
+    int64_t overflowed = 0, first = -1;
+    double first_value = 0;
     for (int64_t i = 0; i < n; ++i) {
       double v;
       std::memcpy(&v, payload.data() + i * 8, 8);
       t.set(i, v);
+      if (std::isfinite(v) && !std::isfinite(t.get(i))) {
+        if (overflowed++ == 0) first = i, first_value = v;
+      }
+    }
+    if (overflowed && warnings) {
+      char value[32];
+      std::snprintf(value, sizeof value, "%.6g", first_value);
+      warnings->push_back("'" + path + "': " + std::to_string(overflowed) + " float64 value(s) beyond " +
+                          ir::dtype_name(want.dtype) + "'s range became infinite (element " + std::to_string(first) +
+                          ": " + value + ")");
     }
     return t;
   }
@@ -143,7 +157,8 @@ ir::HostTensor convert(const std::string &payload, const NpyHeader &h, const ir:
 namespace {
 
 // want.shape is empty and any_shape is set: the file's shape is taken.
-ir::HostTensor read_bytes(const std::string &bytes, ir::TensorType want, const std::string &path, bool any_shape) {
+ir::HostTensor read_bytes(const std::string &bytes, ir::TensorType want, const std::string &path, bool any_shape,
+                          std::vector<std::string> *warnings) {
   if (bytes.compare(0, kMagicBytes, kMagic, kMagicBytes) != 0) {
     if (any_shape)
       throw TensorFileError("'" + path +
@@ -152,7 +167,7 @@ ir::HostTensor read_bytes(const std::string &bytes, ir::TensorType want, const s
     ir::HostTensor t(want.dtype, want.shape);
     auto size = static_cast<int64_t>(t.size() * ir::dtype_bytes(want.dtype));
     if (static_cast<int64_t>(bytes.size()) != size)
-      throw TensorFileError("'" + path + "' holds " + std::to_string(bytes.size()) + " bytes; the input needs " +
+      throw TensorFileError("'" + path + "' holds " + std::to_string(bytes.size()) + " bytes; the tensor needs " +
                             std::to_string(size) + " (raw little-endian " + ir::dtype_name(want.dtype) + ", shape " +
                             shape_text(want.shape) + ") or a .npy file");
     std::memcpy(t.data(), bytes.data(), bytes.size());
@@ -176,31 +191,59 @@ ir::HostTensor read_bytes(const std::string &bytes, ir::TensorType want, const s
     throw TensorFileError("'" + path + "' is stored in Fortran order; save it C-ordered (np.ascontiguousarray)");
   if (any_shape) want.shape = h.shape;
   if (h.shape != want.shape)
-    throw TensorFileError("'" + path + "' has shape " + shape_text(h.shape) + "; the model's input is " +
+    throw TensorFileError("'" + path + "' has shape " + shape_text(h.shape) + "; the tensor it is read as has " +
                           shape_text(want.shape));
-  return convert(bytes.substr(header_start + header_bytes), h, want, path);
+  return convert(bytes.substr(header_start + header_bytes), h, want, path, warnings);
 }
 
-std::string read_file_bytes(const std::string &path) {
+// The largest file that can hold `elements` elements: a .npy header and 8 bytes each
+// (float64 and int64 convert). A longer file is refused before it is read whole: the
+// path may be /dev/zero.
+int64_t max_file_bytes(int64_t elements) { return 12 + int64_t{kMaxHeaderBytes} + 8 * elements; }
+
+std::string read_file_bytes(const std::string &path, int64_t max_bytes, const std::string &what_fits) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw TensorFileError("'" + path + "' is a directory; give a tensor file (.npy, or raw bytes)");
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw TensorFileError("cannot open '" + path + "'");
-  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad()) throw TensorFileError("cannot read '" + path + "'");
+  if (!in) throw TensorFileError("cannot open '" + path + "': " + std::strerror(errno));
+  std::string bytes;
+  std::vector<char> chunk(1 << 20);
+  while (in.read(chunk.data(), static_cast<std::streamsize>(chunk.size())) || in.gcount() > 0) {
+    bytes.append(chunk.data(), static_cast<size_t>(in.gcount()));
+    if (static_cast<int64_t>(bytes.size()) > max_bytes)
+      throw TensorFileError("'" + path + "' holds more than " + std::to_string(max_bytes) + " bytes, more than " +
+                            what_fits + " takes: is it the right file?");
+  }
+  if (in.bad()) throw TensorFileError("cannot read '" + path + "': " + std::strerror(errno));
   return bytes;
+}
+
+std::string type_text(const ir::TensorType &type) {
+  return std::string(ir::dtype_name(type.dtype)) + " " + shape_text(type.shape);
 }
 
 }  // namespace
 
-ir::HostTensor read_tensor_bytes(const std::string &bytes, const ir::TensorType &want, const std::string &path) {
-  return read_bytes(bytes, want, path, /*any_shape=*/false);
+ir::HostTensor read_tensor_bytes(const std::string &bytes, const ir::TensorType &want, const std::string &path,
+                                 std::vector<std::string> *warnings) {
+  return read_bytes(bytes, want, path, /*any_shape=*/false, warnings);
 }
 
-ir::HostTensor read_tensor_file(const std::string &path, const ir::TensorType &want) {
-  return read_tensor_bytes(read_file_bytes(path), want, path);
+ir::HostTensor read_tensor_file(const std::string &path, const ir::TensorType &want,
+                                std::vector<std::string> *warnings) {
+  int64_t elements = 1;
+  for (int64_t extent : want.shape) elements *= extent;
+  std::string bytes = read_file_bytes(path, max_file_bytes(elements), "a tensor of " + type_text(want));
+  return read_tensor_bytes(bytes, want, path, warnings);
 }
 
-ir::HostTensor read_npy_file(const std::string &path, ir::DType dtype) {
-  return read_bytes(read_file_bytes(path), {{}, dtype}, path, /*any_shape=*/true);
+ir::HostTensor read_npy_file(const std::string &path, ir::DType dtype, int64_t max_elements,
+                             std::vector<std::string> *warnings) {
+  std::string bytes = read_file_bytes(path, max_file_bytes(max_elements),
+                                      "a tensor of " + std::to_string(max_elements) + " " + ir::dtype_name(dtype) +
+                                          " elements (the largest the model takes)");
+  return read_bytes(bytes, {{}, dtype}, path, /*any_shape=*/true, warnings);
 }
 
 std::string npy_bytes(const ir::HostTensor &t) {

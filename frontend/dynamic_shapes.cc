@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "ops/registry.h"
+#include "support/json_read.h"
 #include "support/pieces.h"
 
 namespace kiln::frontend {
@@ -44,20 +45,21 @@ std::map<int64_t, double> read_weights(const std::string &source, const std::str
                                 "' is neither a list of values (8,16,128) nor a readable JSON file");
   nlohmann::json j;
   try {
-    in >> j;
+    j = kiln::support::parse_json(in);
   } catch (const nlohmann::json::exception &e) {
     throw std::invalid_argument(what + ": " + source + " is not valid JSON: " + e.what());
   }
   if (j.is_array()) {
     for (const nlohmann::json &v : j) {
       if (!v.is_number_integer() || v.get<int64_t>() < 1)
-        throw std::invalid_argument(what + ": " + source + " must list positive integers, found " + v.dump());
+        throw std::invalid_argument(what + ": " + source + " must list positive integers, found " +
+                                    kiln::support::json_excerpt(v));
       weights[v.get<int64_t>()] += 1.0;
     }
   } else if (j.is_object()) {
     for (const auto &[key, w] : j.items()) {
       if (!w.is_number() || w.get<double>() < 0)
-        throw std::invalid_argument(what + ": " + source + " maps '" + key + "' to " + w.dump() +
+        throw std::invalid_argument(what + ": " + source + " maps '" + key + "' to " + kiln::support::json_excerpt(w) +
                                     "; weights are non-negative numbers");
       weights[parse_count(key, what + " (" + source + ")")] += w.get<double>();
     }
@@ -357,6 +359,9 @@ DimRange parse_dim_range(const std::string &spec) {
     if (r.min > r.max) throw std::invalid_argument(what + ": the range's minimum is above its maximum");
   }
   if (r.max > (int64_t{1} << 20)) throw std::invalid_argument(what + ": values above 1048576 are not supported");
+  if (at != std::string::npos && samples.empty())
+    throw std::invalid_argument(what + ": nothing after '@': give the expected values (" + r.name +
+                                "=1..128@8,16,128) or a JSON file of value: weight pairs, or drop the '@'");
   if (!samples.empty()) {
     if (r.is_fixed()) throw std::invalid_argument(what + ": expected values (@...) belong to a range");
     r.weights = read_weights(samples, what);
@@ -367,6 +372,11 @@ DimRange parse_dim_range(const std::string &spec) {
     double total = 0;
     for (const auto &[v, w] : r.weights) total += w;
     if (total <= 0) throw std::invalid_argument(what + ": the expected values' weights add up to 0");
+    // Shares are weight / total: an infinite total would make every share 0 or NaN.
+    if (!std::isfinite(total))
+      throw std::invalid_argument(what +
+                                  ": the expected values' weights add up to more than a double holds; "
+                                  "scale them down (they are relative)");
   }
   return r;
 }
@@ -433,7 +443,23 @@ std::vector<double> bucket_probabilities(const DimRange &range, const std::vecto
 
 std::string dim_input_name(const std::string &symbol) { return "kiln.dim." + symbol; }
 
-SymbolicGraph find_symbolic_axes(const ImportAt &import_at, const std::vector<DimRange> &symbols) {
+SymbolicGraph find_symbolic_axes(const ImportAt &import_at_values, const std::vector<DimRange> &symbols) {
+  // A model that does not import at some value says which values it was imported at:
+  // the node alone does not tell the user which dimension to narrow or fix.
+  auto import_at = [&](const std::vector<int64_t> &values) {
+    try {
+      return import_at_values(values);
+    } catch (const DynamicShapeError &) {
+      throw;
+    } catch (const std::exception &e) {
+      std::string at;
+      for (size_t s = 0; s < symbols.size(); ++s)
+        at += (at.empty() ? "'" : ", '") + symbols[s].name + "' = " + std::to_string(values[s]);
+      throw DynamicShapeError("the model does not import at " + at + " (within --dim's range): " + e.what() +
+                              "; narrow the range (--dim NAME=MIN..MAX) to values the model takes, or fix the "
+                              "dimension (--dim NAME=VALUE)");
+    }
+  };
   std::vector<int64_t> top_values;
   for (const DimRange &r : symbols) top_values.push_back(r.max);
   Graph top = import_at(top_values);

@@ -3,6 +3,7 @@
 #include <stdexcept>
 
 #include "frontend/passes.h"
+#include "support/json_read.h"
 
 namespace kiln::frontend {
 
@@ -19,7 +20,8 @@ nlohmann::json PipelineOptions::to_json() const {
 }
 
 PipelineOptions PipelineOptions::from_json(const nlohmann::json &j) {
-  if (!j.is_object()) throw std::invalid_argument("pipeline options must be a JSON object, got " + j.dump());
+  if (!j.is_object())
+    throw std::invalid_argument("pipeline options must be a JSON object, got " + support::json_excerpt(j));
   PipelineOptions o;
   for (const auto &[key, value] : j.items()) {
     if (key == "layout" && value.is_string())
@@ -29,7 +31,7 @@ PipelineOptions PipelineOptions::from_json(const nlohmann::json &j) {
     else if (key == "layout_rewrite" && value.is_boolean())
       o.layout_rewrite = value.get<bool>();
     else
-      throw std::invalid_argument("pipeline option '" + key + "': " + value.dump() +
+      throw std::invalid_argument("pipeline option '" + key + "': " + support::json_excerpt(value) +
                                   " is not an option this Kiln knows or has the wrong type");
   }
   return o;

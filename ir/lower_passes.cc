@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "ir/functor.h"
@@ -122,11 +123,55 @@ RemapBuffer rebase(const Buffer &from, const Buffer &to, const std::vector<Expr>
   });
 }
 
+// For each buffer the blocks that read or write it (program order), and for each block
+// the loops above it (outermost first), from one walk of a program: asked buffer by
+// buffer, each question walked the whole program, quadratic in its stages (a workload
+// of thousands of operators took minutes to compile).
+struct BufferUsers {
+  std::unordered_map<const BufferNode *, std::vector<const BlockNode *>> users;
+  std::unordered_map<const BlockNode *, std::vector<Stmt>> loops_above;
+
+  explicit BufferUsers(const PrimFunc &f) {
+    std::vector<Stmt> enclosing;
+    record_loops(f.body, enclosing);
+    for (const BlockNode *b : sched::all_blocks(f)) {
+      std::vector<const BufferNode *> seen;
+      auto add = [&](const std::vector<sched::Access> &accesses) {
+        for (const sched::Access &a : accesses) {
+          if (std::find(seen.begin(), seen.end(), a.buffer.get()) != seen.end()) continue;
+          seen.push_back(a.buffer.get());
+          users[a.buffer.get()].push_back(b);
+        }
+      };
+      add(sched::block_reads(b));
+      add(sched::block_writes(b));
+    }
+  }
+
+ private:
+  void record_loops(const Stmt &s, std::vector<Stmt> &enclosing) {
+    if (const auto *l = s.as<ForNode>()) {
+      enclosing.push_back(s);
+      record_loops(l->body, enclosing);
+      enclosing.pop_back();
+    } else if (const auto *b = s.as<BlockNode>()) {
+      loops_above.emplace(b, enclosing);
+      if (b->init.defined()) record_loops(b->init, enclosing);
+      record_loops(b->body, enclosing);
+    } else if (const auto *q = s.as<SeqNode>()) {
+      for (const Stmt &c : q->stmts) record_loops(c, enclosing);
+    } else if (const auto *i = s.as<IfThenElseNode>()) {
+      record_loops(i->then_case, enclosing);
+      if (i->else_case.defined()) record_loops(i->else_case, enclosing);
+    }
+  }
+};
+
 // The deepest loop enclosing every given block; nullptr when only the root does.
-const ForNode *common_loop(const PrimFunc &f, const std::vector<const BlockNode *> &blocks) {
+const ForNode *common_loop(const BufferUsers &index, const std::vector<const BlockNode *> &blocks) {
   std::vector<Stmt> common;
   for (size_t i = 0; i < blocks.size(); ++i) {
-    std::vector<Stmt> loops = sched::loops_above(f, blocks[i]);
+    const std::vector<Stmt> &loops = index.loops_above.at(blocks[i]);
     if (i == 0) {
       common = loops;
       continue;
@@ -406,12 +451,13 @@ bool filled_exactly(const PrimFunc &f, const Buffer &buffer, const std::vector<c
 
 PrimFunc compact_buffers(const PrimFunc &f) {
   PrimFunc g = f;
+  std::optional<BufferUsers> index;  // of g; made again after g changes
   for (const Buffer &buf : f.root()->alloc_buffers) {
-    std::vector<const BlockNode *> users;
-    for (const BlockNode *b : sched::all_blocks(g))
-      if (sched::reads_buffer(b, buf.get()) || sched::writes_buffer(b, buf.get())) users.push_back(b);
-    if (users.empty()) continue;
-    const ForNode *loop = common_loop(g, users);
+    if (!index) index.emplace(g);
+    auto found = index->users.find(buf.get());
+    if (found == index->users.end()) continue;
+    const std::vector<const BlockNode *> users = found->second;
+    const ForNode *loop = common_loop(*index, users);
     if (!loop || reduction_spans_loop(g, buf, users, loop)) continue;
     std::optional<sched::Region> bounded =
         sched::bounded_region_under_loop(g, buf, users, loop, /*reads=*/true, /*writes=*/true);
@@ -433,6 +479,7 @@ PrimFunc compact_buffers(const PrimFunc &f) {
     g = sched::remove_root_alloc(
         sched::with_body(g, sched::replace_stmt(g.body, sched::find_loop(g, loop->loop_var.get()).get(), new_loop)),
         buf);
+    index.reset();
   }
   return sched::simplify_func(g);
 }

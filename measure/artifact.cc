@@ -1,4 +1,5 @@
 #include "measure/artifact.h"
+#include "support/json_read.h"
 
 #include <dlfcn.h>
 
@@ -94,7 +95,7 @@ LoadedArtifact load_artifact(const std::string &path) {
   if (info == nullptr) {
     throw std::runtime_error("artifact " + path + " does not export " KILN_INFO_SYMBOL);
   }
-  nlohmann::json parsed = nlohmann::json::parse(info, nullptr, /*allow_exceptions=*/false);
+  nlohmann::json parsed = kiln::support::parse_json_or_discarded(info);
   if (parsed.is_discarded()) {
     throw std::runtime_error("artifact " + path + ": " KILN_INFO_SYMBOL " is not valid JSON");
   }

@@ -38,7 +38,7 @@ void limit_address_space(int64_t extra_bytes) {
   setrlimit(RLIMIT_AS, &as);
 }
 
-static void apply_limits(const ChildLimits &limits) {
+static void apply_limits(const ChildLimits &limits, int report_socket) {
   // A crashing candidate must not spend seconds writing a core file.
   rlimit no_core{0, 0};
   setrlimit(RLIMIT_CORE, &no_core);
@@ -48,7 +48,7 @@ static void apply_limits(const ChildLimits &limits) {
     // and the cached reference) so the limit means the same in every process.
     limit_address_space(limits.memory_limit_bytes);
   }
-  enter_sandbox(limits.sandbox);
+  enter_sandbox(limits.sandbox, report_socket);
   if (limits.num_threads > 0) {
     // Looked up rather than linked so this file does not depend on the runtime's
     // presence; the runner makes sure libkiln_runtime is loaded globally.
@@ -81,7 +81,7 @@ static std::string openable(const std::string &path, const ChildLimits &limits) 
 
 void reference_job(int socket, const std::string &path, uint64_t seed, const ChildLimits &limits) {
   const std::string artifact_path = openable(path, limits);
-  apply_limits(limits);
+  apply_limits(limits, socket);
   send_phase(socket, "loading");
   LoadedArtifact artifact;
   try {
@@ -90,6 +90,7 @@ void reference_job(int socket, const std::string &path, uint64_t seed, const Chi
     send_result(socket, ErrorKind::kLoadError, e.what());
     return;
   }
+  restrict_to_running();
   send_phase(socket, "running");
   std::vector<AlignedBuffer> buffers = make_random_buffers(artifact.params, seed, kCheckStream);
   std::vector<void *> args = entry_args(buffers);
@@ -126,7 +127,7 @@ static std::vector<MemorySpan> memory_spans(const std::vector<AlignedBuffer> &bu
 void candidate_job(int socket, const RunInput &input, const ReferenceOutputs *reference, const ChildLimits &limits,
                    CandidateTiming mode) {
   const std::string artifact_path = openable(input.artifact_path, limits);
-  apply_limits(limits);
+  apply_limits(limits, socket);
   send_phase(socket, "loading");
   LoadedArtifact artifact;
   try {
@@ -135,6 +136,7 @@ void candidate_job(int socket, const RunInput &input, const ReferenceOutputs *re
     send_result(socket, ErrorKind::kLoadError, e.what());
     return;
   }
+  restrict_to_running();
 
   // The checked call's buffers are timed too when there is a check: inputs the check found
   // unchanged, constants already packed. Filling and packing a second set (a 9 MB weight
@@ -190,7 +192,7 @@ void interleaved_timing_job(int socket, const std::vector<InterleavedCandidate> 
                             const ChildLimits &limits) {
   std::vector<std::string> artifact_paths;
   for (const InterleavedCandidate &c : candidates) artifact_paths.push_back(openable(c.artifact_path, limits));
-  apply_limits(limits);
+  apply_limits(limits, socket);
   struct Loaded {
     LoadedArtifact artifact;
     std::vector<AlignedBuffer> packed;
@@ -207,6 +209,8 @@ void interleaved_timing_job(int socket, const std::vector<InterleavedCandidate> 
   std::map<std::string, std::vector<AlignedBuffer>> buffers;
   bool flush_cache = false;
   bool flush_args = false;
+  // Every artifact loaded before any of their code runs: then the system calls narrow
+  // to what running needs (sandbox.h).
   for (size_t i = 0; i < candidates.size(); ++i) {
     send_json(socket, {{"phase", "loading"}, {"candidate", i}});
     try {
@@ -214,8 +218,11 @@ void interleaved_timing_job(int socket, const std::vector<InterleavedCandidate> 
     } catch (const std::exception &e) {
       loaded[i].failed = true;
       fail(i, ErrorKind::kLoadError, e.what());
-      continue;
     }
+  }
+  restrict_to_running();
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    if (loaded[i].failed) continue;
     std::string key = params_to_json(loaded[i].artifact.params).dump() + '/' + std::to_string(candidates[i].input_seed);
     auto [it, fresh] = buffers.try_emplace(key);
     if (fresh) it->second = make_random_buffers(loaded[i].artifact.params, candidates[i].input_seed, kTimingStream);

@@ -16,6 +16,7 @@
 #include "measure/artifact.h"
 #include "measure/subprocess.h"
 #include "measure/tensor_data.h"
+#include "support/json_read.h"
 
 namespace kiln::measure {
 
@@ -140,7 +141,7 @@ std::string CudaRunner::probe() const {
 std::string CudaRunner::why_not(const Target &target, std::string *device_name) const {
   std::string arch, device;
   try {
-    nlohmann::json probed = nlohmann::json::parse(probe());
+    nlohmann::json probed = kiln::support::parse_json(probe());
     arch = probed.at("arch").get<std::string>();
     device = probed.at("device").get<std::string>();
   } catch (const std::exception &e) {
@@ -207,7 +208,7 @@ RunResult CudaRunner::run_one(const RunInput &input) {
   if (std::optional<RunResult> bad = classify(run, "the candidate")) return *bad;
   RunResult result;
   try {
-    nlohmann::json j = nlohmann::json::parse(run.stdout_text);
+    nlohmann::json j = kiln::support::parse_json(run.stdout_text);
     result.repeat_seconds = j.at("seconds").get<std::vector<double>>();
     result.number = j.at("number").get<int64_t>();
   } catch (const std::exception &e) {

@@ -21,6 +21,7 @@
 
 #include "codegen/cuda.h"
 #include "measure/subprocess.h"
+#include "support/json_read.h"
 
 namespace kiln::measure {
 
@@ -263,7 +264,7 @@ BuildResult LocalBuilderPool::build_one(codegen::Compiler &compiler, const Build
                        detail::format_seconds(options_.build_timeout_seconds) + " build timeout and was killed";
       return result;
     }
-    if (!run.frames.empty()) report = nlohmann::json::parse(run.frames.back(), nullptr, false);
+    if (!run.frames.empty()) report = kiln::support::parse_json_or_discarded(run.frames.back());
     if (!report.is_object()) {
       remove_quietly(temp);
       result.error = ErrorKind::kBuildError;

@@ -15,6 +15,7 @@
 #include "measure/runner_server.h"
 #include "measure/subprocess.h"
 #include "measure/wire_format.h"
+#include "support/json_read.h"
 
 namespace kiln::measure {
 
@@ -227,7 +228,7 @@ RunResult LocalRunner::run_locked(const RunInput &input) {
   std::optional<std::string> reply = request(detail::to_json(input).dump(), 2 * options_.run_timeout_seconds + 30,
                                              input.artifact_path, &failure.message);
   if (!reply) return failure;
-  return detail::run_result_from_json(nlohmann::json::parse(*reply));
+  return detail::run_result_from_json(kiln::support::parse_json(*reply));
 }
 
 std::vector<RunResult> LocalRunner::run_batch_locked(const std::vector<RunInput> &batch) {
@@ -240,7 +241,7 @@ std::vector<RunResult> LocalRunner::run_batch_locked(const std::vector<RunInput>
   std::optional<std::string> reply =
       request(frame.dump(), timeout, "a batch of " + std::to_string(batch.size()) + " candidates", &failure.message);
   if (!reply) return std::vector<RunResult>(batch.size(), failure);
-  nlohmann::json j = nlohmann::json::parse(*reply);
+  nlohmann::json j = kiln::support::parse_json(*reply);
   std::vector<RunResult> results;
   if (!j.contains("results") || j["results"].size() != batch.size()) {
     // The server refused the batch as a whole: that reason for every candidate.

@@ -14,6 +14,7 @@
 #include "measure/candidate_job.h"
 #include "measure/subprocess.h"
 #include "measure/wire_format.h"
+#include "support/json_read.h"
 
 namespace kiln::measure::detail {
 
@@ -30,7 +31,7 @@ struct ChildReport {
 ChildReport read_report(const ChildRun &run) {
   ChildReport report;
   for (size_t i = 0; i < run.frames.size(); ++i) {
-    nlohmann::json j = nlohmann::json::parse(run.frames[i], nullptr, /*allow_exceptions=*/false);
+    nlohmann::json j = kiln::support::parse_json_or_discarded(run.frames[i]);
     if (!j.is_object()) continue;
     if (j.contains("phase")) report.phase = j["phase"].get<std::string>();
     if (j.contains("result")) report.result = j["result"];
@@ -63,6 +64,13 @@ RunResult classify_abnormal_end(const ChildRun &run, const ChildReport &report, 
     return result;
   }
   result.error = ErrorKind::kRuntimeError;
+  if (run.exit.exit_code == kChildSyscallRefused || run.exit.signal == SIGSYS) {
+    result.message = who + " was stopped by the runner's system-call filter after " + format_seconds(run.exit.seconds) +
+                     phase_words(report.phase) +
+                     ": it made a system call no kernel needs (a kernel uses memory, threads and the clock; "
+                     "measure/README.md lists what is allowed)";
+    return result;
+  }
   if (run.exit.signal != 0) {
     result.message = who + " crashed with " + signal_name(run.exit.signal) + " after " +
                      format_seconds(run.exit.seconds) + phase_words(report.phase);
@@ -156,7 +164,7 @@ class Server {
         return v.is_number_unsigned() && v.get<size_t>() < pending.size() ? v.get<size_t>() : kNobody;
       };
       for (const std::string &frame : shared.frames) {
-        nlohmann::json j = nlohmann::json::parse(frame, nullptr, /*allow_exceptions=*/false);
+        nlohmann::json j = kiln::support::parse_json_or_discarded(frame);
         if (!j.is_object()) continue;
         if (j.contains("done")) done = true;
         if (j.contains("failed")) {
@@ -294,7 +302,7 @@ void serve(int socket, const ServerOptions &options) {
     if (read_frame(socket, request, Clock::time_point::max()) != ReadStatus::kOk) return;
     nlohmann::json reply;
     try {
-      nlohmann::json j = nlohmann::json::parse(request);
+      nlohmann::json j = kiln::support::parse_json(request);
       if (j.contains("batch")) {
         std::vector<RunInput> inputs;
         for (const nlohmann::json &input : j.at("batch")) inputs.push_back(run_input_from_json(input));

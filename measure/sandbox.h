@@ -26,12 +26,24 @@ struct SandboxReport {
   bool user_dropped = false;  ///< runs as nobody (the runner was root)
   bool files_hidden = false;
   bool read_only_root = false;  ///< the root file system mounted read-only for the kernel
+  /// System calls limited to an allow-list (seccomp): loading an artifact may open and
+  /// map files; once loaded (restrict_to_running), a kernel may use memory, threads, the
+  /// clock and the child's socket only. A call outside the list stops the child
+  /// (kChildSyscallRefused, its result frame naming the call).
+  bool syscalls_filtered = false;
   std::vector<std::string> not_done;
   std::string summary() const;
 };
 
-/// In the candidate's child, before its artifact is opened. Never throws.
-SandboxReport enter_sandbox(const SandboxOptions &options);
+/// In the candidate's child, before its artifact is opened. Never throws. A call the
+/// system-call filter refuses is reported as a result frame on `report_socket` (when
+/// given) before the child exits.
+SandboxReport enter_sandbox(const SandboxOptions &options, int report_socket = -1);
+
+/// In a sandboxed child once every artifact it runs is loaded: narrows the system-call
+/// allow-list to what running a kernel needs (no more files opened, no signal handlers
+/// replaced). Does nothing where enter_sandbox installed no filter. Never throws.
+void restrict_to_running();
 
 /// A path to `path` that keeps working after enter_sandbox, which may take the right to
 /// open it away: the file opened now, reached as /proc/self/fd/N. `path` itself when it

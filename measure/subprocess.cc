@@ -190,15 +190,4 @@ std::string format_seconds(double seconds) {
   return text;
 }
 
-std::string format_bytes(int64_t bytes) {
-  char text[32];
-  double mib = static_cast<double>(bytes) / (1024.0 * 1024.0);
-  if (mib >= 1024) {
-    std::snprintf(text, sizeof text, "%.3g GiB", mib / 1024);
-  } else {
-    std::snprintf(text, sizeof text, "%.3g MiB", mib);
-  }
-  return text;
-}
-
 }  // namespace kiln::measure::detail

@@ -12,6 +12,8 @@
 
 #include <sys/types.h>
 
+#include "support/format_bytes.h"
+
 namespace kiln::measure::detail {
 
 using Clock = std::chrono::steady_clock;
@@ -51,13 +53,15 @@ ChildRun run_in_child(const std::function<void(int socket)> &body, double timeou
 /// buffers under the memory limit), or any other exception.
 constexpr int kChildOutOfMemory = 122;
 constexpr int kChildFailed = 121;
+/// How a candidate stopped by the sandbox's system-call filter exits (SandboxReport::
+/// syscalls_filtered): it made a system call no kernel needs.
+constexpr int kChildSyscallRefused = 123;
 
 /// "SIGSEGV", "SIGKILL", ... or "signal 42".
 std::string signal_name(int signal);
 /// "0.02 s", "1.3 s", "12 s".
 std::string format_seconds(double seconds);
-/// "512 MiB", "3.5 GiB".
-std::string format_bytes(int64_t bytes);
+using support::format_bytes;  // "512 MiB", "3.5 GiB"
 
 /// Caps this process's address space (RLIMIT_AS, which also covers mmap'd memory) at
 /// what it maps now plus `extra_bytes`: the limit then means the same in every process.

@@ -54,7 +54,8 @@ te::Tensor clip(const std::vector<te::Tensor> &in, const json &attrs) {
   if (lo > hi) fail("clip", "min (" + std::to_string(lo) + ") is greater than max (" + std::to_string(hi) + ")");
   const DType t = in[0].dtype();
   return elementwise("clip", in[0], Domain::kNumeric, [&](const Expr &x) {
-    return ir::make_min(ir::make_max(x, clip_bound(lo, t)), clip_bound(hi, t));
+    // The bound first: max(a, b) is a > b ? a : b, so NaN in x stays NaN (ONNX Clip).
+    return ir::make_min(clip_bound(hi, t), ir::make_max(clip_bound(lo, t), x));
   });
 }
 
@@ -96,8 +97,10 @@ te::Tensor logical_not(const std::vector<te::Tensor> &in, const json &) {
 
 std::vector<OpDef> unary_ops() {
   std::vector<OpDef> ops;
-  ops.push_back(unary("relu", "max(x, 0) (ONNX Relu).", Domain::kNumeric,
-                      [](const Expr &x) { return ir::make_max(x, Expr(0)); }));
+  // max(0, x), not max(x, 0): max(a, b) is a > b ? a : b, so NaN stays NaN (ONNX Relu),
+  // and it is still one vmaxps / fmax.
+  ops.push_back(unary("relu", "max(x, 0) (ONNX Relu; NaN stays NaN).", Domain::kNumeric,
+                      [](const Expr &x) { return ir::make_max(ir::make_const(x.dtype(), 0), x); }));
   const double flt_max = std::numeric_limits<float>::max();
   ops.push_back(OpDef{"cast",
                       "Each element converted to dtype (ONNX Cast of a computed tensor; float to integer "

@@ -1,6 +1,6 @@
 #include "ops/workload.h"
 
-#include "ir/json_checks.h"
+#include "support/json_checks.h"
 
 #include <sstream>
 #include <stdexcept>
@@ -62,9 +62,9 @@ std::string Workload::summary() const {
 Workload Workload::from_json(const json &j) {
   try {
     if (!j.is_object()) throw std::invalid_argument("a workload is a JSON object");
-    require_max_depth(j, "a workload");
-    if (j.contains("kiln_workload")) require_int64_numbers(j.at("kiln_workload"), "\"kiln_workload\"");
-    if (j.contains("inputs")) require_int64_numbers(j.at("inputs"), "the inputs' shapes");
+    support::require_max_depth(j, "a workload");
+    if (j.contains("kiln_workload")) support::require_int64_numbers(j.at("kiln_workload"), "\"kiln_workload\"");
+    if (j.contains("inputs")) support::require_int64_numbers(j.at("inputs"), "the inputs' shapes");
     int version = j.value("kiln_workload", kFormatVersion);
     if (version != kFormatVersion)
       throw std::invalid_argument("workload format version " + std::to_string(version) +

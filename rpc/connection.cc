@@ -216,7 +216,14 @@ std::unique_ptr<grpc::ClientContext> make_context(const ClientOptions &options, 
 
 grpc::Status check_role(const grpc::ServerContextBase &context, const RoleTokens &tokens, std::optional<Role> role) {
   auto name = [](Role r) { return r == Role::kSubmitter ? "submitter" : "runner"; };
-  if (role ? tokens.of(*role).empty() : tokens.submitter.empty() || tokens.runner.empty()) return grpc::Status::OK;
+  if (tokens.submitter.empty() && tokens.runner.empty()) return grpc::Status::OK;
+  // A server holding one role's token only is refused at start; should one run anyway,
+  // its open role admits nobody rather than everybody.
+  if (role && tokens.of(*role).empty()) {
+    return grpc::Status(grpc::PERMISSION_DENIED, std::string("this server has no ") + name(*role) +
+                                                     " token configured, so it accepts no " + name(*role) +
+                                                     ": restart it with a token for each role");
+  }
   const auto &metadata = context.client_metadata();
   auto it = metadata.find("authorization");
   if (it == metadata.end()) {

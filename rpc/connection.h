@@ -80,8 +80,9 @@ std::unique_ptr<grpc::ClientContext> make_context(const ClientOptions &options, 
 /// cannot pose as a board.
 enum class Role { kSubmitter, kRunner };
 
-/// The token each role must present; an empty one: that role needs none (loopback, or
-/// --insecure). The same token for both is one token for everything.
+/// The token each role must present; both empty: no token needed (loopback, or
+/// --insecure); one empty alone: nobody is admitted to that role. The same token for
+/// both is one token for everything.
 struct RoleTokens {
   std::string submitter, runner;
   const std::string &of(Role role) const { return role == Role::kSubmitter ? submitter : runner; }

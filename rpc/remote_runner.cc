@@ -26,12 +26,14 @@ measure::ErrorKind error_kind_of(v1::ResultCode code) {
     case v1::OK:
       return measure::ErrorKind::kNone;
     case v1::LOAD_ERROR:
-    case v1::ARTIFACT_REJECTED:
       return measure::ErrorKind::kLoadError;
     case v1::RUN_TIMEOUT:
       return measure::ErrorKind::kRunTimeout;
     case v1::WRONG_RESULT:
       return measure::ErrorKind::kWrongResult;
+    // The tracker or runner refused the artifact (another target, a missing blob, a
+    // digest mismatch): the measurement failed, not the program.
+    case v1::ARTIFACT_REJECTED:
     case v1::RUNNER_LOST:
     case v1::INTERNAL:
     case v1::CANCELLED:
@@ -222,6 +224,11 @@ std::vector<measure::RunResult> RemoteRunner::run(const std::vector<measure::Run
     stub_->Cancel(context.get(), cancel, &ignored);
     throw;
   }
+  // Every job refused: the batch can never run there (the key's runners are another
+  // target or ABI); stop with the tracker's reason rather than record the programs failed.
+  if (!done.empty() && std::all_of(done.begin(), done.end(),
+                                   [](const auto &entry) { return entry.second.code() == v1::ARTIFACT_REJECTED; }))
+    throw std::runtime_error("the tracker refused every job of the batch: " + done.begin()->second.message());
   for (const auto &[job_id, result] : done) {
     if (result.code() == v1::NO_RUNNER) {
       throw std::runtime_error("no runner measured the batch: " + result.message());
@@ -334,6 +341,23 @@ void RemoteRunner::wait_for_results(const std::vector<v1::JobSpec> &jobs, const 
       });
     }
   }
+}
+
+void check_key_serves_target(const ClientOptions &tracker, const std::string &key, const std::string &target) {
+  auto stub = v1::Tracker::NewStub(make_channel(tracker));
+  v1::GetTargetRequest request;
+  request.set_key(key);
+  auto context = make_context(tracker, 30);
+  v1::GetTargetResponse response;
+  grpc::Status status = stub->GetTarget(context.get(), request, &response);
+  if (!status.ok())
+    throw std::runtime_error("cannot ask the tracker at " + tracker.address + " for the target of key '" + key +
+                             "': " + describe(status));
+  if (response.runners() == 0 || response.target().empty() || response.target() == target) return;
+  throw std::runtime_error("the runners of key '" + key + "' at " + tracker.address + " measure '" + response.target() +
+                           "', not '" + target +
+                           "': omit --target to tune for the key's runners, or send the job to a key whose runners "
+                           "are that device");
 }
 
 std::string remote_target(const ClientOptions &tracker, const std::string &key) {

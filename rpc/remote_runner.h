@@ -98,4 +98,10 @@ class RemoteRunner : public measure::Runner {
 /// reached or has no runner of the key.
 std::string remote_target(const ClientOptions &tracker, const std::string &key);
 
+/// Throws std::runtime_error, saying which target they measure, when the key's runners
+/// at the tracker are of another target than `target` (canonical); returns when they are
+/// of it or none is connected yet (jobs then wait for one). Jobs for another target would
+/// be refused by the tracker one batch at a time.
+void check_key_serves_target(const ClientOptions &tracker, const std::string &key, const std::string &target);
+
 }  // namespace kiln::rpc

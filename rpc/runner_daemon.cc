@@ -84,6 +84,34 @@ void interruptible_sleep(double seconds, const std::atomic<bool> &stop) {
   }
 }
 
+// Cancels the call of `context` as soon as `stop` is set, for as long as it lives: an
+// idle runner's long poll would otherwise hold SIGTERM for the whole wait.
+class CancelOnStop {
+ public:
+  CancelOnStop(grpc::ClientContext &context, const std::atomic<bool> &stop)
+      : watcher_([this, &context, &stop] {
+          std::unique_lock<std::mutex> lock(mutex_);
+          while (!finished_ && !stop) changed_.wait_for(lock, std::chrono::milliseconds(50));
+          if (!finished_) context.TryCancel();
+        }) {}
+  CancelOnStop(const CancelOnStop &) = delete;
+  CancelOnStop &operator=(const CancelOnStop &) = delete;
+  ~CancelOnStop() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      finished_ = true;
+    }
+    changed_.notify_all();
+    watcher_.join();
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  bool finished_ = false;
+  std::thread watcher_;  // last: started once the members it reads exist
+};
+
 }  // namespace
 
 v1::DeviceFacts host_device_facts(const std::string &target) {
@@ -154,7 +182,12 @@ int64_t RunnerDaemon::run(const std::atomic<bool> &stop) {
     v1::RunnerPollRequest request = poll_request(options_.poll_wait_seconds, 0);
     v1::RunnerPollResponse response;
     auto context = make_context(options_.tracker, options_.poll_wait_seconds + kCallTimeoutSeconds);
-    grpc::Status status = stub_->RunnerPoll(context.get(), request, &response);
+    grpc::Status status;
+    {
+      CancelOnStop cancel_on_stop(*context, stop);
+      status = stub_->RunnerPoll(context.get(), request, &response);
+    }
+    if (stop && !status.ok()) break;  // cancelled by the stop, or failing as it came
     if (!status.ok()) {
       if (status.error_code() == grpc::UNAUTHENTICATED || status.error_code() == grpc::PERMISSION_DENIED ||
           status.error_code() == grpc::FAILED_PRECONDITION) {

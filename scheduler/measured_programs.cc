@@ -10,6 +10,7 @@
 #include "database/jsonl.h"
 #include "ir/schedule/schedule.h"
 #include "ops/workload.h"
+#include "support/json_read.h"
 #include "te/te.h"
 
 namespace kiln::scheduler {
@@ -61,7 +62,8 @@ MeasuredPrograms load_measured_programs(db::Database &database, const std::strin
     size_t keep = options.max_per_task == 0 ? records.size() : std::min(records.size(), options.max_per_task);
     ir::PrimFunc unscheduled;
     try {
-      ops::Workload w = ops::Workload::from_json(nlohmann::json::parse(records.front().second.workload.canonical_json));
+      ops::Workload w =
+          ops::Workload::from_json(kiln::support::parse_json(records.front().second.workload.canonical_json));
       unscheduled = te::lower(w.build_dag(), w.ops.size() == 1 ? w.ops[0].op : "fused");
       out.summaries[hash] = w.summary();
     } catch (const std::exception &e) {

@@ -1,8 +1,11 @@
 #include "scheduler/report.h"
 
+#include <unistd.h>
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
@@ -268,6 +271,20 @@ std::string progress_table(const SchedulerProgress &p, const ReportBudget &budge
     out << line;
   }
   return out.str();
+}
+
+void check_report_folder(const std::filesystem::path &dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) throw std::runtime_error("cannot create the report folder " + dir.string() + ": " + ec.message());
+  const std::filesystem::path probe = dir / (".kiln-report-check-" + std::to_string(getpid()));
+  std::ofstream out(probe);
+  out << "kiln\n";
+  out.close();
+  const bool written = static_cast<bool>(out);
+  const std::string why = std::strerror(errno);
+  std::filesystem::remove(probe, ec);
+  if (!written) throw std::runtime_error("cannot write in the report folder " + dir.string() + ": " + why);
 }
 
 std::filesystem::path write_html_report(const std::filesystem::path &dir, const SchedulerResult &result,

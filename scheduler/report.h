@@ -53,6 +53,11 @@ struct ReportContext {
 /// task's best latency over trials (small charts, largest share first), the task table
 /// in the same order, and where the time went. Creates DIR; throws std::runtime_error when it cannot write.
 /// Returns the page's path.
+/// Creates DIR and checks that a file can be written in it (and removed), so that a job
+/// learns before it starts, not after, that its report cannot be written. Throws
+/// std::runtime_error saying why.
+void check_report_folder(const std::filesystem::path &dir);
+
 std::filesystem::path write_html_report(const std::filesystem::path &dir, const SchedulerResult &result,
                                         const ReportContext &context);
 

@@ -12,6 +12,8 @@
 #include "scheduler/measured_programs.h"
 #include "search/space.h"
 #include "support/clock.h"
+#include "support/format_bytes.h"
+#include "support/json_read.h"
 #include "te/flops.h"
 #include "te/te.h"
 
@@ -73,6 +75,8 @@ TaskTuner::TaskTuner(ops::Workload workload, Target target, TuneOptions options,
   if (target_.is_cuda()) gpu_limits_ = gpu_limits_of(target_);
   te::ComputeDAG dag = workload_.build_dag();
   func_ = te::lower(dag, workload_.ops.size() == 1 ? workload_.ops[0].op : "fused");
+  // Before anything whose work grows with the extents (the search space's sampling).
+  refuse_buffers_over_the_memory_limit();
   flops_ = te::estimate_flops(dag);
   std::string shapes;
   for (const ir::TensorType &t : workload_.inputs) {
@@ -108,7 +112,7 @@ void TaskTuner::resume_from_database() {
     ir::Trace full;
     ir::PrimFunc program;
     try {
-      full = ir::Trace::from_json(nlohmann::json::parse(r.trace_json));
+      full = ir::Trace::from_json(kiln::support::parse_json(r.trace_json));
       program = ir::Schedule::replay(func_, full).func();
     } catch (const std::exception &) {
       continue;  // a record this Kiln cannot replay: not ours to resume
@@ -170,21 +174,14 @@ void TaskTuner::refuse_buffers_over_the_memory_limit() const {
                __builtin_add_overflow(total, bytes, &total);
   }
   if (!overflow && total <= limit) return;
-  auto gib = [](double bytes) {
-    char text[32];
-    std::snprintf(text, sizeof text, "%.1f GiB", bytes / double(int64_t{1} << 30));
-    return std::string(text);
-  };
-  throw std::runtime_error(workload_.summary() + " needs " +
-                           (overflow ? std::string("more than 8 EiB") : gib(static_cast<double>(total))) +
-                           " for its inputs and outputs alone, more than one run may add on this runner (" +
-                           gib(static_cast<double>(limit)) +
-                           "); give a smaller shape, or raise --memory-limit-mb if the machine has the memory");
+  throw std::runtime_error(
+      workload_.summary() + " needs " + (overflow ? std::string("more than 8 EiB") : support::format_bytes(total)) +
+      " for its inputs and outputs alone, more than one run may add on this runner (" + support::format_bytes(limit) +
+      "); give a smaller shape, or raise --memory-limit-mb if the machine has the memory");
 }
 
 void TaskTuner::prepare() {
   start_ = support::now_seconds();
-  refuse_buffers_over_the_memory_limit();
   if (options_.warm_start) warm_start_from_other_tasks();
   resume_from_database();
   if (progress_.best_seconds > 0) progress_.best_gflops = flops_ / progress_.best_seconds / 1e9;
@@ -394,7 +391,7 @@ std::vector<double> TaskTuner::record(const std::vector<search::Candidate> &batc
       const measure::RunResult &r = *m.ran[i];
       meta.number = r.number;
       meta.run_seconds = r.run_seconds;
-      if (!r.measured_by.empty()) meta.measured_by = nlohmann::json::parse(r.measured_by, nullptr, false);
+      if (!r.measured_by.empty()) meta.measured_by = kiln::support::parse_json_or_discarded(r.measured_by);
       if (meta.measured_by.is_discarded()) meta.measured_by = nullptr;
       if (m.anchor_ratio > 0) meta.anchor_ratio = m.anchor_ratio;
       if (r.ok()) {
@@ -491,6 +488,7 @@ int TaskTuner::confirm_best(double started, std::vector<std::string> &disagreeme
   auto k = static_cast<size_t>(options_.confirm_top);
   std::vector<std::pair<double, std::string>> top;
   std::map<std::string, std::string> first_runner;  // trace -> the runner that measured it
+  std::set<std::string> settles_dispute;            // traces disputed before: their re-timing is taken
   if (db_) {
     // This target's records only: a sibling device's latencies compare with nothing here.
     // By this run's measurements: a program confirmed in an earlier run competes only
@@ -505,6 +503,13 @@ int TaskTuner::confirm_best(double started, std::vector<std::string> &disagreeme
     if (incumbent && incumbent->confirmed_latency &&
         std::none_of(top.begin(), top.end(), [&](const auto &t) { return t.second == incumbent->trace_json; }))
       top.emplace_back(incumbent->mean_latency(), incumbent->trace_json);
+    // Programs an earlier confirmation disputed are re-timed: the re-timing settles them.
+    for (const db::Record &r : db_->disputed_records(workload_.key_hash(), target_.str())) {
+      if (std::any_of(top.begin(), top.end(), [&](const auto &t) { return t.second == r.trace_json; })) continue;
+      top.emplace_back(r.mean_latency(), r.trace_json);
+      first_runner[r.trace_json] = runner_of(r);
+      settles_dispute.insert(r.trace_json);
+    }
   } else {
     std::sort(measured_.begin(), measured_.end());
     top.assign(measured_.begin(), measured_.begin() + static_cast<std::ptrdiff_t>(std::min(k, measured_.size())));
@@ -516,7 +521,7 @@ int TaskTuner::confirm_best(double started, std::vector<std::string> &disagreeme
   for (size_t i = 0; i < top.size(); ++i) {
     ir::PrimFunc program;
     try {
-      program = ir::Schedule::replay(func_, ir::Trace::from_json(nlohmann::json::parse(top[i].second))).func();
+      program = ir::Schedule::replay(func_, ir::Trace::from_json(kiln::support::parse_json(top[i].second))).func();
     } catch (const std::exception &) {
       continue;  // not replayable by this Kiln: it keeps its single measurement
     }
@@ -546,7 +551,7 @@ int TaskTuner::confirm_best(double started, std::vector<std::string> &disagreeme
     for (size_t j = 0; j < ran.size(); ++j) {
       if (!ran[j].ok()) continue;
       runs[program_of_input[j]].push_back(mean(ran[j].repeat_seconds));
-      nlohmann::json by = nlohmann::json::parse(ran[j].measured_by, nullptr, false);
+      nlohmann::json by = kiln::support::parse_json_or_discarded(ran[j].measured_by);
       if (by.is_object() && by.contains("runner") && by["runner"].is_string())
         retimed_on[program_of_input[j]].insert(by["runner"].get<std::string>());
     }
@@ -554,15 +559,18 @@ int TaskTuner::confirm_best(double started, std::vector<std::string> &disagreeme
   progress_.time.run += support::now_seconds() - t0;
   double best = 0;
   std::vector<db::Record> confirmations;
+  std::vector<std::pair<std::string, std::string>> disputes;  // trace, why
   for (size_t i = 0; i < top.size(); ++i) {
     const std::vector<double> &v = runs[i];
     if (v.empty()) continue;  // never re-timed: no confirmed figure to compare
     double confirmed = median(v);
     // Two devices of one key disagreeing beyond timing noise: one of them is not what
     // the key says (another clock, a thermal limit, another part), which the records
-    // must not hide.
+    // must not hide. The program's figure is disputed: stored so, and used for nothing
+    // until a later confirmation re-times it (which settles it).
     const std::string &first = first_runner[top[i].second];
-    if (!first.empty() && !retimed_on[i].empty() && !retimed_on[i].count(first) && top[i].first > 0) {
+    if (!first.empty() && !retimed_on[i].empty() && !retimed_on[i].count(first) && top[i].first > 0 &&
+        !settles_dispute.count(top[i].second)) {
       double ratio = confirmed / top[i].first;
       if (ratio > kDisagreement || ratio < 1 / kDisagreement) {
         std::string others;
@@ -574,6 +582,8 @@ int TaskTuner::confirm_best(double started, std::vector<std::string> &disagreeme
                       workload_.summary().c_str(), top[i].first * 1e3, first.c_str(), confirmed * 1e3, others.c_str(),
                       ratio);
         disagreements.push_back(line);
+        disputes.emplace_back(top[i].second, line);
+        continue;
       }
     }
     if (best == 0 || confirmed < best) {
@@ -589,7 +599,14 @@ int TaskTuner::confirm_best(double started, std::vector<std::string> &disagreeme
     rec.confirmed_latency = confirmed;
     confirmations.push_back(std::move(rec));
   }
-  if (best == 0) return 0;
+  if (db_ && !disputes.empty()) {
+    t0 = support::now_seconds();
+    for (const auto &[trace, why] : disputes) db_->mark_disputed(workload_.key_hash(), target_.str(), trace, why);
+    progress_.time.database += support::now_seconds() - t0;
+  }
+  const auto retimed =
+      static_cast<int>(std::count_if(runs.begin(), runs.end(), [](const auto &v) { return !v.empty(); }));
+  if (best == 0) return retimed;  // every re-timed program disputed: the measured best stands
   if (db_ && !confirmations.empty()) {
     t0 = support::now_seconds();
     db_->commit_confirmation(confirmations);
@@ -597,7 +614,7 @@ int TaskTuner::confirm_best(double started, std::vector<std::string> &disagreeme
   }
   progress_.best_seconds = best;
   progress_.best_gflops = flops_ / best / 1e9;
-  return static_cast<int>(std::count_if(runs.begin(), runs.end(), [](const auto &v) { return !v.empty(); }));
+  return retimed;
 }
 
 }  // namespace kiln::scheduler

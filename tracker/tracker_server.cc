@@ -274,6 +274,16 @@ TrackerServer::TrackerServer(TrackerOptions options) : options_(std::move(option
   if (tls && (options_.tls_cert_pem.empty() || options_.tls_key_pem.empty())) {
     throw std::runtime_error("TLS needs both --tls-cert and --tls-key");
   }
+  // One role guarded and the other open is never what was meant: an open runner role
+  // lets anyone report latencies for the submitters' code, an open submitter role lets
+  // anyone send code to the guarded runners. Refused on loopback and with --insecure too.
+  if (options_.tokens.submitter.empty() != options_.tokens.runner.empty()) {
+    const bool runner_open = options_.tokens.runner.empty();
+    throw std::runtime_error(std::string("a ") + (runner_open ? "submitter" : "runner") + " token was given but no " +
+                             (runner_open ? "runner" : "submitter") +
+                             " token: that role would be open to anyone; give both --submitter-token-file and "
+                             "--runner-token-file, or one --token-file for both");
+  }
   if (!options_.insecure && !rpc::is_loopback_address(options_.listen_address)) {
     if (!tls) {
       throw std::runtime_error("refusing to listen on " + options_.listen_address +

@@ -20,8 +20,9 @@ namespace kiln::tracker {
 struct TrackerOptions {
   /// host:port; port 0 picks a free port (see TrackerServer::port).
   std::string listen_address = "127.0.0.1:9190";
-  /// The tokens tuners (submitter) and runners must present; an empty one: that role
-  /// needs none. The same one for both: one token for everything (`--token-file`).
+  /// The tokens tuners (submitter) and runners must present; both empty: none needed.
+  /// One empty alone is refused at construction (that role would be open to anyone).
+  /// The same one for both: one token for everything (`--token-file`).
   rpc::RoleTokens tokens;
   /// PEM certificate and key; both empty: plaintext, allowed only on loopback
   /// addresses unless `insecure`.

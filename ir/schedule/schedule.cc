@@ -6,8 +6,8 @@
 #include <type_traits>
 
 #include "ir/check.h"
-#include "ir/json_checks.h"
 #include "ir/schedule/primitives.h"
+#include "support/json_checks.h"
 
 namespace kiln::ir {
 
@@ -808,12 +808,12 @@ Schedule Schedule::replay(const PrimFunc &func, const Trace &trace, const std::m
         continue;
       }
       if (!in.is_string())
-        throw ScheduleError("replay",
-                            describe_instruction(inst, i) + " expects a random variable, got " + json_excerpt(in));
+        throw ScheduleError(
+            "replay", describe_instruction(inst, i) + " expects a random variable, got " + support::json_excerpt(in));
       auto it = renamed.find(in.get<std::string>());
       if (it == renamed.end())
-        throw ScheduleError("replay", describe_instruction(inst, i) + " uses '" + excerpt(in.get<std::string>()) +
-                                          "' before it is defined");
+        throw ScheduleError("replay", describe_instruction(inst, i) + " uses '" +
+                                          support::excerpt(in.get<std::string>()) + "' before it is defined");
       inputs.push_back({it->second, 0});
     }
     try {

@@ -2,8 +2,8 @@
 
 #include <stdexcept>
 
-#include "ir/json_checks.h"
 #include "ir/schedule/instruction_kind.h"
+#include "support/json_checks.h"
 
 namespace kiln::ir {
 
@@ -34,23 +34,23 @@ json Trace::to_json() const {
 }
 
 Trace Trace::from_json(const json &j) {
-  require_max_depth(j, "a trace");
+  support::require_max_depth(j, "a trace");
   if (!j.is_object() || !j.contains("instructions") || !j.at("instructions").is_array())
     throw std::invalid_argument("a trace is a JSON object with an \"instructions\" array");
   // Every number a trace holds is an integer (factors, indices, decisions, attribute
   // values) except the sampling probabilities: refuse others before any is read as one.
   if (j.is_object()) {
-    if (j.contains("decisions")) require_int64_numbers(j.at("decisions"), "a trace's decisions");
+    if (j.contains("decisions")) support::require_int64_numbers(j.at("decisions"), "a trace's decisions");
     if (j.contains("instructions") && j.at("instructions").is_array()) {
       for (const auto &instruction : j.at("instructions")) {
         if (!instruction.is_array()) continue;
         for (const auto &part : instruction) {
           if (!part.is_object()) {
-            require_int64_numbers(part, "a trace instruction");
+            support::require_int64_numbers(part, "a trace instruction");
             continue;
           }
           for (const auto &[key, value] : part.items()) {
-            if (key != "probs") require_int64_numbers(value, "trace attribute \"" + key + "\"");
+            if (key != "probs") support::require_int64_numbers(value, "trace attribute \"" + key + "\"");
           }
         }
       }
@@ -61,7 +61,7 @@ Trace Trace::from_json(const json &j) {
                                 std::to_string(kFormatVersion));
   if (!j.at("kiln_trace").is_number_integer())
     throw std::invalid_argument("trace format version \"kiln_trace\" must be an integer, got " +
-                                json_excerpt(j.at("kiln_trace")));
+                                support::json_excerpt(j.at("kiln_trace")));
   int64_t version = j.at("kiln_trace").get<int64_t>();
   if (version != kFormatVersion)
     throw std::invalid_argument("trace format version " + std::to_string(version) +
@@ -72,14 +72,14 @@ Trace Trace::from_json(const json &j) {
     if (!row.is_array() || row.size() != 4 || !row[0].is_string() || !row[1].is_array() || !row[2].is_object() ||
         !row[3].is_array())
       throw std::invalid_argument("trace instruction " + std::to_string(n) +
-                                  " is not [kind, inputs, attrs, outputs]: " + json_excerpt(row));
+                                  " is not [kind, inputs, attrs, outputs]: " + support::json_excerpt(row));
     Instruction inst;
     inst.kind = find_instruction_kind(row[0].get<std::string>());
     if (!inst.kind) {
       std::string known;
       for (const InstructionKind *k : instruction_kinds()) known += (known.empty() ? "" : ", ") + std::string(k->name);
       throw std::invalid_argument("trace instruction " + std::to_string(n) + " has unknown kind " +
-                                  json_excerpt(row[0]) + "; this Kiln knows " + known);
+                                  support::json_excerpt(row[0]) + "; this Kiln knows " + known);
     }
     inst.inputs = row[1];
     inst.attrs = row[2];
@@ -94,11 +94,11 @@ Trace Trace::from_json(const json &j) {
   if (j.contains("decisions")) {
     if (!j.at("decisions").is_array())
       throw std::invalid_argument("trace \"decisions\" must be an array of [index, value] pairs, got " +
-                                  json_excerpt(j.at("decisions")));
+                                  support::json_excerpt(j.at("decisions")));
     for (const json &d : j.at("decisions")) {
       // Parsed text gives unsigned indices, JSON built in C++ signed ones; both are fine.
       if (!d.is_array() || d.size() != 2 || !d[0].is_number_integer() || d[0].get<int64_t>() < 0)
-        throw std::invalid_argument("trace decision is not [index, value]: " + json_excerpt(d));
+        throw std::invalid_argument("trace decision is not [index, value]: " + support::json_excerpt(d));
       size_t index = d[0].get<size_t>();
       if (index >= t.instructions.size())
         throw std::invalid_argument("trace decision refers to instruction " + std::to_string(index) +

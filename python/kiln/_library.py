@@ -72,7 +72,13 @@ class Handle:
         self.close()
 
 
-def library_version():
-    """The version of libkiln_db, e.g. "0.1.0"."""
-    from .database import _lib
-    return _lib().kiln_db_library_version().decode()
+def encode_path(path, what):
+    """`path` (str, bytes or os.PathLike) as the bytes a C function takes. A path holding
+    a NUL is refused: C would read it only up to the NUL, another path than the one given."""
+    try:
+        raw = os.fsencode(path)
+    except TypeError:
+        raise KilnError(f"{what} must be a path (str, bytes or os.PathLike), not {type(path).__name__}") from None
+    if b"\0" in raw:
+        raise KilnError(f"{what} {path!r} holds a NUL character; no file's path does")
+    return raw

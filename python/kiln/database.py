@@ -3,7 +3,7 @@
 import ctypes
 from collections import namedtuple
 
-from ._library import Handle, KilnError, lazy_library
+from ._library import Handle, KilnError, encode_path, lazy_library
 
 _OK, _NOT_FOUND = 0, 1
 _READ_ONLY = 0x1
@@ -36,13 +36,18 @@ def _declare(lib):
 _lib = lazy_library("libkiln_db.so.1", _declare)
 
 
+def library_version():
+    """The version of libkiln_db, e.g. "0.1.0"."""
+    return _lib().kiln_db_library_version().decode()
+
+
 class Database(Handle):
     """A Kiln tuning database, opened read-only."""
 
     def __init__(self, path):
         lib = _lib()
         self._handle = ctypes.c_void_p()
-        if lib.kiln_db_open(str(path).encode(), _READ_ONLY, ctypes.byref(self._handle)) != _OK:
+        if lib.kiln_db_open(encode_path(path, "the database's path"), _READ_ONLY, ctypes.byref(self._handle)) != _OK:
             message = lib.kiln_db_last_error(self._handle).decode(errors="replace")
             lib.kiln_db_close(ctypes.byref(self._handle))
             raise KilnError(message)

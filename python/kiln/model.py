@@ -5,7 +5,7 @@ from collections import namedtuple
 
 import numpy as np
 
-from ._library import Handle, KilnError, lazy_library
+from ._library import Handle, KilnError, encode_path, lazy_library
 
 _OK = 0
 _DTYPES = {"float32": np.float32, "float16": np.float16, "int64": np.int64, "int32": np.int32, "int8": np.int8,
@@ -66,7 +66,7 @@ class Model(Handle):
     def __init__(self, path):
         lib = _lib()
         self._handle = ctypes.c_void_p()
-        status = lib.kiln_model_load(str(path).encode(), ctypes.byref(self._handle))
+        status = lib.kiln_model_load(encode_path(path, "the model's path"), ctypes.byref(self._handle))
         if status != _OK:
             message = lib.kiln_model_last_error(self._handle).decode(errors="replace")
             lib.kiln_model_free(ctypes.byref(self._handle))

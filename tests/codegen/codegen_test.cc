@@ -678,6 +678,52 @@ TEST(CodegenX86Math, TranscendentalsMatchLibmElementwise) {
   }
 }
 
+// NaN stays NaN through relu and clip (ONNX Relu and Clip; ONNX Runtime agrees), and
+// infinities clip to the bounds: in the interpreter and in the code, scalar and vector
+// (x86's max and min return their second operand when either is NaN).
+TEST(CodegenX86Math, NaNAndInfinitiesPassThroughReluAndClip) {
+  const double inf = std::numeric_limits<double>::infinity(), nan = std::numeric_limits<double>::quiet_NaN();
+  struct Case {
+    const char *op;
+    nlohmann::json attrs;
+    std::function<double(double)> want;
+  };
+  std::vector<Case> cases = {
+      {"relu", nlohmann::json::object(), [](double x) { return std::isnan(x) ? x : std::max(x, 0.0); }},
+      {"clip", {{"min", -1.0}, {"max", 2.0}}, [](double x) {
+         return std::isnan(x) ? x : std::min(std::max(x, -1.0), 2.0);
+       }}};
+  for (const Case &c : cases) {
+    ops::Workload w = ops::Workload::single(c.op, {{{4, 16}, ir::DType::kFloat32}}, c.attrs);
+    ir::PrimFunc func = te::lower(w.build_dag(), c.op);
+    HostTensor x(ir::DType::kFloat32, {4, 16});
+    const std::vector<double> special = {nan, -nan, inf, -inf, 0.0, -0.0, 0.5, -0.5, 3.0, -3.0};
+    for (int64_t i = 0; i < x.size(); ++i) x.set(i, special[static_cast<size_t>(i) % special.size()]);
+    for (bool vectorized : {false, true}) {
+      ir::Schedule sch(func);
+      if (vectorized) {
+        std::vector<ir::LoopRV> l = sch.get_loops(sch.get_block(c.op));
+        sch.vectorize(sch.split(l.back(), {int64_t{-1}, int64_t{8}}).back());
+      }
+      std::string path = temp_dir() + "/nan_" + c.op + (vectorized ? "_vec" : "") + ".so";
+      compiler().build_artifact(sch.func(), host_target(), path);
+      HostTensor got = run_artifact(path, sch.func(), {x})[0];
+      HostTensor interpreted = ir::interpret(func, {x})[0];
+      for (int64_t i = 0; i < x.size(); ++i) {
+        double want = c.want(x.get(i));
+        std::string where =
+            std::string(c.op) + (vectorized ? " (vectorized)" : "") + " at x = " + std::to_string(x.get(i));
+        for (double out : {got.get(i), interpreted.get(i)}) {
+          if (std::isnan(want))
+            EXPECT_TRUE(std::isnan(out)) << where << ": " << out;
+          else
+            EXPECT_EQ(out, want) << where;
+        }
+      }
+    }
+  }
+}
+
 // A workspace that cannot be allocated makes the kernel return KILN_ERR_OUT_OF_MEMORY
 // instead of writing through a null pointer, from the entry function and from a
 // parallel task alike. A forked child limits its address space so that the 1 GiB

@@ -38,6 +38,22 @@ TEST(BadInput, CorruptFileIsRefusedAndUnchanged) {
   EXPECT_EQ(read_bytes(path), junk);
 }
 
+// A small text file, and a directory, in every mode: said to be what they are (SQLite
+// said "unable to open database file" at its first PRAGMA, or "disk I/O error").
+TEST(BadInput, TextFilesAndDirectoriesAreNamedAsSuch) {
+  TempDir dir;
+  std::filesystem::path text = dir / "notes.txt";
+  std::ofstream(text) << "hello\n";
+  for (OpenMode mode : {OpenMode::kReadOnly, OpenMode::kReadWrite, OpenMode::kCreate}) {
+    std::string error = open_error(text, mode);
+    EXPECT_NE(error.find("is not a Kiln database or is corrupt: it is not an SQLite file"), std::string::npos) << error;
+    std::filesystem::create_directories(dir / "folder.kdb");
+    error = open_error(dir / "folder.kdb", mode);
+    EXPECT_NE(error.find("is a directory, not a database"), std::string::npos) << error;
+  }
+  EXPECT_EQ(read_bytes(text), "hello\n");
+}
+
 TEST(BadInput, DamagedKilnFileIsReportedAsCorrupt) {
   TempDir dir;
   std::filesystem::path path = dir / "damaged.kdb";

@@ -190,6 +190,14 @@ TEST_F(Cli, RetargetMovesLegacyNativeRecords) {
       {"db", "retarget", "--db", path, "--from", legacy, "--to", "llvm -mtriple=aarch64-linux-gnu -mcpu=cortex-a78"});
   EXPECT_EQ(cross.exit_code, 1);
   EXPECT_NE(cross.err.find("another kind of device"), std::string::npos) << cross.err;
+  // The same target on both sides moves nothing, and says so instead of "moved 1".
+  CliResult same = run_kiln({"db", "retarget", "--db", path, "--from", kSkylake, "--to", kSkylake});
+  EXPECT_EQ(same.exit_code, 1);
+  EXPECT_NE(same.err.find("--from and --to are the same target"), std::string::npos) << same.err;
+  // `native` alone, as --help offers it: this host.
+  CliResult native = run_kiln({"db", "retarget", "--db", path, "--from", legacy, "--to", "native"});
+  EXPECT_EQ(native.exit_code, 0) << native.err;
+  EXPECT_EQ(native.out.rfind("moved 1 records", 0), 0u) << native.out;
 }
 
 TEST_F(Cli, BadInputFailsWithMessage) {

@@ -178,8 +178,8 @@ TEST(ReadOnlyErrors, NameTheFileAndWhatToDo) {
   std::ofstream(junk, std::ios::binary) << std::string(4096, 'x');
   std::string error = db_error_of([&] { Database::open(junk, OpenMode::kReadOnly); });
   EXPECT_EQ(error, "file " + junk.string() +
-                       " is not a Kiln database or is corrupt: file is not a database; restore it from a backup or "
-                       "an export");
+                       " is not a Kiln database or is corrupt: it is not an SQLite file; check the path, or "
+                       "restore it from a backup or an export");
 }
 
 }  // namespace

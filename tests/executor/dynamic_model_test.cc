@@ -6,6 +6,8 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
+#include <functional>
 #include <random>
 #include <set>
 
@@ -136,6 +138,56 @@ TEST_F(DynamicModelTest, ShapesOutsideTheRangeOrInDisagreementAreRefused) {
   EXPECT_NE(e.find("input 'input_ids' has extent 2 along axis 0; the model takes 1 there"), std::string::npos) << e;
   e = error_of({ids(4), ids(4)});
   EXPECT_NE(e.find("the model takes 3 inputs, 2 were given"), std::string::npos) << e;
+}
+
+// dynamic.json is checked against each bucket's model.json before the bucket runs: an
+// output scale raised (read past a buffer), an input's dtype changed (read out of
+// bounds), an output renamed: each refused with what disagrees, nothing run.
+TEST_F(DynamicModelTest, AnEditedManifestIsRefusedBeforeAnythingRuns) {
+  auto edited_error = [&](const std::function<void(nlohmann::json &)> &edit) {
+    std::filesystem::path copy = dir_.string() + "_edited";
+    std::filesystem::remove_all(copy);
+    std::filesystem::copy(dir_, copy, std::filesystem::copy_options::recursive);
+    nlohmann::json j;
+    {
+      std::ifstream in(copy / "dynamic.json");
+      j = nlohmann::json::parse(in);
+    }
+    edit(j);
+    std::ofstream(copy / "dynamic.json") << j.dump();
+    std::string error = "<ran>";
+    try {
+      DynamicModel model = DynamicModel::load(copy.string());
+      // Inputs as the (edited) manifest describes them, as `kiln run` converts them.
+      std::vector<ir::HostTensor> inputs;
+      for (const DynamicTensor &t : model.manifest().inputs) {
+        inputs.emplace_back(t.dtype, DynamicManifest::shape_at(t, {5}));
+        inputs.back().fill(1);
+      }
+      model.run(inputs);
+    } catch (const ModelError &e) {
+      error = e.what();
+    }
+    std::filesystem::remove_all(copy);
+    return error;
+  };
+  auto scaled_axis = [](nlohmann::json &tensor) -> nlohmann::json & {
+    for (nlohmann::json &axis : tensor["axes"])
+      if (axis.contains("scale")) return axis;
+    throw std::runtime_error("no dynamic axis");
+  };
+  std::string e = edited_error([&](nlohmann::json &j) { scaled_axis(j["outputs"][0])["scale"] = 2; });
+  EXPECT_NE(e.find("dynamic.json says output"), std::string::npos) << e;
+  EXPECT_NE(e.find("but the bucket's model.json has"), std::string::npos) << e;
+  EXPECT_NE(e.find("compile the model again"), std::string::npos) << e;
+  e = edited_error([&](nlohmann::json &j) { j["inputs"][0]["dtype"] = "float32"; });
+  EXPECT_NE(e.find("dynamic.json says input"), std::string::npos) << e;
+  EXPECT_NE(e.find("is float32 [1x"), std::string::npos) << e;
+  e = edited_error([&](nlohmann::json &j) { j["outputs"][0]["name"] = "renamed"; });
+  EXPECT_NE(e.find("dynamic.json says 'renamed'"), std::string::npos) << e;
+  e = edited_error([&](nlohmann::json &j) { j["dims"][0]["min"] = 0; });
+  EXPECT_NE(e.find("dimension 'sequence' ranges over 0..32, below 1"), std::string::npos) << e;
+  EXPECT_EQ(edited_error([](nlohmann::json &) {}), "<ran>");
 }
 
 // A dynamic batch: BERT's samples never meet, so a call of 5 runs the buckets of 4 and 1

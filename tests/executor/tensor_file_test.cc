@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -68,7 +69,7 @@ TEST(TensorFile, RefusalsSayWhatToDo) {
   EXPECT_NE(error_of(fixture("fortran_2x3.npy"), kF32).find("Fortran order; save it C-ordered"), std::string::npos);
   EXPECT_NE(error_of(fixture("big_endian_2x3.npy"), kF32).find("big-endian"), std::string::npos);
   EXPECT_NE(error_of(fixture("f32_2x3.npy"), {{3, 2}, ir::DType::kFloat32})
-                .find("has shape (2, 3); the model's input is (3, 2)"),
+                .find("has shape (2, 3); the tensor it is read as has (3, 2)"),
             std::string::npos);
   EXPECT_NE(error_of(fixture("i64_4.npy"), {{4}, ir::DType::kInt32}).find("element 3 (1099511627776) does not fit"),
             std::string::npos);
@@ -76,7 +77,7 @@ TEST(TensorFile, RefusalsSayWhatToDo) {
   EXPECT_NE(error_of(fixture("nothing_here.npy"), kF32).find("cannot open"), std::string::npos);
   std::string raw = scratch("short.bin");
   spit(raw, std::string(20, '\0'));
-  EXPECT_NE(error_of(raw, kF32).find("holds 20 bytes; the input needs 24"), std::string::npos);
+  EXPECT_NE(error_of(raw, kF32).find("holds 20 bytes; the tensor needs 24"), std::string::npos);
   std::string truncated = scratch("truncated.npy");
   spit(truncated, slurp(fixture("f32_2x3.npy")).substr(0, 140));
   EXPECT_NE(error_of(truncated, kF32).find("holds 12 bytes of data"), std::string::npos);
@@ -85,6 +86,39 @@ TEST(TensorFile, RefusalsSayWhatToDo) {
   huge_header[9] = '\xff';
   spit(truncated, huge_header);
   EXPECT_NE(error_of(truncated, kF32).find("runs past the file"), std::string::npos);
+}
+
+// A file that never ends (/dev/zero) is refused once it is longer than any file of the
+// tensor's size, not read until memory runs out; a directory is said to be one.
+TEST(TensorFile, EndlessFilesAndDirectoriesAreRefused) {
+  std::string endless = error_of("/dev/zero", kF32);
+  EXPECT_NE(endless.find("holds more than"), std::string::npos) << endless;
+  EXPECT_NE(endless.find("a tensor of float32 (2, 3)"), std::string::npos) << endless;
+  EXPECT_THROW(read_npy_file("/dev/zero", ir::DType::kFloat32, 1000), TensorFileError);
+  std::string directory = error_of(std::filesystem::temp_directory_path().string(), kF32);
+  EXPECT_NE(directory.find("is a directory"), std::string::npos) << directory;
+}
+
+// float64 values beyond float32's range become infinite with a warning that counts them.
+TEST(TensorFile, Float64BeyondFloat32WarnsOfInfinities) {
+  std::string header = "{'descr': '<f8', 'fortran_order': False, 'shape': (3,), }";
+  header.append(64 - (10 + header.size() + 1) % 64, ' ');
+  header += '\n';
+  std::string bytes = std::string("\x93NUMPY\x01\x00", 8) + static_cast<char>(header.size()) + '\0' + header;
+  for (double v : {1e300, 2.0, -1e39}) bytes.append(reinterpret_cast<const char *>(&v), 8);
+  std::string path = scratch("f64_large.npy");
+  spit(path, bytes);
+  std::vector<std::string> warnings;
+  ir::HostTensor t = read_tensor_file(path, {{3}, ir::DType::kFloat32}, &warnings);
+  EXPECT_EQ(t.get(1), 2.0);
+  EXPECT_TRUE(std::isinf(t.get(0)));
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_NE(warnings[0].find("2 float64 value(s) beyond float32's range became infinite (element 0: 1e+300)"),
+            std::string::npos)
+      << warnings[0];
+  warnings.clear();
+  read_tensor_file(fixture("f64_2x3.npy"), kF32, &warnings);
+  EXPECT_TRUE(warnings.empty());
 }
 
 TEST(TensorFile, DamagedFilesAreRefusedNeverCrash) {

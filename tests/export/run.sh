@@ -28,4 +28,14 @@ status=0
   -o "$work/x.o" 2>"$work/err" || status=$?
 grep -q "holds no record of workload" "$work/err"
 [ "$status" -eq 2 ] && [ ! -e "$work/x.o" ] && [ ! -e "$work/x.h" ]
+# Names a header or a program cannot take: a keyword (the header would not compile), a
+# C library function (the kernel would shadow it), a reserved name. Refused, nothing written.
+for name in int memcpy __kernel _Kernel 9lives; do
+  status=0
+  "$kiln" export --db "$work/d.db" --workload "$key" --name "$name" -o "$work/bad.o" 2>"$work/err" || status=$?
+  [ "$status" -ne 0 ] && [ ! -e "$work/bad.o" ] && [ ! -e "$work/bad.h" ] || { cat "$work/err"; exit 1; }
+  grep -q "cannot name the kernel '$name'" "$work/err" || { cat "$work/err"; exit 1; }
+done
+grep -q "the C library has a function" <("$kiln" export --db "$work/d.db" --workload "$key" --name memcpy \
+  -o "$work/bad.o" 2>&1 || true)
 echo "export test passed"

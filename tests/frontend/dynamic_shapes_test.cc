@@ -127,6 +127,50 @@ TEST(DynamicShapes, ParsesValuesRangesAndExpectedValues) {
   }
 }
 
+// Weights files a user may get wrong: nothing after '@', weights whose sum overflows,
+// a file nested far deeper than any document (parsed, but printing it in the error
+// overflowed the stack), a long refused value (cut in the message).
+TEST(DynamicShapes, RefusesEmptyOverflowingAndDeepWeights) {
+  auto error_of = [](const std::string &spec) {
+    try {
+      parse_dim_range(spec);
+    } catch (const std::invalid_argument &e) {
+      return std::string(e.what());
+    }
+    return std::string("<accepted>");
+  };
+  EXPECT_NE(error_of("seq=1..32@").find("nothing after '@'"), std::string::npos);
+  const std::filesystem::path file = std::filesystem::temp_directory_path() / "kiln_dim_weights_bad.json";
+  std::ofstream(file) << R"({"8": 1e308, "16": 1e308})";
+  EXPECT_NE(error_of("seq=1..32@" + file.string()).find("add up to more than a double holds"), std::string::npos);
+  std::ofstream(file) << std::string(100000, '[') << std::string(100000, ']');
+  std::string deep = error_of("seq=1..32@" + file.string());
+  EXPECT_NE(deep.find("nests deeper than 64 levels"), std::string::npos) << deep.substr(0, 300);
+  EXPECT_LT(deep.size(), 1000u);
+  std::ofstream(file) << "[\"" << std::string(100000, 'a') << "\"]";
+  std::string long_value = error_of("seq=1..32@" + file.string());
+  EXPECT_NE(long_value.find("must list positive integers"), std::string::npos) << long_value;
+  EXPECT_LT(long_value.size(), 400u) << long_value;
+  std::filesystem::remove(file);
+}
+
+// An importer that fails at a value inside the range (a node whose shapes do not
+// agree there) is reported with the dimension and the value, not the node alone.
+TEST(DynamicShapes, AModelThatDoesNotImportAtAValueNamesTheDimensionAndValue) {
+  auto fails_below_32 = [](const std::vector<int64_t> &values) -> Graph {
+    if (values.at(0) != 32) throw std::invalid_argument("Gemm (model node 'fc'): inner extents 930 and 1024 differ");
+    return Graph();
+  };
+  try {
+    find_symbolic_axes(fails_below_32, {parse_dim_range("H=8..32")});
+    ADD_FAILURE() << "imported";
+  } catch (const DynamicShapeError &e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("the model does not import at 'H' = 31"), std::string::npos) << what;
+    EXPECT_NE(what.find("model node 'fc'"), std::string::npos) << what;
+  }
+}
+
 TEST(DynamicShapes, BucketsMinimizeTheExpectedPadding) {
   DimRange r = parse_dim_range("seq=1..128");
   auto expected_padding = [&](const DimRange &range, const std::vector<int64_t> &buckets) {

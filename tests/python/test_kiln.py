@@ -53,6 +53,18 @@ class ModelTest(unittest.TestCase):
             kiln.Model("/nonexistent/model.kiln")
         self.assertIn("/nonexistent/model.kiln", str(caught.exception))
 
+    def test_paths_as_bytes_and_pathlike_and_never_cut_at_a_nul(self):
+        import pathlib
+        for path in (MODEL.encode(), pathlib.Path(MODEL)):
+            self.assertEqual(kiln.Model(path).inputs[0].name, "input")
+        # C would read the path up to the NUL: the model before it, not the one given.
+        with self.assertRaisesRegex(kiln.KilnError, "holds a NUL character"):
+            kiln.Model(MODEL + "\x00/../other")
+        with self.assertRaisesRegex(kiln.KilnError, "holds a NUL character"):
+            kiln.Database("db.sqlite\x00x")
+        with self.assertRaisesRegex(kiln.KilnError, "must be a path"):
+            kiln.Model(42)
+
 
 class DynamicModelTest(unittest.TestCase):
     def test_any_length_in_the_range_runs_and_one_past_it_is_refused(self):

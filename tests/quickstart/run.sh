@@ -15,7 +15,7 @@ cd "$work/checkout"
 ln -s "$source_dir/tests" tests
 ln -s "$source_dir/docs" docs
 ln -s "$build_dir" build
-cp -r "$source_dir/python" python  # pip writes its build files beside the package
+ln -s "$source_dir/python" python  # pip builds the wheel elsewhere: the checkout stays as it is
 
 awk '/^<!-- quickstart -->$/ {on = 1; next} /^<!-- \/quickstart -->$/ {on = 0} on && !/^```/' \
   "$source_dir/README.md" | grep -v '^scripts/setup-deps && scripts/build$' > "$work/quickstart.sh"
@@ -34,6 +34,8 @@ readelf -d "$work/home/.local/lib/libkiln_model.so.1" | grep -q 'RUNPATH.*\$ORIG
 test -f kiln.db
 test -f tiny_cnn.kiln/model.json
 test -f my_dense.o && grep -q 'int32_t my_dense(void \*\*args);' my_dense.h
+# Installing the Python package wrote nothing into the checkout.
+test ! -e "$source_dir/python/build" && ! compgen -G "$source_dir/python/*.egg-info" > /dev/null
 
 # The CMake package of the same install: a project that finds Kiln and links the C API.
 mkdir "$work/consumer"

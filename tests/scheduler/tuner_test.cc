@@ -181,6 +181,16 @@ class TwoBoards : public measure::Runner {
   int calls_ = 0;
 };
 
+// One board, "a": every measurement and re-timing is its own.
+class BoardA : public measure::Runner {
+ public:
+  std::vector<measure::RunResult> run(const std::vector<measure::RunInput> &batch) override {
+    std::vector<measure::RunResult> results = runner().run(batch);
+    for (measure::RunResult &r : results) r.measured_by = R"({"runner":"a"})";
+    return results;
+  }
+};
+
 // The end-of-run re-timing goes to another runner of the key than the one that first
 // measured a program, and a disagreement beyond noise is reported, not silently stored.
 TEST_F(TaskTunerTest, ReTimingsOnAnotherRunnerThatDisagreeAreReported) {
@@ -200,10 +210,34 @@ TEST_F(TaskTunerTest, ReTimingsOnAnotherRunnerThatDisagreeAreReported) {
     EXPECT_NE(line.find(" on b ("), std::string::npos) << line;
   }
   // Where a record's timings come from is stored with it.
+  std::set<std::string> disputed;
   for (const db::Record &rec : database.records_of(small_dense().key_hash())) {
     if (rec.ok()) {
       EXPECT_EQ(rec.metadata.measured_by.value("runner", ""), "a");
+      if (!rec.metadata.disputed.empty()) {
+        EXPECT_NE(rec.metadata.disputed.find("on runner a was re-timed"), std::string::npos) << rec.metadata.disputed;
+        EXPECT_FALSE(rec.confirmed_latency) << "a disputed figure was stored as confirmed";
+        disputed.insert(rec.trace_json);
+      }
     }
+  }
+  // Disputed figures are stored so, counted by stats, and never ranked.
+  EXPECT_EQ(disputed.size(), r.disagreements.size());
+  EXPECT_EQ(database.stats().disputed, static_cast<int64_t>(disputed.size()));
+  for (const db::Record &rec : database.top_k(small_dense().key_hash(), target.str(), 100))
+    EXPECT_EQ(disputed.count(rec.trace_json), 0u) << "a disputed record was ranked";
+  // A later job's confirmation re-times them on the key's runners and settles them.
+  costmodel::XGBoostCostModel again_model;
+  TuneOptions again = options;
+  again.trials = 8;
+  BoardA board;
+  TaskTuner settle(small_dense(), target, again, &database, pool, board, again_model);
+  settle.run();
+  EXPECT_EQ(database.stats().disputed, 0);
+  for (const db::Record &rec : database.records_of(small_dense().key_hash())) {
+    if (disputed.count(rec.trace_json)) EXPECT_TRUE(rec.confirmed_latency) << "a disputed program was not re-timed";
+    EXPECT_EQ(rec.metadata.disputed, "") << "still disputed: " << rec.trace_json.substr(0, 80)
+                                         << (disputed.count(rec.trace_json) ? " (disputed by the first job)" : "");
   }
 }
 

@@ -243,6 +243,14 @@ TEST_F(Network, SubmittersAndRunnersHoldTokensOfTheirOwn) {
                dir_ / "same.log");
   EXPECT_EQ(same.wait_for(30), 1) << same.log();
   EXPECT_NE(same.log().find("hold the same token"), std::string::npos) << same.log();
+  // One role's token without the other's would leave that role open to anyone (a runner
+  // with no token took and reported jobs): refused at start, on loopback too.
+  for (const char *given : {"--submitter-token-file", "--runner-token-file"}) {
+    Process half({kiln_binary(), "tracker", "--listen", "127.0.0.1:0", given, (dir_ / "submitter.token").string()},
+                 dir_ / "half.log");
+    EXPECT_EQ(half.wait_for(30), 1) << half.log();
+    EXPECT_NE(half.log().find("that role would be open to anyone"), std::string::npos) << half.log();
+  }
 
   start_tracker({"--submitter-token-file", (dir_ / "submitter.token").string(), "--runner-token-file",
                  (dir_ / "runner.token").string()});
@@ -424,6 +432,20 @@ TEST_F(Network, ARunnerWithoutItsTrackerLogsEveryRetryWithGrowingIntervals) {
   EXPECT_GE(intervals.back(), 0.4) << "the cap (within its jitter) was not reached\n" << runner.log();
 }
 
+// SIGTERM to an idle runner in a 60 s long poll cancels the poll: the runner exits
+// instead of waiting the poll out (it used to take the whole wait).
+TEST_F(Network, ARunnerStoppedWhileIdleLeavesItsLongPoll) {
+  start_tracker();
+  Process &runner = start_runner("idle", {"--poll-wait", "60"});
+  for (int i = 0; i < 1500 && runner.log().find("connected to tracker") == std::string::npos; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  ASSERT_NE(runner.log().find("connected to tracker"), std::string::npos) << runner.log();
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // inside the long poll
+  runner.signal(SIGTERM);
+  EXPECT_EQ(runner.wait_for(20), 0) << "still in its 60 s poll\n" << runner.log();
+  EXPECT_NE(runner.log().find("stopped after 0 jobs"), std::string::npos) << runner.log();
+}
+
 // The batch says at once that the key has no runner, and again while it waits, before
 // it ends with an error at the queue deadline.
 TEST_F(Network, AKeyWithoutRunnersEndsTheBatchWithAClearError) {
@@ -448,6 +470,36 @@ TEST_F(Network, AKeyWithoutRunnersEndsTheBatchWithAClearError) {
       << said;
   EXPECT_NE(said.find("has no runner of key 'jetson-orin' yet"), std::string::npos) << said;
   EXPECT_THROW(rpc::remote_target(options.tracker, "jetson-orin"), std::runtime_error);
+}
+
+// A job for another target than the key's runners measure is refused before anything
+// is dispatched (the tracker would refuse each batch, and the refusals were stored as
+// load errors with "no valid candidate yet"), and a batch the tracker refuses whole
+// stops the tuner with the tracker's reason instead of failed records.
+TEST_F(Network, AKeyOfAnotherTargetRefusesTheJobBeforeDispatch) {
+  start_tracker();
+  start_runner("a");
+  const std::string host_target = rpc::remote_target(remote_options().tracker, "cpu");  // waits for the runner
+  const std::string arm = "llvm -mtriple=aarch64-linux-gnu -mcpu=cortex-a78";
+  fs::path db = dir_ / "arm.db";
+  Process tune(tune_op_args({"--op", "matmul", "--shape", "16x16", "--shape", "16x16", "--trials", "8"}, db,
+                            {"--target", arm, "-q"}),
+               dir_ / "arm.log");
+  EXPECT_EQ(tune.wait(), 1) << tune.log();
+  EXPECT_NE(tune.log().find("the runners of key 'cpu' at " + address() + " measure '" + host_target + "'"),
+            std::string::npos)
+      << tune.log();
+  EXPECT_FALSE(fs::exists(db)) << "nothing stored";
+
+  rpc::RemoteRunnerOptions options = remote_options();
+  options.target = "llvm -mcpu=cortex-a78 -mtriple=aarch64-linux-gnu -num-cores=4";
+  try {
+    std::vector<measure::RunResult> results = rpc::RemoteRunner(options).run({job("good_add")});
+    ADD_FAILURE() << "a batch for another target was measured: " << results.at(0).message;
+  } catch (const std::runtime_error &e) {
+    EXPECT_NE(std::string(e.what()).find("the tracker refused every job of the batch"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("the runners of key 'cpu' are"), std::string::npos) << e.what();
+  }
 }
 
 TEST_F(Network, TuneOpThroughTheTrackerStoresOneRecordPerCandidate) {

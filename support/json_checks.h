@@ -1,5 +1,7 @@
 // Checks on JSON read from outside before integers are taken out of it: nlohmann's
-// get<int64_t>() of a floating-point or too-large number is undefined behaviour.
+// get<int64_t>() of a floating-point or too-large number is undefined behaviour. Every
+// document is parsed with support::parse_json (json_read.h), which bounds its nesting
+// as kMaxJsonDepth does here.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -10,7 +12,7 @@
 #include <utility>
 #include <vector>
 
-namespace kiln::ir {
+namespace kiln::support {
 
 /// At most `limit` characters of `text`, for messages that quote outside input.
 inline std::string excerpt(const std::string &text, size_t limit = 80) {
@@ -59,4 +61,4 @@ inline void require_int64_numbers(const nlohmann::json &j, const std::string &wh
   });
 }
 
-}  // namespace kiln::ir
+}  // namespace kiln::support
