@@ -343,10 +343,24 @@ TEST(KilnCommand, ExtentsNearTheLimitsAreRefusedBeforeAnyWork) {
   std::string db = (dir / "t.db").string();
   Output tune = kiln("tune-op --op relu --shape 2147483648 --trials 4 -q --db " + db);
   EXPECT_EQ(tune.status, 1) << tune.text;
-  EXPECT_NE(tune.text.find("relu 2147483648 needs 16.0 GiB for its inputs and outputs alone"), std::string::npos)
+  EXPECT_NE(tune.text.find("relu 2147483648 needs 16 GiB for its inputs and outputs alone"), std::string::npos)
       << tune.text;
-  EXPECT_NE(tune.text.find("(4.0 GiB); give a smaller shape, or raise --memory-limit-mb"), std::string::npos)
+  EXPECT_NE(tune.text.find("(4 GiB); give a smaller shape, or raise --memory-limit-mb"), std::string::npos)
       << tune.text;
+  // A small limit is said in its own unit, not as "0.0 GiB".
+  Output small = kiln("tune-op --op relu --shape 1000000 --trials 4 -q --memory-limit-mb 1 --db " + db);
+  EXPECT_EQ(small.status, 1) << small.text;
+  EXPECT_NE(small.text.find("needs 7.63 MiB for its inputs and outputs alone, more than one run may add on this "
+                            "runner (1 MiB)"),
+            std::string::npos)
+      << small.text;
+  // A matmul of 10^8 x 10^8 is refused before the search samples anything of that size.
+  Output matmul = kiln(
+      "tune-op --op matmul --shape 100000000x100000000 --shape 100000000x100000000 --trials 4 -q "
+      "--db " +
+      db);
+  EXPECT_EQ(matmul.status, 1) << matmul.text;
+  EXPECT_NE(matmul.text.find("needs 107 PiB"), std::string::npos) << matmul.text;
   Output stats = kiln("db stats --json --db " + db);
   if (stats.status == 0) EXPECT_NE(stats.text.find("\"records\":0"), std::string::npos) << stats.text;
   fs::remove_all(dir);
@@ -410,6 +424,34 @@ TEST(KilnCommand, RunFeedsNamedInputsAndWritesEveryOutput) {
   EXPECT_NE(out_of_range.text.find("input 'input_ids' holds 30 at element 1, but it indexes a table of 30 rows"),
             std::string::npos)
       << out_of_range.text;
+
+  // Mistakes caught before the model runs, each named: a misspelled output or input name
+  // (it used to write a file called "nosuch=x.npy", or say the file was missing), two
+  // outputs to one file (only the last was kept), a file that never ends, a directory.
+  const std::string inputs = " --input " + words + " --input " + types + " --input " + mask;
+  Output misspelled = kiln("run --compiled " + compiled + inputs + " --output nosuch=" + (dir / "x.npy").string());
+  EXPECT_EQ(misspelled.status, 1) << misspelled.text;
+  EXPECT_NE(misspelled.text.find("the model has no output 'nosuch'; its outputs are 'context', 'probs3'"),
+            std::string::npos)
+      << misspelled.text;
+  EXPECT_FALSE(fs::exists("nosuch=" + (dir / "x.npy").string()));
+  Output unknown_input =
+      kiln("run --compiled " + compiled + " --input input_idz=" + words + " --input " + types + " --input " + mask);
+  EXPECT_EQ(unknown_input.status, 1) << unknown_input.text;
+  EXPECT_NE(unknown_input.text.find("the model has no input 'input_idz'"), std::string::npos) << unknown_input.text;
+  const std::string same = (dir / "same.npy").string();
+  Output twice = kiln("run --compiled " + compiled + inputs + " --output context=" + same + " --output probs3=" + same);
+  EXPECT_EQ(twice.status, 1) << twice.text;
+  EXPECT_NE(twice.text.find("sends outputs 'context' and 'probs3' to one file"), std::string::npos) << twice.text;
+  EXPECT_EQ(twice.text.find("ran in"), std::string::npos) << "the model ran first: " << twice.text;
+  Output endless =
+      kiln("run --compiled " + compiled + " --input input_ids=/dev/zero --input " + types + " --input " + mask);
+  EXPECT_EQ(endless.status, 1) << endless.text;
+  EXPECT_NE(endless.text.find("'/dev/zero' holds more than"), std::string::npos) << endless.text;
+  Output directory = kiln("run --compiled " + compiled + " --input input_ids=" + dir.string() + " --input " + types +
+                          " --input " + mask);
+  EXPECT_EQ(directory.status, 1) << directory.text;
+  EXPECT_NE(directory.text.find("is a directory; give a tensor file"), std::string::npos) << directory.text;
 
   // A small model's latency is printed in microseconds, not as 0.000 ms.
   // --model: the former name of --compiled, still taken.
@@ -552,6 +594,26 @@ TEST(KilnCommand, ErrorsEscapeControlCharactersOfTheInput) {
     EXPECT_EQ(o.text.find('\r'), std::string::npos) << args << "\n" << o.text;
     EXPECT_NE(o.text.find("\\x1b["), std::string::npos) << args << "\n" << o.text;
   }
+}
+
+// A misspelled command is named, with the commands there are (CLI11 said only "A
+// subcommand is required"); a report folder that cannot be written is refused before
+// the job, not after it.
+TEST(KilnCommand, MisspelledCommandsAndUnwritableReportsAreSaidAtOnce) {
+  Output o = kiln("nosuchcmd --help");
+  EXPECT_EQ(o.status, 1) << o.text;
+  EXPECT_NE(o.text.find("'nosuchcmd' is not a kiln command; the commands are "), std::string::npos) << o.text;
+  EXPECT_NE(o.text.find("tune-op"), std::string::npos) << o.text;
+  fs::path dir = temp_dir() / "report";
+  fs::create_directories(dir);
+  std::ofstream(dir / "a_file") << "x";
+  Output report = kiln(std::string("tune --model ") + KILN_SOURCE_DIR +
+                       "/tests/frontend/models/tiny_cnn.onnx --trials 4 --no-measure -q --db " +
+                       (dir / "t.db").string() + " --report " + (dir / "a_file" / "report").string());
+  EXPECT_EQ(report.status, 1) << report.text;
+  EXPECT_NE(report.text.find("--report: cannot create the report folder"), std::string::npos) << report.text;
+  EXPECT_EQ(report.text.find("tuning "), std::string::npos) << "the job ran first: " << report.text;
+  fs::remove_all(dir);
 }
 
 // A directory given as a model is named as one, not as a file of 2^63 - 1 bytes.
