@@ -91,8 +91,27 @@ void Dispatcher::enqueue(Job &job, const std::string &id, bool front) {
   arm_deadline(job, id, job.submitted_at + job.queue_deadline_seconds);
 }
 
+void Dispatcher::count_load(const Job &job, int delta) {
+  if (job.state == JobState::kResolved) return;
+  KeyLoad &load = load_[job.key];
+  if (job.state == JobState::kLeased) {
+    load.in_flight += delta;
+  } else if (delta > 0) {
+    load.queued_since.insert(job.submitted_at);
+  } else {
+    load.queued_since.erase(load.queued_since.find(job.submitted_at));
+  }
+  if (load.in_flight == 0 && load.queued_since.empty()) load_.erase(job.key);
+}
+
+void Dispatcher::set_state(Job &job, JobState state) {
+  count_load(job, -1);
+  job.state = state;
+  count_load(job, +1);
+}
+
 void Dispatcher::requeue(Job &job) {
-  job.state = JobState::kQueued;
+  set_state(job, JobState::kQueued);
   job.runner_id.clear();
   // Back to the front of its session's queue, and its session's turn next: it has
   // waited its turn already.
@@ -129,7 +148,7 @@ bool Dispatcher::assign(const std::string &runner_id, Runner &runner, double now
       continue;
     }
     disarm_deadline(job, id);
-    job.state = JobState::kLeased;
+    set_state(job, JobState::kLeased);
     job.lease_id = next_lease_id_++;
     job.runner_id = runner_id;
     job.leased_at = now;
@@ -438,6 +457,7 @@ v1::SubmitResponse Dispatcher::submit(const v1::SubmitRequest &request,
       continue;
     }
     Job &stored = jobs_.emplace(id, std::move(job)).first->second;
+    count_load(stored, +1);
     pin(stored, +1);
     enqueue(stored, id, /*front=*/false);
     ++session.unresolved;
@@ -462,7 +482,7 @@ void Dispatcher::resolve(Job &job, v1::JobResult result) {
   if (result.message().size() > options_.max_message_bytes) {
     result.mutable_message()->resize(options_.max_message_bytes);
   }
-  job.state = JobState::kResolved;
+  set_state(job, JobState::kResolved);
   job.result = std::move(result);
   pin(job, -1);
   Session &session = sessions_[job.session_id];
@@ -492,6 +512,7 @@ void Dispatcher::drop_session(const std::string &session_id) {
     // The runner's next heartbeat learns that the lease is revoked.
     if (job.state == JobState::kLeased) end_lease(job);
     if (job.state != JobState::kResolved) pin(job, -1);
+    count_load(job, -1);
     disarm_deadline(job, it->first);
     it = jobs_.erase(it);  // queue entries of erased jobs are skipped when met
   }
@@ -798,16 +819,14 @@ Status Dispatcher::status() {
     key.set_key(runner.key);
     key.set_runners(key.runners() + 1);
   }
-  for (const auto &[id, job] : jobs_) {
-    if (job.state == JobState::kResolved) continue;
-    v1::KeyStatus &key = keys[job.key];
-    key.set_key(job.key);
-    if (job.state == JobState::kQueued) {
-      key.set_queued(key.queued() + 1);
-      key.set_oldest_queued_seconds(std::max(key.oldest_queued_seconds(), now - job.submitted_at));
-    } else {
-      key.set_in_flight(key.in_flight() + 1);
-    }
+  // From the counts kept as jobs change state: a status costs the runners and keys, not
+  // the jobs (a long queue made every `kiln tracker status` scan all of them).
+  for (const auto &[name, load] : load_) {
+    v1::KeyStatus &key = keys[name];
+    key.set_key(name);
+    key.set_queued(static_cast<int32_t>(load.queued_since.size()));
+    key.set_in_flight(static_cast<int32_t>(load.in_flight));
+    if (!load.queued_since.empty()) key.set_oldest_queued_seconds(now - *load.queued_since.begin());
   }
   for (auto &[name, key] : keys) *status.add_keys() = key;
   status.set_jobs_submitted(submitted_);

@@ -189,6 +189,11 @@ class Dispatcher {
     /// key loses its last runner.
     std::vector<std::string> parked;
   };
+  /// A key's unresolved jobs, kept as they change state (set_state) for status().
+  struct KeyLoad {
+    int64_t in_flight = 0;
+    std::multiset<double> queued_since;  ///< submitted_at of each queued job
+  };
   struct RunnerWait {
     std::string runner_id;
     std::string key;
@@ -216,6 +221,10 @@ class Dispatcher {
   /// Whether a runner reporting `facts` may run `job` (its target and ABI, when given).
   static bool runs_on(const v1::JobSpec &job, const v1::DeviceFacts &facts);
   void enqueue(Job &job, const std::string &id, bool front);
+  /// Changes a job's state, keeping load_ counted.
+  void set_state(Job &job, JobState state);
+  /// Adds (+1) or removes (-1) an unresolved job from its key's load_.
+  void count_load(const Job &job, int delta);
   void arm_deadline(Job &job, const std::string &id, double at);
   void disarm_deadline(Job &job, const std::string &id);
   void requeue(Job &job);
@@ -247,6 +256,7 @@ class Dispatcher {
   std::map<std::string, Job> jobs_;         // by job_key
   std::map<uint64_t, std::string> leases_;  // lease id -> job_key
   std::map<std::string, Key> keys_;
+  std::map<std::string, KeyLoad> load_;  // keys with unresolved jobs
   std::map<std::string, Runner> runners_;
   std::map<std::string, Session> sessions_;
   std::map<WaitId, RunnerWait> runner_waits_;

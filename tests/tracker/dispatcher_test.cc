@@ -208,6 +208,44 @@ TEST_F(DispatcherTest, ASessionWhoseTunerWentAwayIsDroppedWithItsJobs) {
   EXPECT_EQ(dispatcher_.status().keys(0).queued(), 0);
 }
 
+// The status counts each key's queued and running jobs and the oldest wait from counts
+// kept as jobs move (not by scanning every job): through leases, a lost runner's
+// re-queue, results, a cancellation and a dropped session.
+TEST_F(DispatcherTest, StatusCountsQueuedAndRunningJobsAsTheyMove) {
+  auto key_status = [&] {
+    const Status status = dispatcher_.status();
+    for (const v1::KeyStatus &k : status.keys())
+      if (k.key() == "cpu") return k;
+    return v1::KeyStatus();
+  };
+  submit({"1", "2", "3"});
+  now_ += 4;
+  submit({"4"}, "t");
+  EXPECT_EQ(key_status().queued(), 4);
+  EXPECT_EQ(key_status().in_flight(), 0);
+  EXPECT_DOUBLE_EQ(key_status().oldest_queued_seconds(), 4);
+  auto first = take("r1");
+  EXPECT_EQ(key_status().queued(), 3);
+  EXPECT_EQ(key_status().in_flight(), 1);
+  EXPECT_TRUE(report("r1", first));
+  EXPECT_EQ(key_status().queued(), 3);
+  EXPECT_EQ(key_status().in_flight(), 0);
+  auto second = take("r1");
+  EXPECT_EQ(key_status().in_flight(), 1);
+  // The runner is lost: its job waits again, from its first submission.
+  now_ += options().runner_lost_after_seconds + 1;
+  dispatcher_.expire();
+  EXPECT_EQ(key_status().queued(), 3);
+  EXPECT_EQ(key_status().in_flight(), 0);
+  EXPECT_GE(key_status().oldest_queued_seconds(), 4 + options().runner_lost_after_seconds);
+  EXPECT_EQ(dispatcher_.cancel("s", {}), 2);
+  EXPECT_EQ(key_status().queued(), 1);
+  now_ += options().session_idle_seconds + 1;
+  dispatcher_.expire();  // both sessions dropped
+  EXPECT_EQ(key_status().queued(), 0);
+  EXPECT_EQ(key_status().in_flight(), 0);
+}
+
 // A tuner that hung up while waiting (its process died) frees its boards after a short
 // grace, not the session timeout; one that calls again within the grace keeps its jobs.
 TEST_F(DispatcherTest, ASessionWhoseTunerHungUpIsDroppedAfterAGrace) {
