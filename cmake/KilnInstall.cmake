@@ -22,9 +22,16 @@ install(TARGETS ${KILN_INSTALLED_LIBRARIES} EXPORT KilnTargets
   PUBLIC_HEADER DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
   INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(FILES ${PROJECT_SOURCE_DIR}/codegen/runtime/abi.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/kiln)
-# The runner's systemd unit, naming the installed kiln-runner.
-configure_file(${PROJECT_SOURCE_DIR}/rpc/kiln-runner.service.in ${CMAKE_CURRENT_BINARY_DIR}/kiln-runner.service @ONLY)
-install(FILES ${CMAKE_CURRENT_BINARY_DIR}/kiln-runner.service DESTINATION ${CMAKE_INSTALL_DATADIR}/kiln)
+# The runner's systemd unit, naming the installed kiln-runner. Written when installing:
+# `cmake --install --prefix P` then names P's runner, where the prefix known at
+# configure time named one that was not there.
+install(CODE "
+  set(CMAKE_INSTALL_FULL_BINDIR \"\${CMAKE_INSTALL_PREFIX}/${CMAKE_INSTALL_BINDIR}\")
+  configure_file(\"${PROJECT_SOURCE_DIR}/rpc/kiln-runner.service.in\"
+    \"${CMAKE_CURRENT_BINARY_DIR}/install-time/kiln-runner.service\" @ONLY)
+  file(INSTALL DESTINATION \"\${CMAKE_INSTALL_PREFIX}/${CMAKE_INSTALL_DATADIR}/kiln\" TYPE FILE
+    FILES \"${CMAKE_CURRENT_BINARY_DIR}/install-time/kiln-runner.service\")
+")
 
 set(KILN_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/Kiln)
 install(EXPORT KilnTargets NAMESPACE Kiln:: DESTINATION ${KILN_CMAKE_DIR})
