@@ -100,10 +100,18 @@ std::vector<OpDef> binary_ops() {
   // approximated.
   ops.push_back(binary("div", "A / B (ONNX Div, floating point only).", Domain::kFloat,
                        [](const Expr &a, const Expr &b) { return a / b; }));
-  ops.push_back(binary("maximum", "max(A, B) (ONNX Max with two inputs).", Domain::kNumeric,
-                       [](const Expr &a, const Expr &b) { return ir::make_max(a, b); }));
-  ops.push_back(binary("minimum", "min(A, B) (ONNX Min with two inputs).", Domain::kNumeric,
-                       [](const Expr &a, const Expr &b) { return ir::make_min(a, b); }));
+  // NaN in either input gives NaN, as ONNX Runtime's Max and Min do: max(a, b) alone is
+  // a > b ? a : b, which keeps a NaN in b but drops one in a.
+  ops.push_back(binary("maximum", "max(A, B) (ONNX Max with two inputs; NaN in either gives NaN).", Domain::kNumeric,
+                       [](const Expr &a, const Expr &b) {
+                         if (!ir::is_float(a.dtype())) return ir::make_max(a, b);
+                         return ir::make_select(ir::ne(a, a), a, ir::make_max(a, b));
+                       }));
+  ops.push_back(binary("minimum", "min(A, B) (ONNX Min with two inputs; NaN in either gives NaN).", Domain::kNumeric,
+                       [](const Expr &a, const Expr &b) {
+                         if (!ir::is_float(a.dtype())) return ir::make_min(a, b);
+                         return ir::make_select(ir::ne(a, a), a, ir::make_min(a, b));
+                       }));
   ops.push_back(comparison("equal", "A == B (ONNX Equal).", [](const Expr &a, const Expr &b) { return ir::eq(a, b); }));
   ops.push_back(comparison("less", "A < B (ONNX Less).", [](const Expr &a, const Expr &b) { return a < b; }));
   ops.push_back(

@@ -678,27 +678,38 @@ TEST(CodegenX86Math, TranscendentalsMatchLibmElementwise) {
   }
 }
 
-// NaN stays NaN through relu and clip (ONNX Relu and Clip; ONNX Runtime agrees), and
-// infinities clip to the bounds: in the interpreter and in the code, scalar and vector
-// (x86's max and min return their second operand when either is NaN).
-TEST(CodegenX86Math, NaNAndInfinitiesPassThroughReluAndClip) {
+// NaN stays NaN through relu, clip, and two-input max and min from either input (ONNX
+// Runtime agrees), and infinities clip to the bounds: in the interpreter and in the
+// code, scalar and vector (x86's max and min return their second operand when either is
+// NaN). The second input of maximum and minimum is the first reversed.
+TEST(CodegenX86Math, NaNAndInfinitiesPassThroughReluClipMaxAndMin) {
   const double inf = std::numeric_limits<double>::infinity(), nan = std::numeric_limits<double>::quiet_NaN();
   struct Case {
     const char *op;
     nlohmann::json attrs;
-    std::function<double(double)> want;
+    std::function<double(double, double)> want;  // of x and, for two inputs, y
+    bool two_inputs = false;
   };
+  auto nan_or = [](double x, double y, double otherwise) { return std::isnan(x) ? x : std::isnan(y) ? y : otherwise; };
   std::vector<Case> cases = {
-      {"relu", nlohmann::json::object(), [](double x) { return std::isnan(x) ? x : std::max(x, 0.0); }},
-      {"clip", {{"min", -1.0}, {"max", 2.0}}, [](double x) {
-         return std::isnan(x) ? x : std::min(std::max(x, -1.0), 2.0);
-       }}};
+      {"relu", nlohmann::json::object(), [](double x, double) { return std::isnan(x) ? x : std::max(x, 0.0); }},
+      {"clip",
+       {{"min", -1.0}, {"max", 2.0}},
+       [](double x, double) { return std::isnan(x) ? x : std::min(std::max(x, -1.0), 2.0); }},
+      {"maximum", nlohmann::json::object(), [&](double x, double y) { return nan_or(x, y, std::max(x, y)); }, true},
+      {"minimum", nlohmann::json::object(), [&](double x, double y) { return nan_or(x, y, std::min(x, y)); }, true}};
   for (const Case &c : cases) {
-    ops::Workload w = ops::Workload::single(c.op, {{{4, 16}, ir::DType::kFloat32}}, c.attrs);
+    std::vector<ir::TensorType> types(c.two_inputs ? 2 : 1, ir::TensorType{{4, 16}, ir::DType::kFloat32});
+    ops::Workload w = ops::Workload::single(c.op, types, c.attrs);
     ir::PrimFunc func = te::lower(w.build_dag(), c.op);
-    HostTensor x(ir::DType::kFloat32, {4, 16});
-    const std::vector<double> special = {nan, -nan, inf, -inf, 0.0, -0.0, 0.5, -0.5, 3.0, -3.0};
-    for (int64_t i = 0; i < x.size(); ++i) x.set(i, special[static_cast<size_t>(i) % special.size()]);
+    HostTensor x(ir::DType::kFloat32, {4, 16}), y(ir::DType::kFloat32, {4, 16});
+    const std::vector<double> special = {nan, -nan, inf, -inf, 0.0, -0.0, 0.5, -0.5, 3.0, -3.0, 1.0};
+    for (int64_t i = 0; i < x.size(); ++i) {
+      x.set(i, special[static_cast<size_t>(i) % special.size()]);
+      y.set(i, special[special.size() - 1 - static_cast<size_t>(i) % special.size()]);
+    }
+    std::vector<HostTensor> inputs = {x};
+    if (c.two_inputs) inputs.push_back(y);
     for (bool vectorized : {false, true}) {
       ir::Schedule sch(func);
       if (vectorized) {
@@ -707,12 +718,13 @@ TEST(CodegenX86Math, NaNAndInfinitiesPassThroughReluAndClip) {
       }
       std::string path = temp_dir() + "/nan_" + c.op + (vectorized ? "_vec" : "") + ".so";
       compiler().build_artifact(sch.func(), host_target(), path);
-      HostTensor got = run_artifact(path, sch.func(), {x})[0];
-      HostTensor interpreted = ir::interpret(func, {x})[0];
+      HostTensor got = run_artifact(path, sch.func(), inputs)[0];
+      HostTensor interpreted = ir::interpret(func, inputs)[0];
       for (int64_t i = 0; i < x.size(); ++i) {
-        double want = c.want(x.get(i));
-        std::string where =
-            std::string(c.op) + (vectorized ? " (vectorized)" : "") + " at x = " + std::to_string(x.get(i));
+        double want = c.want(x.get(i), y.get(i));
+        std::string where = std::string(c.op) + (vectorized ? " (vectorized)" : "") +
+                            " at x = " + std::to_string(x.get(i)) +
+                            (c.two_inputs ? ", y = " + std::to_string(y.get(i)) : "");
         for (double out : {got.get(i), interpreted.get(i)}) {
           if (std::isnan(want))
             EXPECT_TRUE(std::isnan(out)) << where << ": " << out;
