@@ -212,12 +212,6 @@ std::vector<int64_t> input_shape(const onnx::ValueInfoProto &in, const ImportOpt
 
 }  // namespace
 
-std::vector<std::string> supported_onnx_ops() {
-  std::vector<std::string> ops;
-  for (const auto &[name, importer] : op_importers()) ops.push_back(name);
-  return ops;
-}
-
 Graph import_onnx_bytes(const std::string &bytes, const ImportOptions &options, const std::string &what) {
   onnx::ModelProto model = parse_model(bytes, what);
   int opset = check_versions(model, what);

@@ -48,7 +48,4 @@ Graph import_onnx_file(const std::string &path, const ImportOptions &options = {
 /// Imports a serialized ModelProto; `what` names it in messages.
 Graph import_onnx_bytes(const std::string &bytes, const ImportOptions &options = {}, const std::string &what = "model");
 
-/// The ONNX operator types the importer understands, sorted.
-std::vector<std::string> supported_onnx_ops();
-
 }  // namespace kiln::frontend

@@ -75,9 +75,9 @@ struct SearchSpace {
   MutatorList mutators;
 };
 
-// The defaults for CPU targets through LLVM (x86-64, AArch64); what each rule,
-// postprocessor and mutator does is said in its file (rules/*.cc, postprocessors.cc,
-// mutators.cc).
+// The defaults for a target: CPU lists for llvm targets (x86-64, AArch64), GPU lists for
+// cuda ones; what each rule, postprocessor and mutator does is said in its file
+// (rules/*.cc, postprocessors.cc, mutators.cc).
 RuleList default_rules(const Target &target);
 PostprocessorList default_postprocessors(const Target &target);
 MutatorList default_mutators(const Target &target);

@@ -80,9 +80,6 @@ Expr sum(Expr source, std::vector<IterVar> axes) {
 Expr max_of(Expr source, std::vector<IterVar> axes) {
   return make_reduce(Combiner::kMax, std::move(source), std::move(axes));
 }
-Expr min_of(Expr source, std::vector<IterVar> axes) {
-  return make_reduce(Combiner::kMin, std::move(source), std::move(axes));
-}
 
 ComputeDAG make_dag(std::vector<Tensor> inputs, std::vector<Tensor> outputs) {
   ComputeDAG dag;

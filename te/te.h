@@ -58,7 +58,6 @@ Tensor compute(std::vector<int64_t> shape, const std::function<Expr(const std::v
 IterVar reduce_axis(int64_t extent, std::string name);
 Expr sum(Expr source, std::vector<IterVar> axes);
 Expr max_of(Expr source, std::vector<IterVar> axes);
-Expr min_of(Expr source, std::vector<IterVar> axes);
 
 /// A DAG of compute stages between explicit inputs and outputs.
 struct ComputeDAG {

@@ -153,7 +153,6 @@ class Schedule {
   std::vector<ExprRV> record_tiling(const InstructionKind &kind, const LoopRV &loop, int n,
                                     int64_t max_innermost_factor, int64_t innermost_multiple,
                                     const std::vector<int64_t> &factors);
-  std::vector<int64_t> candidate_locations_check(const std::string &block, std::vector<Var> *loops) const;
 
   PrimFunc func_;
   Trace trace_;

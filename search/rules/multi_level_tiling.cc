@@ -1,5 +1,5 @@
 // MultiLevelTiling: blocks with a reduction are tiled "SSRSRS" (S0 S1 R0 S2 R1 S3), in
-// up to six variants that the rule fans out to:
+// up to seven variants that the rule fans out to:
 //
 //   variant                 levels    S2 x S3 accumulator   packed input
 //   accumulator + packing   SSRSRS    yes                   the streamed input, per S0 tile
@@ -9,6 +9,8 @@
 //   other vector axis       SSRSRS    yes                   the weights, along the vector axis
 //   panel packed once       SSRSRS    yes                   the streamed input, at the vector
 //                                                           axis's S0 tile, placed first
+//   other vector axis,      SSRSRS    yes                   the weights, along the vector axis,
+//     rows outer                                            the output's rows outermost
 //
 // A matrix-vector product also gets a sketch that vectorizes along the reduction
 // (tile_reduction_vectors: rfactor by the lanes, then the accumulator variant).
