@@ -89,7 +89,10 @@ void add_compile_command(CLI::App &app) {
       model = prepare_model(*args);
     options->untuned_schedule = search::untuned_schedule;
     std::filesystem::path out_path(*out);
-    while (!out_path.empty() && !out_path.has_filename()) out_path = out_path.parent_path();
+    while (!out_path.empty() && !out_path.has_filename() && out_path != out_path.parent_path())
+      out_path = out_path.parent_path();
+    if (!out_path.has_filename())
+      fail("-o '" + *out + "' names no folder to create: give the compiled model's folder, e.g. -o model.kiln");
     std::filesystem::path build_dir = out_path;
     build_dir += ".build." + std::to_string(getpid());
     measure::LocalBuilderOptions builder;

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <limits>
 #include <memory>
 #include <optional>
 
@@ -55,6 +56,8 @@ std::vector<std::string> match_files(const std::vector<std::string> &args, const
   std::vector<std::string> positional;
   for (const std::string &arg : args) {
     NamedFile f = split_named(arg, names, flag, kind);
+    // An empty path would be skipped: nothing written, nothing compared, exit 0.
+    if (f.path.empty()) fail(flag + " '" + arg + "' names no file");
     if (f.name.empty()) {
       positional.push_back(f.path);
       continue;
@@ -165,6 +168,15 @@ void add_run_command(CLI::App &app) {
     } else {
       out_files = match_files(args->outputs, out_names, "--output", "output", /*all=*/false);
     }
+    // An output written over an input file would destroy the input.
+    for (size_t o = 0; o < out_files.size(); ++o) {
+      for (size_t k = 0; k < in_files.size() && !out_files[o].empty(); ++k) {
+        std::error_code ec2;
+        if (std::filesystem::equivalent(out_files[o], in_files[k], ec2))
+          fail("--output would write output '" + out_names[o] + "' over input file '" + in_files[k] +
+               "': give the output another file");
+      }
+    }
     // Two outputs written to one file would keep only the last.
     for (size_t o = 0; o < out_files.size(); ++o) {
       for (size_t p = 0; p < o && !out_files[o].empty(); ++p) {
@@ -206,7 +218,16 @@ void add_run_command(CLI::App &app) {
       const ir::HostTensor &out = outputs[o];
       ir::HostTensor want = read_tensor(compare_files[o], {out.shape(), out.dtype()});
       double max_abs = 0;
-      for (int64_t i = 0; i < out.size(); ++i) max_abs = std::max(max_abs, std::fabs(out.get(i) - want.get(i)));
+      for (int64_t i = 0; i < out.size(); ++i) {
+        const double got = out.get(i), wanted = want.get(i);
+        if (std::isnan(got) && std::isnan(wanted)) continue;  // NaN where NaN is expected
+        const double error = std::fabs(got - wanted);
+        // A NaN against a number is the largest error there is (std::max would drop it).
+        if (std::isnan(error) || std::isnan(max_abs))
+          max_abs = std::numeric_limits<double>::quiet_NaN();
+        else
+          max_abs = std::max(max_abs, error);
+      }
       double rel = ir::relative_l2_error(out, want);
       std::printf("compare '%s': max abs error %.3g, relative L2 error %.3g (tolerance %.3g)\n",
                   support::printable(out_names[o]).c_str(), max_abs, rel, args->tolerance);

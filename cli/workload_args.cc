@@ -4,6 +4,7 @@
 #include "support/json_read.h"
 
 #include <CLI/CLI.hpp>
+#include <exception>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -61,6 +62,16 @@ ops::Workload WorkloadArgs::build() const {
 }
 
 void fail(const std::string &message) {
+  // Called from a handler of std::exception while an earlier fail's error is in flight
+  // (a fail inside a try): that one was reported already; "Runtime error" would follow.
+  if (std::exception_ptr current = std::current_exception()) {
+    try {
+      std::rethrow_exception(current);
+    } catch (const CLI::RuntimeError &) {
+      throw;
+    } catch (...) {
+    }
+  }
   std::cerr << "kiln: error: " << support::printable(message) << "\n";
   throw CLI::RuntimeError(1);
 }

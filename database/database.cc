@@ -150,6 +150,8 @@ static std::string needs_writing(const std::string &path) {
 
 Database Database::open(const std::filesystem::path &file, OpenMode mode) {
   std::string path = file.string();
+  // SQLite opens "" as a private temporary database: every record would be lost.
+  if (path.empty()) throw DbError("the database path is empty: give a file name (--db FILE)");
   if (mode == OpenMode::kReadOnly && !file_exists(path))
     throw DbError("database " + path + " does not exist; check the path (opening for lookup never creates one)");
   if (mode == OpenMode::kReadWrite && !file_exists(path))

@@ -448,6 +448,14 @@ TEST(KilnCommand, RunFeedsNamedInputsAndWritesEveryOutput) {
       kiln("run --compiled " + compiled + " --input input_ids=/dev/zero --input " + types + " --input " + mask);
   EXPECT_EQ(endless.status, 1) << endless.text;
   EXPECT_NE(endless.text.find("'/dev/zero' holds more than"), std::string::npos) << endless.text;
+  for (const std::string &empty : {std::string(" --output context="), std::string(" --compare ''")}) {
+    Output nothing = kiln("run --compiled " + compiled + inputs + empty);
+    EXPECT_EQ(nothing.status, 1) << empty << ": " << nothing.text;
+    EXPECT_NE(nothing.text.find("names no file"), std::string::npos) << nothing.text;
+  }
+  Output over_input = kiln("run --compiled " + compiled + inputs + " --output context=" + words);
+  EXPECT_EQ(over_input.status, 1) << over_input.text;
+  EXPECT_NE(over_input.text.find("over input file"), std::string::npos) << over_input.text;
   Output directory = kiln("run --compiled " + compiled + " --input input_ids=" + dir.string() + " --input " + types +
                           " --input " + mask);
   EXPECT_EQ(directory.status, 1) << directory.text;
@@ -613,6 +621,22 @@ TEST(KilnCommand, MisspelledCommandsAndUnwritableReportsAreSaidAtOnce) {
   EXPECT_EQ(report.status, 1) << report.text;
   EXPECT_NE(report.text.find("--report: cannot create the report folder"), std::string::npos) << report.text;
   EXPECT_EQ(report.text.find("tuning "), std::string::npos) << "the job ran first: " << report.text;
+  // --db '' is a database SQLite would keep in memory only: refused.
+  Output no_db = kiln("tune-op --op relu --shape 8 --trials 2 -q --db ''");
+  EXPECT_EQ(no_db.status, 1) << no_db.text;
+  EXPECT_NE(no_db.text.find("the database path is empty"), std::string::npos) << no_db.text;
+  // -o / names no folder (the search for one never ended).
+  Output root =
+      kiln(std::string("compile --model ") + KILN_SOURCE_DIR + "/tests/frontend/models/two_io.onnx --no-db -o /");
+  EXPECT_EQ(root.status, 1) << root.text;
+  EXPECT_NE(root.text.find("names no folder to create"), std::string::npos) << root.text;
+  // One error, said once: not followed by "Runtime error".
+  std::ofstream(dir / "same.token") << "s3cret\n";
+  fs::permissions(dir / "same.token", fs::perms::owner_read | fs::perms::owner_write);
+  const std::string token = (dir / "same.token").string();
+  Output same = kiln("tracker --listen 127.0.0.1:0 --submitter-token-file " + token + " --runner-token-file " + token);
+  EXPECT_EQ(same.status, 1) << same.text;
+  EXPECT_EQ(same.text.find("Runtime error"), std::string::npos) << same.text;
   fs::remove_all(dir);
 }
 
