@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdio>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -66,6 +67,7 @@ std::vector<double> time_calls(int repeat, const Call &call) {
 std::vector<int64_t> dim_values_from(const executor::DynamicManifest &m, const std::vector<std::string> &specs) {
   std::vector<int64_t> values;
   for (const executor::DynamicDim &d : m.dims) values.push_back(d.max);
+  std::set<std::string> given;
   for (const std::string &spec : specs) {
     size_t eq = spec.find('=');
     std::string name = spec.substr(0, eq == std::string::npos ? 0 : eq);
@@ -75,6 +77,7 @@ std::vector<int64_t> dim_values_from(const executor::DynamicManifest &m, const s
       for (const executor::DynamicDim &d : m.dims) names += (names.empty() ? "" : ", ") + d.name;
       fail("--dim '" + spec + "' must be NAME=VALUE with NAME one of the model's dynamic dimensions: " + names);
     }
+    if (!given.insert(name).second) fail("--dim " + name + " is given twice; give each dimension once");
     try {
       size_t used = 0;
       values[static_cast<size_t>(it - m.dims.begin())] = std::stoll(spec.substr(eq + 1), &used);

@@ -80,6 +80,25 @@ void add_compile_command(CLI::App &app) {
            ": no such database file; give the file kiln tune wrote (its --db), or "
            "--no-db to compile every subgraph untuned");
     }
+    std::filesystem::path out_path(*out);
+    while (!out_path.empty() && !out_path.has_filename() && out_path != out_path.parent_path())
+      out_path = out_path.parent_path();
+    if (!out_path.has_filename())
+      fail("-o '" + *out + "' names no folder to create: give the compiled model's folder, e.g. -o model.kiln");
+    {
+      // Where the model cannot go is said before the model is imported and built.
+      namespace fs = std::filesystem;
+      std::error_code ec;
+      fs::path parent = out_path.parent_path();
+      if (parent.empty()) parent = ".";
+      if (!fs::is_directory(parent, ec))
+        fail("-o '" + *out + "': the folder '" + parent.string() + "' it goes in does not exist; create it first");
+      if (fs::is_symlink(fs::symlink_status(out_path, ec))) {
+        if (fs::file_status target = fs::status(out_path, ec); ec && !fs::exists(target))
+          fail("-o '" + *out + "' is a symbolic link that leads nowhere (" + ec.message() +
+               "): remove it or choose another folder");
+      }
+    }
     const bool dynamic = has_dynamic_dims(*args);
     std::optional<DynamicPlan> plan;
     frontend::PreparedModel model;
@@ -88,11 +107,6 @@ void add_compile_command(CLI::App &app) {
     else
       model = prepare_model(*args);
     options->untuned_schedule = search::untuned_schedule;
-    std::filesystem::path out_path(*out);
-    while (!out_path.empty() && !out_path.has_filename() && out_path != out_path.parent_path())
-      out_path = out_path.parent_path();
-    if (!out_path.has_filename())
-      fail("-o '" + *out + "' names no folder to create: give the compiled model's folder, e.g. -o model.kiln");
     std::filesystem::path build_dir = out_path;
     build_dir += ".build." + std::to_string(getpid());
     measure::LocalBuilderOptions builder;
@@ -102,6 +116,9 @@ void add_compile_command(CLI::App &app) {
     std::optional<measure::LocalBuilderPool> pool;
     try {
       pool.emplace(builder);
+    } catch (const std::filesystem::filesystem_error &e) {
+      fail("-o '" + *out + "': cannot create the folder '" + build_dir.string() +
+           "' the model is built in beside it (" + e.code().message() + "); choose a folder you can write");
     } catch (const std::exception &e) {
       fail(e.what());
     }

@@ -2,6 +2,7 @@
 // kiln::db::Database.
 
 #include "cli/db_command.h"
+#include "support/file_read.h"
 #include "support/flag_checks.h"
 
 #include "database/database.h"
@@ -121,7 +122,7 @@ static void add_best(CLI::App &db, Streams io) {
 static void add_top(CLI::App &db, Streams io) {
   auto o = std::make_shared<LookupOptions>();
   CLI::App *cmd = add_lookup_flags(db.add_subcommand("top", "print the k fastest records of a workload"), *o);
-  cmd->add_option("-k", o->k, "how many records")->check(CLI::PositiveNumber);
+  cmd->add_option("-k", o->k, "how many records")->check(kiln::support::at_least(1));
   cmd->callback([o, io] {
     run_reporting_errors("top", io, [&] {
       auto database = kiln::db::Database::open(o->db, kiln::db::OpenMode::kReadOnly);
@@ -261,8 +262,12 @@ static void add_import(CLI::App &db, Streams io) {
       if (*input == "-") {
         result = database.import_jsonl(std::cin, check);
       } else {
-        std::ifstream file(*input, std::ios::binary);
-        if (!file) throw kiln::db::DbError("cannot read " + *input);
+        std::ifstream file;
+        try {
+          file = kiln::support::open_input_file(*input, "records file", std::ios::binary);
+        } catch (const std::invalid_argument &e) {
+          throw kiln::db::DbError(e.what());
+        }
         result = database.import_jsonl(file, check);
       }
       io.out << "imported " << result.inserted << " records (" << result.duplicates << " already present, skipped)\n";
@@ -277,7 +282,9 @@ static void add_prune(CLI::App &db, Streams io) {
                                     "keep the N fastest records per workload and target; delete the rest, all error "
                                     "records and records whose latencies are damaged");
   cmd->add_option("--db", *path, "database file")->required();
-  cmd->add_option("--keep", *keep, "records to keep per workload and target")->required()->check(CLI::PositiveNumber);
+  cmd->add_option("--keep", *keep, "records to keep per workload and target")
+      ->required()
+      ->check(kiln::support::at_least(1));
   cmd->callback([path, keep, io] {
     run_reporting_errors("prune", io, [&] {
       size_t deleted = kiln::db::Database::open(*path, kiln::db::OpenMode::kReadWrite).prune(*keep);

@@ -16,6 +16,7 @@
 #include "ir/schedule/schedule.h"
 #include "ops/registry.h"
 #include "search/space.h"
+#include "support/file_read.h"
 #include "support/json_read.h"
 #include "te/te.h"
 
@@ -83,10 +84,14 @@ static void add_show(CLI::App &app) {
     ir::PrimFunc f = lower_or_fail(*args, &w);
     if (*key) std::cout << "workload: " << w.canonical_string() << "\nkey: " << w.key_hash() << "\n\n";
     if (!trace_file->empty()) {
-      std::ifstream in(*trace_file);
-      if (!in) fail("cannot read trace file '" + *trace_file + "'");
+      nlohmann::json trace_json;
       try {
-        ir::Trace t = ir::Trace::from_json(kiln::support::parse_json(in));
+        trace_json = kiln::support::read_json_file(*trace_file, "trace file");
+      } catch (const std::exception &e) {
+        fail(e.what());
+      }
+      try {
+        ir::Trace t = ir::Trace::from_json(trace_json);
         f = ir::Schedule::replay(f, t).func();
       } catch (const std::exception &e) {
         fail("trace '" + *trace_file + "' does not apply: " + e.what());

@@ -38,6 +38,7 @@ int main(int argc, char **argv) {
   kiln::cli::add_db_commands(app);
   kiln::cli::add_costmodel_command(app);
   kiln::cli::add_tracker_commands(app);
+  kiln::support::refuse_negative_unsigned(app);
   // CLI11 would say only "A subcommand is required" for a misspelled one.
   if (argc > 1 && argv[1][0] != '-') {
     bool known = false;

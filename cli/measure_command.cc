@@ -9,6 +9,7 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include "support/file_read.h"
 #include "support/flag_checks.h"
 
 #include "cli/common_flags.h"
@@ -35,6 +36,7 @@ struct MeasureArgs {
   bool flush_args = false;
   double run_timeout = 10;
   double build_timeout = 60;
+  int64_t memory_limit_mb = 4096;
 };
 }  // namespace
 
@@ -63,6 +65,10 @@ void add_measure_command(CLI::App &app) {
   cmd->add_option("--build-timeout", args->build_timeout, "seconds a build may take")
       ->capture_default_str()
       ->check(seconds());
+  cmd->add_option("--memory-limit-mb", args->memory_limit_mb,
+                  "address space the run may add (its inputs, outputs and the reference's outputs)")
+      ->capture_default_str()
+      ->check(at_least(1, 1 << 24));
   cmd->callback([args] {
     // The CPU runner forks its server first, while this process has no other threads; a
     // cuda target is measured by kiln-cuda-measure processes on this host's GPU.
@@ -78,6 +84,7 @@ void add_measure_command(CLI::App &app) {
       measure::LocalRunnerOptions ropts;
       ropts.run_timeout_seconds = args->run_timeout;
       ropts.num_threads = args->threads;
+      ropts.memory_limit_bytes = args->memory_limit_mb << 20;
       runner = std::make_unique<measure::LocalRunner>(ropts);
     }
 
@@ -97,10 +104,14 @@ void add_measure_command(CLI::App &app) {
     if (cuda) naive = search::untuned_schedule(naive, target);
     ir::PrimFunc scheduled = naive;
     if (!args->trace_file.empty()) {
-      std::ifstream in(args->trace_file);
-      if (!in) fail("cannot read trace file '" + args->trace_file + "'");
+      nlohmann::json trace_json;
       try {
-        scheduled = ir::Schedule::replay(naive, ir::Trace::from_json(kiln::support::parse_json(in))).func();
+        trace_json = kiln::support::read_json_file(args->trace_file, "trace file");
+      } catch (const std::exception &e) {
+        fail(e.what());
+      }
+      try {
+        scheduled = ir::Schedule::replay(naive, ir::Trace::from_json(trace_json)).func();
       } catch (const std::exception &e) {
         fail("trace '" + args->trace_file + "' does not apply to this task: " + e.what());
       }

@@ -41,6 +41,8 @@ frontend::ImportOptions options_from(const PipelineArgs &args) {
     if (eq == std::string::npos || eq == 0)
       fail("--shape '" + spec + "' must look like NAME=DIMS, e.g. input=1x3x224x224 (or 1xseq with --dim seq=...)");
     const std::string name = spec.substr(0, eq), dims = spec.substr(eq + 1);
+    if (options.input_shapes.count(name) || options.input_dims.count(name))
+      fail("--shape " + name + " is given twice; give each input's shape once");
     std::vector<std::string> parts;
     std::stringstream ss(dims);
     for (std::string part; std::getline(ss, part, 'x');) parts.push_back(part);
@@ -174,11 +176,12 @@ std::vector<frontend::DimRange> ranged_dims(const PipelineArgs &args) {
   return ranged;
 }
 
-frontend::Graph import_at(const PipelineArgs &args, const std::vector<frontend::DimRange> &ranged,
-                          const std::vector<int64_t> &values) {
-  frontend::ImportOptions options = options_from(args);
+// Throws (rather than fail()) so that find_symbolic_axes can say at which values the
+// model does not import.
+frontend::Graph import_at(const PipelineArgs &args, frontend::ImportOptions options,
+                          const std::vector<frontend::DimRange> &ranged, const std::vector<int64_t> &values) {
   for (size_t d = 0; d < ranged.size(); ++d) options.dim_values[ranged[d].name] = values[d];
-  return import_with(args, options);
+  return frontend::import_onnx_file(args.model, options);
 }
 
 executor::DynamicTensor dynamic_tensor(const frontend::SymbolicGraph &s, frontend::ValueId v) {
@@ -197,9 +200,28 @@ executor::DynamicTensor dynamic_tensor(const frontend::SymbolicGraph &s, fronten
 DynamicPlan plan_dynamic(const PipelineArgs &args) {
   const std::vector<frontend::DimRange> ranged = ranged_dims(args);
   DynamicPlan plan;
+  const frontend::ImportOptions fixed = options_from(args);
   try {
     plan.symbolic = frontend::find_symbolic_axes(
-        [&](const std::vector<int64_t> &values) { return import_at(args, ranged, values); }, ranged);
+        [&](const std::vector<int64_t> &values) {
+          try {
+            return import_at(args, fixed, ranged, values);
+          } catch (const frontend::ImportError &e) {
+            // The same refusal at the range's low end is not the values' fault (a
+            // dimension not given, say): it is reported as it is, not as a range to narrow.
+            std::vector<int64_t> lows;
+            for (const frontend::DimRange &r : ranged) lows.push_back(r.min);
+            if (values != lows) {
+              try {
+                import_at(args, fixed, ranged, lows);
+              } catch (const frontend::ImportError &at_low) {
+                if (std::string(at_low.what()) == e.what()) throw frontend::DynamicShapeError(e.what());
+              }
+            }
+            throw;
+          }
+        },
+        ranged);
   } catch (const frontend::DynamicShapeError &e) {
     fail(e.what());
   }
@@ -254,7 +276,9 @@ DynamicPlan plan_dynamic(const PipelineArgs &args) {
 frontend::PreparedModel prepare_bucket(const PipelineArgs &args, const DynamicPlan &plan, size_t i) {
   const std::vector<frontend::DimRange> ranged = ranged_dims(args);
   const std::vector<int64_t> &values = plan.manifest.buckets.at(i);
-  frontend::Graph graph = import_at(args, ranged, values);
+  frontend::ImportOptions options = options_from(args);
+  for (size_t d = 0; d < ranged.size(); ++d) options.dim_values[ranged[d].name] = values[d];
+  frontend::Graph graph = import_with(args, options);
   try {
     graph = frontend::bucket_graph(std::move(graph), plan.symbolic, values);
   } catch (const frontend::DynamicShapeError &e) {

@@ -2,11 +2,15 @@
 #include "cli/model_commands.h"
 #include "cli/workload_args.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <limits>
 #include <memory>
@@ -187,6 +191,23 @@ void add_run_command(CLI::App &app) {
           fail("--output sends outputs '" + out_names[p] + "' and '" + out_names[o] + "' to one file, '" +
                out_files[o] + "': give each its own");
       }
+    }
+    // A destination that cannot be written is refused before the run, not after it.
+    for (size_t o = 0; o < out_files.size(); ++o) {
+      if (out_files[o].empty()) continue;
+      namespace fs = std::filesystem;
+      std::error_code ec;
+      fs::path parent = fs::path(out_files[o]).parent_path();
+      if (parent.empty()) parent = ".";
+      if (fs::is_directory(out_files[o], ec))
+        fail("--output '" + out_files[o] + "' for output '" + out_names[o] +
+             "' is a directory; name a file, or give the directory as the only --output");
+      if (!fs::is_directory(parent, ec))
+        fail("--output '" + out_files[o] + "' for output '" + out_names[o] + "': the folder '" + parent.string() +
+             "' does not exist; create it first");
+      if (access(parent.c_str(), W_OK) != 0)
+        fail("--output '" + out_files[o] + "' for output '" + out_names[o] + "': the folder '" + parent.string() +
+             "' is not writable: " + std::strerror(errno));
     }
     std::vector<std::string> compare_files =
         match_files(args->compares, out_names, "--compare", "output", /*all=*/false);

@@ -139,7 +139,7 @@ void refuse_targets_this_host_cannot_run(const std::string &target_text) {
   } catch (const std::exception &) {
     return;  // the command says what is wrong with the target where it parses it
   }
-  std::string why = measure::why_this_host_cannot_run(target);
+  std::string why = why_this_host_cannot_run(target);
   if (why.empty()) return;
   fail("the local runner cannot measure for target '" + target.str() + "': " + why +
        ". Measure on such a device: run `kiln runner --tracker HOST:PORT --key KEY` on it and pass --runner "

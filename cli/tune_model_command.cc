@@ -358,11 +358,15 @@ void add_tune_model_command(CLI::App &app) {
       }
       std::sort(before.begin(), before.end());
       std::sort(after.begin(), after.end());
+      std::string versus_estimate = "no task has a timed program, so there is no estimate to compare with";
+      if (p.estimated_latency > 0) {
+        char ratio[64];
+        std::snprintf(ratio, sizeof ratio, "%.2fx", after[1] / (p.estimated_latency * 1e3));
+        versus_estimate = std::string("the tuned model runs ") + ratio + " its estimate";
+      }
       std::printf(
-          "measured model latency: untuned %.3f ms, tuned %.3f ms (%.2fx), medians of 3 alternating blocks; the tuned "
-          "model runs %.2fx its estimate\n",
-          before[1], after[1], before[1] / after[1],
-          p.estimated_latency > 0 ? after[1] / (p.estimated_latency * 1e3) : 0);
+          "measured model latency: untuned %.3f ms, tuned %.3f ms (%.2fx), medians of 3 alternating blocks; %s\n",
+          before[1], after[1], before[1] / after[1], versus_estimate.c_str());
       report.measured = scheduler::MeasuredModel{before[1], after[1]};
     } catch (const std::exception &e) {
       std::filesystem::remove_all(dir);

@@ -1,5 +1,6 @@
 #include "cli/workload_args.h"
 
+#include "support/file_read.h"
 #include "support/flag_checks.h"
 #include "support/json_read.h"
 
@@ -28,15 +29,7 @@ ops::Workload WorkloadArgs::build() const {
     if (!op.empty()) throw std::invalid_argument("give either --op or --workload, not both");
     if (!constant_inputs.empty())
       throw std::invalid_argument("--constant goes with --op; a workload file marks its inputs \"constant\": true");
-    std::ifstream in(workload_file);
-    if (!in) throw std::invalid_argument("cannot read workload file '" + workload_file + "'");
-    nlohmann::json j;
-    try {
-      j = kiln::support::parse_json(in);
-    } catch (const nlohmann::json::exception &e) {
-      throw std::invalid_argument("workload file '" + workload_file + "' is not valid JSON: " + e.what());
-    }
-    return ops::Workload::from_json(j);
+    return ops::Workload::from_json(kiln::support::read_json_file(workload_file, "workload file"));
   }
   if (op.empty()) throw std::invalid_argument("missing --op NAME (or --workload FILE); `kiln ops` lists operators");
   if (shapes.empty()) throw std::invalid_argument("missing --shape: give one --shape per input of '" + op + "'");

@@ -155,7 +155,9 @@ Database Database::open(const std::filesystem::path &file, OpenMode mode) {
   if (mode == OpenMode::kReadOnly && !file_exists(path))
     throw DbError("database " + path + " does not exist; check the path (opening for lookup never creates one)");
   if (mode == OpenMode::kReadWrite && !file_exists(path))
-    throw DbError("database " + path + " does not exist; create it by opening in create mode");
+    throw DbError("database " + path +
+                  " does not exist; check the path (this adds to an existing database: kiln tune, kiln tune-op and "
+                  "kiln db import --create make new ones)");
   if (file_exists(path)) require_database_file(path);
 
   // Opening for lookup must not write, not even the -wal and -shm files SQLite

@@ -155,16 +155,35 @@ std::string make_header(const ExportedKernel &k, const nlohmann::json &info) {
   return h.str();
 }
 
-void write_file(const std::string &path, const std::string &bytes) {
-  std::string partial = path + ".partial";
-  {
-    std::ofstream out(partial, std::ios::binary);
-    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    if (!out) throw ExportError("cannot write '" + partial + "': " + std::strerror(errno));
-  }
+// Refuses a destination that cannot become a file, before anything is written.
+void check_destination(const std::string &path, const char *what) {
+  namespace fs = std::filesystem;
+  if (path.empty()) throw ExportError(std::string("the ") + what + " path is empty; name a file");
   std::error_code ec;
-  std::filesystem::rename(partial, path, ec);
-  if (ec) throw ExportError("cannot write '" + path + "': " + ec.message());
+  if (fs::is_directory(path, ec))
+    throw ExportError(std::string("cannot write the ") + what + " to '" + path + "': it is a directory; name a file");
+  fs::path parent = fs::path(path).parent_path();
+  if (parent.empty()) parent = ".";
+  if (!fs::is_directory(parent, ec))
+    throw ExportError(std::string("cannot write the ") + what + " to '" + path + "': its folder '" + parent.string() +
+                      "' does not exist; create it first");
+}
+
+// Writes `path`.partial; the caller renames it into place once every file is written.
+std::string write_partial(const std::string &path, const std::string &bytes) {
+  std::string partial = path + ".partial";
+  std::ofstream out(partial, std::ios::binary);
+  int open_error = errno;
+  if (!out) throw ExportError("cannot write '" + path + "': " + std::strerror(open_error));
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  out.close();
+  if (!out) {
+    int write_error = errno;
+    std::error_code ignored;
+    std::filesystem::remove(partial, ignored);
+    throw ExportError("cannot write '" + path + "': " + std::strerror(write_error));
+  }
+  return partial;
 }
 
 }  // namespace
@@ -235,8 +254,32 @@ ExportedKernel export_kernel(const ExportRequest &request) {
 
 void write_exported_kernel(const ExportedKernel &kernel, const std::string &object_path,
                            const std::string &header_path) {
-  write_file(object_path, kernel.object);
-  write_file(header_path, kernel.header);
+  check_destination(object_path, "object file");
+  check_destination(header_path, "header");
+  if (std::filesystem::path(object_path).lexically_normal() == std::filesystem::path(header_path).lexically_normal())
+    throw ExportError("the object file and the header are both '" + object_path + "'; give them different names");
+  // Both files or neither: a failure leaves no .partial file and no half of an export.
+  std::vector<std::string> partials;
+  auto discard = [&] {
+    std::error_code ignored;
+    for (const std::string &partial : partials) std::filesystem::remove(partial, ignored);
+  };
+  try {
+    partials.push_back(write_partial(object_path, kernel.object));
+    partials.push_back(write_partial(header_path, kernel.header));
+  } catch (...) {
+    discard();
+    throw;
+  }
+  const std::string paths[2] = {object_path, header_path};
+  for (size_t i = 0; i < 2; ++i) {
+    std::error_code ec;
+    std::filesystem::rename(partials[i], paths[i], ec);
+    if (ec) {
+      discard();
+      throw ExportError("cannot write '" + paths[i] + "': " + ec.message());
+    }
+  }
 }
 
 }  // namespace kiln::executor

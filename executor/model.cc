@@ -20,6 +20,7 @@
 #include "support/json_checks.h"
 #include "support/json_read.h"
 #include "support/sha256.h"
+#include "target/target.h"
 
 namespace kiln::executor {
 namespace {
@@ -194,6 +195,21 @@ Model Model::load(const std::string &dir) {
     for (const nlohmann::json &s : m.at("steps")) support::require_int64_numbers(s.at("args"), "a step's 'args'");
     if (m.contains("index_inputs")) support::require_int64_numbers(m.at("index_inputs"), "'index_inputs'");
     impl->target = m.at("target").get<std::string>();
+    // dlopen of another architecture's library says only "cannot open shared object
+    // file"; code for wider vectors than this CPU's would load and die of SIGILL.
+    Target target;
+    try {
+      target = Target::parse(impl->target);
+    } catch (const std::invalid_argument &e) {
+      throw damaged(std::string("its target: ") + e.what());
+    }
+    if (!target.is_cuda()) {
+      if (std::string why = why_this_host_cannot_run(target); !why.empty())
+        throw ModelError("'" + dir + "' was compiled for target '" + impl->target + "', which this host cannot run (" +
+                         why +
+                         "): run it on such a machine, or compile the model again for this host (kiln compile "
+                         "without --target)");
+    }
     impl->arena_bytes = m.at("arena_bytes").get<int64_t>();
     impl->unplanned_bytes = m.at("unplanned_bytes").get<int64_t>();
     if (impl->arena_bytes < 0 || impl->arena_bytes > (int64_t{1} << 40)) throw damaged("arena_bytes out of range");

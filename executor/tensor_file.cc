@@ -264,7 +264,7 @@ std::string npy_bytes(const ir::HostTensor &t) {
 void write_tensor_file(const std::string &path, const ir::HostTensor &t) {
   bool npy = path.size() >= 4 && path.compare(path.size() - 4, 4, ".npy") == 0;
   std::ofstream out(path, std::ios::binary);
-  if (!out) throw TensorFileError("cannot write '" + path + "'");
+  if (!out) throw TensorFileError("cannot write '" + path + "': " + std::strerror(errno));
   if (npy) {
     out << npy_bytes(t);
   } else {

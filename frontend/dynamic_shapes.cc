@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "ops/registry.h"
+#include "support/file_read.h"
 #include "support/json_read.h"
 #include "support/pieces.h"
 
@@ -21,9 +22,11 @@ namespace kiln::frontend {
 namespace {
 
 int64_t parse_count(const std::string &text, const std::string &what) {
-  if (text.empty() || text.size() > 12 ||
-      !std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; }))
+  if (text.empty() || !std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; }))
     throw std::invalid_argument(what + ": '" + text + "' is not a positive integer");
+  // Digits beyond what int64 holds are a value above every supported one, not a typo.
+  if (text.size() > 12)
+    throw std::invalid_argument(what + ": '" + text + "' is above 1048576, the largest value supported");
   int64_t v = std::stoll(text);
   if (v < 1) throw std::invalid_argument(what + ": '" + text + "' is not a positive integer");
   return v;
@@ -39,16 +42,10 @@ std::map<int64_t, double> read_weights(const std::string &source, const std::str
     while (std::getline(ss, part, ',')) weights[parse_count(part, what)] += 1.0;
     return weights;
   }
-  std::ifstream in(source);
-  if (!in)
+  if (!std::filesystem::exists(source))
     throw std::invalid_argument(what + ": '" + source +
-                                "' is neither a list of values (8,16,128) nor a readable JSON file");
-  nlohmann::json j;
-  try {
-    j = kiln::support::parse_json(in);
-  } catch (const nlohmann::json::exception &e) {
-    throw std::invalid_argument(what + ": " + source + " is not valid JSON: " + e.what());
-  }
+                                "' is neither a list of values (8,16,128) nor an existing JSON file");
+  nlohmann::json j = kiln::support::read_json_file(source, what + ": the weights file");
   if (j.is_array()) {
     for (const nlohmann::json &v : j) {
       if (!v.is_number_integer() || v.get<int64_t>() < 1)
@@ -455,9 +452,33 @@ SymbolicGraph find_symbolic_axes(const ImportAt &import_at_values, const std::ve
       std::string at;
       for (size_t s = 0; s < symbols.size(); ++s)
         at += (at.empty() ? "'" : ", '") + symbols[s].name + "' = " + std::to_string(values[s]);
-      throw DynamicShapeError("the model does not import at " + at + " (within --dim's range): " + e.what() +
-                              "; narrow the range (--dim NAME=MIN..MAX) to values the model takes, or fix the "
-                              "dimension (--dim NAME=VALUE)");
+      // One dimension: the largest value the model takes, by bisection (a model whose
+      // position table holds 512 rows takes a sequence up to 512), so the message can
+      // give the range that works.
+      std::string advice =
+          "narrow the range (--dim NAME=MIN..MAX) to values the model takes, or fix the dimension "
+          "(--dim NAME=VALUE)";
+      if (symbols.size() == 1 && values[0] > symbols[0].min) {
+        auto imports = [&](int64_t v) {
+          try {
+            import_at_values({v});
+            return true;
+          } catch (const std::exception &) {
+            return false;
+          }
+        };
+        int64_t good = symbols[0].min, bad = values[0];
+        if (imports(good)) {
+          while (bad - good > 1) {
+            int64_t middle = good + (bad - good) / 2;
+            (imports(middle) ? good : bad) = middle;
+          }
+          advice = "it imports at '" + symbols[0].name + "' up to " + std::to_string(good) + ": give --dim " +
+                   symbols[0].name + "=" + std::to_string(symbols[0].min) + ".." + std::to_string(good);
+        }
+      }
+      throw DynamicShapeError("the model does not import at " + at + " (within --dim's range): " + e.what() + "; " +
+                              advice);
     }
   };
   std::vector<int64_t> top_values;

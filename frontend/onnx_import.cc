@@ -182,6 +182,19 @@ std::vector<int64_t> input_shape(const onnx::ValueInfoProto &in, const ImportOpt
       throw ImportError("--shape " + in.name() + "=" + shape_string(fixed->second) + " has rank " +
                         std::to_string(fixed->second.size()) + " but the model's input has rank " +
                         std::to_string(tensor.shape().dim_size()));
+    // An axis the model names after a dimension that --dim sets must agree with it: the
+    // other inputs on that dimension follow --dim, and the graph would not fit together.
+    for (int k = 0; tensor.has_shape() && k < tensor.shape().dim_size(); ++k) {
+      const onnx::TensorShapeProto_Dimension &d = tensor.shape().dim(k);
+      if (!d.has_dim_param()) continue;
+      auto set = options.dim_values.find(d.dim_param());
+      if (set == options.dim_values.end() || set->second == fixed->second[static_cast<size_t>(k)]) continue;
+      throw ImportError("--shape " + in.name() + "=" + shape_string(fixed->second) + " gives axis " +
+                        std::to_string(k) + " the extent " + std::to_string(fixed->second[static_cast<size_t>(k)]) +
+                        ", but the model names that axis '" + d.dim_param() + "', which --dim sets to " +
+                        std::to_string(set->second) + ": leave " + in.name() + " to --dim, or write the axis as '" +
+                        d.dim_param() + "' in --shape");
+    }
     return fixed->second;
   }
   if (!tensor.has_shape())

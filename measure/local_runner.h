@@ -21,12 +21,6 @@ namespace kiln::measure {
 /// Where libkiln_runtime was built, or empty when this build has none.
 std::string default_runtime_library_path();
 
-/// Why this host cannot run code built for `target` (another architecture or operating
-/// system, a GPU, an x86 CPU with wider vectors than this host's), or empty when it
-/// can. A local runner (one without a wrapper such as qemu around its server) asked to
-/// measure such code would only store load or run errors: its callers refuse first.
-std::string why_this_host_cannot_run(const Target &target);
-
 struct LocalRunnerOptions {
   /// Per run of the reference and per candidate: loading + checking + timing.
   double run_timeout_seconds = 10;

@@ -2,6 +2,7 @@
 
 #include "support/json_checks.h"
 
+#include <algorithm>
 #include <sstream>
 #include <stdexcept>
 
@@ -59,30 +60,89 @@ std::string Workload::summary() const {
   return os.str();
 }
 
+namespace {
+
+/// `object[key]`, which must be there; `where` names the object in the message.
+const json &required_field(const json &object, const char *key, const std::string &where, const char *what) {
+  auto it = object.find(key);
+  if (it == object.end())
+    throw std::invalid_argument(where + " has no \"" + key + "\" (" + what +
+                                "); docs/workload-key.md shows the format");
+  return *it;
+}
+
+std::vector<std::string> string_list(const json &value, const std::string &what) {
+  if (!value.is_array())
+    throw std::invalid_argument(what + " is a list of strings, not " + support::json_excerpt(value));
+  std::vector<std::string> out;
+  for (const json &item : value) {
+    if (!item.is_string())
+      throw std::invalid_argument(what + " is a list of strings; found " + support::json_excerpt(item));
+    out.push_back(item.get<std::string>());
+  }
+  return out;
+}
+
+}  // namespace
+
 Workload Workload::from_json(const json &j) {
   try {
     if (!j.is_object()) throw std::invalid_argument("a workload is a JSON object");
     support::require_max_depth(j, "a workload");
     if (j.contains("kiln_workload")) support::require_int64_numbers(j.at("kiln_workload"), "\"kiln_workload\"");
     if (j.contains("inputs")) support::require_int64_numbers(j.at("inputs"), "the inputs' shapes");
+    if (j.contains("kiln_workload") && !j.at("kiln_workload").is_number_integer())
+      throw std::invalid_argument("\"kiln_workload\" is the format version, a whole number");
     int version = j.value("kiln_workload", kFormatVersion);
     if (version != kFormatVersion)
       throw std::invalid_argument("workload format version " + std::to_string(version) +
                                   " is not supported; this Kiln reads version " + std::to_string(kFormatVersion));
     Workload w;
-    for (const json &t : j.at("inputs")) {
+    const json &inputs = required_field(j, "inputs", "the workload", "its input tensors");
+    if (!inputs.is_array())
+      throw std::invalid_argument("\"inputs\" is a list of tensors ({\"shape\": [...], \"dtype\": ...}), not " +
+                                  support::json_excerpt(inputs));
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      const json &t = inputs[i];
+      std::string where = "input in" + std::to_string(i);
+      if (!t.is_object())
+        throw std::invalid_argument(where + " is an object ({\"shape\": [...], \"dtype\": ...}), not " +
+                                    support::json_excerpt(t));
+      const json &shape = required_field(t, "shape", where, "its extents");
+      if (!shape.is_array() ||
+          !std::all_of(shape.begin(), shape.end(), [](const json &d) { return d.is_number_integer(); }))
+        throw std::invalid_argument(where + "'s \"shape\" is a list of whole numbers, not " +
+                                    support::json_excerpt(shape));
+      if (t.contains("dtype") && !t.at("dtype").is_string())
+        throw std::invalid_argument(where + "'s \"dtype\" is a type name such as \"float32\", not " +
+                                    support::json_excerpt(t.at("dtype")));
       if (t.contains("constant") && !t.at("constant").is_boolean())
         throw std::invalid_argument("an input's \"constant\" is true or false");
-      TensorType tt{t.at("shape").get<std::vector<int64_t>>(), parse_dtype(t.value("dtype", "float32")),
+      TensorType tt{shape.get<std::vector<int64_t>>(), parse_dtype(t.value("dtype", "float32")),
                     t.value("constant", false)};
       w.inputs.push_back(std::move(tt));
     }
-    for (const json &c : j.at("ops")) {
-      OpCall call{c.at("op").get<std::string>(), c.value("attrs", json::object()),
-                  c.at("args").get<std::vector<std::string>>()};
+    const json &ops = required_field(j, "ops", "the workload", "the operators it applies");
+    if (!ops.is_array())
+      throw std::invalid_argument("\"ops\" is a list of operator calls ({\"op\": ..., \"args\": [...]}), not " +
+                                  support::json_excerpt(ops));
+    for (size_t k = 0; k < ops.size(); ++k) {
+      const json &c = ops[k];
+      std::string where = "op" + std::to_string(k);
+      if (!c.is_object())
+        throw std::invalid_argument(where + " is an object ({\"op\": ..., \"args\": [...]}), not " +
+                                    support::json_excerpt(c));
+      const json &name = required_field(c, "op", where, "the operator's name");
+      if (!name.is_string())
+        throw std::invalid_argument(where + "'s \"op\" is an operator name, not " + support::json_excerpt(name));
+      if (c.contains("attrs") && !c.at("attrs").is_object())
+        throw std::invalid_argument(where + "'s \"attrs\" is an object, not " + support::json_excerpt(c.at("attrs")));
+      OpCall call{name.get<std::string>(), c.value("attrs", json::object()),
+                  string_list(required_field(c, "args", where, "its inputs: in0.., op0.."), where + "'s \"args\"")};
       w.ops.push_back(std::move(call));
     }
-    w.outputs = j.at("outputs").get<std::vector<std::string>>();
+    w.outputs =
+        string_list(required_field(j, "outputs", "the workload", "the results it returns: op0.."), "\"outputs\"");
     w.build_dag();  // validates references, arity, shapes and attributes
     return w;
   } catch (const json::exception &e) {
@@ -119,14 +179,23 @@ te::ComputeDAG Workload::build_dag() const {
     int n = static_cast<int>(call.args.size());
     if (n < def->min_inputs || (def->max_inputs >= 0 && n > def->max_inputs))
       throw std::invalid_argument(call.op + " takes " + std::to_string(def->min_inputs) +
-                                  (def->max_inputs == def->min_inputs ? "" : " or more") + " inputs, got " +
-                                  std::to_string(n));
+                                  (def->max_inputs == def->min_inputs ? ""
+                                   : def->max_inputs < 0              ? " or more"
+                                                                      : " to " + std::to_string(def->max_inputs)) +
+                                  " inputs, got " + std::to_string(n));
     std::vector<te::Tensor> args;
     for (const std::string &ref : call.args) args.push_back(resolve(ref, k));
     results.push_back(def->build(args, ops::complete_attrs(*def, call.attrs)));
   }
   std::vector<te::Tensor> outs;
-  for (const std::string &ref : outputs) outs.push_back(resolve(ref, ops.size()));
+  for (const std::string &ref : outputs) {
+    te::Tensor out = resolve(ref, ops.size());
+    // An input returned as it is would be timed as a kernel that computes nothing.
+    if (std::any_of(input_tensors.begin(), input_tensors.end(), [&](const te::Tensor &in) { return in.same_as(out); }))
+      throw std::invalid_argument("output '" + ref +
+                                  "' is an input: a workload's outputs are results of its ops (op0..)");
+    outs.push_back(out);
+  }
   if (outs.empty()) throw std::invalid_argument("a workload needs at least one output");
   te::ComputeDAG dag = te::make_dag(std::move(input_tensors), std::move(outs));
   for (size_t i = 0; i < inputs.size(); ++i)

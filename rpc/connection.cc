@@ -127,8 +127,10 @@ HostPort parse_host_port(const std::string &text, const std::string &what, bool 
       }
     }
   }
-  if (port.empty() || port.size() > 5 || port.find_first_not_of("0123456789") != std::string::npos) {
-    throw refuse("has no port number after the last ':'");
+  if (port.empty()) throw refuse("has no port number after the last ':'");
+  if (port.size() > 5 || port.find_first_not_of("0123456789") != std::string::npos) {
+    throw refuse("has '" + port + "' where the port goes: a port is a whole number from " +
+                 std::string(allow_any_port ? "0" : "1") + " to 65535");
   }
   result.port = std::stoi(port);
   int lowest = allow_any_port ? 0 : 1;

@@ -97,7 +97,7 @@ int run_runner(const RunnerArgs &a) {
     measurer = std::move(gpu);
   } else {
     // A wrapper (qemu) runs the measurement server for another architecture.
-    if (std::string why = measure::why_this_host_cannot_run(target); a.exec_wrapper.empty() && !why.empty()) {
+    if (std::string why = why_this_host_cannot_run(target); a.exec_wrapper.empty() && !why.empty()) {
       fail("this host cannot run code for --target '" + target.str() + "': " + why +
            ". Start the runner on such a device, or measure here under an emulator with --exec-wrapper and "
            "--measure-server (e.g. --exec-wrapper \"qemu-aarch64 -L /usr/aarch64-linux-gnu -E "

@@ -72,6 +72,24 @@ inline CLI::Validator at_least(int64_t low, int64_t high = INT64_MAX) {
       "INT " + allowed);
 }
 
+/// Every option of `app` and its subcommands that takes unsigned numbers refuses a
+/// leading '-': CLI11 converts "-1" to the largest unsigned value, so `--seed -1` or
+/// `--constant -1` would be taken as 18446744073709551615. Call once all options exist.
+inline void refuse_negative_unsigned(CLI::App &app) {
+  for (CLI::Option *option : app.get_options()) {
+    if (option->get_type_name().rfind("UINT", 0) != 0) continue;
+    option->check(CLI::Validator(
+        [](std::string &text) -> std::string {
+          size_t first = text.find_first_not_of(" \t");
+          if (first != std::string::npos && text[first] == '-')
+            return "'" + text + "' is negative; give a whole number of 0 or more";
+          return "";
+        },
+        ""));
+  }
+  for (CLI::App *command : app.get_subcommands([](CLI::App *) { return true; })) refuse_negative_unsigned(*command);
+}
+
 /// Seconds for timeouts and deadlines: positive, finite, at most a day (longer ones
 /// overflow clock arithmetic and are mistakes anyway).
 inline CLI::Validator seconds() { return finite_range(1e-3, 86400); }

@@ -1,8 +1,14 @@
 #include "tracker/tracker_server.h"
 
 #include <grpcpp/grpcpp.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <initializer_list>
 #include <memory>
 #include <mutex>
@@ -15,6 +21,53 @@
 #include "rpc/proto/kiln_tracker.grpc.pb.h"
 
 namespace kiln::tracker {
+
+namespace {
+
+// Why `address` cannot be listened on (in use, not this host's, a name that does not
+// resolve), found by binding it ourselves first; "" when it can be, or when this cannot
+// tell. gRPC would say the same as a page of its internal error tree on stderr.
+std::string why_cannot_listen(const std::string &address) {
+  rpc::HostPort host_port;
+  try {
+    host_port = rpc::parse_host_port(address, "the listen address", /*allow_any_port=*/true);
+  } catch (const std::invalid_argument &) {
+    return "";  // gRPC's own refusal follows
+  }
+  if (host_port.port == 0) return "";
+  std::string host = host_port.host;
+  if (host.size() >= 2 && host.front() == '[') host = host.substr(1, host.size() - 2);
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE;
+  addrinfo *found = nullptr;
+  if (int error = getaddrinfo(host.c_str(), std::to_string(host_port.port).c_str(), &hints, &found); error != 0)
+    return "'" + host + "' does not resolve (" + gai_strerror(error) + ")";
+  std::string why;
+  for (addrinfo *a = found; a != nullptr; a = a->ai_next) {
+    int fd = socket(a->ai_family, a->ai_socktype, a->ai_protocol);
+    if (fd < 0) continue;
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (bind(fd, a->ai_addr, a->ai_addrlen) == 0) {
+      close(fd);
+      why.clear();
+      break;
+    }
+    int error = errno;
+    close(fd);
+    if (why.empty()) {
+      why = std::strerror(error);
+      if (error == EADDRINUSE) why += " (another tracker, or another program, holds the port)";
+      if (error == EADDRNOTAVAIL) why += " (no network interface of this host has that address)";
+      if (error == EACCES) why += " (ports below 1024 need privileges)";
+    }
+  }
+  freeaddrinfo(found);
+  return why;
+}
+
+}  // namespace
 
 namespace {
 
@@ -309,6 +362,8 @@ TrackerServer::TrackerServer(TrackerOptions options) : options_(std::move(option
     ssl.pem_key_cert_pairs.push_back({options_.tls_key_pem, options_.tls_cert_pem});
     credentials = grpc::SslServerCredentials(ssl);
   }
+  if (std::string why = why_cannot_listen(options_.listen_address); !why.empty())
+    throw std::runtime_error("cannot listen on " + options_.listen_address + ": " + why);
   grpc::ServerBuilder builder;
   // A stale tracker on the same port must make this one fail, not share its traffic.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);

@@ -10,14 +10,7 @@ set -euo pipefail
 source_dir=$(cd "$(dirname "$0")/../.." && pwd)
 build=$(realpath "$1")
 prefix=$(realpath "$2")
-work=$(mktemp -d)
-pids=()
-cleanup() {
-  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
+source "$source_dir/tests/common/background_jobs.sh"
 fail() {
   echo "board walkthrough: $1" >&2
   for log in "$work"/*.log; do echo "--- $log:" >&2; tail -n 20 "$log" >&2; done

@@ -17,10 +17,11 @@ std::string open_error(const std::filesystem::path &path, OpenMode mode) {
   return db_error_of([&] { Database::open(path, mode); });
 }
 
-TEST(BadInput, MissingFileNeedsCreateMode) {
+TEST(BadInput, AMissingFileIsNotCreatedOutsideCreateMode) {
   TempDir dir;
   EXPECT_NE(open_error(dir / "none.kdb", OpenMode::kReadOnly).find("does not exist"), std::string::npos);
-  EXPECT_NE(open_error(dir / "none.kdb", OpenMode::kReadWrite).find("create mode"), std::string::npos);
+  EXPECT_NE(open_error(dir / "none.kdb", OpenMode::kReadWrite).find("kiln db import --create make new ones"),
+            std::string::npos);
   EXPECT_FALSE(std::filesystem::exists(dir / "none.kdb"));
 }
 

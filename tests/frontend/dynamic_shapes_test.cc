@@ -171,6 +171,26 @@ TEST(DynamicShapes, AModelThatDoesNotImportAtAValueNamesTheDimensionAndValue) {
   }
 }
 
+// A model that takes the low end of a range but not its top (a position table of 20
+// rows) is reported with the largest value it takes, found by bisection.
+TEST(DynamicShapes, AModelThatTakesPartOfTheRangeSaysWhereItEnds) {
+  int imports = 0;
+  auto table_of_20 = [&](const std::vector<int64_t> &values) -> Graph {
+    ++imports;
+    if (values.at(0) > 20) throw std::invalid_argument("node 'pos' (Gather): index 20 is out of range for extent 20");
+    return Graph();
+  };
+  try {
+    find_symbolic_axes(table_of_20, {parse_dim_range("seq=1..4096")});
+    ADD_FAILURE() << "imported";
+  } catch (const DynamicShapeError &e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("does not import at 'seq' = 4096"), std::string::npos) << what;
+    EXPECT_NE(what.find("it imports at 'seq' up to 20: give --dim seq=1..20"), std::string::npos) << what;
+  }
+  EXPECT_LE(imports, 16);  // bisection, not a scan of the range
+}
+
 TEST(DynamicShapes, BucketsMinimizeTheExpectedPadding) {
   DimRange r = parse_dim_range("seq=1..128");
   auto expected_padding = [&](const DimRange &range, const std::vector<int64_t> &buckets) {

@@ -7,14 +7,7 @@ set -euo pipefail
 build=$(realpath "$1")
 prefix=$(realpath "$2")
 kiln="$build/cli/kiln"
-work=$(mktemp -d)
-pids=()
-cleanup() {
-  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
+source "$(dirname "$0")/../common/background_jobs.sh"
 
 file -L "$prefix/bin/kiln-runner" | grep -q "ARM aarch64" || { echo "not an AArch64 kiln-runner: $prefix/bin/kiln-runner"; exit 1; }
 

@@ -95,8 +95,10 @@ TEST(HostPort, WhatGrpcWouldMisreadIsRefused) {
   EXPECT_NE(address_refusal("127.0.0.1:").find("no port number"), std::string::npos);
   EXPECT_NE(address_refusal("127.0.0.1:99999").find("outside 1 to 65535"), std::string::npos);
   EXPECT_NE(address_refusal("127.0.0.1:0").find("outside 1 to 65535"), std::string::npos);
-  EXPECT_NE(address_refusal("127.0.0.1:-1").find("no port number"), std::string::npos);
-  EXPECT_NE(address_refusal("localhost:abc").find("no port number"), std::string::npos);
+  EXPECT_NE(
+      address_refusal("127.0.0.1:-1").find("has '-1' where the port goes: a port is a whole number from 1 to 65535"),
+      std::string::npos);
+  EXPECT_NE(address_refusal("localhost:abc").find("has 'abc' where the port goes"), std::string::npos);
   EXPECT_NE(address_refusal("").find("has no port"), std::string::npos);
   EXPECT_NE(address_refusal(":9190").find("has no host"), std::string::npos);
   EXPECT_NE(address_refusal("::1:9190").find("without brackets"), std::string::npos);
