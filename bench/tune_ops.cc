@@ -296,8 +296,7 @@ int main(int argc, char **argv) {
       continue;
     }
     ir::PrimFunc func = te::lower(c.workload.build_dag(), "bench");
-    ir::PrimFunc best =
-        ir::Schedule::replay(func, ir::Trace::from_json(kiln::support::parse_json(r.best_trace_json))).func();
+    ir::PrimFunc best = ir::Schedule::replay_stored(func, r.best_trace_json).func();
     std::string so = (work / (c.name + ".so")).string();
     compiler.build_artifact(best, target, so);
     measure::detail::LoadedArtifact artifact = measure::detail::load_artifact(so);

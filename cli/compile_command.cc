@@ -86,13 +86,10 @@ void add_compile_command(CLI::App &app) {
     if (!out_path.has_filename())
       fail("-o '" + *out + "' names no folder to create: give the compiled model's folder, e.g. -o model.kiln");
     {
-      // Where the model cannot go is said before the model is imported and built.
+      // Where the model cannot go is said before the model is imported and built (missing
+      // folders above it are created, as mkdir -p does).
       namespace fs = std::filesystem;
       std::error_code ec;
-      fs::path parent = out_path.parent_path();
-      if (parent.empty()) parent = ".";
-      if (!fs::is_directory(parent, ec))
-        fail("-o '" + *out + "': the folder '" + parent.string() + "' it goes in does not exist; create it first");
       if (fs::is_symlink(fs::symlink_status(out_path, ec))) {
         if (fs::file_status target = fs::status(out_path, ec); ec && !fs::exists(target))
           fail("-o '" + *out + "' is a symbolic link that leads nowhere (" + ec.message() +

@@ -68,7 +68,7 @@ void run_eval(const EvalArgs &args) {
   try {
     Target parsed = Target::parse(args.target);
     target = parsed.str();
-    if (parsed.is_cuda()) gpu = scheduler::gpu_limits_of(parsed);
+    if (parsed.backend().is_gpu()) gpu = scheduler::gpu_limits_of(parsed);
   } catch (const std::exception &e) {
     fail(std::string("bad --target: ") + e.what());
   }

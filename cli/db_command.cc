@@ -232,7 +232,7 @@ static void check_replays(const kiln::db::Record &record) {
   }
   try {
     kiln::ir::PrimFunc func = kiln::te::lower(workload.build_dag(), "check");
-    kiln::ir::Schedule::replay(func, kiln::ir::Trace::from_json(kiln::support::parse_json(record.trace_json)));
+    kiln::ir::Schedule::replay_stored(func, record.trace_json);
   } catch (const std::exception &e) {
     throw kiln::db::DbError("the trace does not replay on its workload (" + workload.summary() + "): " + e.what() +
                             " (--no-replay-check stores it anyway)");

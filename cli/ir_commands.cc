@@ -52,7 +52,7 @@ static ir::PrimFunc lower_or_fail(const WorkloadArgs &args, ops::Workload *out =
   try {
     ops::Workload w = args.build();
     if (out) *out = w;
-    return te::lower(w.build_dag(), w.ops.size() == 1 ? w.ops[0].op : "fused");
+    return w.lower();
   } catch (const std::exception &e) {
     fail(e.what());
   }
@@ -114,7 +114,7 @@ static void add_show(CLI::App &app) {
         if (lowered.prepack) std::cout << "\n" << ir::to_string(*lowered.prepack);
       } else if (*emit == "gpu" || *emit == "ptx" || *emit == "cuda-artifact") {
         Target t = Target::parse(*target);
-        if (!t.is_cuda())
+        if (t.backend().kind() != BackendKind::kCuda)
           fail("--emit " + *emit + " needs a cuda target (--target 'cuda -arch=sm_90'), not " + t.str());
         if (*emit == "gpu") {
           std::cout << ir::to_string(ir::lower_for_gpu(f, codegen::gpu_limits(t)));

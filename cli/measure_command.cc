@@ -72,21 +72,13 @@ void add_measure_command(CLI::App &app) {
   cmd->callback([args] {
     // The CPU runner forks its server first, while this process has no other threads; a
     // cuda target is measured by kiln-cuda-measure processes on this host's GPU.
-    std::unique_ptr<measure::Runner> runner;
-    bool cuda = false;
-    try {
-      cuda = Target::parse(args->target).is_cuda();
-    } catch (const std::exception &) {
-    }
-    if (cuda) {
-      runner = make_cuda_runner(Target::parse(args->target), args->run_timeout);
-    } else {
-      measure::LocalRunnerOptions ropts;
-      ropts.run_timeout_seconds = args->run_timeout;
-      ropts.num_threads = args->threads;
-      ropts.memory_limit_bytes = args->memory_limit_mb << 20;
-      runner = std::make_unique<measure::LocalRunner>(ropts);
-    }
+    measure::HostRunnerOptions options;
+    options.cpu.run_timeout_seconds = args->run_timeout;
+    options.cpu.num_threads = args->threads;
+    options.cpu.memory_limit_bytes = args->memory_limit_mb << 20;
+    options.cuda.run_timeout_seconds = args->run_timeout;
+    std::unique_ptr<measure::Runner> runner = make_host_runner(args->target, options);
+    const bool gpu = Target::parse(args->target).backend().is_gpu();
 
     ops::Workload w;
     te::ComputeDAG dag;
@@ -98,10 +90,9 @@ void add_measure_command(CLI::App &app) {
     } catch (const std::exception &e) {
       fail(e.what());
     }
-    if (!cuda) refuse_targets_this_host_cannot_run(args->target);
     ir::PrimFunc naive = te::lower(dag, w.ops.size() == 1 ? w.ops[0].op : "fused");
     // A GPU cannot run the unscheduled program: the reference is the untuned one.
-    if (cuda) naive = search::untuned_schedule(naive, target);
+    if (gpu) naive = search::untuned_schedule(naive, target);
     ir::PrimFunc scheduled = naive;
     if (!args->trace_file.empty()) {
       nlohmann::json trace_json;

@@ -15,7 +15,7 @@
 #include "codegen/runtime/abi.h"
 #include "costmodel/features.h"
 #include "costmodel/xgb_model.h"
-#include "measure/cuda_runner.h"
+#include "measure/host_runner.h"
 #include "measure/local_builder_pool.h"
 #include "measure/local_runner.h"
 #include "rpc/remote_runner.h"
@@ -132,52 +132,40 @@ void warn_about_passed_over_records(const std::vector<std::string> &messages) {
             << "); `kiln db stats` counts damaged records, `kiln db prune` removes them\n";
 }
 
-void refuse_targets_this_host_cannot_run(const std::string &target_text) {
+std::unique_ptr<measure::Runner> make_host_runner(const std::string &target_text,
+                                                  const measure::HostRunnerOptions &options) {
   Target target;
   try {
     target = Target::parse(target_text);
-  } catch (const std::exception &) {
-    return;  // the command says what is wrong with the target where it parses it
+  } catch (const std::exception &e) {
+    fail(e.what());
   }
-  std::string why = why_this_host_cannot_run(target);
-  if (why.empty()) return;
-  fail("the local runner cannot measure for target '" + target.str() + "': " + why +
-       ". Measure on such a device: run `kiln runner --tracker HOST:PORT --key KEY` on it and pass --runner "
-       "tracker://HOST:PORT/KEY");
-}
-
-std::unique_ptr<measure::Runner> make_cuda_runner(const Target &target, double run_timeout_seconds) {
-  measure::CudaRunnerOptions options;
-  options.run_timeout_seconds = run_timeout_seconds;
-  auto runner = std::make_unique<measure::CudaRunner>(options);
-  if (std::string why = runner->why_not(target); !why.empty())
-    fail("cannot measure for '" + target.str() + "' on this host: " + why +
-         ". Run kiln on a host with an NVIDIA GPU of that arch and its driver, or a GPU runner (kiln runner "
-         "--target cuda) behind a tracker");
-  return runner;
+  try {
+    return measure::make_host_runner(target, options);
+  } catch (const measure::HostCannotMeasure &e) {
+    if (e.is_gpu)
+      fail("cannot measure for '" + target.str() + "' on this host: " + e.why +
+           ". Run kiln on a host with an NVIDIA GPU of that arch and its driver, or a GPU runner (kiln runner "
+           "--target cuda) behind a tracker");
+    fail("the local runner cannot measure for target '" + target.str() + "': " + e.why +
+         ". Measure on such a device: run `kiln runner --tracker HOST:PORT --key KEY` on it and pass --runner "
+         "tracker://HOST:PORT/KEY");
+  } catch (const std::exception &e) {
+    fail(e.what());
+  }
 }
 
 std::unique_ptr<measure::Runner> make_runner(TuningArgs &a) {
-  if (a.runner == "local" && !a.target.empty()) {
-    Target target;
-    try {
-      target = Target::parse(a.target);
-    } catch (const std::exception &) {
-    }
-    if (target.is_cuda()) return make_cuda_runner(target, a.run_timeout);
-  }
   if (a.runner == "local") {
     if (a.target.empty()) a.target = "llvm -mcpu=native";
-    refuse_targets_this_host_cannot_run(a.target);  // exits: outside the try below
+    measure::HostRunnerOptions options;
+    options.cpu.run_timeout_seconds = a.run_timeout;
+    options.cpu.memory_limit_bytes = a.memory_limit_mb << 20;
+    options.cpu.interleave_batches = a.timing_mode == "interleaved";
+    options.cuda.run_timeout_seconds = a.run_timeout;
+    return make_host_runner(a.target, options);
   }
   try {
-    if (a.runner == "local") {
-      measure::LocalRunnerOptions options;
-      options.run_timeout_seconds = a.run_timeout;
-      options.memory_limit_bytes = a.memory_limit_mb << 20;
-      options.interleave_batches = a.timing_mode == "interleaved";
-      return std::make_unique<measure::LocalRunner>(options);
-    }
     rpc::TrackerUri uri = rpc::parse_tracker_uri(a.runner);
     rpc::RemoteRunnerOptions options;
     options.tracker = a.tracker_client.options(uri.address);
@@ -191,7 +179,8 @@ std::unique_ptr<measure::Runner> make_runner(TuningArgs &a) {
     Target target = Target::parse(a.target);
     options.target = target.str();
     if (target_given) rpc::check_key_serves_target(options.tracker, uri.key, options.target);
-    options.abi_version = target.is_cuda() ? 0 : KILN_ABI_VERSION;
+    // GPU artifacts are PTX and cubins, not shared libraries of the CPU runtime's ABI.
+    options.abi_version = target.backend().is_gpu() ? 0 : KILN_ABI_VERSION;
     return std::make_unique<rpc::RemoteRunner>(options);
   } catch (const std::exception &e) {
     fail(e.what());
@@ -202,7 +191,7 @@ std::unique_ptr<costmodel::CostModel> make_cost_model(const TuningArgs &a, const
   if (a.cost_model == "random") return std::make_unique<costmodel::RandomCostModel>(a.options.seed);
   costmodel::XGBoostOptions options;
   // GPU programs' rows carry the GPU columns: a model of their own.
-  options.num_features = costmodel::feature_names(target.is_cuda()).size();
+  options.num_features = costmodel::feature_names(target.backend().is_gpu()).size();
   options.loss = a.cost_model_loss == "rank" ? costmodel::Loss::kPairwiseRank : costmodel::Loss::kSquaredError;
   return std::make_unique<costmodel::XGBoostCostModel>(options);
 }

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "costmodel/cost_model.h"
+#include "measure/host_runner.h"
 #include "measure/runner.h"
 #include "rpc/client_args.h"
 #include "scheduler/task_tuner.h"
@@ -50,13 +51,10 @@ std::unique_ptr<costmodel::CostModel> make_cost_model(const TuningArgs &args, co
 /// tracker for a remote key's). Call it first: a local runner forks its server, which
 /// must happen before the process starts threads. Exits with a message on bad flags.
 std::unique_ptr<measure::Runner> make_runner(TuningArgs &args);
-/// Exits with a message saying to measure on such a device through a tracker when this
-/// host cannot run code for `target` (another architecture, say): the local runner would
-/// only store load errors. A target that does not parse passes (its command says why).
-void refuse_targets_this_host_cannot_run(const std::string &target);
-/// The runner for a cuda target on this host's GPU; exits with the reason when there is
-/// no GPU here, or it is not of the target's arch.
-std::unique_ptr<measure::Runner> make_cuda_runner(const Target &target, double run_timeout_seconds);
+/// This host's runner for `target` (measure::make_host_runner); exits with the reason
+/// and the way out (a device behind a tracker) when this host cannot measure it: the
+/// local runner would only store load errors, and a GPU runner needs the target's GPU.
+std::unique_ptr<measure::Runner> make_host_runner(const std::string &target, const measure::HostRunnerOptions &options);
 /// A warning on stderr when resuming passed over records the database could not read.
 void warn_about_passed_over_records(const std::vector<std::string> &messages);
 

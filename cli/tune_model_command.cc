@@ -331,7 +331,7 @@ void add_tune_model_command(CLI::App &app) {
       print_next();
       return;
     }
-    if (std::string why; target.is_cuda() && !device::CudaDriver::open(0, &why)) {
+    if (std::string why; target.backend().kind() == BackendKind::kCuda && !device::CudaDriver::open(0, &why)) {
       // Tuned through runners elsewhere: the model runs where its GPU is.
       std::printf(
           "model not measured: %s; compile it (next) and time it on the GPU's host with kiln bench --compiled DIR\n",

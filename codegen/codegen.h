@@ -47,7 +47,8 @@ class Compiler {
   Compiler(const Compiler &) = delete;
   Compiler &operator=(const Compiler &) = delete;
 
-  /// Compiles `func` into a shared library at `output_path`; throws CodegenError.
+  /// Compiles `func` into its backend's artifact at `output_path`: a shared library for
+  /// a CPU, build_cuda_artifact's NAME.cuda.json for CUDA; throws CodegenError.
   /// With `needs_runtime_library`, the library records its dependency on
   /// libkiln_runtime.so.1 (DT_NEEDED), so that it loads in a process that holds the
   /// runtime in a local symbol scope (Python's ctypes, dlopen without RTLD_GLOBAL): a

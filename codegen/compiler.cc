@@ -175,14 +175,14 @@ std::unique_ptr<llvm::TargetMachine> make_target_machine(const Target &target) {
   return std::unique_ptr<llvm::TargetMachine>(tm);
 }
 
-// NVPTX for a cuda target's arch, writing the arch's PTX ISA (cuda.h: ptx_isa_for).
+// NVPTX for a cuda target's arch, writing the arch's PTX ISA (the backend's, target/cuda_arch.cc).
 std::unique_ptr<llvm::TargetMachine> make_nvptx_machine(const Target &target) {
   initialize_llvm_once();
   const std::string triple = "nvptx64-nvidia-cuda";
   std::string error;
   const llvm::Target *t = llvm::TargetRegistry::lookupTarget(triple, error);
   if (!t) throw CodegenError("this LLVM has no NVPTX backend: " + error);
-  std::string isa = ptx_isa_for(target.arch);
+  std::string isa = ptx_isa_for(target);
   std::string feature = "+ptx" + isa.substr(0, isa.find('.')) + isa.substr(isa.find('.') + 1);
   std::unique_ptr<llvm::MCSubtargetInfo> subtarget(t->createMCSubtargetInfo(triple, target.arch, feature));
   if (!subtarget || !subtarget->isCPUStringValid(target.arch))
@@ -324,7 +324,10 @@ struct Compiler::Impl {
     std::string key = target.str();
     auto it = machines.find(key);
     if (it == machines.end())
-      it = machines.emplace(key, target.is_cuda() ? make_nvptx_machine(target) : make_target_machine(target)).first;
+      it = machines
+               .emplace(key, target.backend().kind() == BackendKind::kCuda ? make_nvptx_machine(target)
+                                                                           : make_target_machine(target))
+               .first;
     return *it->second;
   }
 };
@@ -335,6 +338,18 @@ Compiler::~Compiler() = default;
 BuildStats Compiler::build_artifact(const ir::PrimFunc &func, const Target &target, const std::string &output_path,
                                     bool needs_runtime_library) {
   BuildStats stats;
+  switch (target.backend().kind()) {
+    case BackendKind::kCuda: {
+      auto start = std::chrono::steady_clock::now();
+      build_cuda_artifact(func, target, output_path);
+      stats.emit_seconds = seconds_since(start);
+      return stats;
+    }
+    case BackendKind::kX86Cpu:
+    case BackendKind::kAArch64Cpu:
+    case BackendKind::kOtherCpu:
+      break;
+  }
   llvm::TargetMachine &tm = impl_->machine(target);
   auto t0 = std::chrono::steady_clock::now();
   std::unique_ptr<llvm::Module> mod = lower_to_llvm(func, target, impl_->ctx, tm);
@@ -370,7 +385,8 @@ BuildStats Compiler::build_artifact(const ir::PrimFunc &func, const Target &targ
 KernelObject Compiler::build_object(const ir::PrimFunc &func, const Target &target, const std::string &symbol) {
   if (!support::is_c_identifier(symbol))
     throw CodegenError("'" + symbol + "' is not a C identifier: name the kernel with one");
-  if (target.is_cuda()) throw CodegenError("kernels for cuda targets are exported as PTX (kiln show --emit ptx)");
+  if (target.backend().is_gpu())
+    throw CodegenError("kernels for GPU targets are exported as PTX (kiln show --emit ptx)");
   llvm::TargetMachine &tm = impl_->machine(target);
   std::unique_ptr<llvm::Module> mod = lower_to_llvm(func, target, impl_->ctx, tm);
   optimize(*mod, tm);
@@ -395,7 +411,8 @@ KernelObject Compiler::build_object(const ir::PrimFunc &func, const Target &targ
 }
 
 CudaModule Compiler::build_cuda(const ir::PrimFunc &func, const Target &target) {
-  if (!target.is_cuda()) throw CodegenError("target '" + target.str() + "' is not a cuda target");
+  if (target.backend().kind() != BackendKind::kCuda)
+    throw CodegenError("target '" + target.str() + "' is not a cuda target");
   ir::GpuProgram program;
   try {
     program = ir::lower_for_gpu(func, gpu_limits(target));
@@ -409,7 +426,7 @@ CudaModule Compiler::build_cuda(const ir::PrimFunc &func, const Target &target) 
   m.name = func.name;
   m.target = target.str();
   m.arch = target.arch;
-  m.ptx_isa = ptx_isa_for(target.arch);
+  m.ptx_isa = ptx_isa_for(target);
   m.ptx = emit(*mod, tm, llvm::CGFT_AssemblyFile);
   std::unordered_set<const ir::BufferNode *> written;
   ir::for_each_stmt(func.body, [&](const ir::Stmt &s) {

@@ -8,17 +8,18 @@
 namespace kiln::codegen {
 
 ir::GpuLimits gpu_limits(const Target &target) {
-  if (!target.is_cuda()) throw CodegenError("target '" + target.str() + "' is not a cuda target");
+  if (target.backend().kind() != BackendKind::kCuda)
+    throw CodegenError("target '" + target.str() + "' is not a cuda target");
   return ir::GpuLimits::of(target.max_threads_per_block, target.max_shared_memory_bytes,
                            target.max_registers_per_thread);
 }
 
-std::string ptx_isa_for(const std::string &arch) {
-  static const std::map<std::string, std::string> table = {{"sm_75", "6.3"}, {"sm_80", "7.0"}, {"sm_86", "7.1"},
-                                                           {"sm_87", "7.4"}, {"sm_89", "7.8"}, {"sm_90", "7.8"}};
-  auto it = table.find(arch);
-  if (it == table.end()) throw CodegenError("no PTX ISA version known for arch '" + arch + "'");
-  return it->second;
+std::string ptx_isa_for(const Target &target) {
+  try {
+    return target.backend().ptx_isa(target);
+  } catch (const std::invalid_argument &e) {
+    throw CodegenError(e.what());
+  }
 }
 
 nlohmann::json CudaModule::manifest() const {

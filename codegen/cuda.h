@@ -21,7 +21,8 @@ ir::GpuLimits gpu_limits(const Target &target);
 /// The PTX ISA version Kiln writes for an arch: the lowest that has it, so that the
 /// oldest drivers that know the arch can JIT-compile the PTX (sm_87: 7.4, which the
 /// CUDA 11.4 of JetPack 5 reads; sm_90: 7.8, the newest LLVM 16 writes).
-std::string ptx_isa_for(const std::string &arch);
+/// The arch's facts (target/cuda_arch.cc) hold it; CodegenError for an unknown arch.
+std::string ptx_isa_for(const Target &target);
 
 /// One launch of a compiled program.
 struct CudaLaunch {

@@ -317,8 +317,7 @@ void choose_in_model(const std::filesystem::path &root, nlohmann::json &manifest
       const db::Record &r = p.alternatives[k];
       std::string candidate = artifact + ".try" + std::to_string(k + 1);
       try {
-        ir::PrimFunc scheduled =
-            ir::Schedule::replay(p.func, ir::Trace::from_json(kiln::support::parse_json(r.trace_json))).func();
+        ir::PrimFunc scheduled = ir::Schedule::replay_stored(p.func, r.trace_json).func();
         build(scheduled, target, candidate);
       } catch (const std::exception &) {
         continue;  // a record that no longer replays or builds is no candidate
@@ -374,7 +373,7 @@ CompileReport compile_model(const frontend::PreparedModel &model, const CompileO
 
   nlohmann::json manifest{
       {"kiln_model", kModelFormatVersion}, {"target", target.str()}, {"pipeline", model.options.to_json()}};
-  if (target.is_cuda()) {
+  if (target.backend().is_gpu()) {
     // The steps are GPU kernels: model.cc hands them to GpuSteps.
     manifest["device"] = "cuda";
     manifest["arch"] = target.arch;
@@ -437,10 +436,7 @@ CompileReport compile_model(const frontend::PreparedModel &model, const CompileO
   if (!build) {
     compiler.emplace();
     build = [&compiler](const ir::PrimFunc &func, const Target &t, const std::string &path) {
-      if (t.is_cuda())
-        compiler->build_cuda_artifact(func, t, path);
-      else
-        compiler->build_artifact(func, t, path, /*needs_runtime_library=*/true);
+      compiler->build_artifact(func, t, path, /*needs_runtime_library=*/true);
     };
   }
   std::vector<StepPrograms> programs(steps.size());
@@ -448,7 +444,7 @@ CompileReport compile_model(const frontend::PreparedModel &model, const CompileO
     const size_t i = steps[step_index];
     const frontend::Subgraph &s = subgraphs[i];
     ir::PrimFunc func = te::lower(s.workload.build_dag(), "subgraph" + std::to_string(i));
-    std::string artifact = "sg" + std::to_string(i) + (target.is_cuda() ? ".cuda.json" : ".so");
+    std::string artifact = "sg" + std::to_string(i) + target.backend().artifact_extension();
     const std::filesystem::path artifact_path = staging / artifact;
     std::optional<db::Record> used;
     if (db) {
@@ -456,8 +452,7 @@ CompileReport compile_model(const frontend::PreparedModel &model, const CompileO
       // does not build is passed over for the next one, with a warning.
       for (db::Record &r : db->top_k(s.workload.key_hash(), target.str(), kRecordsTried)) {
         try {
-          ir::PrimFunc scheduled =
-              ir::Schedule::replay(func, ir::Trace::from_json(kiln::support::parse_json(r.trace_json))).func();
+          ir::PrimFunc scheduled = ir::Schedule::replay_stored(func, r.trace_json).func();
           build(scheduled, target, artifact_path.string());
           used = std::move(r);
           break;
@@ -469,7 +464,7 @@ CompileReport compile_model(const frontend::PreparedModel &model, const CompileO
         }
       }
     }
-    if (used && options.choose_in_model > 0 && !target.is_cuda()) {
+    if (used && options.choose_in_model > 0 && target.backend().chooses_programs_in_model()) {
       programs[step_index].func = func;
       programs[step_index].alternatives = alternatives_of(*db, s, target, *used, options.choose_in_model);
     }
@@ -517,9 +512,10 @@ CompileReport compile_model(const frontend::PreparedModel &model, const CompileO
     }
   }
   write_text(staging / "model.json", manifest.dump(1) + "\n");
-  if (options.choose_in_model > 0 && target.is_cuda())
-    report.warnings.push_back("programs are chosen inside the model on CPUs only: the database's best is used");
-  if (options.choose_in_model > 0 && !target.is_cuda()) {
+  if (options.choose_in_model > 0 && !target.backend().chooses_programs_in_model())
+    report.warnings.push_back(std::string("programs are not chosen inside the model on a ") + target.backend().name() +
+                              ": the database's best is used");
+  if (options.choose_in_model > 0 && target.backend().chooses_programs_in_model()) {
     try {
       choose_in_model(staging, manifest, programs, build, target, chosen, report);
     } catch (const codegen::CodegenError &e) {

@@ -35,7 +35,8 @@ std::string default_symbol(const std::string &summary) {
 
 std::string c_type(const std::string &dtype) {
   if (dtype == "float32") return "float";
-  if (dtype == "float16") return "uint16_t";  // IEEE binary16 bits
+  if (dtype == "float16") return "uint16_t";   // IEEE binary16 bits
+  if (dtype == "bfloat16") return "uint16_t";  // bfloat16 bits: float32's upper half
   if (dtype == "int64") return "int64_t";
   if (dtype == "int32") return "int32_t";
   if (dtype == "int8") return "int8_t";
@@ -199,7 +200,8 @@ ExportedKernel export_kernel(const ExportRequest &request) {
   } catch (const std::invalid_argument &e) {
     throw ExportBadRequest(std::string("bad target: ") + e.what());
   }
-  if (target.is_cuda()) throw ExportBadRequest("kiln export builds CPU kernels; for a GPU, kiln show --emit ptx");
+  if (target.backend().is_gpu())
+    throw ExportBadRequest("kiln export builds CPU kernels; for a GPU, kiln show --emit ptx");
   std::string hash = request.workload;
   if (!hash.empty() && hash.front() == '{') {
     try {
@@ -223,8 +225,7 @@ ExportedKernel export_kernel(const ExportRequest &request) {
       ExportedKernel k;
       k.symbol = request.symbol.empty() ? default_symbol(workload.summary()) : request.symbol;
       ir::PrimFunc func = te::lower(workload.build_dag(), k.symbol);
-      ir::PrimFunc scheduled =
-          ir::Schedule::replay(func, ir::Trace::from_json(kiln::support::parse_json(record.trace_json))).func();
+      ir::PrimFunc scheduled = ir::Schedule::replay_stored(func, record.trace_json).func();
       codegen::Compiler compiler;
       codegen::KernelObject object = compiler.build_object(scheduled, target, k.symbol);
       k.object = std::move(object.object);

@@ -6,21 +6,10 @@
 #include "device/cuda_artifact.h"
 #include "device/cuda_driver.h"
 #include "executor/model.h"
+#include "target/cuda_arch.h"
 
 namespace kiln::executor {
 namespace {
-
-// 90 for "sm_90", -1 for anything else.
-int arch_number(const std::string &arch) {
-  if (arch.rfind("sm_", 0) != 0 || arch.size() < 5) return -1;
-  try {
-    size_t used = 0;
-    int n = std::stoi(arch.substr(3), &used);
-    return used == arch.size() - 3 ? n : -1;
-  } catch (const std::exception &) {
-    return -1;
-  }
-}
 
 int device_ordinal() {
   const char *text = std::getenv("KILN_CUDA_DEVICE");
@@ -56,7 +45,7 @@ GpuSteps::GpuSteps(const std::string &arch, int64_t arena_bytes, const std::vect
   m.driver = device::CudaDriver::open(device_ordinal(), &why);
   if (!m.driver) throw ModelError("this model was compiled for a GPU (" + arch + ") and none can run it here: " + why);
   // PTX runs on its arch and, JIT-compiled by the driver, on later ones.
-  if (arch_number(m.driver->arch()) < arch_number(arch))
+  if (cuda_arch_number(m.driver->arch()) < cuda_arch_number(arch))
     throw ModelError("this model was compiled for " + arch + ", and the GPU here (" + m.driver->device_name() +
                      ") is " + m.driver->arch() +
                      ": compile it for this GPU (kiln compile --target 'cuda -arch=" + m.driver->arch() + "')");

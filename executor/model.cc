@@ -20,6 +20,7 @@
 #include "support/json_checks.h"
 #include "support/json_read.h"
 #include "support/sha256.h"
+#include "target/backend.h"
 #include "target/target.h"
 
 namespace kiln::executor {
@@ -203,8 +204,8 @@ Model Model::load(const std::string &dir) {
     } catch (const std::invalid_argument &e) {
       throw damaged(std::string("its target: ") + e.what());
     }
-    if (!target.is_cuda()) {
-      if (std::string why = why_this_host_cannot_run(target); !why.empty())
+    if (!target.backend().is_gpu()) {
+      if (std::string why = target.backend().why_this_host_cannot_run(target); !why.empty())
         throw ModelError("'" + dir + "' was compiled for target '" + impl->target + "', which this host cannot run (" +
                          why +
                          "): run it on such a machine, or compile the model again for this host (kiln compile "

@@ -173,7 +173,7 @@ static std::vector<std::filesystem::path> artifact_paths(const std::vector<Build
     std::string name = sanitize_name(input.name);
     int count = seen[name]++;
     if (count > 0) name += "-" + std::to_string(count);
-    paths.push_back(dir / (name + (input.target.is_cuda() ? ".cuda.json" : ".so")));
+    paths.push_back(dir / (name + input.target.backend().artifact_extension()));
   }
   return paths;
 }
@@ -217,10 +217,6 @@ double seconds_since(Clock::time_point start) { return std::chrono::duration<dou
 // The child's report: {"ok": true} or {"error": "build_error", "message": ...}.
 nlohmann::json build_and_report(codegen::Compiler &compiler, const BuildInput &input, const std::string &path) {
   try {
-    if (input.target.is_cuda()) {
-      compiler.build_cuda_artifact(input.func, input.target, path);
-      return {{"ok", true}};
-    }
     compiler.build_artifact(input.func, input.target, path, input.needs_runtime_library);
     return {{"ok", true}};
   } catch (const codegen::CodegenError &e) {

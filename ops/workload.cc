@@ -150,6 +150,8 @@ Workload Workload::from_json(const json &j) {
   }
 }
 
+ir::PrimFunc Workload::lower() const { return te::lower(build_dag(), ops.size() == 1 ? ops[0].op : "fused"); }
+
 te::ComputeDAG Workload::build_dag() const {
   std::vector<te::Tensor> input_tensors;
   for (size_t i = 0; i < inputs.size(); ++i) {

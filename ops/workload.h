@@ -49,6 +49,9 @@ struct Workload {
 
   /// Builds the compute DAG through the operator library.
   te::ComputeDAG build_dag() const;
+  /// The workload's unscheduled program: build_dag() lowered, named after its one
+  /// operator, or "fused".
+  ir::PrimFunc lower() const;
 };
 
 /// Parses "1x64x56x56" into {1, 64, 56, 56}; throws std::invalid_argument on bad text.

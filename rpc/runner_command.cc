@@ -11,11 +11,12 @@
 #include <sstream>
 #include <vector>
 
-#include "measure/cuda_runner.h"
-#include "measure/local_runner.h"
+#include "measure/host_runner.h"
+#include "measure/sandbox.h"
 #include "rpc/client_args.h"
 #include "rpc/runner_daemon.h"
 #include "support/flag_checks.h"
+#include "target/backend.h"
 #include "target/target.h"
 
 namespace kiln::rpc {
@@ -87,34 +88,29 @@ int run_runner(const RunnerArgs &a) {
   }
   std::unique_ptr<measure::Runner> measurer;
   std::string device_name;
-  if (target.is_cuda()) {
-    // A kiln-cuda-measure process per run on this host's GPU, which must be the target's.
-    measure::CudaRunnerOptions cuda;
-    cuda.run_timeout_seconds = a.run_timeout;
-    auto gpu = std::make_unique<measure::CudaRunner>(cuda);
-    if (std::string why = gpu->why_not(target, &device_name); !why.empty())
-      fail("this host cannot measure for --target '" + target.str() + "': " + why);
-    measurer = std::move(gpu);
-  } else {
-    // A wrapper (qemu) runs the measurement server for another architecture.
-    if (std::string why = why_this_host_cannot_run(target); a.exec_wrapper.empty() && !why.empty()) {
+  measure::HostRunnerOptions host;
+  // CUDA: a kiln-cuda-measure process per run on this host's GPU, which must be the target's.
+  host.cuda.run_timeout_seconds = a.run_timeout;
+  // CPU: a wrapper (qemu) runs the measurement server for another architecture.
+  host.cpu_server_wrapped = !a.exec_wrapper.empty();
+  measure::LocalRunnerOptions &local = host.cpu;
+  local.run_timeout_seconds = a.run_timeout;
+  local.memory_limit_bytes = a.memory_limit_mb << 20;
+  local.num_threads = a.threads;
+  local.lock_path = a.measurement_lock;
+  local.sandbox.enabled = a.sandbox;
+  if (!a.client.token_file.empty()) {
+    std::error_code ec;
+    std::filesystem::path token = std::filesystem::canonical(a.client.token_file, ec);
+    local.sandbox.hidden_files.push_back(ec ? a.client.token_file : token.string());
+  }
+  if (!target.backend().is_gpu()) {
+    if (std::string why = target.backend().why_this_host_cannot_run(target); a.exec_wrapper.empty() && !why.empty()) {
       fail("this host cannot run code for --target '" + target.str() + "': " + why +
            ". Start the runner on such a device, or measure here under an emulator with --exec-wrapper and "
            "--measure-server (e.g. --exec-wrapper \"qemu-aarch64 -L /usr/aarch64-linux-gnu -E "
            "LD_LIBRARY_PATH=/usr/aarch64-linux-gnu/lib\" --measure-server "
            "kiln-measure-server-aarch64)");
-    }
-    // Forks its server before gRPC starts any thread.
-    measure::LocalRunnerOptions local;
-    local.run_timeout_seconds = a.run_timeout;
-    local.memory_limit_bytes = a.memory_limit_mb << 20;
-    local.num_threads = a.threads;
-    local.lock_path = a.measurement_lock;
-    local.sandbox.enabled = a.sandbox;
-    if (!a.client.token_file.empty()) {
-      std::error_code ec;
-      std::filesystem::path token = std::filesystem::canonical(a.client.token_file, ec);
-      local.sandbox.hidden_files.push_back(ec ? a.client.token_file : token.string());
     }
     if (a.sandbox) {
       // Said once, before any job: what a kernel sent here can and cannot do.
@@ -135,11 +131,14 @@ int run_runner(const RunnerArgs &a) {
       local.server_command = split_words(a.exec_wrapper);
       local.server_command.push_back(server);
     }
-    try {
-      measurer = std::make_unique<measure::LocalRunner>(local);
-    } catch (const std::exception &e) {
-      fail(e.what());
-    }
+  }
+  try {
+    // The CPU runner forks its server before gRPC starts any thread.
+    measurer = measure::make_host_runner(target, host, &device_name);
+  } catch (const measure::HostCannotMeasure &e) {
+    fail("this host cannot measure for --target '" + target.str() + "': " + e.why);
+  } catch (const std::exception &e) {
+    fail(e.what());
   }
 
   RunnerDaemonOptions options;

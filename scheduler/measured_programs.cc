@@ -64,7 +64,7 @@ MeasuredPrograms load_measured_programs(db::Database &database, const std::strin
     try {
       ops::Workload w =
           ops::Workload::from_json(kiln::support::parse_json(records.front().second.workload.canonical_json));
-      unscheduled = te::lower(w.build_dag(), w.ops.size() == 1 ? w.ops[0].op : "fused");
+      unscheduled = w.lower();
       out.summaries[hash] = w.summary();
     } catch (const std::exception &e) {
       if (out.unreplayable == 0) out.first_replay_error = e.what();

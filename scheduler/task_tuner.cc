@@ -72,7 +72,7 @@ TaskTuner::TaskTuner(ops::Workload workload, Target target, TuneOptions options,
       builder_(builder),
       runner_(runner),
       model_(model) {
-  if (target_.is_cuda()) gpu_limits_ = gpu_limits_of(target_);
+  if (target_.backend().is_gpu()) gpu_limits_ = gpu_limits_of(target_);
   te::ComputeDAG dag = workload_.build_dag();
   func_ = te::lower(dag, workload_.ops.size() == 1 ? workload_.ops[0].op : "fused");
   // Before anything whose work grows with the extents (the search space's sampling).
@@ -194,7 +194,7 @@ void TaskTuner::prepare() {
   // The unscheduled program, built once, is every candidate's correctness reference; a
   // GPU cannot run it unbound, so there the untuned GPU program is.
   double t0 = support::now_seconds();
-  ir::PrimFunc reference = target_.is_cuda() ? search::untuned_schedule(func_, target_) : func_;
+  ir::PrimFunc reference = target_.backend().is_gpu() ? search::untuned_schedule(func_, target_) : func_;
   std::vector<measure::BuildResult> ref =
       builder_.build({measure::BuildInput{reference, target_, artifact_name("reference")}});
   progress_.time.build += support::now_seconds() - t0;

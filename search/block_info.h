@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "ir/schedule/schedule.h"
+#include "target/backend.h"
 #include "target/target.h"
 
 namespace kiln::search {
@@ -14,12 +15,10 @@ namespace kiln::search {
 /// float32 lanes of one vector register of the target (at least 4).
 inline int64_t vector_lanes(const Target &target) { return std::max(4, target.vector_width_bits / 32); }
 /// Vector registers of the target's file: 16 on AVX2, 32 on AVX-512 and AArch64.
-inline int64_t vector_registers(const Target &target) {
-  return target.vector_width_bits >= 512 || target.is_aarch64() ? 32 : 16;
-}
+inline int64_t vector_registers(const Target &target) { return target.backend().vector_registers(target); }
 /// Vector registers a register tile may hold as accumulators: the file (16 on AVX2, 32
 /// on AVX-512 and AArch64) less those the loads and broadcasts of each step need.
-inline int64_t accumulator_registers(const Target &target) { return vector_registers(target) == 32 ? 24 : 14; }
+inline int64_t accumulator_registers(const Target &target) { return target.backend().accumulator_registers(target); }
 
 /// Empty when the block no longer exists (inlined). The handle keeps the node alive
 /// across later primitives (it then describes the program of this call).

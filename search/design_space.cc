@@ -2,7 +2,7 @@
 
 #include <iterator>
 
-#include "ir/parallel.h"
+#include "support/parallel.h"
 
 namespace kiln::search {
 
@@ -50,8 +50,8 @@ std::optional<Candidate> realize(const ir::PrimFunc &func, const ir::Trace &sket
 std::vector<std::optional<Candidate>> realize_all(const ir::PrimFunc &func, const std::vector<SeededSketch> &jobs,
                                                   const PostprocessorList &postprocessors, int threads) {
   std::vector<std::optional<Candidate>> results(jobs.size());
-  ir::parallel_for(jobs.size(), threads,
-                   [&](size_t i) { results[i] = realize(func, jobs[i].sketch, postprocessors, jobs[i].seed); });
+  support::parallel_for(jobs.size(), threads,
+                        [&](size_t i) { results[i] = realize(func, jobs[i].sketch, postprocessors, jobs[i].seed); });
   return results;
 }
 

@@ -175,7 +175,7 @@ std::optional<ir::Trace> gpu_untuned_trace(const ir::PrimFunc &func, const Targe
 }  // namespace
 
 std::optional<Candidate> untuned_candidate(const ir::PrimFunc &func, const Target &target) {
-  if (target.is_cuda()) return std::nullopt;
+  if (target.backend().is_gpu()) return std::nullopt;
   PostprocessorList post = default_postprocessors(target);
   for (const ir::Trace &sketch : generate_sketches(func, default_rules(target), 0)) {
     std::optional<ir::Trace> decided = decide(func, sketch, target);
@@ -186,7 +186,7 @@ std::optional<Candidate> untuned_candidate(const ir::PrimFunc &func, const Targe
 }
 
 std::optional<ir::Trace> untuned_trace(const ir::PrimFunc &func, const Target &target) {
-  if (target.is_cuda()) return gpu_untuned_trace(func, target);
+  if (target.backend().is_gpu()) return gpu_untuned_trace(func, target);
   if (std::optional<Candidate> c = untuned_candidate(func, target)) return c->trace;
   PostprocessorList post = default_postprocessors(target);
   for (const ir::Trace &sketch : generate_sketches(func, untuned_rules(target), 0))

@@ -27,10 +27,14 @@ struct CudaArchFacts {
   const char *typical_device;  ///< the board the SM count and L2 size below describe
   int sm_count;
   int64_t l2_bytes;
+  const char *ptx_isa;  ///< the PTX ISA version code for this arch is written in ("7.8")
 };
 
 /// The facts of `arch` ("sm_90"), or nullptr when Kiln has none.
 const CudaArchFacts *find_cuda_arch(std::string_view arch);
+/// The compute capability of an arch name as a number (90 for "sm_90"), -1 for
+/// anything that is not "sm_" and digits: what "is this GPU at least that arch" compares.
+int cuda_arch_number(std::string_view arch);
 /// Every arch the table knows, in order ("sm_75", "sm_80", ...).
 std::vector<std::string> known_cuda_archs();
 

@@ -264,22 +264,4 @@ bool Target::is_aarch64() const {
   return is_llvm() && (a == "aarch64" || a == "arm64");
 }
 
-std::string why_this_host_cannot_run(const Target &target) {
-  if (target.is_cuda()) return "it is a CUDA GPU, and this code runs on the CPU";
-  auto arch = [](const std::string &triple) {
-    std::string a = triple.substr(0, triple.find('-'));
-    return a == "arm64" ? std::string("aarch64") : a;
-  };
-  const std::string host = host_triple();
-  if (arch(target.mtriple) != arch(host))
-    return "it is " + std::string(arch(target.mtriple).find_first_of("aeioux") == 0 ? "an " : "a ") +
-           arch(target.mtriple) + " CPU and this host is " + arch(host);
-  if ((target.mtriple.find("linux") == std::string::npos) != (host.find("linux") == std::string::npos))
-    return "its code is for another operating system ('" + target.mtriple + "') than this host's ('" + host + "')";
-  if (target.is_x86() && x86_vector_bits(target.mcpu) > x86_vector_bits(host_cpu()))
-    return "its CPU (" + target.mcpu + ") has " + std::to_string(x86_vector_bits(target.mcpu)) +
-           "-bit vectors, which this host (" + host_cpu() + ") does not have";
-  return "";
-}
-
 }  // namespace kiln

@@ -12,6 +12,8 @@
 
 namespace kiln {
 
+class Backend;
+
 /// A parsed target. Fields that do not apply to a kind are empty or 0.
 ///
 /// Accepted flags:
@@ -80,6 +82,9 @@ struct Target {
   /// The model within the family: mcpu for llvm, arch for cuda.
   std::string device_model() const;
 
+  /// The backend of this target's kind (target/backend.h): ask it, not the kind.
+  const Backend &backend() const;
+
   bool is_llvm() const { return kind == "llvm"; }
   bool is_cuda() const { return kind == "cuda"; }
   bool is_x86() const;
@@ -109,15 +114,11 @@ std::string aarch64_cpu_from_cpuinfo(std::istream &cpuinfo);
 /// Whether host_cpu() is the CPU KILN_HOST_CPU names rather than the detected one.
 bool host_cpu_stands_in();
 
-/// Why this host's CPU cannot run code built for `target` (another architecture or
-/// operating system, a GPU, an x86 CPU with wider vectors than this host's), or empty
-/// when it can. A local runner (one without a wrapper such as qemu around its server)
-/// asked to measure such code would only store load or run errors, and a compiled model
-/// would fail to load or die of SIGILL: their callers refuse first, with this reason.
-std::string why_this_host_cannot_run(const Target &target);
-
 /// Width in bits of the vector registers an x86 -mcpu name implies: 512 for
 /// AVX-512 CPUs, 256 otherwise, 0 for an unresolved `native`.
 int x86_vector_bits(std::string_view mcpu);
 
 }  // namespace kiln
+
+// Target::backend()'s result, complete wherever a Target is.
+#include "target/backend.h"

@@ -1,12 +1,14 @@
 #include "ir/schedule/schedule.h"
 
+#include "support/json_read.h"
+
 #include <algorithm>
 #include <functional>
 #include <numeric>
 #include <type_traits>
 
-#include "ir/check.h"
 #include "ir/schedule/primitives.h"
+#include "support/internal_check.h"
 #include "support/json_checks.h"
 
 namespace kiln::ir {
@@ -787,6 +789,10 @@ std::vector<LoopRV> InstructionArgs::loops() const {
 const json &InstructionArgs::attr(const std::string &key) const { return instruction_.attrs.at(key); }
 
 // ---- replay ------------------------------------------------------------------------------
+
+Schedule Schedule::replay_stored(const PrimFunc &func, const std::string &trace_json) {
+  return replay(func, Trace::from_json(support::parse_json(trace_json)));
+}
 
 Schedule Schedule::replay(const PrimFunc &func, const Trace &trace, const std::map<size_t, json> &overrides,
                           uint64_t seed) {

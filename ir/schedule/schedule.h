@@ -135,6 +135,10 @@ class Schedule {
   /// Replays `trace` on `func`; `overrides` replace decisions by instruction index.
   static Schedule replay(const PrimFunc &func, const Trace &trace,
                          const std::map<size_t, nlohmann::json> &overrides = {}, uint64_t seed = 0);
+  /// Replays a trace kept as JSON text, as a record stores it: the program a record
+  /// gives `func`. Throws what parsing (nlohmann::json::exception, nesting bounded) or
+  /// replay throws.
+  static Schedule replay_stored(const PrimFunc &func, const std::string &trace_json);
 
  private:
   struct RootLoop {};

@@ -26,10 +26,10 @@
 #include <optional>
 
 #include "ir/annotations.h"
-#include "ir/check.h"
 #include "ir/functor.h"
 #include "search/block_info.h"
 #include "search/components.h"
+#include "support/internal_check.h"
 
 namespace kiln::search {
 namespace {

@@ -1,11 +1,11 @@
-#include "ir/parallel.h"
+#include "support/parallel.h"
 
 #include <gtest/gtest.h>
 
 #include <stdexcept>
 #include <vector>
 
-namespace kiln::ir {
+namespace kiln::support {
 namespace {
 
 TEST(ParallelFor, EveryItemRunsOnceForAnyThreadCount) {
@@ -29,4 +29,4 @@ TEST(ParallelFor, AnExceptionReachesTheCaller) {
 }
 
 }  // namespace
-}  // namespace kiln::ir
+}  // namespace kiln::support

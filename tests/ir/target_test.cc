@@ -214,5 +214,51 @@ TEST(Target, Aarch64CoresAreNamedFromCpuinfo) {
   EXPECT_EQ(Target::parse("llvm -mtriple=aarch64-linux-gnu -mcpu=carmel").mcpu, "carmel");
 }
 
+// Each kind of target has one backend, which owns the facts the layers above decide on.
+TEST(Backend, EachKindOfTargetHasOneWithItsFacts) {
+  Target avx2 = Target::parse("llvm -mtriple=x86_64-linux-gnu -mcpu=znver3");
+  Target avx512 = Target::parse("llvm -mtriple=x86_64-linux-gnu -mcpu=sapphirerapids");
+  Target arm = Target::parse("llvm -mtriple=aarch64-linux-gnu -mcpu=neoverse-n1");
+  Target riscv = Target::parse("llvm -mtriple=riscv64-linux-gnu");
+  Target gpu = Target::parse("cuda -arch=sm_87");
+  EXPECT_EQ(avx2.backend().kind(), BackendKind::kX86Cpu);
+  EXPECT_EQ(&avx2.backend(), &avx512.backend());
+  EXPECT_EQ(arm.backend().kind(), BackendKind::kAArch64Cpu);
+  EXPECT_EQ(riscv.backend().kind(), BackendKind::kOtherCpu);
+  EXPECT_EQ(gpu.backend().kind(), BackendKind::kCuda);
+  // Register files: 16 vector registers on AVX2, 32 on AVX-512 and AArch64.
+  EXPECT_EQ(avx2.backend().vector_registers(avx2), 16);
+  EXPECT_EQ(avx2.backend().accumulator_registers(avx2), 14);
+  EXPECT_EQ(avx512.backend().vector_registers(avx512), 32);
+  EXPECT_EQ(arm.backend().accumulator_registers(arm), 24);
+  // What a program becomes, and where it runs.
+  EXPECT_FALSE(avx2.backend().is_gpu());
+  EXPECT_TRUE(gpu.backend().is_gpu());
+  EXPECT_STREQ(arm.backend().artifact_extension(), ".so");
+  EXPECT_STREQ(gpu.backend().artifact_extension(), ".cuda.json");
+  EXPECT_TRUE(avx2.backend().chooses_programs_in_model());
+  EXPECT_FALSE(gpu.backend().chooses_programs_in_model());
+  EXPECT_NE(gpu.backend().why_this_host_cannot_run(gpu).find("CUDA GPU"), std::string::npos);
+  // No matrix instructions are offered yet.
+  EXPECT_TRUE(avx512.backend().matrix_instructions(avx512).empty());
+  EXPECT_TRUE(gpu.backend().matrix_instructions(gpu).empty());
+}
+
+// The PTX ISA of every arch comes from the arch's facts, the one table of archs.
+TEST(Backend, EveryCudaArchHasItsPtxIsa) {
+  for (const std::string &arch : known_cuda_archs()) {
+    Target t = Target::parse("cuda -arch=" + arch);
+    EXPECT_EQ(t.backend().ptx_isa(t), find_cuda_arch(arch)->ptx_isa) << arch;
+    EXPECT_GT(cuda_arch_number(arch), 70) << arch;
+  }
+  Target sm87 = Target::parse("cuda -arch=sm_87");
+  EXPECT_EQ(sm87.backend().ptx_isa(sm87), "7.4");  // what JetPack 5's CUDA 11.4 reads
+  Target cpu = Target::parse("llvm -mtriple=x86_64-linux-gnu -mcpu=znver3");
+  EXPECT_THROW(cpu.backend().ptx_isa(cpu), std::invalid_argument);
+  EXPECT_EQ(cuda_arch_number("sm_90"), 90);
+  EXPECT_EQ(cuda_arch_number("sm_9x"), -1);
+  EXPECT_EQ(cuda_arch_number("compute_90"), -1);
+}
+
 }  // namespace
 }  // namespace kiln

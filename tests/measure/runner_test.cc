@@ -1,6 +1,8 @@
 // The local runner against hand-written artifacts: each bad candidate is classified
 // with a readable message, and the same runner measures a good candidate right after.
+#include "measure/host_runner.h"
 #include "measure/local_runner.h"
+#include "target/backend.h"
 
 #include <signal.h>
 #include <sys/wait.h>
@@ -25,22 +27,54 @@ using testing::quick_input;
 using testing::TempDir;
 using testing::test_runner_options;
 
+// One factory makes this host's runner for any target, by its backend, and refuses a
+// target this host cannot measure before it starts anything.
+TEST(HostRunner, TheBackendChoosesTheRunnerAndForeignTargetsAreRefused) {
+  TempDir dir;
+  HostRunnerOptions options;
+  options.cpu = test_runner_options(dir);
+  std::unique_ptr<Runner> here = make_host_runner(Target::parse("llvm"), options);
+  EXPECT_NE(dynamic_cast<LocalRunner *>(here.get()), nullptr);
+  try {
+    make_host_runner(Target::parse("llvm -mtriple=riscv64-linux-gnu"), options);
+    ADD_FAILURE() << "a riscv64 runner was made on this host";
+  } catch (const HostCannotMeasure &e) {
+    EXPECT_FALSE(e.is_gpu);
+    EXPECT_NE(e.why.find("riscv64 CPU"), std::string::npos) << e.why;
+  }
+  // Under a wrapper (qemu) the server runs the foreign code: the runner is made.
+  options.cpu_server_wrapped = true;
+  EXPECT_NO_THROW(make_host_runner(Target::parse("llvm -mtriple=riscv64-linux-gnu"), options));
+  // A CUDA target needs this host's GPU to be of its arch; without a driver it is refused.
+  if (!CudaRunner(options.cuda).why_not(Target::parse("cuda -arch=sm_90")).empty()) {
+    try {
+      make_host_runner(Target::parse("cuda -arch=sm_90"), options);
+      ADD_FAILURE() << "a CUDA runner was made without the GPU";
+    } catch (const HostCannotMeasure &e) {
+      EXPECT_TRUE(e.is_gpu);
+      EXPECT_FALSE(e.why.empty());
+    }
+  }
+}
+
 // Code for another architecture, a GPU or wider vectors than this host's cannot run
 // here: the callers of a local runner refuse such targets before building anything.
 TEST(LocalRunner, SaysWhichTargetsThisHostCannotRun) {
-  EXPECT_EQ(why_this_host_cannot_run(Target::parse("llvm")), "");
-  EXPECT_EQ(why_this_host_cannot_run(Target::parse("llvm -mcpu=native -num-cores=1")), "");
+  auto why_not_here = [](const char *text) {
+    Target target = Target::parse(text);
+    return target.backend().why_this_host_cannot_run(target);
+  };
+  EXPECT_EQ(why_not_here("llvm"), "");
+  EXPECT_EQ(why_not_here("llvm -mcpu=native -num-cores=1"), "");
   const std::string host_arch = host_triple().substr(0, host_triple().find('-'));
-  EXPECT_EQ(why_this_host_cannot_run(Target::parse("llvm -mtriple=riscv64-linux-gnu")),
-            "it is a riscv64 CPU and this host is " + host_arch);
-  EXPECT_NE(why_this_host_cannot_run(Target::parse("cuda -arch=sm_90")).find("CUDA"), std::string::npos);
+  EXPECT_EQ(why_not_here("llvm -mtriple=riscv64-linux-gnu"), "it is a riscv64 CPU and this host is " + host_arch);
+  EXPECT_NE(why_not_here("cuda -arch=sm_90").find("CUDA"), std::string::npos);
   if (host_arch == "x86_64") {
-    EXPECT_EQ(why_this_host_cannot_run(Target::parse("llvm -mtriple=aarch64-linux-gnu -mcpu=cortex-a72")),
+    EXPECT_EQ(why_not_here("llvm -mtriple=aarch64-linux-gnu -mcpu=cortex-a72"),
               "it is an aarch64 CPU and this host is x86_64");
-    EXPECT_NE(why_this_host_cannot_run(Target::parse("llvm -mtriple=x86_64-apple-darwin -mcpu=znver3"))
-                  .find("another operating system"),
+    EXPECT_NE(why_not_here("llvm -mtriple=x86_64-apple-darwin -mcpu=znver3").find("another operating system"),
               std::string::npos);
-    std::string wide = why_this_host_cannot_run(Target::parse("llvm -mtriple=x86_64-linux-gnu -mcpu=skylake-avx512"));
+    std::string wide = why_not_here("llvm -mtriple=x86_64-linux-gnu -mcpu=skylake-avx512");
     EXPECT_EQ(wide.empty(), x86_vector_bits(host_cpu()) >= 512) << wide;
   }
 }

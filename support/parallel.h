@@ -12,7 +12,7 @@
 #include <thread>
 #include <vector>
 
-namespace kiln::ir {
+namespace kiln::support {
 
 /// Calls `body(i)` for every i in [0, n) on up to `threads` threads (0: one per core);
 /// the calls must be independent of each other. An exception thrown by a call stops
@@ -46,4 +46,4 @@ void parallel_for(size_t n, int threads, const Body &body) {
   if (failure) std::rethrow_exception(failure);
 }
 
-}  // namespace kiln::ir
+}  // namespace kiln::support
