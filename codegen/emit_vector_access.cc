@@ -209,6 +209,7 @@ llvm::Value *CodeGen::visit(const LoadNode *op, const Expr &self) {
     }
   }
   if (op->buffer->dtype == DType::kBool) v = b_.CreateTrunc(v, is_vec(v) ? value_type(DType::kBool) : b_.getInt1Ty());
+  if (op->buffer->dtype == DType::kBFloat16) v = bfloat16_bits_to_float(v);
   return v;
 }
 
@@ -218,6 +219,7 @@ void CodeGen::visit(const StoreNode *op, const Stmt &self) {
   llvm::Value *value = gen(op->value);
   llvm::Type *elem = storage_type(op->buffer->dtype);
   llvm::Align align(static_cast<uint64_t>(dtype_bytes(op->buffer->dtype)));
+  if (op->buffer->dtype == DType::kBFloat16) value = float_to_bfloat16_bits(value);
   if (op->buffer->dtype == DType::kBool)
     value = b_.CreateZExt(
         value,

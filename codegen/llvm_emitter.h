@@ -94,8 +94,17 @@ class CodeGen : public ExprFunctor<llvm::Value *>, public StmtFunctor<void> {
 
   // ---- types and helpers ----------------------------------------------------------------
   llvm::Type *scalar_type(DType t);
-  // Booleans are stored as bytes.
-  llvm::Type *storage_type(DType t) { return t == DType::kBool ? b_.getInt8Ty() : scalar_type(t); }
+  // Booleans are stored as bytes; bfloat16 as its 16 bits, and held in float32 registers
+  // (LLVM 16 has no bfloat16 arithmetic on CPUs).
+  llvm::Type *storage_type(DType t) {
+    if (t == DType::kBool) return b_.getInt8Ty();
+    if (t == DType::kBFloat16) return b_.getInt16Ty();
+    return scalar_type(t);
+  }
+  // bfloat16's 16 bits (i16, or a vector of them) to float32, and float32 to them rounded
+  // to nearest even with NaN kept (ir/host_tensor.h's float_to_bfloat16, lane by lane).
+  llvm::Value *bfloat16_bits_to_float(llvm::Value *bits);
+  llvm::Value *float_to_bfloat16_bits(llvm::Value *f);
   llvm::Type *value_type(DType t);
 
   void add_cpu_attrs(llvm::Function *f);
@@ -112,7 +121,13 @@ class CodeGen : public ExprFunctor<llvm::Value *>, public StmtFunctor<void> {
   llvm::AllocaInst *entry_alloca(llvm::Type *t, uint64_t count, uint64_t align);
 
   // ---- expressions ----------------------------------------------------------------------
-  llvm::Value *gen(const Expr &e) { return visit_expr(e); }
+  // A bfloat16 operation's float32 result is rounded to bfloat16 at once, as the
+  // interpreter rounds it (a load's value is one already).
+  llvm::Value *gen(const Expr &e) {
+    llvm::Value *v = visit_expr(e);
+    if (e.dtype() == DType::kBFloat16 && !e.as<LoadNode>()) v = bfloat16_bits_to_float(float_to_bfloat16_bits(v));
+    return v;
+  }
 
   llvm::Value *visit(const IntImmNode *op, const Expr &) override;
   llvm::Value *visit(const FloatImmNode *op, const Expr &) override;

@@ -110,9 +110,36 @@ llvm::Type *CodeGen::scalar_type(DType t) {
     case DType::kFloat16:
       return b_.getHalfTy();
     case DType::kFloat32:
+    case DType::kBFloat16:  // held in float32 registers; storage_type is its 16 bits
       return b_.getFloatTy();
   }
   return nullptr;
+}
+
+llvm::Value *CodeGen::bfloat16_bits_to_float(llvm::Value *bits) {
+  auto like = [&](llvm::Type *elem) -> llvm::Type * {
+    if (auto *v = llvm::dyn_cast<llvm::FixedVectorType>(bits->getType()))
+      return llvm::FixedVectorType::get(elem, v->getNumElements());
+    return elem;
+  };
+  llvm::Value *wide = b_.CreateShl(b_.CreateZExt(bits, like(b_.getInt32Ty())), 16);
+  return b_.CreateBitCast(wide, like(b_.getFloatTy()));
+}
+
+llvm::Value *CodeGen::float_to_bfloat16_bits(llvm::Value *f) {
+  auto like = [&](llvm::Type *elem) -> llvm::Type * {
+    if (auto *v = llvm::dyn_cast<llvm::FixedVectorType>(f->getType()))
+      return llvm::FixedVectorType::get(elem, v->getNumElements());
+    return elem;
+  };
+  llvm::Type *i32 = like(b_.getInt32Ty());
+  auto constant = [&](uint32_t x) { return llvm::ConstantInt::get(i32, x); };
+  llvm::Value *bits = b_.CreateBitCast(f, i32);
+  llvm::Value *odd = b_.CreateAnd(b_.CreateLShr(bits, 16), constant(1));
+  llvm::Value *rounded = b_.CreateAdd(bits, b_.CreateAdd(odd, constant(0x7fff)));
+  llvm::Value *quiet_nan = b_.CreateOr(bits, constant(0x400000));
+  llvm::Value *chosen = b_.CreateSelect(b_.CreateFCmpUNO(f, f), quiet_nan, rounded);
+  return b_.CreateTrunc(b_.CreateLShr(chosen, 16), like(b_.getInt16Ty()));
 }
 
 llvm::Type *CodeGen::value_type(DType t) {

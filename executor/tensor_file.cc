@@ -40,6 +40,8 @@ std::string npy_descr(ir::DType t) {
       return "<f2";
     case ir::DType::kFloat32:
       return "<f4";
+    case ir::DType::kBFloat16:
+      return "<V2";  // NumPy has no bfloat16: its bits, as ml_dtypes writes them
   }
   return "?";
 }

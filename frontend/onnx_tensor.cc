@@ -14,6 +14,8 @@ ir::DType dtype_from_onnx(int32_t elem_type, const std::string &what) {
       return ir::DType::kFloat32;
     case onnx::TensorProto::FLOAT16:
       return ir::DType::kFloat16;
+    case onnx::TensorProto::BFLOAT16:
+      return ir::DType::kBFloat16;
     case onnx::TensorProto::INT64:
       return ir::DType::kInt64;
     case onnx::TensorProto::INT32:
@@ -34,7 +36,7 @@ ir::DType dtype_from_onnx(int32_t elem_type, const std::string &what) {
                            : kNewer.count(elem_type) ? kNewer.at(elem_type)
                                                      : std::to_string(elem_type);
   throw ImportError(what + " has element type " + name +
-                    "; Kiln supports float32, float16, int64, int32, int8 and bool");
+                    "; Kiln supports float32, float16, bfloat16, int64, int32, int8 and bool");
 }
 
 ir::HostTensor tensor_from_onnx(const onnx::TensorProto &t) {
@@ -81,7 +83,8 @@ ir::HostTensor tensor_from_onnx(const onnx::TensorProto &t) {
     case ir::DType::kInt64:
       if (count > 0) std::memcpy(out.data(), t.int64_data().data(), static_cast<size_t>(bytes));
       break;
-    case ir::DType::kFloat16: {
+    case ir::DType::kFloat16:
+    case ir::DType::kBFloat16: {  // both keep their 16 bits widened in int32_data
       auto *dst = static_cast<uint16_t *>(out.data());
       for (int64_t i = 0; i < count; ++i) dst[i] = static_cast<uint16_t>(t.int32_data(static_cast<int>(i)));
       break;

@@ -18,16 +18,19 @@ const char *dtype_name(DType t) {
       return "float16";
     case DType::kFloat32:
       return "float32";
+    case DType::kBFloat16:
+      return "bfloat16";
   }
   return "?";
 }
 
 DType parse_dtype(std::string_view name) {
-  for (DType t : {DType::kBool, DType::kInt8, DType::kInt32, DType::kInt64, DType::kFloat16, DType::kFloat32}) {
+  for (DType t :
+       {DType::kBool, DType::kInt8, DType::kInt32, DType::kInt64, DType::kFloat16, DType::kFloat32, DType::kBFloat16}) {
     if (name == dtype_name(t)) return t;
   }
   throw std::invalid_argument("unknown dtype '" + std::string(name) +
-                              "'; expected one of bool, int8, int32, int64, float16, float32");
+                              "'; expected one of bool, int8, int32, int64, float16, float32, bfloat16");
 }
 
 int dtype_bytes(DType t) {
@@ -44,6 +47,8 @@ int dtype_bytes(DType t) {
       return 2;
     case DType::kFloat32:
       return 4;
+    case DType::kBFloat16:
+      return 2;
   }
   return 0;
 }

@@ -1,5 +1,7 @@
 #include "ir/host_tensor.h"
 
+#include <cstring>
+
 #include <cmath>
 #include <limits>
 
@@ -71,6 +73,8 @@ double HostTensor::get(int64_t i) const {
       return half_to_float(reinterpret_cast<const uint16_t *>(p)[i]);
     case DType::kFloat32:
       return reinterpret_cast<const float *>(p)[i];
+    case DType::kBFloat16:
+      return bfloat16_to_float(reinterpret_cast<const uint16_t *>(p)[i]);
   }
   return 0;
 }
@@ -95,6 +99,9 @@ void HostTensor::set(int64_t i, double v) {
       break;
     case DType::kFloat32:
       reinterpret_cast<float *>(p)[i] = static_cast<float>(v);
+      break;
+    case DType::kBFloat16:
+      reinterpret_cast<uint16_t *>(p)[i] = float_to_bfloat16(static_cast<float>(v));
       break;
   }
 }

@@ -1,6 +1,8 @@
 // Dense host tensors used by the interpreter, tests and the measurement harness.
 #pragma once
 
+#include "support/bfloat16.h"
+
 #include <cstdint>
 #include <cstring>
 #include <new>
@@ -62,5 +64,7 @@ bool exactly_equal(const HostTensor &a, const HostTensor &b);
 
 float half_to_float(uint16_t h);
 uint16_t float_to_half(float f);
+using support::bfloat16_to_float;  // support/bfloat16.h
+using support::float_to_bfloat16;
 
 }  // namespace kiln::ir

@@ -35,6 +35,7 @@ struct Scalar {
 double round_to(DType t, double v) {
   if (t == DType::kFloat32) return static_cast<float>(v);
   if (t == DType::kFloat16) return half_to_float(float_to_half(static_cast<float>(v)));
+  if (t == DType::kBFloat16) return bfloat16_to_float(float_to_bfloat16(static_cast<float>(v)));
   return v;
 }
 
@@ -108,7 +109,7 @@ class Interpreter : public ExprFunctor<Scalar>, public StmtFunctor<void> {
   }
 
   Scalar visit(const IntImmNode *op, const Expr &) override { return I(op->value); }
-  Scalar visit(const FloatImmNode *op, const Expr &) override { return F(op->value); }
+  Scalar visit(const FloatImmNode *op, const Expr &) override { return F(round_to(op->dtype, op->value)); }
   Scalar visit(const VarNode *op, const Expr &) override {
     auto it = env.find(op);
     if (it == env.end()) fail("variable '" + op->name + "' is used outside its loop or block");

@@ -66,7 +66,7 @@ class Printer : public IRVisitor {
     std::ostringstream v;
     v.precision(9);
     v << op->value;
-    os << v.str() << (op->dtype == DType::kFloat16 ? "h" : "f");
+    os << v.str() << (op->dtype == DType::kFloat16 ? "h" : op->dtype == DType::kBFloat16 ? "bf" : "f");
   }
   void visit(const VarNode *op, const Expr &) override { os << op->name; }
   void visit(const AddNode *op, const Expr &) override { infix("+", op->a, op->b); }

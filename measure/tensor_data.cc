@@ -1,5 +1,7 @@
 #include "measure/tensor_data.h"
 
+#include "support/bfloat16.h"
+
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -43,6 +45,9 @@ static void fill(const ParamSpec &param, void *data, uint64_t state) {
       break;
     case ir::DType::kFloat16:
       for (int64_t i = 0; i < n; ++i) static_cast<uint16_t *>(data)[i] = float_to_half(unit_float(state));
+      break;
+    case ir::DType::kBFloat16:
+      for (int64_t i = 0; i < n; ++i) static_cast<uint16_t *>(data)[i] = support::float_to_bfloat16(unit_float(state));
       break;
     case ir::DType::kInt8:
       for (int64_t i = 0; i < n; ++i) static_cast<int8_t *>(data)[i] = static_cast<int8_t>(small_int(state));
@@ -172,6 +177,10 @@ std::optional<std::string> compare_buffer(const ParamSpec &param, const void *go
       return compare_floats(
           static_cast<const uint16_t *>(got), static_cast<const uint16_t *>(w), n,
           [](uint16_t v) { return static_cast<double>(half_to_float(v)); }, tolerance);
+    case ir::DType::kBFloat16:
+      return compare_floats(
+          static_cast<const uint16_t *>(got), static_cast<const uint16_t *>(w), n,
+          [](uint16_t v) { return static_cast<double>(support::bfloat16_to_float(v)); }, tolerance);
     case ir::DType::kInt8:
       return compare_exact(static_cast<const int8_t *>(got), static_cast<const int8_t *>(w), n);
     case ir::DType::kInt32:

@@ -14,6 +14,7 @@ using json = nlohmann::json;
 TensorType f32(std::vector<int64_t> shape) { return TensorType{std::move(shape), DType::kFloat32}; }
 TensorType i32(std::vector<int64_t> shape) { return TensorType{std::move(shape), DType::kInt32}; }
 TensorType i8(std::vector<int64_t> shape) { return TensorType{std::move(shape), DType::kInt8}; }
+TensorType bf16(std::vector<int64_t> shape) { return TensorType{std::move(shape), DType::kBFloat16}; }
 TensorType i64(std::vector<int64_t> shape) { return TensorType{std::move(shape), DType::kInt64}; }
 TensorType b8(std::vector<int64_t> shape) { return TensorType{std::move(shape), DType::kBool}; }
 
@@ -59,6 +60,8 @@ std::vector<NamedWorkload> small_example_workloads() {
   // ---- matrix products ---------------------------------------------------------------
   single("dense", "dense", {f32({5, 7}), f32({3, 7})});
   single("dense_bias", "dense", {f32({3, 13}), f32({11, 13}), f32({11})});
+  // bfloat16 operands, products accumulated in float32 (the result's type).
+  single("dense_bf16", "dense", {bf16({5, 19}), bf16({9, 19})});
   single("matmul", "matmul", {f32({5, 7}), f32({7, 3})});
   single("matmul_transposed", "matmul", {f32({7, 5}), f32({3, 7})}, {{"transpose_a", true}, {"transpose_b", true}});
   single("batch_matmul", "batch_matmul", {f32({3, 5, 7}), f32({3, 7, 2})});
@@ -93,6 +96,8 @@ std::vector<NamedWorkload> small_example_workloads() {
 
   // ---- element-wise ------------------------------------------------------------------
   single("relu", "relu", {f32({3, 5, 7})});
+  // bfloat16 in and out: the result rounded to bfloat16 as it is stored.
+  single("gelu_bf16", "gelu", {bf16({3, 21})});
   single("clip", "clip", {f32({2, 13})}, {{"min", -0.5}, {"max", 0.25}});
   single("sigmoid", "sigmoid", {f32({5, 7})});
   single("tanh", "tanh", {f32({5, 7})});

@@ -68,7 +68,11 @@ void require_rank(std::string_view op, const te::Tensor &t, size_t rank, const c
     fail(op, std::string(role) + " must have rank " + std::to_string(rank) + ", got shape " + shape_str(t.shape()));
 }
 
-DType accumulate_dtype(DType input) { return input == DType::kInt8 ? DType::kInt32 : input; }
+DType accumulate_dtype(DType input) {
+  if (input == DType::kInt8) return DType::kInt32;
+  if (input == DType::kBFloat16) return DType::kFloat32;
+  return input;
+}
 
 Expr scaled(const Expr &x, int64_t factor) { return factor == 1 ? x : x * Expr(factor); }
 Expr offset(const Expr &x, int64_t delta) { return delta == 0 ? x : x + Expr(delta); }

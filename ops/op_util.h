@@ -39,7 +39,9 @@ void require_same_dtype(std::string_view op, const te::Tensor &a, const te::Tens
 void require_rank(std::string_view op, const te::Tensor &t, size_t rank, const char *role);
 
 /// The dtype products are accumulated in: int8 widens to int32 (as ONNX ConvInteger /
-/// MatMulInteger do), everything else accumulates in its own type.
+/// MatMulInteger do), bfloat16 to float32 (as every bfloat16 matrix instruction and
+/// oneDNN's bf16 matmul do: a result of K products in 8 bits of mantissa would lose the
+/// sum), everything else accumulates in its own type.
 DType accumulate_dtype(DType input);
 
 // Index shorthands that avoid building `x * 1` and `x + 0`, so lowered programs stay

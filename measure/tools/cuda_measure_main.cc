@@ -65,7 +65,9 @@ std::vector<uint8_t> random_bytes(const CudaArtifactBuffer &b, uint64_t seed) {
         bytes[static_cast<size_t>(i)] = static_cast<uint8_t>(r & 1);
         break;
       case kiln::ir::DType::kFloat16:
-        throw std::invalid_argument("float16 inputs are not generated yet (buffer '" + b.name + "')");
+      case kiln::ir::DType::kBFloat16:
+        throw std::invalid_argument(std::string(kiln::ir::dtype_name(b.dtype)) +
+                                    " inputs are not generated yet (buffer '" + b.name + "')");
     }
   }
   return bytes;
@@ -89,6 +91,9 @@ void write_npy(const std::string &path, const CudaArtifactBuffer &b, const std::
       break;
     case kiln::ir::DType::kFloat16:
       descr = "<f2";
+      break;
+    case kiln::ir::DType::kBFloat16:
+      descr = "<V2";  // NumPy has no bfloat16: its bits (ml_dtypes reads them as such)
       break;
     case kiln::ir::DType::kFloat32:
       break;
