@@ -11,7 +11,7 @@
 #include "cli/measure_command.h"
 #include "cli/model_commands.h"
 #include "cli/tracker_commands.h"
-#include "cli/tune_command.h"
+#include "cli/tune_op_command.h"
 #include "codegen/runtime/abi.h"
 #include "database/schema.h"
 #include "executor/model.h"
@@ -34,7 +34,7 @@ int main(int argc, char **argv) {
   kiln::cli::add_bench_command(app);
   kiln::cli::add_export_command(app);
   kiln::cli::add_measure_command(app);
-  kiln::cli::add_tune_command(app);
+  kiln::cli::add_tune_op_command(app);
   kiln::cli::add_db_commands(app);
   kiln::cli::add_costmodel_command(app);
   kiln::cli::add_tracker_commands(app);

@@ -13,7 +13,7 @@
 #include "support/flag_checks.h"
 
 #include "cli/common_flags.h"
-#include "cli/tune_command.h"
+#include "cli/tune_op_command.h"
 #include "cli/workload_args.h"
 #include "ir/schedule/schedule.h"
 #include "measure/local_builder_pool.h"

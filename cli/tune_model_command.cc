@@ -15,7 +15,7 @@
 #include <optional>
 
 #include "cli/pipeline_args.h"
-#include "cli/tune_command.h"
+#include "cli/tune_op_command.h"
 #include "device/cuda_driver.h"
 #include "executor/compile.h"
 #include "executor/model.h"

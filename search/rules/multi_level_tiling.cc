@@ -78,13 +78,20 @@ struct TilingVariant {
 
 // In the order the rule fans out to them (the order of the sketches).
 constexpr TilingVariant kVariants[] = {
-    {true, false, false, Packing::kAtOuterTile},            // accumulator + packing
-    {true, false, false, Packing::kNone},                   // accumulator
-    {false, false, false, Packing::kNone},                  // plain
-    {false, true, false, Packing::kAtReductionBlockIfAny},  // blocked reduction
-    {true, false, true, Packing::kAlongVectorAxis},         // other vector axis
-    {true, false, false, Packing::kOncePerPanel},           // accumulator + panel packed once
-    {true, false, true, Packing::kAlongVectorAxis, true},   // other vector axis, rows outer
+    {.accumulator = true, .blocked_reduction = false, .other_vector_axis = false, .packing = Packing::kAtOuterTile},
+    {.accumulator = true, .blocked_reduction = false, .other_vector_axis = false, .packing = Packing::kNone},
+    {.accumulator = false, .blocked_reduction = false, .other_vector_axis = false, .packing = Packing::kNone},
+    {.accumulator = false,
+     .blocked_reduction = true,
+     .other_vector_axis = false,
+     .packing = Packing::kAtReductionBlockIfAny},
+    {.accumulator = true, .blocked_reduction = false, .other_vector_axis = true, .packing = Packing::kAlongVectorAxis},
+    {.accumulator = true, .blocked_reduction = false, .other_vector_axis = false, .packing = Packing::kOncePerPanel},
+    {.accumulator = true,
+     .blocked_reduction = false,
+     .other_vector_axis = true,
+     .packing = Packing::kAlongVectorAxis,
+     .rows_outer = true},
 };
 constexpr const TilingVariant &kAccumulatorVariant = kVariants[1];
 

@@ -1,4 +1,4 @@
-#include "cli/tune_command.h"
+#include "cli/tune_op_command.h"
 
 #include <unistd.h>
 
@@ -196,7 +196,7 @@ std::unique_ptr<costmodel::CostModel> make_cost_model(const TuningArgs &a, const
   return std::make_unique<costmodel::XGBoostCostModel>(options);
 }
 
-void add_tune_command(CLI::App &app) {
+void add_tune_op_command(CLI::App &app) {
   auto *cmd = app.add_subcommand(
       "tune-op", "Tune one operator (or a workload file) and store the results; without --op, a BERT dense layer");
   auto a = std::make_shared<TuneArgs>();

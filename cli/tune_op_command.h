@@ -20,7 +20,7 @@ class App;
 
 namespace kiln::cli {
 
-void add_tune_command(CLI::App &app);
+void add_tune_op_command(CLI::App &app);
 
 /// The tuning flags `kiln tune-op` and `kiln tune --model` share. The tuner's own
 /// settings are bound to `options` directly, so their defaults are the tuner's
