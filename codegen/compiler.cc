@@ -167,6 +167,8 @@ std::unique_ptr<llvm::TargetMachine> make_target_machine(const Target &target) {
         features += (features.empty() ? "" : ",") + std::string(f.second ? "+" : "-") + f.first().str();
     }
   }
+  // -mattr last: LLVM takes the last word on a feature.
+  for (const std::string &f : target.mattr) features += (features.empty() ? "" : ",") + f;
   llvm::TargetOptions options;
   options.AllowFPOpFusion = llvm::FPOpFusion::Fast;  // a*b+c may become one FMA
   auto *tm = t->createTargetMachine(triple, cpu, features, options, llvm::Reloc::PIC_, std::nullopt,

@@ -33,17 +33,43 @@ class CpuBackend : public Backend {
   }
 };
 
+// The instructions of `table` whose feature the target has.
+std::vector<MatrixInstruction> offered(const Target &target, const std::vector<MatrixInstruction> &table) {
+  std::vector<MatrixInstruction> out;
+  for (const MatrixInstruction &i : table)
+    if (target.has_feature(i.feature)) out.push_back(i);
+  return out;
+}
+
 class X86Backend final : public CpuBackend {
  public:
   BackendKind kind() const override { return BackendKind::kX86Cpu; }
   const char *name() const override { return "x86-64 CPU"; }
+  // m x n x k of one instruction: a dot-product instruction computes a row of 16 lanes
+  // (n) over k products per lane; an AMX tile product a 16 x 16 tile of 32-bit results.
+  std::vector<MatrixInstruction> matrix_instructions(const Target &target) const override {
+    static const std::vector<MatrixInstruction> table = {
+        {"amx.tdpbf16ps", "amx-bf16", "bfloat16", "float32", 16, 16, 32},
+        {"amx.tdpbusd", "amx-int8", "uint8", "int32", 16, 16, 64},
+        {"avx512_bf16.vdpbf16ps", "avx512bf16", "bfloat16", "float32", 1, 16, 2},
+        {"avx512_vnni.vpdpbusd", "avx512vnni", "uint8", "int32", 1, 16, 4},
+        {"avx_vnni.vpdpbusd", "avxvnni", "uint8", "int32", 1, 8, 4},
+    };
+    return offered(target, table);
+  }
   int vector_registers(const Target &target) const override { return target.vector_width_bits >= 512 ? 32 : 16; }
   std::string why_this_host_cannot_run(const Target &target) const override {
     if (std::string why = why_host_cannot_run_cpu_code(target); !why.empty()) return why;
-    // Code for wider vectors than this CPU's loads, then dies of SIGILL.
+    // Code for wider vectors than this CPU's loads, then dies of SIGILL; so does code
+    // with a matrix instruction this CPU lacks.
     if (x86_vector_bits(target.mcpu) > x86_vector_bits(host_cpu()))
       return "its CPU (" + target.mcpu + ") has " + std::to_string(x86_vector_bits(target.mcpu)) +
              "-bit vectors, which this host (" + host_cpu() + ") does not have";
+    Target host = Target::parse("llvm -mcpu=native");
+    for (const MatrixInstruction &i : matrix_instructions(target))
+      if (!host.has_feature(i.feature))
+        return "its code may use " + i.feature + " (" + i.name + "), which this host (" + host_cpu() +
+               ") does not have";
     return "";
   }
 };
@@ -52,6 +78,14 @@ class AArch64Backend final : public CpuBackend {
  public:
   BackendKind kind() const override { return BackendKind::kAArch64Cpu; }
   const char *name() const override { return "AArch64 CPU"; }
+  std::vector<MatrixInstruction> matrix_instructions(const Target &target) const override {
+    static const std::vector<MatrixInstruction> table = {
+        {"neon.smmla", "i8mm", "int8", "int32", 2, 2, 8},
+        {"neon.bfmmla", "bf16", "bfloat16", "float32", 2, 2, 4},
+        {"neon.sdot", "dotprod", "int8", "int32", 1, 4, 4},
+    };
+    return offered(target, table);
+  }
   int vector_registers(const Target &) const override { return 32; }  // v0..v31
 };
 

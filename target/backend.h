@@ -51,7 +51,9 @@ class Backend {
   /// CPU: the vector registers a register tile may hold as accumulators: the file less
   /// those the loads and broadcasts of each step need.
   virtual int accumulator_registers(const Target &target) const;
-  /// The matrix instructions `target` offers, none where it has none.
+  /// The matrix instructions `target` offers, by its features (Target::has_feature):
+  /// AMX, AVX512-BF16, AVX512-VNNI and AVX-VNNI on x86; SMMLA, BFMMLA and SDOT on
+  /// AArch64; none yet on CUDA (Tensor Cores come with their tensorization).
   virtual std::vector<MatrixInstruction> matrix_instructions(const Target &target) const;
   /// Why this host cannot run code built for `target` (another architecture or operating
   /// system, a GPU, wider vectors than this host's), or empty when it can.

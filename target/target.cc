@@ -112,8 +112,38 @@ static void reject_unknown_flags(const std::map<std::string, std::string> &flags
   }
 }
 
+// "+avx512bf16,-amx-tile" as LLVM spells features: each + or - and a name; sorted and
+// without repeats, so that one set of features is one target string.
+static std::vector<std::string> parse_mattr(const std::string &value, std::string_view text) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= value.size()) {
+    size_t comma = value.find(',', start);
+    std::string item = value.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    bool well_formed = item.size() >= 2 && (item[0] == '+' || item[0] == '-');
+    for (size_t i = 1; well_formed && i < item.size(); ++i) {
+      char c = item[i];
+      well_formed = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '_' || c == '.';
+    }
+    if (!well_formed)
+      throw std::invalid_argument("target '" + std::string(text) + "': -mattr takes features as LLVM writes them, " +
+                                  "each + or - and a lowercase name, separated by commas (e.g. " +
+                                  "-mattr=+avx512bf16,+amx-bf16), not '" + item + "'");
+    out.push_back(item);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  for (size_t i = 1; i < out.size(); ++i)
+    if (out[i].substr(1) == out[i - 1].substr(1))
+      throw std::invalid_argument("target '" + std::string(text) + "': -mattr both adds and removes '" +
+                                  out[i].substr(1) + "'");
+  return out;
+}
+
 static Target parse_llvm(const std::map<std::string, std::string> &flags, std::string_view text, NativeCpu native_cpu) {
-  reject_unknown_flags(flags, {"mtriple", "mcpu", "num-cores"}, "llvm", text);
+  reject_unknown_flags(flags, {"mtriple", "mcpu", "num-cores", "mattr"}, "llvm", text);
   Target t;
   t.kind = "llvm";
   auto get = [&](const char *name) -> const std::string * {
@@ -134,6 +164,7 @@ static Target parse_llvm(const std::map<std::string, std::string> &flags, std::s
     t.num_cores = std::max(1u, std::thread::hardware_concurrency());
   else
     t.num_cores = 1;
+  if (get("mattr")) t.mattr = parse_mattr(*get("mattr"), text);
 
   if (t.is_aarch64())
     t.vector_width_bits = 128;  // NEON; SVE widths vary per chip and are not modelled yet
@@ -233,7 +264,12 @@ Target Target::parse(std::string_view text, NativeCpu native_cpu) {
 
 std::string Target::str() const {
   std::string out = kind;
-  if (is_llvm()) return out + " -mcpu=" + mcpu + " -mtriple=" + mtriple + " -num-cores=" + std::to_string(num_cores);
+  if (is_llvm()) {
+    std::string features;
+    for (const std::string &f : mattr) features += (features.empty() ? "" : ",") + f;
+    return out + (features.empty() ? "" : " -mattr=" + features) + " -mcpu=" + mcpu + " -mtriple=" + mtriple +
+           " -num-cores=" + std::to_string(num_cores);
+  }
   out += " -arch=" + arch;
   if (max_shared_memory_bytes != kCudaDefaultSharedMemoryBytes)
     out += " -max-shared-memory-per-block=" + std::to_string(max_shared_memory_bytes);

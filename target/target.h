@@ -7,8 +7,10 @@
 
 #include <cstdint>
 #include <istream>
+#include <set>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace kiln {
 
@@ -18,7 +20,8 @@ class Backend;
 ///
 /// Accepted flags:
 ///   llvm: -mtriple=T (default: the host triple), -mcpu=C (default: `native`
-///         for the host triple, `generic` otherwise), -num-cores=N
+///         for the host triple, `generic` otherwise), -num-cores=N, -mattr=+F,-G
+///         (CPU features beyond or taken from what -mcpu implies, LLVM's names)
 ///   cuda: -arch=sm_XY (one of target/cuda_arch.h's table; without it, the CUDA
 ///         device present, read from the driver, with its SM count and L2),
 ///         -max-threads-per-block=N (default 1024, at most the arch's),
@@ -65,6 +68,9 @@ struct Target {
   int sm_count = 0;           ///< the arch's typical board unless -sm-count says otherwise
   int64_t l2_bytes = 0;       ///< the same, -l2-bytes
   int vector_width_bits = 0;  ///< SIMD register width used for vectorization
+  /// llvm only: features beyond (+) or taken from (-) what the CPU name implies, as LLVM
+  /// spells them ("+avx512bf16", "-amx-tile"); sorted. `-mattr=` in the string.
+  std::vector<std::string> mattr;
 
   /// Parses a target string. Throws std::invalid_argument naming the bad
   /// part, e.g. "unknown target kind 'foo'; expected llvm or cuda".
@@ -89,6 +95,11 @@ struct Target {
   bool is_cuda() const { return kind == "cuda"; }
   bool is_x86() const;
   bool is_aarch64() const;
+  /// Whether code for this target may use the CPU feature `name` (LLVM's spelling:
+  /// "avx512bf16", "amx-bf16", "dotprod", "i8mm"): -mattr first; then this host's own CPU
+  /// by its /proc/cpuinfo flags (a virtual machine's CPU name can understate or overstate
+  /// them), any other CPU by what its name implies. Read features, not names.
+  bool has_feature(std::string_view name) const;
 
   bool operator==(const Target &) const = default;
 };
@@ -110,6 +121,11 @@ const std::string &host_cpu();
 /// and "CPU part": Arm's designs by part number, NVIDIA's Carmel (Jetson Xavier) as
 /// "carmel", anything else "generic". How host_cpu() names an AArch64 host.
 std::string aarch64_cpu_from_cpuinfo(std::istream &cpuinfo);
+
+/// The matrix-instruction features among a /proc/cpuinfo's first "flags" (x86) or
+/// "Features" (AArch64) line, in LLVM's spelling ("avx512_bf16" -> "avx512bf16",
+/// "amx_tile" -> "amx-tile", "asimddp" -> "dotprod").
+std::set<std::string> cpu_features_from_cpuinfo(std::istream &cpuinfo);
 
 /// Whether host_cpu() is the CPU KILN_HOST_CPU names rather than the detected one.
 bool host_cpu_stands_in();

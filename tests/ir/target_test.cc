@@ -8,9 +8,11 @@
 #include <sstream>
 
 #include <optional>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <vector>
 
 namespace kiln {
 namespace {
@@ -239,9 +241,56 @@ TEST(Backend, EachKindOfTargetHasOneWithItsFacts) {
   EXPECT_TRUE(avx2.backend().chooses_programs_in_model());
   EXPECT_FALSE(gpu.backend().chooses_programs_in_model());
   EXPECT_NE(gpu.backend().why_this_host_cannot_run(gpu).find("CUDA GPU"), std::string::npos);
-  // No matrix instructions are offered yet.
-  EXPECT_TRUE(avx512.backend().matrix_instructions(avx512).empty());
+  // CUDA's Tensor Cores are not listed yet.
   EXPECT_TRUE(gpu.backend().matrix_instructions(gpu).empty());
+}
+
+std::vector<std::string> instruction_names(const Target &t) {
+  std::vector<std::string> names;
+  for (const MatrixInstruction &i : t.backend().matrix_instructions(t)) names.push_back(i.name);
+  return names;
+}
+
+// The matrix instructions a target offers follow its features: the CPU name's, then
+// -mattr's additions and removals. A target string names its features canonically.
+TEST(Backend, MatrixInstructionsFollowTheTargetsFeatures) {
+  using Names = std::vector<std::string>;
+  Target zen3 = Target::parse("llvm -mtriple=x86_64-linux-gnu -mcpu=znver3");
+  EXPECT_TRUE(instruction_names(zen3).empty());
+  Target zen4 = Target::parse("llvm -mtriple=x86_64-linux-gnu -mcpu=znver4");
+  EXPECT_EQ(instruction_names(zen4), (Names{"avx512_bf16.vdpbf16ps", "avx512_vnni.vpdpbusd"}));
+  Target spr = Target::parse("llvm -mtriple=x86_64-linux-gnu -mcpu=sapphirerapids");
+  EXPECT_EQ(instruction_names(spr).front(), "amx.tdpbf16ps");
+  EXPECT_EQ(instruction_names(spr).size(), 5u);
+  // A guest whose CPU name has no AMX, given it by -mattr; one that is denied it.
+  Target rocket = Target::parse("llvm -mtriple=x86_64-linux-gnu -mcpu=rocketlake -mattr=+amx-bf16,+amx-tile");
+  EXPECT_EQ(instruction_names(rocket), (Names{"amx.tdpbf16ps", "avx512_vnni.vpdpbusd"}));
+  EXPECT_EQ(rocket.str(), "llvm -mattr=+amx-bf16,+amx-tile -mcpu=rocketlake -mtriple=x86_64-linux-gnu -num-cores=1");
+  EXPECT_EQ(Target::parse(rocket.str()).str(), rocket.str());
+  Target denied = Target::parse("llvm -mtriple=x86_64-linux-gnu -mcpu=sapphirerapids -mattr=-amx-bf16,-amx-int8");
+  EXPECT_EQ(instruction_names(denied).front(), "avx512_bf16.vdpbf16ps");
+  Target orin = Target::parse("llvm -mtriple=aarch64-linux-gnu -mcpu=cortex-a78");
+  EXPECT_EQ(instruction_names(orin), (Names{"neon.sdot"}));
+  Target graviton3 = Target::parse("llvm -mtriple=aarch64-linux-gnu -mcpu=neoverse-v1");
+  EXPECT_EQ(instruction_names(graviton3), (Names{"neon.smmla", "neon.bfmmla", "neon.sdot"}));
+  // Features are LLVM's words, each added or removed once.
+  for (const char *bad : {"-mattr=avx512bf16", "-mattr=+AVX", "-mattr=+a,-a", "-mattr="}) {
+    std::string text = std::string("llvm -mtriple=x86_64-linux-gnu -mcpu=znver4 ") + bad;
+    EXPECT_THROW(Target::parse(text), std::invalid_argument) << text;
+  }
+}
+
+// /proc/cpuinfo's flags name the features the host has, whatever its CPU name says.
+TEST(Backend, HostFeaturesComeFromCpuinfoFlags) {
+  std::istringstream x86(
+      "processor : 0\nmodel name : Intel Xeon\nflags : fpu avx512f avx512_vnni avx512_bf16 amx_bf16 amx_tile "
+      "amx_int8 avx512_fp16\nprocessor : 1\nflags : fpu\n");
+  EXPECT_EQ(cpu_features_from_cpuinfo(x86),
+            (std::set<std::string>{"amx-bf16", "amx-int8", "amx-tile", "avx512bf16", "avx512fp16", "avx512vnni"}));
+  std::istringstream arm("processor : 0\nFeatures : fp asimd asimddp i8mm bf16\n");
+  EXPECT_EQ(cpu_features_from_cpuinfo(arm), (std::set<std::string>{"bf16", "dotprod", "i8mm"}));
+  std::istringstream none("processor : 0\n");
+  EXPECT_TRUE(cpu_features_from_cpuinfo(none).empty());
 }
 
 // The PTX ISA of every arch comes from the arch's facts, the one table of archs.

@@ -76,6 +76,9 @@ TEST(LocalRunner, SaysWhichTargetsThisHostCannotRun) {
               std::string::npos);
     std::string wide = why_not_here("llvm -mtriple=x86_64-linux-gnu -mcpu=skylake-avx512");
     EXPECT_EQ(wide.empty(), x86_vector_bits(host_cpu()) >= 512) << wide;
+    // A matrix instruction the host lacks (its /proc/cpuinfo flags say) would be SIGILL.
+    std::string amx = why_not_here("llvm -mcpu=native -mattr=+amx-bf16,+amx-tile");
+    EXPECT_EQ(amx.empty(), Target::parse("llvm").has_feature("amx-bf16")) << amx;
   }
 }
 
