@@ -86,10 +86,17 @@ TEST(OnnxBackendNodeTests, SupportedCasesPassAndNoCaseCrashes) {
     for (const fs::directory_entry &set : fs::directory_iterator(dir)) {
       if (set.path().filename().string().rfind("test_data_set_", 0) != 0) continue;
       std::vector<ir::HostTensor> inputs, want;
-      for (size_t i = 0; fs::exists(set.path() / ("input_" + std::to_string(i) + ".pb")); ++i)
-        inputs.push_back(read_tensor(set.path() / ("input_" + std::to_string(i) + ".pb")));
-      for (size_t i = 0; fs::exists(set.path() / ("output_" + std::to_string(i) + ".pb")); ++i)
-        want.push_back(read_tensor(set.path() / ("output_" + std::to_string(i) + ".pb")));
+      try {
+        for (size_t i = 0; fs::exists(set.path() / ("input_" + std::to_string(i) + ".pb")); ++i)
+          inputs.push_back(read_tensor(set.path() / ("input_" + std::to_string(i) + ".pb")));
+        for (size_t i = 0; fs::exists(set.path() / ("output_" + std::to_string(i) + ".pb")); ++i)
+          want.push_back(read_tensor(set.path() / ("output_" + std::to_string(i) + ".pb")));
+      } catch (const ImportError &e) {
+        // Older test data keeps bfloat16 tensors as UINT16, an element type of its own.
+        ++skipped;
+        ++skip_reasons[std::string("test data: ") + std::string(e.what()).substr(0, 100)];
+        continue;
+      }
       std::string why;
       bool ok = inputs.size() == g.inputs.size() && want.size() == g.outputs.size();
       if (!ok) why = "inputs/outputs differ in number";
