@@ -116,22 +116,25 @@ llvm::Type *CodeGen::scalar_type(DType t) {
   return nullptr;
 }
 
+namespace {
+
+// `elem`, or a vector of `elem` with as many lanes as `v` has.
+llvm::Type *shaped_like(llvm::Type *elem, llvm::Value *v) {
+  if (auto *vector = llvm::dyn_cast<llvm::FixedVectorType>(v->getType()))
+    return llvm::FixedVectorType::get(elem, vector->getNumElements());
+  return elem;
+}
+
+}  // namespace
+
 llvm::Value *CodeGen::bfloat16_bits_to_float(llvm::Value *bits) {
-  auto like = [&](llvm::Type *elem) -> llvm::Type * {
-    if (auto *v = llvm::dyn_cast<llvm::FixedVectorType>(bits->getType()))
-      return llvm::FixedVectorType::get(elem, v->getNumElements());
-    return elem;
-  };
+  auto like = [&](llvm::Type *elem) { return shaped_like(elem, bits); };
   llvm::Value *wide = b_.CreateShl(b_.CreateZExt(bits, like(b_.getInt32Ty())), 16);
   return b_.CreateBitCast(wide, like(b_.getFloatTy()));
 }
 
 llvm::Value *CodeGen::float_to_bfloat16_bits(llvm::Value *f) {
-  auto like = [&](llvm::Type *elem) -> llvm::Type * {
-    if (auto *v = llvm::dyn_cast<llvm::FixedVectorType>(f->getType()))
-      return llvm::FixedVectorType::get(elem, v->getNumElements());
-    return elem;
-  };
+  auto like = [&](llvm::Type *elem) { return shaped_like(elem, f); };
   llvm::Type *i32 = like(b_.getInt32Ty());
   auto constant = [&](uint32_t x) { return llvm::ConstantInt::get(i32, x); };
   llvm::Value *bits = b_.CreateBitCast(f, i32);

@@ -255,6 +255,31 @@ TEST(CodegenX86Strided, StrideTwoLoadsAreShuffledSpans) {
   expect_artifact_matches(c.sch.func(), c.func, random_inputs(c.dag, 3), "strided");
 }
 
+// bfloat16 is loaded and stored as its 16 bits in vectors on every ISA level (AVX2,
+// AVX-512, with or without AVX512-BF16): no scalarized lanes, no LLVM bfloat type the
+// x86 backend of LLVM 16 cannot lower; the values match the interpreter on this host.
+TEST(CodegenX86BFloat16, VectorLoadsAndStoresOfItsBitsOnEveryIsaLevel) {
+  ops::Workload w = ops::Workload::single("relu", {{{4, 32}, ir::DType::kBFloat16}}, nlohmann::json::object());
+  te::ComputeDAG dag = w.build_dag();
+  ir::PrimFunc func = te::lower(dag, "relu_bf16");
+  ir::Schedule sch(func);
+  std::vector<ir::LoopRV> loops = sch.get_loops(sch.get_block("relu"));
+  sch.vectorize(sch.split(loops[1], {int64_t{2}, int64_t{16}})[1]);
+  std::vector<Target> targets;
+  for (const IsaTarget &t : x86_isa_targets()) targets.push_back(t.target);
+  targets.push_back(Target::parse("llvm -mcpu=znver3 -mtriple=x86_64-linux-gnu -mattr=+avx512bf16"));
+  for (const Target &t : targets) {
+    std::string ir_text = compiler().emit_llvm_ir(sch.func(), t);
+    EXPECT_NE(ir_text.find("load <16 x i16>"), std::string::npos) << t.str() << "\n" << ir_text;
+    EXPECT_NE(ir_text.find("store <16 x i16>"), std::string::npos) << t.str() << "\n" << ir_text;
+    // (The artifact's info JSON names the dtype "bfloat16"; the IR type would be "bfloat".)
+    EXPECT_EQ(ir_text.find("x bfloat>"), std::string::npos) << t.str() << "\n" << ir_text;
+    EXPECT_EQ(ir_text.find(" bfloat "), std::string::npos) << t.str() << "\n" << ir_text;
+    EXPECT_FALSE(compiler().emit_assembly(sch.func(), t).empty()) << t.str();
+  }
+  expect_artifact_matches(sch.func(), func, random_inputs(dag, 7), "relu_bf16");
+}
+
 // With a power-of-two lane count the span is read as whole vectors, the last one
 // ending at the last lane's element: an odd-sized span load (<15 x float>) is
 // legalized element by element.

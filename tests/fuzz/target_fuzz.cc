@@ -14,6 +14,11 @@ KILN_FUZZ_TARGET(target_string) {
   const std::string cpu = kiln::aarch64_cpu_from_cpuinfo(cpuinfo);
   if (kiln::Target::parse("llvm -mtriple=aarch64-linux-gnu -mcpu=" + cpu).mcpu != cpu)
     throw std::logic_error("the CPU named from a cpuinfo does not parse as a target: " + cpu);
+  // Its flags, as the features matrix instructions follow: each one a target takes.
+  std::istringstream flags(input);
+  for (const std::string &feature : kiln::cpu_features_from_cpuinfo(flags))
+    if (!kiln::Target::parse("llvm -mtriple=x86_64-linux-gnu -mcpu=generic -mattr=+" + feature).has_feature(feature))
+      throw std::logic_error("a feature read from a cpuinfo is not one a target takes: " + feature);
   for (kiln::NativeCpu native : {kiln::NativeCpu::kResolve, kiln::NativeCpu::kKeepAsStored}) {
     kiln::Target target;
     try {
